@@ -1,0 +1,90 @@
+"""Configuration: one pydantic model, every field documented, every default sound on 2 cores."""
+
+from __future__ import annotations
+
+import os
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memray.models import RetrievalMode
+
+__all__ = ["EmbedderConfig", "SummarizerConfig", "IndexConfig", "MemoryConfig"]
+
+
+class _Config(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EmbedderConfig(_Config):
+    """Which embedder turns text into vectors. ``kind="none"`` disables semantic recall."""
+
+    kind: Literal["hash", "openai", "local", "none"] = "hash"
+    model: str | None = None  # openai/local model name; hash: ignored
+    dim: int = Field(256, gt=0, le=8192)  # hash dimension, or `dimensions` asked of the API
+    base_url: str | None = None  # OpenAI-compatible endpoint (vLLM, Ollama...); None: OPENAI_BASE_URL
+    api_key_env: str = "OPENAI_API_KEY"
+    send_dimensions: bool = False  # pass `dimensions` to the API (not every server accepts it)
+    batch_size: int = Field(256, gt=0, le=2048)
+    timeout_s: float = Field(30.0, gt=0)
+    max_retries: int = Field(2, ge=0)
+    cache_size: int = Field(100_000, ge=0)  # LRU entries per process; 0 disables the cache
+    cache_ttl_s: float = Field(3600.0, gt=0)
+    device: str | None = None  # local model: "cuda", "cpu" or None (auto)
+
+
+class SummarizerConfig(_Config):
+    kind: Literal["extractive", "openai", "none"] = "extractive"
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    trigger_tokens: int = Field(170_000, gt=0)
+    keep_messages: int = Field(6, ge=0)
+    max_summary_tokens: int = Field(2_000, gt=0)
+    timeout_s: float = Field(60.0, gt=0)
+
+
+class IndexConfig(_Config):
+    mode: RetrievalMode = "hybrid"  # default retrieval mode; see README "Retrieval" for why
+    exact_threshold: int = Field(2_000, ge=0)  # namespaces smaller than this are searched exactly
+    hnsw_m: int = Field(16, gt=1)
+    hnsw_ef_construction: int = Field(200, gt=0)
+    hnsw_ef: int = Field(64, gt=0)
+    compact_ratio: float = Field(0.25, gt=0, lt=1)  # rebuild an index once this share is tombstones
+    snapshot_every_s: float = Field(30.0, gt=0)
+
+
+class MemoryConfig(_Config):
+    """Everything :func:`memray.open` needs. Defaults: embedded, local, no API key."""
+
+    path: str = "./memray-data"
+    mode: Literal["ray", "inprocess"] = "ray"
+    address: str | None = None  # Ray cluster to join; None starts a local Ray on demand
+    namespace: str = "memray"  # Ray namespace the named actors live in
+    num_cpus: int | None = None  # CPUs for a local Ray started on demand
+    hosts: int = Field(4, gt=0)  # ConversationHost actors
+    shards: int = Field(2, gt=0)  # VectorShard actors
+    debounce_ms: int = Field(200, ge=0)  # persist debounce; each add resets it
+    buffer_window: int = Field(32, ge=0)  # recent messages a conversation keeps in memory
+    max_message_chars: int = Field(1_000_000, gt=0)
+    retry_backoff_s: float = Field(0.05, gt=0)  # first retry delay of a failed write; doubles
+    retry_backoff_max_s: float = Field(5.0, gt=0)
+    embedder: EmbedderConfig = EmbedderConfig()
+    summarizer: SummarizerConfig = SummarizerConfig()
+    index: IndexConfig = IndexConfig()
+
+    @property
+    def root(self) -> str:
+        return os.path.abspath(self.path)
+
+    @property
+    def store_path(self) -> str:
+        return os.path.join(self.root, "history.duckdb")
+
+    @property
+    def vectors_path(self) -> str:
+        return os.path.join(self.root, "vectors")
+
+    @property
+    def exports_path(self) -> str:
+        return os.path.join(self.root, "exports")

@@ -1,0 +1,124 @@
+"""The errors memray raises.
+
+Every error memray raises derives from :class:`MemrayError`::
+
+    MemrayError
+    ├── ValidationError        bad input: names the field, the value and what to do; nothing written
+    │   └── InvalidIdError     an id that is empty, too long or holds control characters
+    ├── NotFoundError          the conversation, entry or scope does not exist
+    ├── ConflictError          optimistic concurrency: a stale writer (working memory versions)
+    ├── EmbeddingError         the embedder failed (after its retries)
+    │   └── ModelMismatchError a vector of the wrong model or dimension for an index: re-embed
+    ├── StoreError             the history store failed or is unavailable
+    ├── UnavailableError       an actor (host, shard, store) is down; names which
+    ├── MissingExtraError      an optional package is not installed: says which extra to install
+    └── ClosedError            the memory was closed
+
+Every error pickles with its message and fields intact, because errors cross Ray process
+boundaries (`tests/test_errors.py` proves it for each class).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "MemrayError",
+    "ValidationError",
+    "InvalidIdError",
+    "NotFoundError",
+    "ConflictError",
+    "EmbeddingError",
+    "ModelMismatchError",
+    "StoreError",
+    "UnavailableError",
+    "MissingExtraError",
+    "ClosedError",
+]
+
+
+class MemrayError(Exception):
+    """Base class of every error memray raises."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Exceptions with keyword-only fields do not pickle by default; rebuild from the message
+        # and the instance dict so the error survives a trip through Ray.
+        return (_rebuild, (type(self), self.args, self.__dict__))
+
+
+def _rebuild(cls: type[MemrayError], args: tuple[Any, ...], state: dict[str, Any]) -> MemrayError:
+    err = cls.__new__(cls)
+    Exception.__init__(err, *args)
+    err.__dict__.update(state)
+    return err
+
+
+class ValidationError(MemrayError, ValueError):
+    """Bad input. ``field`` and ``value`` say what was wrong; nothing was written."""
+
+    def __init__(self, field: str, value: Any, problem: str, hint: str = "") -> None:
+        shown = repr(value)
+        if len(shown) > 80:
+            shown = shown[:77] + "..."
+        message = f"invalid {field}={shown}: {problem}"
+        if hint:
+            message += f"; {hint}"
+        super().__init__(message)
+        self.field = field
+        self.value = value
+        self.problem = problem
+
+
+class InvalidIdError(ValidationError):
+    """An id that is empty, longer than 256 characters, or holds control characters."""
+
+
+class NotFoundError(MemrayError, LookupError):
+    """The thing asked for does not exist."""
+
+
+class ConflictError(MemrayError):
+    """A write based on a stale version; re-read and retry."""
+
+    def __init__(self, message: str, expected: int | None = None, actual: int | None = None) -> None:
+        super().__init__(message)
+        self.expected = expected
+        self.actual = actual
+
+
+class EmbeddingError(MemrayError):
+    """The embedder failed after its retries. The text stays durable and is embedded later."""
+
+
+class ModelMismatchError(EmbeddingError, ValueError):
+    """A vector of the wrong model or dimension for an index. Re-embed with the index's model."""
+
+
+class StoreError(MemrayError):
+    """The history store failed."""
+
+
+class UnavailableError(MemrayError):
+    """An actor is down. ``component`` names it (e.g. ``"shard 3"``)."""
+
+    def __init__(self, component: str, detail: str = "") -> None:
+        message = f"{component} unavailable"
+        if detail:
+            message += f": {detail}"
+        super().__init__(message)
+        self.component = component
+
+
+class MissingExtraError(MemrayError, ImportError):
+    """An optional dependency is missing."""
+
+    def __init__(self, package: str, extra: str) -> None:
+        super().__init__(
+            f"{package} is not installed; install the extra: pip install 'memray-agents[{extra}]'"
+        )
+        self.package = package
+        self.extra = extra
+
+
+class ClosedError(MemrayError):
+    """The memory was closed; open it again."""

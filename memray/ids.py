@@ -1,0 +1,99 @@
+"""Validation of ids and collision-free keys built from them.
+
+Every id (app, user, conversation, message, session, project, entry) is non-empty, at most
+:data:`MAX_ID_CHARS` Unicode characters (characters, not bytes: ``"日本"`` is 2), and holds no
+control characters (Unicode category ``Cc``). Keys built from ids are tuples or length-prefixed
+strings, never concatenations that two different id tuples could both produce.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import unicodedata
+from dataclasses import dataclass
+
+from memray.errors import InvalidIdError
+
+__all__ = [
+    "MAX_ID_CHARS",
+    "validate_id",
+    "validate_project_id",
+    "encode_key",
+    "stable_hash",
+    "ConversationKey",
+    "UserKey",
+]
+
+MAX_ID_CHARS = 256
+
+
+def validate_id(field: str, value: object) -> str:
+    """Return ``value`` if it is a valid id, else raise :class:`InvalidIdError` naming ``field``."""
+    if not isinstance(value, str):
+        raise InvalidIdError(field, value, f"must be a string, got {type(value).__name__}")
+    if not value:
+        raise InvalidIdError(field, value, "must not be empty", "pass a non-empty id")
+    if len(value) > MAX_ID_CHARS:
+        raise InvalidIdError(
+            field, value, f"is {len(value)} characters, the limit is {MAX_ID_CHARS}",
+            "use a shorter id (a hash of a long one works)",
+        )
+    for ch in value:
+        if unicodedata.category(ch) == "Cc":
+            raise InvalidIdError(
+                field, value, f"contains the control character {ch!r}", "remove control characters"
+            )
+    return value
+
+
+def validate_project_id(project_id: object) -> str:
+    """Validate a project id: non-empty, at most 256 characters, no control characters."""
+    return validate_id("project_id", project_id)
+
+
+def encode_key(*parts: str) -> str:
+    """Encode parts as one string no other tuple of parts encodes to (length-prefixed)."""
+    return "".join(f"{len(p)}:{p}" for p in parts)
+
+
+def stable_hash(*parts: str) -> int:
+    """A 64-bit hash of ``parts`` that is the same in every process (unlike ``hash()``)."""
+    digest = hashlib.blake2b(encode_key(*parts).encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class UserKey:
+    """The isolation boundary: nothing crosses it unless asked for app-wide."""
+
+    app: str
+    user_id: str
+
+    @classmethod
+    def of(cls, app: str, user_id: str) -> UserKey:
+        return cls(validate_id("app", app), validate_id("user_id", user_id))
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class ConversationKey:
+    """``(app, user_id, conversation_id)``: the identity of one conversation."""
+
+    app: str
+    user_id: str
+    conversation_id: str
+
+    @classmethod
+    def of(cls, app: str, user_id: str, conversation_id: str) -> ConversationKey:
+        return cls(
+            validate_id("app", app),
+            validate_id("user_id", user_id),
+            validate_id("conversation_id", conversation_id),
+        )
+
+    @property
+    def user(self) -> UserKey:
+        return UserKey(self.app, self.user_id)
+
+    def route(self, n: int) -> int:
+        """The index of the host (of ``n``) that owns this conversation."""
+        return stable_hash(self.app, self.user_id, self.conversation_id) % n

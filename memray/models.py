@@ -1,0 +1,266 @@
+"""The records memray stores and returns: messages and their parts, entries, hits, contexts.
+
+Records are pydantic v2 models. Input is parsed here, at the boundary; past it, code works with
+these types and never with untyped dicts.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from memray.errors import ValidationError
+from memray.ids import validate_id
+
+__all__ = [
+    "Role",
+    "TextPart",
+    "ReasoningPart",
+    "ToolPart",
+    "DataPart",
+    "Part",
+    "Message",
+    "MessageInput",
+    "coerce_message",
+    "Hit",
+    "Context",
+    "MemoryEntry",
+    "SearchRequest",
+    "MemoryResult",
+    "SearchMemoryResponse",
+    "ConversationInfo",
+    "DeletionReceipt",
+    "DeletionProof",
+    "RetrievalMode",
+    "MAX_CONTENT_CHARS",
+]
+
+Role = Literal["system", "user", "assistant", "tool"]
+RetrievalMode = Literal["vector", "lexical", "hybrid"]
+ToolState = Literal["pending", "output", "error"]
+
+#: Default cap on the characters of one message's parts; MemoryConfig.max_message_chars sets it.
+MAX_CONTENT_CHARS = 1_000_000
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TextPart(_Record):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ReasoningPart(_Record):
+    type: Literal["reasoning"] = "reasoning"
+    text: str
+
+
+class ToolPart(_Record):
+    """A tool call and, once it arrives, its result (merged by ``tool_call_id``)."""
+
+    type: Literal["tool"] = "tool"
+    tool_call_id: str
+    tool_name: str
+    input: Any = None
+    state: ToolState = "pending"
+    output: Any = None
+    error: str | None = None
+
+
+class DataPart(_Record):
+    type: Literal["data"] = "data"
+    name: str | None = None
+    data: Any = None
+
+
+Part = Annotated[Union[TextPart, ReasoningPart, ToolPart, DataPart], Field(discriminator="type")]
+
+
+def _now() -> float:
+    return time.time()
+
+
+class Message(_Record):
+    """One message of a conversation.
+
+    ``seq`` is assigned by memray when the message is first added: strictly increasing per
+    conversation, and the only order memray uses. ``created_at`` is Unix seconds (informational).
+    Accepts ``content`` (a string or a list of parts) as an alias of ``parts``.
+    """
+
+    id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    role: Role
+    parts: list[Part]
+    created_at: float = Field(default_factory=_now)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    seq: int | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _content_alias(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "content" in data:
+            data = dict(data)
+            content = data.pop("content")
+            if "parts" in data:
+                raise ValidationError("content", content, "given together with parts", "pass one of them")
+            data["parts"] = content
+        if isinstance(data, dict) and isinstance(data.get("parts"), str):
+            data = {**data, "parts": [{"type": "text", "text": data["parts"]}]}
+        return data
+
+    @field_validator("id")
+    @classmethod
+    def _valid_id(cls, v: str) -> str:
+        return validate_id("message.id", v)
+
+    @property
+    def text(self) -> str:
+        """The text that is embedded and indexed: text parts, tool names and tool outputs."""
+        chunks: list[str] = []
+        for part in self.parts:
+            if isinstance(part, TextPart):
+                chunks.append(part.text)
+            elif isinstance(part, ToolPart):
+                chunks.append(part.tool_name)
+                if part.output is not None:
+                    chunks.append(part.output if isinstance(part.output, str) else json.dumps(part.output, default=str))
+        return "\n".join(c for c in chunks if c)
+
+    @property
+    def tool_call_ids(self) -> list[str]:
+        return [p.tool_call_id for p in self.parts if isinstance(p, ToolPart)]
+
+
+MessageInput = Union[Message, dict[str, Any]]
+
+
+def coerce_message(value: MessageInput, max_chars: int = MAX_CONTENT_CHARS) -> Message:
+    """Parse one message given as a :class:`Message` or a dict; raise ValidationError if bad."""
+    if isinstance(value, Message):
+        msg = value
+    elif isinstance(value, dict):
+        try:
+            msg = Message.model_validate(value)
+        except ValidationError:
+            raise
+        except Exception as exc:  # pydantic's error: translate, naming the field
+            raise _translate(exc, value) from exc
+    else:
+        raise ValidationError("message", value, f"must be a Message or a dict, got {type(value).__name__}")
+    size = sum(len(p.model_dump_json()) for p in msg.parts)
+    if size > max_chars:
+        raise ValidationError(
+            "message.parts", f"<{size} characters>", f"exceeds the cap of {max_chars} characters",
+            "split the content or raise MemoryConfig.max_message_chars",
+        )
+    return msg
+
+
+def _translate(exc: Exception, value: Any) -> ValidationError:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        first = errors()[0]
+        loc = ".".join(str(p) for p in first.get("loc", ())) or "message"
+        return ValidationError(f"message.{loc}", first.get("input", value), first.get("msg", str(exc)))
+    return ValidationError("message", value, str(exc))
+
+
+class Hit(_Record):
+    """One search result. ``score`` is in [0, 1]; see README "Scores" for its exact meaning."""
+
+    message: Message
+    score: float
+    conversation_id: str
+
+
+class Context(_Record):
+    """What an agent prompt needs, assembled by ``conversation.context()``."""
+
+    messages: list[Message]
+    summary: str | None = None
+    working_memory: str | None = None
+    recalled_ids: list[str] = Field(default_factory=list)
+    degraded: bool = False
+    reason: str | None = None
+
+
+class ConversationInfo(_Record):
+    app: str
+    user_id: str
+    conversation_id: str
+    title: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    created_at: float
+    updated_at: float
+    last_seq: int = 0
+
+
+class MemoryEntry(_Record):
+    """A long-term memory: a fact, preference or past exchange worth recalling later."""
+
+    id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    content: str | list[Part]
+    author: str = "user"
+    timestamp: float = Field(default_factory=_now)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("id")
+    @classmethod
+    def _valid_id(cls, v: str) -> str:
+        return validate_id("entry.id", v)
+
+    @property
+    def text(self) -> str:
+        if isinstance(self.content, str):
+            return self.content
+        return "\n".join(p.text for p in self.content if isinstance(p, (TextPart, ReasoningPart)))
+
+
+class SearchRequest(_Record):
+    """``project_id=None`` searches global entries only; ``project_id=P`` global plus P's."""
+
+    query: str
+    user_id: str
+    app_name: str = "default"
+    limit: int | None = None
+    min_score: float | None = None
+    project_id: str | None = None
+    mode: RetrievalMode | None = None
+
+
+class MemoryResult(_Record):
+    entry: MemoryEntry
+    score: float
+    session_id: str | None = None
+    project_id: str | None = None
+
+
+class SearchMemoryResponse(_Record):
+    memories: list[MemoryResult]
+
+
+class DeletionReceipt(_Record):
+    """What a delete removed, counted per store (e.g. ``{"messages": 120, "vectors": 118}``)."""
+
+    app: str
+    user_id: str
+    counts: dict[str, int]
+
+
+class DeletionProof(_Record):
+    """The result of scanning every store for a user: ``clean`` iff ``remaining`` is all zero."""
+
+    app: str
+    user_id: str
+    remaining: dict[str, int]
+    scanned: list[str]
+
+    @property
+    def clean(self) -> bool:
+        return not any(self.remaining.values())

@@ -1,0 +1,1 @@
+"""Durable truth: the DuckDB history store and its Parquet exports."""

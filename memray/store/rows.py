@@ -1,0 +1,128 @@
+"""Rows as the store takes and returns them: flat tuples that pickle small and turn into Arrow
+columns without per-row dicts. Converters to and from the public records live here too."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, NamedTuple
+
+from memray.ids import ConversationKey, stable_hash
+from memray.models import MemoryEntry, Message
+
+__all__ = [
+    "Namespace",
+    "MessageRow",
+    "EntryRow",
+    "EmbeddingRow",
+    "message_to_row",
+    "row_to_message",
+    "entry_to_row",
+    "row_to_entry",
+    "user_hash",
+    "conversation_namespace",
+    "entry_namespace",
+]
+
+
+class Namespace(NamedTuple):
+    """A vector/lexical namespace. ``kind`` is ``"conv"`` (scope = conversation id) or
+    ``"entry"`` (scope = project id, ``""`` for the user's global entries)."""
+
+    app: str
+    user_id: str
+    kind: str
+    scope: str
+
+
+def conversation_namespace(key: ConversationKey) -> Namespace:
+    return Namespace(key.app, key.user_id, "conv", key.conversation_id)
+
+
+def entry_namespace(app: str, user_id: str, project_id: str | None) -> Namespace:
+    return Namespace(app, user_id, "entry", project_id or "")
+
+
+def user_hash(app: str, user_id: str) -> int:
+    """Signed 64-bit stable hash of ``(app, user_id)``: the shard of a user is ``h % shards``."""
+    h = stable_hash(app, user_id)
+    return h - (1 << 64) if h >= (1 << 63) else h
+
+
+class MessageRow(NamedTuple):
+    app: str
+    user_id: str
+    conversation_id: str
+    id: str
+    seq: int
+    role: str
+    parts_json: str
+    metadata_json: str
+    created_at: float
+    text: str
+
+
+class EntryRow(NamedTuple):
+    app: str
+    user_id: str
+    id: str
+    session_id: str | None
+    project_id: str | None
+    author: str
+    content_json: str  # JSON of the entry's content (a string or a list of parts)
+    metadata_json: str
+    timestamp: float
+    text: str
+
+
+class EmbeddingRow(NamedTuple):
+    """One stored vector. ``namespace`` + ``doc_id`` identify the item (message or entry id)."""
+
+    namespace: Namespace
+    doc_id: str
+    model_id: str
+    vector: Any  # float32[dim], L2-normalised
+
+
+def message_to_row(key: ConversationKey, msg: Message) -> MessageRow:
+    assert msg.seq is not None, "seq is assigned before a message is persisted"
+    parts = json.dumps([p.model_dump(mode="json") for p in msg.parts], ensure_ascii=False)
+    return MessageRow(
+        key.app, key.user_id, key.conversation_id, msg.id, msg.seq, msg.role, parts,
+        json.dumps(msg.metadata, ensure_ascii=False, default=str), msg.created_at, msg.text,
+    )
+
+
+def row_to_message(row: MessageRow) -> Message:
+    return Message.model_validate(
+        {
+            "id": row.id,
+            "role": row.role,
+            "parts": json.loads(row.parts_json),
+            "created_at": row.created_at,
+            "metadata": json.loads(row.metadata_json),
+            "seq": row.seq,
+        }
+    )
+
+
+def entry_to_row(
+    app: str, user_id: str, entry: MemoryEntry, session_id: str | None, project_id: str | None
+) -> EntryRow:
+    content: Any = entry.content if isinstance(entry.content, str) else [p.model_dump(mode="json") for p in entry.content]
+    return EntryRow(
+        app, user_id, entry.id, session_id, project_id, entry.author,
+        json.dumps(content, ensure_ascii=False), json.dumps(entry.metadata, ensure_ascii=False, default=str),
+        entry.timestamp, entry.text,
+    )
+
+
+def row_to_entry(row: EntryRow) -> MemoryEntry:
+    return MemoryEntry.model_validate(
+        {
+            "id": row.id,
+            "content": json.loads(row.content_json),
+            "author": row.author,
+            "timestamp": row.timestamp,
+            "metadata": json.loads(row.metadata_json),
+        }
+    )
