@@ -1,0 +1,53 @@
+"""The ``memray`` command line: ``memray demo``, ``memray backfill ...``, ``memray stats``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import shutil
+import sys
+import tempfile
+from typing import Sequence
+
+__all__ = ["main"]
+
+
+def _demo(args: argparse.Namespace) -> int:
+    import memray
+    from memray.simulation import simulate, summary_line
+
+    path = args.path or tempfile.mkdtemp(prefix="memray-demo-")
+    config = memray.MemoryConfig(path=path, mode=args.mode, hosts=args.hosts, shards=args.shards, num_cpus=args.num_cpus)
+    print(f"memray demo: {args.agents} agents, {args.turns} turns, mode={args.mode}, data in {path}", flush=True)
+    with memray.open(config=config) as mem:
+        report = asyncio.run(simulate(mem, args.agents, args.turns))
+        stats = mem.stats()
+    report.extras["hosts"] = [{k: s[k] for k in ("host", "conversations", "rss_bytes", "commits", "rows")} for s in stats]
+    print(summary_line(report))
+    print(json.dumps(dataclasses.asdict(report)))
+    if not args.path and not args.keep:
+        shutil.rmtree(path, ignore_errors=True)
+    return 0 if report.verified else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="memray", description="Conversation and long-term memory for AI agents, on Ray.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="run a scripted many-agent simulation and verify the store")
+    demo.add_argument("--agents", type=int, default=1000)
+    demo.add_argument("--turns", type=int, default=6)
+    demo.add_argument("--mode", choices=["ray", "inprocess"], default="ray")
+    demo.add_argument("--hosts", type=int, default=4)
+    demo.add_argument("--shards", type=int, default=2)
+    demo.add_argument("--num-cpus", type=int, default=None)
+    demo.add_argument("--path", default=None, help="data directory (default: a temporary one, removed after)")
+    demo.add_argument("--keep", action="store_true", help="keep the temporary data directory")
+    demo.set_defaults(func=_demo)
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The conversation core: buffer, persist chain, working memory, summaries, context, host."""

@@ -1,0 +1,80 @@
+"""`Conversation`: one virtual conversation actor's state and its synchronous logic.
+
+A host keeps thousands of these; an idle one costs a few hundred bytes beyond the messages in
+its buffer. Everything here is synchronous, so under the host's single event loop each call
+runs whole without interleaving: seq assignment and buffer merges are atomic per conversation.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from memray.conversation.buffer import MessageBuffer
+from memray.conversation.persist import PersistChain
+from memray.ids import ConversationKey
+from memray.models import Message
+
+__all__ = ["Conversation", "matches"]
+
+
+class Conversation:
+    __slots__ = ("key", "buffer", "chain", "last_seq", "whole", "deleted", "unsummarized_tokens", "summarizing")
+
+    def __init__(self, key: ConversationKey, buffer: MessageBuffer, chain: PersistChain, last_seq: int, whole: bool) -> None:
+        self.key = key
+        self.buffer = buffer
+        self.chain = chain
+        self.last_seq = last_seq
+        self.whole = whole  # the buffer was loaded with the whole conversation (fewer rows than its window)
+        self.deleted = False
+        self.unsummarized_tokens = -1  # unknown until the summary keeper has looked
+        self.summarizing = False
+
+    def add(self, messages: list[Message]) -> list[int]:
+        """Merge ``messages`` into the buffer, assigning seqs to new ids; schedule persistence."""
+        seqs = []
+        for msg in messages:
+            if self.buffer.target_of(msg) is None:
+                self.last_seq += 1
+            seqs.append(self.buffer.add(msg, self.last_seq).seq or 0)
+        self.chain.schedule()
+        return seqs
+
+    def covers(self, before_seq: int | None, limit: int | None) -> bool:
+        """Whether the buffer alone holds the most recent ``limit`` messages before ``before_seq``
+        (the buffer is a contiguous tail of the conversation)."""
+        if self.whole and not self.buffer.evicted:
+            return True
+        if limit is None:
+            return False
+        held = self.buffer.recent() if before_seq is None else [m for m in self.buffer.recent() if (m.seq or 0) < before_seq]
+        return len(held) >= limit
+
+
+def matches(
+    msg: Message,
+    before_seq: int | None,
+    after_seq: int | None,
+    roles: list[str] | None,
+    metadata: dict[str, Any] | None,
+) -> bool:
+    seq = msg.seq or 0
+    if before_seq is not None and seq >= before_seq:
+        return False
+    if after_seq is not None and seq <= after_seq:
+        return False
+    if roles is not None and msg.role not in roles:
+        return False
+    if metadata:
+        return all(k in msg.metadata and msg.metadata[k] == v for k, v in metadata.items())
+    return True
+
+
+def overlay(durable: list[Message], unsettled: list[Message], limit: int | None, keep: Callable[[Message], bool]) -> list[Message]:
+    """Durable messages from the store with the buffer's not-yet-durable ones laid over them."""
+    by_id = {m.id: m for m in durable}
+    for m in unsettled:
+        if keep(m):
+            by_id[m.id] = m
+    out = sorted(by_id.values(), key=lambda m: m.seq or 0)
+    return out[-limit:] if limit else out if limit is None else []

@@ -1,0 +1,257 @@
+"""`ConversationHost`: many virtual conversation actors in one real actor.
+
+A Ray actor is a whole process (~75 MB, ~1 s to start), so thousands of agents cannot each get
+one. Each conversation is instead a :class:`~memray.conversation.core.Conversation` living in
+one of a few hosts, chosen by a stable hash of its key. The host runs one event loop: each
+call's synchronous part runs whole, so a conversation's seqs are assigned in the order its
+calls arrive, whichever caller made them (Ray does not order calls on async actors; the host
+does not need it to).
+
+Writes: add → buffer (seq assigned, acknowledged) → persist chain (debounced) → group commit
+(one store transaction for many conversations) → embedding pipeline (vectors after the durable
+write) → shards. Summaries are folded in the background once the unsummarised history passes
+the trigger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from typing import Any
+
+from memray.config import MemoryConfig
+from memray.conversation.buffer import MessageBuffer
+from memray.conversation.commit import GroupCommitter
+from memray.conversation.core import Conversation, matches, overlay
+from memray.conversation.persist import PersistChain
+from memray.embedding.pipeline import EmbeddingPipeline, PendingItem
+from memray.errors import ClosedError
+from memray.ids import ConversationKey
+from memray.models import Message
+from memray.runtime.ref import ActorRef
+from memray.store.rows import conversation_namespace, message_to_row, row_to_message
+
+__all__ = ["ConversationHost"]
+
+log = logging.getLogger(__name__)
+
+
+class ConversationHost:
+    def __init__(self, host_id: int, config: MemoryConfig, store: ActorRef, shards: list[ActorRef]) -> None:
+        self.host_id = host_id
+        self.config = config
+        self._store = store
+        self._shards = shards
+        self._conversations: dict[ConversationKey, Conversation] = {}
+        self._loading: dict[ConversationKey, asyncio.Future[Conversation]] = {}
+        self._closed = False
+        self._started = False
+
+    async def start(self) -> None:
+        """Build the embedder, router, committer and pipeline (in the actor's own process).
+        Idempotent; a host restarted by Ray starts itself on its first call."""
+        if self._started:
+            return
+        self._started = True
+        from memray.conversation.summary import SummaryKeeper, build_summarizer
+        from memray.embedding import build_embedder
+        from memray.index.router import ShardRouter
+        from memray.text import estimate_tokens
+
+        self._estimate = estimate_tokens
+        self._committer = GroupCommitter(self._store)
+        self._router = ShardRouter(self._shards)
+        self._pipeline = EmbeddingPipeline(
+            build_embedder(self.config.embedder), self._store, self._router, batch_size=self.config.embedder.batch_size
+        )
+        summarizer = build_summarizer(self.config.summarizer)
+        self._keeper = None if summarizer is None else SummaryKeeper(self._store, summarizer, self.config.summarizer, estimate_tokens)
+        if self.host_id == 0:
+            await self._pipeline.sweep()
+
+    # -- conversations in memory ------------------------------------------------------------
+    async def _get(self, key: ConversationKey) -> Conversation:
+        conv = self._conversations.get(key)
+        if conv is not None:
+            return conv
+        if self._closed:
+            raise ClosedError("this memray host is closed; open memray again")
+        await self.start()
+        pending = self._loading.get(key)
+        if pending is None:
+            pending = asyncio.get_running_loop().create_future()
+            self._loading[key] = pending
+            try:
+                conv = await self._load(key)
+            except BaseException as exc:
+                pending.set_exception(exc)
+                pending.exception()  # mark retrieved: the waiters, if any, re-raise it
+                raise
+            finally:
+                del self._loading[key]
+            self._conversations[key] = conv
+            pending.set_result(conv)
+            return conv
+        return await pending
+
+    async def _load(self, key: ConversationKey) -> Conversation:
+        window = self.config.buffer_window
+        snap = await self._store.call("load_conversation", key, window)
+        buffer = MessageBuffer(window)
+        for row in snap.recent:
+            buffer.put_durable(row_to_message(row))
+        conv = Conversation(key, buffer, None, snap.last_seq, whole=len(snap.recent) < window)  # type: ignore[arg-type]
+        conv.chain = PersistChain(
+            lambda: self._write(conv), self.config.debounce_ms / 1000.0,
+            self.config.retry_backoff_s, self.config.retry_backoff_max_s,
+        )
+        conv.chain.last_durable_seq = snap.last_seq
+        return conv
+
+    # -- writes -----------------------------------------------------------------------------
+    async def add(self, key: ConversationKey, messages: list[Message], durable: bool = False) -> list[int]:
+        conv = await self._get(key)
+        seqs = conv.add(messages)
+        if durable:
+            await conv.chain.flush()
+        return seqs
+
+    async def add_many(self, batch: list[tuple[ConversationKey, list[Message]]], durable: bool = False) -> list[list[int]]:
+        """Add to many conversations in one call; seqs per conversation, in input order."""
+        convs = await asyncio.gather(*(self._get(k) for k in {k for k, _ in batch}))
+        by_key = {c.key: c for c in convs}
+        out = [by_key[k].add(msgs) for k, msgs in batch]
+        if durable:
+            await asyncio.gather(*(c.chain.flush() for c in convs))
+        return out
+
+    async def _write(self, conv: Conversation) -> int:
+        """Persist what ``conv`` has pending; return the highest seq now durable."""
+        if conv.deleted:
+            conv.buffer.drain()
+            return conv.chain.last_durable_seq
+        msgs = conv.buffer.drain()
+        if not msgs:
+            return conv.chain.last_durable_seq
+        ids = [m.id for m in msgs]
+        try:
+            corrections = await self._committer.submit([message_to_row(conv.key, m) for m in msgs])
+        except BaseException:
+            conv.buffer.mark_pending(ids)
+            raise
+        conv.buffer.settle(ids)
+        corrected = {c[3] for c in corrections}
+        for mid in corrected:  # an id the store already held: it keeps its original seq
+            conv.buffer.discard(mid)
+        self._after_commit(conv, msgs)
+        return max((m.seq or 0) for m in msgs if m.id not in corrected) if len(corrected) < len(msgs) else conv.chain.last_durable_seq
+
+    def _after_commit(self, conv: Conversation, msgs: list[Message]) -> None:
+        ns = conversation_namespace(conv.key)
+        self._pipeline.submit([PendingItem(ns, m.id, m.text, float(m.seq or 0)) for m in msgs if m.text])
+        if self._keeper is None:
+            return
+        if conv.unsummarized_tokens >= 0:
+            conv.unsummarized_tokens += sum(self._estimate(m.text) for m in msgs)
+        if (conv.unsummarized_tokens < 0 or conv.unsummarized_tokens >= self.config.summarizer.trigger_tokens) and not conv.summarizing:
+            conv.summarizing = True
+            asyncio.get_running_loop().create_task(self._summarize(conv))
+
+    async def _summarize(self, conv: Conversation) -> None:
+        assert self._keeper is not None
+        try:
+            state = await self._keeper.maybe_update(conv.key, conv.chain.last_durable_seq)
+            conv.unsummarized_tokens = await self._keeper.unsummarized_tokens(conv.key) if state is None else 0
+        except Exception as exc:  # the summary is retried on the next write
+            log.warning("summary of %s failed: %r", conv.key, exc)
+        finally:
+            conv.summarizing = False
+
+    async def flush(self, key: ConversationKey | None = None, timeout_s: float | None = None) -> None:
+        """Make everything acknowledged so far durable (one conversation, or all of this host's)."""
+        if not self._started:
+            return
+        convs = [self._conversations[key]] if key is not None and key in self._conversations else (
+            [] if key is not None else list(self._conversations.values())
+        )
+        await asyncio.gather(*(c.chain.flush(timeout_s) for c in convs))
+
+    async def wait_indexed(self, timeout_s: float | None = None) -> bool:
+        """Flush, then wait until every durable message has been embedded and indexed."""
+        await self.start()
+        await self.flush(timeout_s=timeout_s)
+        return await self._pipeline.wait_idle(timeout_s)
+
+    # -- reads ------------------------------------------------------------------------------
+    async def messages(
+        self, key: ConversationKey, limit: int | None = None, before_seq: int | None = None,
+        after_seq: int | None = None, roles: list[str] | None = None, metadata: dict[str, Any] | None = None,
+    ) -> list[Message]:
+        conv = await self._get(key)
+        keep = lambda m: matches(m, before_seq, after_seq, roles, metadata)  # noqa: E731
+        if after_seq is None and roles is None and not metadata and conv.covers(before_seq, limit):
+            held = [m for m in conv.buffer.recent() if keep(m)]
+            return held[-limit:] if limit else held if limit is None else []
+        rows = await self._store.call("get_messages", key, limit, before_seq, after_seq, roles, metadata)
+        return overlay([row_to_message(r) for r in rows], conv.buffer.unsettled(), limit, keep)
+
+    async def last_seq(self, key: ConversationKey) -> tuple[int, int]:
+        """(last assigned seq, last durable seq)."""
+        conv = await self._get(key)
+        return conv.last_seq, conv.chain.last_durable_seq
+
+    # -- deletes ----------------------------------------------------------------------------
+    async def evict(self, key: ConversationKey) -> None:
+        """Forget a conversation's in-memory state before a delete: pending writes are dropped
+        and an in-flight write is awaited, so nothing lands after the delete."""
+        conv = self._conversations.pop(key, None)
+        if conv is None:
+            return
+        conv.deleted = True
+        conv.buffer.drain()
+        await conv.chain.close()
+        ns = conversation_namespace(key)
+        self._pipeline.forget(lambda n: n == ns)
+
+    async def evict_user(self, app: str, user_id: str) -> int:
+        keys = [k for k in self._conversations if k.app == app and k.user_id == user_id]
+        await asyncio.gather(*(self.evict(k) for k in keys))
+        self._pipeline.forget(lambda n: n.app == app and n.user_id == user_id)
+        return len(keys)
+
+    # -- lifecycle and stats ----------------------------------------------------------------
+    async def stats(self) -> dict[str, Any]:
+        await self.start()
+        return {
+            "host": self.host_id,
+            "pid": os.getpid(),
+            "conversations": len(self._conversations),
+            "pending": sum(c.buffer.pending_count for c in self._conversations.values()),
+            "commits": self._committer.commits,
+            "rows": self._committer.rows,
+            "embedded": self._pipeline.embedded,
+            "embedding_failures": self._pipeline.failures,
+            "rss_bytes": _rss_bytes(),
+        }
+
+    async def ping(self) -> bool:
+        return True
+
+    async def close(self) -> None:
+        """Flush every conversation, drain the embedding pipeline, stop."""
+        if self._closed or not self._started:
+            self._closed = True
+            return
+        self._closed = True
+        await self.flush()
+        await self._pipeline.wait_idle(30.0)
+        await self._pipeline.close()
+
+
+def _rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return 0

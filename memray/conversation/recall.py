@@ -1,0 +1,103 @@
+"""`Recall`: search and context assembly for a conversation, run where the caller is.
+
+A scoped search is one call to one shard (the query is embedded in the caller's process), plus
+one store read to hydrate the hits: that is the whole distance from the floor (a round trip to a
+shard). ``context()`` asks the host for the recent messages while the shard answers the recall,
+concurrently. Any failure on the recall path gives the recent messages with ``degraded=True``
+and a reason; it never raises to the agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any, Literal
+
+from memray.conversation.context import assemble
+from memray.ids import ConversationKey
+from memray.models import Context, Hit, Message, RetrievalMode
+from memray.runtime.ref import ActorRef
+from memray.store.rows import conversation_namespace, row_to_message
+
+if TYPE_CHECKING:
+    from memray.embedding.base import Embedder
+    from memray.index.router import ShardRouter
+
+__all__ = ["Recall", "SearchResults", "Scope", "Merge"]
+
+log = logging.getLogger(__name__)
+
+Scope = Literal["conversation", "user"]
+Merge = Literal["append", "prepend", "interleave"]
+
+
+class SearchResults(list[Hit]):
+    """A list of hits that also says whether the search was degraded (a shard down)."""
+
+    degraded: bool = False
+    reason: str | None = None
+
+
+class Recall:
+    def __init__(self, embedder: Embedder | None, router: ShardRouter, store: ActorRef, default_mode: RetrievalMode) -> None:
+        self._embedder = embedder
+        self._router = router
+        self._store = store
+        self._mode = default_mode
+
+    async def search(
+        self, key: ConversationKey, query: str, limit: int, min_score: float | None = None,
+        mode: RetrievalMode | None = None, scope: Scope = "conversation",
+    ) -> SearchResults:
+        mode = mode or self._mode
+        if self._embedder is None and mode != "lexical":
+            mode = "lexical"  # no embedder: semantic recall degrades to lexical (documented)
+        vector = None
+        if mode != "lexical":
+            assert self._embedder is not None
+            vector = (await asyncio.to_thread(self._embedder.embed, [query]))[0]
+        if scope == "conversation":
+            result = await self._router.search([conversation_namespace(key)], vector, query, limit, mode, min_score)
+        else:
+            result = await self._router.search_user(key.app, key.user_id, "conv", vector, query, limit, mode, min_score)
+        refs = [(h.namespace.scope, h.doc_id) for h in result.hits]
+        rows = await self._store.call("fetch_messages", key.app, key.user_id, refs) if refs else []
+        by_ref = {(r.conversation_id, r.id): row_to_message(r) for r in rows}
+        out = SearchResults(
+            Hit(message=by_ref[ref], score=h.score, conversation_id=ref[0])
+            for ref, h in zip(refs, result.hits) if ref in by_ref  # a hit deleted meanwhile is dropped
+        )
+        out.degraded, out.reason = result.degraded, result.reason
+        return out
+
+    async def context(
+        self, host: ActorRef, key: ConversationKey, query: str | None, limit: int = 10, semantic_limit: int = 5,
+        merge: Merge = "append", scope: Scope = "conversation", token_budget: int | None = None,
+        mode: RetrievalMode | None = None,
+    ) -> Context:
+        recent_call = host.call("messages", key, limit)
+        extras_call = self._extras(key)
+        if not query or semantic_limit <= 0:
+            recent, extras = await asyncio.gather(recent_call, extras_call)
+            return assemble(recent, [], merge, extras[0], extras[1], token_budget)
+        recall_call = self.search(key, query, semantic_limit + limit, None, mode, scope)
+        recent, extras, recalled = await asyncio.gather(recent_call, extras_call, recall_call, return_exceptions=True)
+        if isinstance(recent, BaseException):
+            raise recent
+        summary, wm = extras if not isinstance(extras, BaseException) else (None, None)
+        degraded, reason = False, None
+        hits: list[Message] = []
+        if isinstance(recalled, BaseException):
+            degraded, reason = True, f"recall failed: {recalled!r}"
+        else:
+            seen = {m.id for m in recent}
+            hits = [h.message for h in recalled if h.message.id not in seen][:semantic_limit]
+            degraded, reason = recalled.degraded, recalled.reason
+        if isinstance(extras, BaseException):
+            degraded, reason = True, (reason + "; " if reason else "") + f"summary/working memory unavailable: {extras!r}"
+        ctx = assemble(recent, hits, merge, summary, wm, token_budget)
+        return ctx.model_copy(update={"degraded": degraded, "reason": reason})
+
+    async def _extras(self, key: ConversationKey) -> tuple[str | None, str | None]:
+        extras: Any = await self._store.call("context_extras", key)
+        return extras[0], extras[1]

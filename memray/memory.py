@@ -1,0 +1,263 @@
+"""The facade: :func:`open`, :class:`Memory` and :class:`ConversationHandle`.
+
+Thin by design: it validates input, routes each call to the right core (a host, a shard, the
+store) through the deployment, and offers every call in a sync form and an asyncio twin
+(``add`` / ``aadd``). Both modes (``ray``, ``inprocess``) run the same cores behind it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Iterable
+from typing import Any, Coroutine, TypeVar
+
+from memray.config import MemoryConfig
+from memray.conversation.recall import Merge, Recall, Scope, SearchResults
+from memray.errors import ClosedError, ValidationError
+from memray.ids import ConversationKey, validate_id
+from memray.models import Context, ConversationInfo, Message, MessageInput, RetrievalMode, coerce_message
+from memray.runtime.deploy import Deployment, LocalDeployment
+from memray.runtime.local import LoopThread
+from memray.runtime.ref import ActorRef
+
+__all__ = ["open", "Memory", "ConversationHandle"]
+
+T = TypeVar("T")
+
+
+def open(path: str | None = None, mode: str | None = None, config: MemoryConfig | None = None, **overrides: Any) -> Memory:  # noqa: A001
+    """Open (creating if needed) the memory at ``path``; ``mode="ray"`` (default) or ``"inprocess"``."""
+    base = config or MemoryConfig()
+    updates = dict(overrides)
+    if path is not None:
+        updates["path"] = path
+    if mode is not None:
+        updates["mode"] = mode
+    cfg = MemoryConfig.model_validate({**base.model_dump(), **updates})
+    return Memory(cfg).start()
+
+
+class Memory:
+    """One memray: conversations, the long-term service, erasure. Close it (or use ``with``)."""
+
+    def __init__(self, config: MemoryConfig) -> None:
+        self.config = config
+        self._loop = LoopThread()
+        self._deployment: Deployment | None = None
+        self._started_ray = False
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def start(self) -> Memory:
+        self._loop.start()
+        try:
+            self._loop.run(self._start())
+        except BaseException:
+            self._loop.stop()
+            raise
+        return self
+
+    async def _start(self) -> None:
+        from memray.embedding import build_embedder
+        from memray.index.router import ShardRouter
+
+        if self.config.mode == "ray":
+            from memray.runtime.actors import RayDeployment, ensure_ray
+
+            self._started_ray = ensure_ray(self.config)
+            deployment: Deployment = RayDeployment(self.config)
+        else:
+            deployment = LocalDeployment(self.config)
+        await deployment.start()
+        self._deployment = deployment
+        self._embedder = build_embedder(self.config.embedder)
+        self._router = ShardRouter(deployment.shards)
+        self._recall = Recall(self._embedder, self._router, deployment.store, self.config.index.mode)
+
+    def close(self) -> None:
+        """Flush everything acknowledged, then stop (a local Ray started by ``open`` too)."""
+        if self._deployment is None:
+            return
+        try:
+            self._loop.run(self._deployment.stop())
+        finally:
+            self._deployment = None
+            self._loop.stop()
+            if self._started_ray:
+                import ray
+
+                ray.shutdown()
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Memory:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- plumbing -------------------------------------------------------------------------
+    @property
+    def deployment(self) -> Deployment:
+        if self._deployment is None:
+            raise ClosedError("this memray is closed; call memray.open() again")
+        return self._deployment
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self._loop.run(coro)
+
+    async def _arun(self, coro: Coroutine[Any, Any, T]) -> T:
+        return await self._loop.arun(coro)
+
+    def host_for(self, key: ConversationKey) -> ActorRef:
+        hosts = self.deployment.hosts
+        return hosts[key.route(len(hosts))]
+
+    # -- conversations ----------------------------------------------------------------------
+    def conversation(self, user_id: str, conversation_id: str, app: str = "default") -> ConversationHandle:
+        """A handle to one conversation (created on first write). Cheap: no call is made."""
+        return ConversationHandle(self, ConversationKey.of(app, user_id, conversation_id))
+
+    def _coerce(self, messages: Iterable[MessageInput] | MessageInput) -> list[Message]:
+        if isinstance(messages, (Message, dict)):
+            messages = [messages]
+        return [coerce_message(m, self.config.max_message_chars) for m in messages]
+
+    def add_many(self, batch: Iterable[tuple[ConversationKey | ConversationHandle, Iterable[MessageInput]]], durable: bool = False) -> list[list[int]]:
+        """Add to many conversations at once: one call per host. Returns seqs per input item."""
+        return self._run(self._add_many(self._prepare_many(batch), durable))
+
+    async def aadd_many(self, batch: Iterable[tuple[ConversationKey | ConversationHandle, Iterable[MessageInput]]], durable: bool = False) -> list[list[int]]:
+        return await self._arun(self._add_many(self._prepare_many(batch), durable))
+
+    def _prepare_many(self, batch: Iterable[tuple[Any, Iterable[MessageInput]]]) -> list[tuple[ConversationKey, list[Message]]]:
+        out = []
+        for target, msgs in batch:
+            key = target.key if isinstance(target, ConversationHandle) else target
+            if not isinstance(key, ConversationKey):
+                raise ValidationError("conversation", target, "must be a ConversationKey or a conversation handle")
+            out.append((key, self._coerce(msgs)))
+        return out
+
+    async def _add_many(self, batch: list[tuple[ConversationKey, list[Message]]], durable: bool) -> list[list[int]]:
+        hosts = self.deployment.hosts
+        groups: dict[int, list[int]] = {}
+        for i, (key, _) in enumerate(batch):
+            groups.setdefault(key.route(len(hosts)), []).append(i)
+        results = await asyncio.gather(
+            *(hosts[h].call("add_many", [batch[i] for i in idx], durable) for h, idx in groups.items())
+        )
+        out: list[list[int]] = [[] for _ in batch]
+        for idx, seqs in zip(groups.values(), results):
+            for i, s in zip(idx, seqs):
+                out[i] = s
+        return out
+
+    def flush(self) -> None:
+        """Make everything acknowledged so far durable, in every conversation."""
+        self._run(self._flush())
+
+    async def aflush(self) -> None:
+        await self._arun(self._flush())
+
+    async def _flush(self) -> None:
+        await asyncio.gather(*(h.call("flush") for h in self.deployment.hosts))
+
+    def wait_indexed(self, timeout_s: float = 60.0) -> bool:
+        """Flush, then wait until every durable message is embedded and searchable."""
+        return self._run(self._wait_indexed(timeout_s))
+
+    async def _wait_indexed(self, timeout_s: float) -> bool:
+        done = await asyncio.gather(*(h.call("wait_indexed", timeout_s) for h in self.deployment.hosts))
+        return all(done)
+
+    def stats(self) -> list[dict[str, Any]]:
+        return self._run(_gather(h.call("stats") for h in self.deployment.hosts))
+
+    # -- conversations of a user ----------------------------------------------------------
+    def list_conversations(self, user_id: str, app: str = "default", order: str = "updated_desc", limit: int = 50, offset: int = 0) -> list[ConversationInfo]:
+        validate_id("user_id", user_id)
+        validate_id("app", app)
+        if order not in ("updated_desc", "updated_asc", "created_desc", "created_asc"):
+            raise ValidationError("order", order, "unknown order", "use updated_desc, updated_asc, created_desc or created_asc")
+        rows = self._run(self.deployment.store.call("list_conversations", app, user_id, order, limit, offset))
+        return [ConversationInfo.model_validate(r) for r in rows]
+
+
+async def _gather(calls: Iterable[Awaitable[T]]) -> list[T]:
+    return list(await asyncio.gather(*calls))
+
+
+class ConversationHandle:
+    """One conversation: ``(app, user_id, conversation_id)``. Every call has an async twin."""
+
+    def __init__(self, memory: Memory, key: ConversationKey) -> None:
+        self._mem = memory
+        self.key = key
+
+    def __repr__(self) -> str:
+        return f"ConversationHandle({self.key.app!r}, {self.key.user_id!r}, {self.key.conversation_id!r})"
+
+    @property
+    def _host(self) -> ActorRef:
+        return self._mem.host_for(self.key)
+
+    # writes
+    def add(self, messages: Iterable[MessageInput] | MessageInput, durable: bool = False) -> list[int]:
+        """Add messages; returns their seqs. ``durable=True`` returns after the store commit."""
+        return self._mem._run(self._host.call("add", self.key, self._mem._coerce(messages), durable))
+
+    async def aadd(self, messages: Iterable[MessageInput] | MessageInput, durable: bool = False) -> list[int]:
+        return await self._mem._arun(self._host.call("add", self.key, self._mem._coerce(messages), durable))
+
+    def flush(self) -> None:
+        self._mem._run(self._host.call("flush", self.key))
+
+    async def aflush(self) -> None:
+        await self._mem._arun(self._host.call("flush", self.key))
+
+    # reads
+    def messages(self, limit: int | None = None, before_seq: int | None = None, after_seq: int | None = None,
+                 roles: list[str] | None = None, metadata: dict[str, Any] | None = None) -> list[Message]:
+        """Messages by seq: ``limit`` = the most recent N, returned oldest → newest."""
+        return self._mem._run(self._host.call("messages", self.key, _limit(limit), before_seq, after_seq, roles, metadata))
+
+    async def amessages(self, limit: int | None = None, before_seq: int | None = None, after_seq: int | None = None,
+                        roles: list[str] | None = None, metadata: dict[str, Any] | None = None) -> list[Message]:
+        return await self._mem._arun(self._host.call("messages", self.key, _limit(limit), before_seq, after_seq, roles, metadata))
+
+    def search(self, query: str, limit: int = 5, min_score: float | None = None, mode: RetrievalMode | None = None,
+               scope: Scope = "conversation") -> SearchResults:
+        """Indexed messages most relevant to ``query``; ``score`` in [0, 1] (README "Scores")."""
+        return self._mem._run(self._mem._recall.search(self.key, _query(query), _limit(limit) or 0, min_score, mode, scope))
+
+    async def asearch(self, query: str, limit: int = 5, min_score: float | None = None, mode: RetrievalMode | None = None,
+                      scope: Scope = "conversation") -> SearchResults:
+        return await self._mem._arun(self._mem._recall.search(self.key, _query(query), _limit(limit) or 0, min_score, mode, scope))
+
+    def context(self, query: str | None = None, limit: int = 10, semantic_limit: int = 5, merge: Merge = "append",
+                scope: Scope = "conversation", token_budget: int | None = None, mode: RetrievalMode | None = None) -> Context:
+        """Recent messages + recalled ones + summary + working memory, for the next prompt."""
+        return self._mem._run(self._mem._recall.context(self._host, self.key, query, limit, semantic_limit, merge, scope, token_budget, mode))
+
+    async def acontext(self, query: str | None = None, limit: int = 10, semantic_limit: int = 5, merge: Merge = "append",
+                       scope: Scope = "conversation", token_budget: int | None = None, mode: RetrievalMode | None = None) -> Context:
+        return await self._mem._arun(self._mem._recall.context(self._host, self.key, query, limit, semantic_limit, merge, scope, token_budget, mode))
+
+
+def _limit(limit: int | None) -> int | None:
+    if limit is not None and (not isinstance(limit, int) or limit < 0):
+        raise ValidationError("limit", limit, "must be a non-negative integer or None")
+    return limit
+
+
+def _query(query: object) -> str:
+    if not isinstance(query, str):
+        raise ValidationError("query", query, f"must be a string, got {type(query).__name__}")
+    return query

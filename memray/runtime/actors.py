@@ -1,0 +1,138 @@
+"""The one module that makes cores into Ray actors.
+
+- ``HistoryStore`` → one actor per DuckDB file (the only process that opens it).
+- ``VectorShard`` → one actor per shard; ``ConversationHost`` → one async actor per host.
+
+Actors are named ``memray:<data-root-hash>:<role>`` in the configured Ray namespace, so a second
+driver that joins the same cluster with the same path reaches the same memory. They reserve no
+CPU (``num_cpus=0``): on a 2-core machine they would otherwise starve each other of slots.
+Ray's errors are translated here: a dead actor is :class:`~memray.errors.UnavailableError`
+naming it; an error raised inside an actor is re-raised as itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+import ray
+from ray.exceptions import RayActorError, RayTaskError
+
+from memray.config import IndexConfig, MemoryConfig
+from memray.conversation.host import ConversationHost
+from memray.embedding import build_embedder
+from memray.errors import UnavailableError
+from memray.ids import stable_hash
+from memray.index.shard import VectorShard
+from memray.runtime.deploy import shard_path
+from memray.store.history import HistoryStore
+
+__all__ = ["RayRef", "RayDeployment", "ensure_ray"]
+
+
+class RayRef:
+    """An :class:`~memray.runtime.ref.ActorRef` to a Ray actor."""
+
+    def __init__(self, handle: Any, label: str) -> None:
+        self.handle = handle
+        self.label = label
+
+    async def call(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await getattr(self.handle, method).remote(*args, **kwargs)
+        except RayTaskError as exc:
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, BaseException):
+                raise cause from None
+            raise
+        except RayActorError as exc:
+            raise UnavailableError(self.label, str(exc).splitlines()[0] if str(exc) else "actor died") from exc
+
+
+def ensure_ray(config: MemoryConfig) -> bool:
+    """Join ``config.address`` or start a local Ray; True if this call started it."""
+    if ray.is_initialized():
+        return False
+    kwargs: dict[str, Any] = {"namespace": config.namespace, "ignore_reinit_error": True, "log_to_driver": False}
+    if config.address:
+        ray.init(address=config.address, **kwargs)
+    else:
+        ray.init(num_cpus=config.num_cpus or os.cpu_count(), include_dashboard=False, **kwargs)
+    return True
+
+
+class StoreActor(HistoryStore):
+    """Opens its file when the actor starts, and again when Ray restarts it."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.open()
+
+
+class ShardActor(VectorShard):
+    """Loads its snapshot when the actor starts or restarts; the host's pipeline and the
+    recovery sweep bring it level with the store."""
+
+    def __init__(self, shard_id: int, path: str, dim: int, model_id: str, config: IndexConfig) -> None:
+        super().__init__(shard_id, path, dim, model_id, config)
+        self.open()
+
+
+class RayDeployment:
+    """The cores as named Ray actors (``mode="ray"``)."""
+
+    def __init__(self, config: MemoryConfig) -> None:
+        self.config = config
+        self.prefix = f"memray:{stable_hash(config.root):016x}"
+
+    def _options(self, role: str, **extra: Any) -> dict[str, Any]:
+        opts: dict[str, Any] = {
+            "name": f"{self.prefix}:{role}", "namespace": self.config.namespace, "get_if_exists": True,
+            "num_cpus": 0, "max_restarts": -1, "max_task_retries": 0,
+        }
+        if self.config.address:
+            opts["lifetime"] = "detached"  # outlives this driver: other drivers share it
+        opts.update(extra)
+        return opts
+
+    def create(self) -> None:
+        cfg = self.config
+        embedder = build_embedder(cfg.embedder)
+        dim = embedder.dim if embedder is not None else cfg.embedder.dim
+        model_id = embedder.model_id if embedder is not None else "none"
+        store = ray.remote(StoreActor).options(**self._options("store", max_concurrency=1)).remote(cfg.store_path)
+        self.store = RayRef(store, "history store")
+        self.shards = [
+            RayRef(
+                ray.remote(ShardActor).options(**self._options(f"shard-{i}")).remote(i, shard_path(cfg, i), dim, model_id, cfg.index),
+                f"shard {i}",
+            )
+            for i in range(cfg.shards)
+        ]
+        self.hosts = [
+            RayRef(
+                ray.remote(ConversationHost).options(**self._options(f"host-{i}", max_concurrency=10_000)).remote(i, cfg, self.store, self.shards),
+                f"host {i}",
+            )
+            for i in range(cfg.hosts)
+        ]
+
+    async def start(self) -> None:
+        os.makedirs(self.config.root, exist_ok=True)
+        self.create()
+        await self.store.call("ping")
+        await asyncio.gather(*(s.call("ping") for s in self.shards))
+        await asyncio.gather(*(h.call("start") for h in self.hosts))
+
+    async def stop(self, terminate: bool | None = None) -> None:
+        """Flush and close every actor; kill them unless others may share them (a joined cluster)."""
+        if not (terminate if terminate is not None else not self.config.address):
+            await asyncio.gather(*(h.call("flush") for h in self.hosts))
+            await asyncio.gather(*(s.call("snapshot") for s in self.shards))
+            return
+        await asyncio.gather(*(h.call("close") for h in self.hosts))
+        await asyncio.gather(*(s.call("close") for s in self.shards))
+        await self.store.call("close")
+        for ref in [*self.hosts, *self.shards, self.store]:
+            ray.kill(ref.handle, no_restart=True)

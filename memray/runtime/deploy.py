@@ -1,0 +1,65 @@
+"""A deployment: the store, shards and hosts of one memray, wired together.
+
+:class:`LocalDeployment` builds the cores in this process; :class:`memray.runtime.actors.RayDeployment`
+builds the same cores as Ray actors. The facade sees only the :class:`Deployment` protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Protocol
+
+from memray.config import MemoryConfig
+from memray.runtime.local import LocalRef
+from memray.runtime.ref import ActorRef
+
+__all__ = ["Deployment", "LocalDeployment", "shard_path"]
+
+
+def shard_path(config: MemoryConfig, shard_id: int) -> str:
+    return os.path.join(config.vectors_path, f"shard-{shard_id}")
+
+
+class Deployment(Protocol):
+    store: ActorRef
+    shards: list[ActorRef]
+    hosts: list[ActorRef]
+
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
+
+
+class LocalDeployment:
+    """Every core in this process (``mode="inprocess"``)."""
+
+    def __init__(self, config: MemoryConfig) -> None:
+        from memray.conversation.host import ConversationHost
+        from memray.embedding import build_embedder
+        from memray.index.shard import VectorShard
+        from memray.store.history import HistoryStore
+
+        self.config = config
+        embedder = build_embedder(config.embedder)
+        dim = embedder.dim if embedder is not None else config.embedder.dim
+        model_id = embedder.model_id if embedder is not None else "none"
+        self._store = HistoryStore(config.store_path)
+        self._shards = [VectorShard(i, shard_path(config, i), dim, model_id, config.index) for i in range(config.shards)]
+        self.store: ActorRef = LocalRef(self._store, "history store")
+        self.shards: list[ActorRef] = [LocalRef(s, f"shard {i}") for i, s in enumerate(self._shards)]
+        self._hosts = [ConversationHost(i, config, self.store, self.shards) for i in range(config.hosts)]
+        self.hosts: list[ActorRef] = [LocalRef(h, f"host {i}") for i, h in enumerate(self._hosts)]
+
+    async def start(self) -> None:
+        os.makedirs(self.config.root, exist_ok=True)
+        await self.store.call("open")
+        await asyncio.gather(*(s.call("open") for s in self.shards))
+        await asyncio.gather(*(h.call("start") for h in self.hosts))
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(h.call("close") for h in self.hosts))
+        await asyncio.gather(*(s.call("close") for s in self.shards))
+        await self.store.call("close")
+        for ref in [self.store, *self.shards, *self.hosts]:
+            assert isinstance(ref, LocalRef)
+            ref.shutdown()

@@ -1,0 +1,137 @@
+"""A scripted many-agent simulation: the main job (``memray demo``) and a benchmark's core.
+
+Each agent holds one conversation. Every tick it says something (a user message), recalls with
+``context()`` and answers (an assistant message). On the first tick each agent states a fact;
+on later ticks it asks about it, and the simulation checks that recall brought the fact back.
+At the end it verifies, reading the store directly (not the hosts' buffers), that every
+acknowledged message is durable with the seq it was acknowledged with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from memray.ids import ConversationKey
+from memray.memory import Memory
+from memray.store.rows import MessageRow
+
+__all__ = ["SimulationReport", "simulate"]
+
+_TOPICS = ["astronomy", "gardening", "jazz", "mountain biking", "sourdough", "chess", "sailing", "pottery",
+           "beekeeping", "origami", "robotics", "birdwatching", "calligraphy", "kayaking", "fermentation"]
+_COLOURS = ["crimson", "teal", "amber", "violet", "olive", "indigo", "coral", "saffron", "slate", "jade"]
+_CITIES = ["Lisbon", "Osaka", "Nairobi", "Quito", "Tallinn", "Hobart", "Da Nang", "Cusco", "Bergen", "Tbilisi"]
+
+
+@dataclass
+class SimulationReport:
+    agents: int
+    turns: int
+    messages: int
+    seconds: float
+    messages_per_s: float
+    add_p50_ms: float
+    add_p99_ms: float
+    recall_p50_ms: float
+    recall_p99_ms: float
+    recall_hit_rate: float
+    degraded: int
+    verified: bool
+    missing: int
+    extra: int
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+def _pct(xs: list[float], q: float) -> float:
+    if not xs:
+        return 0.0
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] * 1000.0
+
+
+def _script(agent: int, turn: int, rng: random.Random) -> tuple[str, str]:
+    colour, city = _COLOURS[agent % len(_COLOURS)], _CITIES[(agent // 10) % len(_CITIES)]
+    if turn == 0:
+        return (f"Remember this: my favourite colour is {colour} and I live in {city}.", colour)
+    if turn % 3 == 2:
+        return ("Which colour did I say was my favourite?", colour)
+    topic = rng.choice(_TOPICS)
+    return (f"Tell me something new about {topic}; I started {topic} last month (turn {turn}).", colour)
+
+
+async def simulate(mem: Memory, agents: int, turns: int, app: str = "sim", seed: int = 7) -> SimulationReport:
+    """Run the simulation on ``mem`` and verify the store against what was acknowledged."""
+    rng = random.Random(seed)
+    convs = [mem.conversation(user_id=f"agent-{a}", conversation_id="main", app=app) for a in range(agents)]
+    acked: dict[ConversationKey, dict[str, int]] = {c.key: {} for c in convs}
+    add_lat: list[float] = []
+    recall_lat: list[float] = []
+    hits = asked = degraded = 0
+    start = time.perf_counter()
+
+    async def recall(i: int, query: str, expect: str, turn: int) -> None:
+        nonlocal hits, asked, degraded
+        t0 = time.perf_counter()
+        ctx = await convs[i].acontext(query, limit=4, semantic_limit=3)
+        recall_lat.append(time.perf_counter() - t0)
+        degraded += ctx.degraded
+        if turn % 3 == 2:
+            asked += 1
+            hits += any(expect in (m.parts[0].text if m.parts and hasattr(m.parts[0], "text") else "") for m in ctx.messages)  # type: ignore[union-attr]
+
+    for turn in range(turns):
+        lines = [_script(a, turn, rng) for a in range(agents)]
+        users = [{"id": f"t{turn}-u", "role": "user", "content": text} for text, _ in lines]
+        t0 = time.perf_counter()
+        seqs = await mem.aadd_many([(c, [u]) for c, u in zip(convs, users)])
+        add_lat.append(time.perf_counter() - t0)
+        for c, s in zip(convs, seqs):
+            acked[c.key][f"t{turn}-u"] = s[0]
+        await asyncio.gather(*(recall(i, text, expect, turn) for i, (text, expect) in enumerate(lines)))
+        replies = [{"id": f"t{turn}-a", "role": "assistant", "content": f"Noted ({turn}): {text[:60]}"} for text, _ in lines]
+        t0 = time.perf_counter()
+        seqs = await mem.aadd_many([(c, [r]) for c, r in zip(convs, replies)])
+        add_lat.append(time.perf_counter() - t0)
+        for c, s in zip(convs, seqs):
+            acked[c.key][f"t{turn}-a"] = s[0]
+    elapsed = time.perf_counter() - start
+    await mem.aflush()
+    missing, extra = await _verify(mem, acked)
+    n = agents * turns * 2
+    return SimulationReport(
+        agents=agents, turns=turns, messages=n, seconds=round(elapsed, 3), messages_per_s=round(n / elapsed, 1),
+        add_p50_ms=round(_pct(add_lat, 0.5), 2), add_p99_ms=round(_pct(add_lat, 0.99), 2),
+        recall_p50_ms=round(_pct(recall_lat, 0.5), 2), recall_p99_ms=round(_pct(recall_lat, 0.99), 2),
+        recall_hit_rate=round(hits / asked, 3) if asked else 1.0, degraded=degraded,
+        verified=missing == 0 and extra == 0, missing=missing, extra=extra,
+    )
+
+
+async def _verify(mem: Memory, acked: dict[ConversationKey, dict[str, int]]) -> tuple[int, int]:
+    """Count acknowledged messages missing from the store (or at another seq) and unexpected ones."""
+    store = mem.deployment.store
+
+    async def one(key: ConversationKey) -> tuple[int, int]:
+        rows: list[MessageRow] = await mem._arun(store.call("get_messages", key))
+        stored = {r.id: r.seq for r in rows}
+        want = acked[key]
+        missing = sum(1 for mid, seq in want.items() if stored.get(mid) != seq)
+        return missing, len(set(stored) - set(want))
+
+    results = await asyncio.gather(*(one(k) for k in acked))
+    return sum(m for m, _ in results), sum(e for _, e in results)
+
+
+def summary_line(report: SimulationReport) -> str:
+    return (
+        f"{report.agents} agents x {report.turns} turns: {report.messages} messages in {report.seconds:.1f}s "
+        f"({report.messages_per_s:,.0f} msg/s); add_many p50 {report.add_p50_ms:.1f} ms; "
+        f"context() p50 {report.recall_p50_ms:.1f} ms p99 {report.recall_p99_ms:.1f} ms; "
+        f"recall hit rate {report.recall_hit_rate:.0%}; degraded {report.degraded}; "
+        f"verification {'PASSED' if report.verified else 'FAILED'} (missing {report.missing}, unexpected {report.extra})"
+    )

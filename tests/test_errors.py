@@ -1,0 +1,41 @@
+import pickle
+
+import pytest
+
+import memray.errors as errors
+from memray.errors import ConflictError, MissingExtraError, UnavailableError, ValidationError
+
+SAMPLES = [
+    errors.MemrayError("boom"),
+    ValidationError("user_id", "", "must not be empty", "pass an id"),
+    errors.InvalidIdError("app", "a\x00", "contains a control character"),
+    errors.NotFoundError("no conversation c1"),
+    ConflictError("stale", expected=1, actual=2),
+    errors.EmbeddingError("server down"),
+    errors.ModelMismatchError("dim 3 != 4; re-embed"),
+    errors.StoreError("disk full"),
+    UnavailableError("shard 3", "actor died"),
+    MissingExtraError("sentence-transformers", "local"),
+    errors.ClosedError("closed"),
+]
+
+
+def test_every_error_class_has_a_sample():
+    classes = {getattr(errors, name) for name in errors.__all__}
+    assert classes == {type(e) for e in SAMPLES}
+
+
+@pytest.mark.parametrize("err", SAMPLES, ids=lambda e: type(e).__name__)
+def test_errors_pickle_with_message_and_fields(err):
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is type(err)
+    assert str(back) == str(err)
+    assert back.__dict__ == err.__dict__
+    assert isinstance(back, errors.MemrayError)
+
+
+def test_messages_say_what_and_what_next():
+    err = ValidationError("limit", -1, "must be non-negative", "pass 0 or more")
+    assert str(err) == "invalid limit=-1: must be non-negative; pass 0 or more"
+    assert "pip install 'memray-agents[local]'" in str(MissingExtraError("sentence-transformers", "local"))
+    assert str(UnavailableError("shard 3", "actor died")) == "shard 3 unavailable: actor died"
