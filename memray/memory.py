@@ -73,12 +73,16 @@ class Memory:
         self._router = ShardRouter(deployment.shards)
         self._recall = Recall(self._embedder, self._router, deployment.store, self.config.index.mode)
 
-    def close(self) -> None:
-        """Flush everything acknowledged, then stop (a local Ray started by ``open`` too)."""
+    def close(self, terminate: bool | None = None) -> None:
+        """Flush everything acknowledged, then stop.
+
+        In Ray mode the actors are killed if ``terminate`` (default: only when ``open`` started
+        Ray itself; a driver that joined a running Ray leaves them to the others sharing them).
+        """
         if self._deployment is None:
             return
         try:
-            self._loop.run(self._deployment.stop())
+            self._loop.run(self._deployment.stop(self._started_ray if terminate is None else terminate))
         finally:
             self._deployment = None
             self._loop.stop()

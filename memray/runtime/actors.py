@@ -125,9 +125,9 @@ class RayDeployment:
         await asyncio.gather(*(s.call("ping") for s in self.shards))
         await asyncio.gather(*(h.call("start") for h in self.hosts))
 
-    async def stop(self, terminate: bool | None = None) -> None:
-        """Flush and close every actor; kill them unless others may share them (a joined cluster)."""
-        if not (terminate if terminate is not None else not self.config.address):
+    async def stop(self, terminate: bool) -> None:
+        """Flush; with ``terminate`` also close and kill every actor."""
+        if not terminate:
             await asyncio.gather(*(h.call("flush") for h in self.hosts))
             await asyncio.gather(*(s.call("snapshot") for s in self.shards))
             return

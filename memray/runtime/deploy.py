@@ -27,7 +27,7 @@ class Deployment(Protocol):
     hosts: list[ActorRef]
 
     async def start(self) -> None: ...
-    async def stop(self) -> None: ...
+    async def stop(self, terminate: bool) -> None: ...
 
 
 class LocalDeployment:
@@ -56,7 +56,7 @@ class LocalDeployment:
         await asyncio.gather(*(s.call("open") for s in self.shards))
         await asyncio.gather(*(h.call("start") for h in self.hosts))
 
-    async def stop(self) -> None:
+    async def stop(self, terminate: bool = True) -> None:
         await asyncio.gather(*(h.call("close") for h in self.hosts))
         await asyncio.gather(*(s.call("close") for s in self.shards))
         await self.store.call("close")
