@@ -1,0 +1,1 @@
+"""The conversation cores: buffer, persist chain, working memory, summaries, context assembly."""
