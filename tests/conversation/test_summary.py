@@ -5,6 +5,7 @@ import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +26,9 @@ from memray.ids import ConversationKey
 from memray.models import Message
 from memray.runtime.local import LocalRef
 from memray.text import estimate_tokens
+
+# The checkout this test runs from, for the subprocesses it starts.
+REPO_ROOT = str(Path(__file__).resolve().parents[2])
 
 KEY = ConversationKey("app", "u1", "c1")
 
@@ -286,7 +290,7 @@ def chat_server() -> Iterator[Any]:
     server: Any = ThreadingHTTPServer(("127.0.0.1", 0), _ChatHandler)
     server.requests = []
     server.fail = False
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield server
     server.shutdown()
@@ -336,3 +340,32 @@ def test_keeper_with_chat_summariser(store_ref: LocalRef, fake_store: Any, chat_
         assert state.summarized_through_seq == 4
 
     asyncio.run(go())
+
+
+def test_extractive_is_deterministic_across_processes() -> None:
+    # Set iteration order changes with PYTHONHASHSEED; the summary must not.
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "from memray.conversation.summary import ExtractiveSummarizer\n"
+        "from memray.models import Message\n"
+        "msgs = [Message(role='user', parts=f'fact {i} about topic{i % 5} and thing{i % 3} here.') for i in range(40)]\n"
+        "print(ExtractiveSummarizer().summarize('- user: old line', msgs, 80))\n"
+    )
+    outs = {
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": REPO_ROOT},
+        ).stdout
+        for seed in ("1", "2", "3")
+    }
+    assert len(outs) == 1 and next(iter(outs)).strip()
+
+
+def test_summary_error_pickles() -> None:
+    import pickle
+
+    err = pickle.loads(pickle.dumps(SummaryError("summariser 'm' failed")))
+    assert isinstance(err, SummaryError) and str(err) == "summariser 'm' failed"
