@@ -36,6 +36,8 @@ __all__ = [
     "WorkingMemoryValue",
     "WorkingMemory",
     "deep_merge",
+    "render_instructions",
+    "tool_definitions",
     "TOOL_NAMES",
 ]
 
