@@ -10,6 +10,7 @@ Every error memray raises derives from :class:`MemrayError`::
     ├── EmbeddingError         the embedder failed (after its retries)
     │   └── ModelMismatchError a vector of the wrong model or dimension for an index: re-embed
     ├── StoreError             the history store failed or is unavailable
+    ├── SummaryError           the summariser failed; history untouched, retried on a later turn
     ├── UnavailableError       an actor (host, shard, store) is down; names which
     ├── MissingExtraError      an optional package is not installed: says which extra to install
     └── ClosedError            the memory was closed
@@ -31,6 +32,7 @@ __all__ = [
     "EmbeddingError",
     "ModelMismatchError",
     "StoreError",
+    "SummaryError",
     "UnavailableError",
     "MissingExtraError",
     "ClosedError",
@@ -96,6 +98,11 @@ class ModelMismatchError(EmbeddingError, ValueError):
 
 class StoreError(MemrayError):
     """The history store failed."""
+
+
+class SummaryError(MemrayError):
+    """The summariser (e.g. an LLM endpoint) failed. No history is lost; the summary is updated
+    on a later turn."""
 
 
 class UnavailableError(MemrayError):
