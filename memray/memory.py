@@ -13,6 +13,7 @@ from typing import Any, Coroutine, TypeVar
 
 from memray.config import MemoryConfig
 from memray.conversation.recall import Merge, Recall, Scope, SearchResults
+from memray.conversation.working_memory import WMMode, WorkingMemory, WorkingMemorySpec, WorkingMemoryValue
 from memray.errors import ClosedError, ValidationError
 from memray.ids import ConversationKey, validate_id
 from memray.models import Context, ConversationInfo, Message, MessageInput, RetrievalMode, coerce_message
@@ -20,7 +21,7 @@ from memray.runtime.deploy import Deployment, LocalDeployment
 from memray.runtime.local import LoopThread
 from memray.runtime.ref import ActorRef
 
-__all__ = ["open", "Memory", "ConversationHandle"]
+__all__ = ["open", "Memory", "ConversationHandle", "WorkingMemoryHandle"]
 
 T = TypeVar("T")
 
@@ -124,9 +125,12 @@ class Memory:
         return hosts[key.route(len(hosts))]
 
     # -- conversations ----------------------------------------------------------------------
-    def conversation(self, user_id: str, conversation_id: str, app: str = "default") -> ConversationHandle:
-        """A handle to one conversation (created on first write). Cheap: no call is made."""
-        return ConversationHandle(self, ConversationKey.of(app, user_id, conversation_id))
+    def conversation(
+        self, user_id: str, conversation_id: str, app: str = "default", working_memory: WorkingMemorySpec | None = None
+    ) -> ConversationHandle:
+        """A handle to one conversation (created on first write). Cheap: no call is made.
+        ``working_memory`` sets the note's scope and format (default: conversation scope, text)."""
+        return ConversationHandle(self, ConversationKey.of(app, user_id, conversation_id), working_memory)
 
     def _coerce(self, messages: Iterable[MessageInput] | MessageInput) -> list[Message]:
         if isinstance(messages, (Message, dict)):
@@ -181,6 +185,12 @@ class Memory:
         done = await asyncio.gather(*(h.call("wait_indexed", timeout_s) for h in self.deployment.hosts))
         return all(done)
 
+    async def _delete_conversation(self, key: ConversationKey) -> dict[str, int]:
+        await self.host_for(key).call("evict", key)  # pending writes dropped, in-flight ones awaited
+        counts: dict[str, int] = await self.deployment.store.call("delete_conversation", key)
+        counts["vectors"] = await self._router.drop(key.app, key.user_id, "conv", key.conversation_id)
+        return counts
+
     def stats(self) -> list[dict[str, Any]]:
         return self._run(_gather(h.call("stats") for h in self.deployment.hosts))
 
@@ -201,9 +211,10 @@ async def _gather(calls: Iterable[Awaitable[T]]) -> list[T]:
 class ConversationHandle:
     """One conversation: ``(app, user_id, conversation_id)``. Every call has an async twin."""
 
-    def __init__(self, memory: Memory, key: ConversationKey) -> None:
+    def __init__(self, memory: Memory, key: ConversationKey, wm_spec: WorkingMemorySpec | None = None) -> None:
         self._mem = memory
         self.key = key
+        self.working_memory = WorkingMemoryHandle(memory, key, wm_spec or WorkingMemorySpec())
 
     def __repr__(self) -> str:
         return f"ConversationHandle({self.key.app!r}, {self.key.user_id!r}, {self.key.conversation_id!r})"
@@ -248,11 +259,103 @@ class ConversationHandle:
     def context(self, query: str | None = None, limit: int = 10, semantic_limit: int = 5, merge: Merge = "append",
                 scope: Scope = "conversation", token_budget: int | None = None, mode: RetrievalMode | None = None) -> Context:
         """Recent messages + recalled ones + summary + working memory, for the next prompt."""
-        return self._mem._run(self._mem._recall.context(self._host, self.key, query, limit, semantic_limit, merge, scope, token_budget, mode))
+        return self._mem._run(self._context(query, limit, semantic_limit, merge, scope, token_budget, mode))
 
     async def acontext(self, query: str | None = None, limit: int = 10, semantic_limit: int = 5, merge: Merge = "append",
                        scope: Scope = "conversation", token_budget: int | None = None, mode: RetrievalMode | None = None) -> Context:
-        return await self._mem._arun(self._mem._recall.context(self._host, self.key, query, limit, semantic_limit, merge, scope, token_budget, mode))
+        return await self._mem._arun(self._context(query, limit, semantic_limit, merge, scope, token_budget, mode))
+
+    def _context(self, query: str | None, limit: int, semantic_limit: int, merge: Merge, scope: Scope,
+                 token_budget: int | None, mode: RetrievalMode | None) -> Coroutine[Any, Any, Context]:
+        if query is not None:
+            _query(query)
+        if merge not in ("append", "prepend", "interleave"):
+            raise ValidationError("merge", merge, "unknown strategy", "use append, prepend or interleave")
+        return self._mem._recall.context(
+            self._host, self.key, self.working_memory.core, query, _limit(limit) or 0, _limit(semantic_limit) or 0,
+            merge, scope, token_budget, mode,
+        )
+
+    # summary and metadata
+    def summary(self) -> str | None:
+        """The current summary of the older history, or None."""
+        return self._mem._run(self._summary())
+
+    async def asummary(self) -> str | None:
+        return await self._mem._arun(self._summary())
+
+    async def _summary(self) -> str | None:
+        state = await self._mem.deployment.store.call("get_summary", self.key)
+        return state.text if state is not None else None
+
+    def create(self, title: str | None = None, metadata: dict[str, Any] | None = None) -> ConversationInfo:
+        """Get-or-create the conversation record (a first add creates it too)."""
+        row = self._mem._run(self._mem.deployment.store.call("create_conversation", self.key, title, metadata or {}))
+        return ConversationInfo.model_validate(row)
+
+    def info(self) -> ConversationInfo | None:
+        row = self._mem._run(self._mem.deployment.store.call("get_conversation", self.key))
+        return None if row is None else ConversationInfo.model_validate(row)
+
+    def update(self, title: str | None = None, metadata: dict[str, Any] | None = None) -> ConversationInfo:
+        """Set the title and merge ``metadata`` into the stored metadata (other keys kept)."""
+        row = self._mem._run(self._mem.deployment.store.call("update_conversation", self.key, title, metadata))
+        return ConversationInfo.model_validate(row)
+
+    def delete(self) -> dict[str, int]:
+        """Delete the conversation: messages, vectors, its working memory and summary."""
+        return self._mem._run(self._mem._delete_conversation(self.key))
+
+    async def adelete(self) -> dict[str, int]:
+        return await self._mem._arun(self._mem._delete_conversation(self.key))
+
+
+class WorkingMemoryHandle:
+    """The conversation's working-memory note (sync calls and ``a``-prefixed async twins)."""
+
+    def __init__(self, memory: Memory, key: ConversationKey, spec: WorkingMemorySpec) -> None:
+        self._mem = memory
+        self.key = key
+        self.spec = spec
+
+    @property
+    def core(self) -> WorkingMemory:
+        return WorkingMemory(self._mem.deployment.store, self.key.app, self.key.user_id, self.key.conversation_id, self.spec)
+
+    def get(self) -> WorkingMemoryValue:
+        return self._mem._run(self.core.get())
+
+    async def aget(self) -> WorkingMemoryValue:
+        return await self._mem._arun(self.core.get())
+
+    def update(self, content: Any, mode: WMMode = "append", expected_version: int | None = None) -> WorkingMemoryValue:
+        """Append (default, safe) or replace; validated after the merge; versioned."""
+        return self._mem._run(self.core.update(content, mode, expected_version))
+
+    async def aupdate(self, content: Any, mode: WMMode = "append", expected_version: int | None = None) -> WorkingMemoryValue:
+        return await self._mem._arun(self.core.update(content, mode, expected_version))
+
+    def clear(self) -> WorkingMemoryValue:
+        return self._mem._run(self.core.clear())
+
+    async def aclear(self) -> WorkingMemoryValue:
+        return await self._mem._arun(self.core.clear())
+
+    def instructions(self) -> str:
+        return self._mem._run(self.core.instructions())
+
+    async def ainstructions(self) -> str:
+        return await self._mem._arun(self.core.instructions())
+
+    def tools(self) -> list[dict[str, Any]]:
+        """``get_working_memory``, ``update_working_memory``, ``clear_working_memory`` (OpenAI JSON)."""
+        return self.core.tools()
+
+    def call_tool(self, name: str, arguments: str | dict[str, Any] | None) -> str:
+        return self._mem._run(self.core.call_tool(name, arguments))
+
+    async def acall_tool(self, name: str, arguments: str | dict[str, Any] | None) -> str:
+        return await self._mem._arun(self.core.call_tool(name, arguments))
 
 
 def _limit(limit: int | None) -> int | None:

@@ -17,6 +17,7 @@ SAMPLES = [
     UnavailableError("shard 3", "actor died"),
     MissingExtraError("sentence-transformers", "local"),
     errors.ClosedError("closed"),
+    errors.SummaryError("chat endpoint down"),
 ]
 
 

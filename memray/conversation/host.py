@@ -102,6 +102,8 @@ class ConversationHost:
         for row in snap.recent:
             buffer.put_durable(row_to_message(row))
         conv = Conversation(key, buffer, None, snap.last_seq, whole=len(snap.recent) < window)  # type: ignore[arg-type]
+        if snap.last_seq == 0:
+            conv.unsummarized_tokens = 0  # a new conversation: count as it grows, no store read
         conv.chain = PersistChain(
             lambda: self._write(conv), self.config.debounce_ms / 1000.0,
             self.config.retry_backoff_s, self.config.retry_backoff_max_s,
@@ -161,8 +163,9 @@ class ConversationHost:
     async def _summarize(self, conv: Conversation) -> None:
         assert self._keeper is not None
         try:
-            state = await self._keeper.maybe_update(conv.key, conv.chain.last_durable_seq)
-            conv.unsummarized_tokens = await self._keeper.unsummarized_tokens(conv.key) if state is None else 0
+            await self._keeper.maybe_update(conv.key, conv.chain.last_durable_seq)
+            counted = self._keeper.pending_tokens(conv.key)
+            conv.unsummarized_tokens = counted if counted is not None else 0
         except Exception as exc:  # the summary is retried on the next write
             log.warning("summary of %s failed: %r", conv.key, exc)
         finally:
@@ -213,6 +216,8 @@ class ConversationHost:
         await conv.chain.close()
         ns = conversation_namespace(key)
         self._pipeline.forget(lambda n: n == ns)
+        if self._keeper is not None:
+            self._keeper.forget(key)
 
     async def evict_user(self, app: str, user_id: str) -> int:
         keys = [k for k in self._conversations if k.app == app and k.user_id == user_id]

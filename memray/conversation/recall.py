@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from memray.conversation.context import assemble
+from memray.conversation.working_memory import WorkingMemory, render_instructions
 from memray.ids import ConversationKey
 from memray.models import Context, Hit, Message, RetrievalMode
 from memray.runtime.ref import ActorRef
@@ -71,12 +72,12 @@ class Recall:
         return out
 
     async def context(
-        self, host: ActorRef, key: ConversationKey, query: str | None, limit: int = 10, semantic_limit: int = 5,
+        self, host: ActorRef, key: ConversationKey, wm: WorkingMemory, query: str | None, limit: int = 10, semantic_limit: int = 5,
         merge: Merge = "append", scope: Scope = "conversation", token_budget: int | None = None,
         mode: RetrievalMode | None = None,
     ) -> Context:
         recent_call = host.call("messages", key, limit)
-        extras_call = self._extras(key)
+        extras_call = self._extras(key, wm)
         if not query or semantic_limit <= 0:
             recent, extras = await asyncio.gather(recent_call, extras_call)
             return assemble(recent, [], merge, extras[0], extras[1], token_budget)
@@ -98,6 +99,8 @@ class Recall:
         ctx = assemble(recent, hits, merge, summary, wm, token_budget)
         return ctx.model_copy(update={"degraded": degraded, "reason": reason})
 
-    async def _extras(self, key: ConversationKey) -> tuple[str | None, str | None]:
-        extras: Any = await self._store.call("context_extras", key)
-        return extras[0], extras[1]
+    async def _extras(self, key: ConversationKey, wm: WorkingMemory) -> tuple[str | None, str | None]:
+        """The summary text and the working-memory block (None when there is none)."""
+        state, note = await asyncio.gather(self._store.call("get_summary", key), wm.get())
+        block = render_instructions(wm.spec, note.text) if note.content is not None else None
+        return (state.text if state is not None else None), block

@@ -388,6 +388,11 @@ class SummaryKeeper:
         state: SummaryState | None = await self.store.call("get_summary", key)
         return state.text if state else None
 
+    def pending_tokens(self, key: ConversationKey) -> int | None:
+        """Tokens of the unsummarised messages as last counted, or None if never counted."""
+        cached = self._counted.get(key)
+        return cached[2] if cached else None
+
     def forget(self, key: ConversationKey) -> None:
         """Drop what is cached about ``key`` (call it when the conversation is deleted)."""
         self._counted.pop(key, None)
