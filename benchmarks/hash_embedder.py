@@ -46,7 +46,9 @@ def _h(kind: bytes, text: str) -> int:
     return int.from_bytes(d, "little")
 
 
-def _token_feats(tok: str, dim: int, hash_fn: Callable[[bytes, str], int]) -> list[tuple[int, float]]:
+def _token_feats(
+    tok: str, dim: int, hash_fn: Callable[[bytes, str], int]
+) -> list[tuple[int, float]]:
     h = hash_fn(b"t", tok)
     feats = [((h >> 1) % dim, 1.0 if h & 1 else -1.0)]
     if len(tok) >= 4:
@@ -73,8 +75,8 @@ def variant_blake2b(texts: list[str], dim: int) -> Vec:
         for tok, tf in Counter(toks).items():
             for b, w in _token_feats(tok, dim, _h):
                 vec[b] += w * (1 + math.log(tf))
-        for a, b in zip(toks, toks[1:]):
-            g = _h(b"b", a + " " + b)
+        for left, right in zip(toks, toks[1:]):
+            g = _h(b"b", left + " " + right)
             vec[(g >> 1) % dim] += BIGRAM_WEIGHT if g & 1 else -BIGRAM_WEIGHT
         rows.append(vec)
     return _finish(rows)
@@ -89,7 +91,8 @@ class DictVariant:
         hit = self.cache.get(tok)
         if hit is None:
             feats = _token_feats(tok, self.dim, _h)
-            hit = (_h(b"t", tok), np.array([f[0] for f in feats]), np.array([f[1] for f in feats], np.float32))
+            buckets = np.array([f[0] for f in feats])
+            hit = (_h(b"t", tok), buckets, np.array([f[1] for f in feats], np.float32))
             self.cache[tok] = hit
         return hit
 
@@ -99,8 +102,9 @@ class DictVariant:
         for text in texts:
             toks = tokenize(text)
             entries = {t: (self._get(t), 1 + math.log(c)) for t, c in Counter(toks).items()}
-            idx = np.concatenate([e[0][1] for e in entries.values()]) if entries else np.zeros(0, np.int64)
-            wts = np.concatenate([e[0][2] * e[1] for e in entries.values()]) if entries else np.zeros(0, np.float32)
+            parts = list(entries.values())
+            idx = np.concatenate([e[0][1] for e in parts] + [np.zeros(0, np.int64)])
+            wts = np.concatenate([e[0][2] * e[1] for e in parts] + [np.zeros(0, np.float32)])
             bb, bw = [], []
             for a, b in zip(toks, toks[1:]):
                 x = (entries[a][0][0] * 0x9E3779B97F4A7C15 + entries[b][0][0]) & mask
@@ -130,7 +134,8 @@ def variant_numpy_fnv(texts: list[str], dim: int) -> Vec:
     h = np.full(len(raw), 0xCBF29CE484222325, np.uint64)
     for j in range(width):
         h = np.where(j < blen, (h ^ mat[:, j]) * prime, h)
-    keys, inv, cnt = np.unique(rows.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) + h, return_inverse=True, return_counts=True)
+    keyed = rows.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) + h
+    _, inv, cnt = np.unique(keyed, return_inverse=True, return_counts=True)
     tf = (1 + np.log(cnt))[inv]
     out = np.zeros(len(texts) * dim)
     np.add.at(out, rows * dim + ((h >> np.uint64(1)) % np.uint64(dim)).astype(np.int64),
@@ -178,15 +183,19 @@ def main() -> None:
     dict_v = DictVariant(args.dim)
     table.embed(warm)
     dict_v(warm)
-    tokenize_only = measure(lambda b: np.zeros((len([tokenize(t) for t in b]), 1), np.float32), texts, args.batch)
+    def tokenize_batch(batch: list[str]) -> Vec:
+        return np.zeros((len([tokenize(t) for t in batch]), 1), np.float32)
+
+    dim, size = args.dim, args.batch
+    tokenize_only = measure(tokenize_batch, texts, size)
     result = {
         "benchmark": "hash_embedder",
         "params": vars(args),
         "texts_per_s": {
             "tokenize_only": round(tokenize_only),
-            "blake2b": round(measure(lambda b: variant_blake2b(b, args.dim), texts[:1000], args.batch, 1)),
+            "blake2b": round(measure(lambda b: variant_blake2b(b, dim), texts[:1000], size, 1)),
             "dict": round(measure(dict_v, texts, args.batch)),
-            "numpy_fnv": round(measure(lambda b: variant_numpy_fnv(b, args.dim), texts, args.batch)),
+            "numpy_fnv": round(measure(lambda b: variant_numpy_fnv(b, dim), texts, size)),
             "table": round(measure(table.embed, texts, args.batch)),
             "table_batch1": round(measure(table.embed, texts[:2000], 1)),
             "table_batch32": round(measure(table.embed, texts, 32)),

@@ -52,7 +52,9 @@ CJK_RANGES = (
 _CONNECTORS = "'\u2019\u02bc\\-\u2010_."
 
 _ASCII_WORD = re.compile(r"[a-z0-9]+(?:[" + _CONNECTORS + r"][a-z0-9]+)*")
-_ASCII_JOINED = re.compile(r"[a-z0-9][" + _CONNECTORS + r"][a-z0-9]")
+_ASCII_SIMPLE = re.compile(r"[a-z0-9]+")
+# Starts with the connector class so the regex engine skips ahead quickly.
+_ASCII_JOINED = re.compile(r"[" + _CONNECTORS + r"](?<=[a-z0-9].)(?=[a-z0-9])")
 _WORD_CHAR = r"(?:(?![" + CJK_RANGES + r"])[^\W_])"
 _UNICODE_TOKEN = re.compile(
     r"([" + CJK_RANGES + r"]+)"
@@ -70,8 +72,9 @@ def tokenize(text: str) -> list[str]:
     """Split ``text`` into lowercase search/embedding tokens (rules in the module docstring)."""
     if text.isascii():
         text = text.lower()
-        words = _ASCII_WORD.findall(text)
-        return _expand_compounds(words) if _ASCII_JOINED.search(text) else words
+        if _ASCII_JOINED.search(text) is None:  # the common case: no compounds, one fast pass
+            return _ASCII_SIMPLE.findall(text)
+        return _expand_compounds(_ASCII_WORD.findall(text))
     text = unicodedata.normalize("NFKC", text).casefold()
     out: list[str] = []
     for match in _UNICODE_TOKEN.finditer(text):

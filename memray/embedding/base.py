@@ -27,8 +27,11 @@ class Embedder(Protocol):
     :class:`memray.errors.EmbeddingError`.
     """
 
-    model_id: str
-    dim: int
+    @property
+    def model_id(self) -> str: ...  # a plain attribute satisfies it too
+
+    @property
+    def dim(self) -> int: ...
 
     def embed(self, texts: list[str]) -> npt.NDArray[np.float32]: ...
 

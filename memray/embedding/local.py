@@ -81,7 +81,9 @@ class LocalEmbedder:
                     show_progress_bar=False,
                 )
             except Exception as exc:  # torch/model errors have no common base class
-                raise EmbeddingError(f"{self.model_name!r} failed on {len(texts)} texts: {exc}") from exc
+                raise EmbeddingError(
+                    f"{self.model_name!r} failed on {len(texts)} texts: {exc}"
+                ) from exc
         return np.asarray(out, dtype=np.float32).reshape(len(texts), dim)
 
 

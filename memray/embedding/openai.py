@@ -174,4 +174,5 @@ def _normalise(vectors: npt.NDArray[np.float32], model: str) -> npt.NDArray[np.f
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     if not np.all(np.isfinite(vectors)) or np.any(norms == 0):
         raise EmbeddingError(f"{model!r} returned a zero or non-finite vector")
-    return (vectors / norms).astype(np.float32)
+    result: npt.NDArray[np.float32] = (vectors / norms).astype(np.float32)
+    return result

@@ -22,7 +22,8 @@ Failure injection (each consumed by the next matching request, any path unless `
     server.hang_next(1, seconds=5)         # hold the next request 5 s (or until stop), then answer
     server.force_dim = 12                  # embeddings of a wrong size
 
-Recording: ``server.requests`` (every request: method, path, body, headers, status),
+Recording: ``server.requests`` (every request: method, path, body, headers with lowercase
+names, status),
 ``server.embedding_batch_sizes``, ``server.count(path)``, ``server.last_body(path)``.
 
 Use ``with FakeOpenAIServer() as server: OpenAI(base_url=server.url, api_key="x")``, or the
@@ -116,7 +117,9 @@ class FakeOpenAIServer:
         handler = type("Handler", (_Handler,), {"fake": self})
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
         return self
 
@@ -156,7 +159,8 @@ class FakeOpenAIServer:
             self._state.sticky = _Action("fail", status, None, path=path)
 
     def hang_next(self, n: int = 1, seconds: float = 5.0, path: str | None = None) -> None:
-        """Hold the next ``n`` requests ``seconds`` (released early by :meth:`stop`), then answer."""
+        """Hold the next ``n`` requests ``seconds`` (released early by :meth:`stop`), then
+        answer them normally."""
         with self._lock:
             for _ in range(n):
                 self._state.script.append(_Action("hang", seconds=seconds, path=path))
@@ -224,8 +228,11 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - keep test output clean
         pass
 
+    def _headers(self) -> dict[str, str]:
+        return {name.lower(): value for name, value in self.headers.items()}
+
     def do_GET(self) -> None:
-        rec = RecordedRequest("GET", self.path, None, dict(self.headers))
+        rec = RecordedRequest("GET", self.path, None, self._headers())
         self.fake._record(rec)
         if self.path.rstrip("/") == "/v1/models":
             self._json(rec, 200, {"object": "list", "data": [
@@ -241,7 +248,7 @@ class _Handler(BaseHTTPRequestHandler):
             body: Any = json.loads(raw or b"{}")
         except json.JSONDecodeError:
             body = raw.decode("utf-8", "replace")
-        rec = RecordedRequest("POST", self.path, body, dict(self.headers))
+        rec = RecordedRequest("POST", self.path, body, self._headers())
         self.fake._record(rec)
         if self._injected(rec):
             return
@@ -325,7 +332,8 @@ class _Handler(BaseHTTPRequestHandler):
 
         content = str(message.get("content") or "")
         pieces = [chunk({"role": "assistant", "content": ""}, None)]
-        pieces += [chunk({"content": content[i : i + 16]}, None) for i in range(0, len(content), 16)]
+        for i in range(0, len(content), 16):
+            pieces.append(chunk({"content": content[i : i + 16]}, None))
         if message.get("tool_calls"):
             calls = [{"index": i, **c} for i, c in enumerate(message["tool_calls"])]
             pieces.append(chunk({"tool_calls": calls}, None))
