@@ -1,4 +1,4 @@
-"""Shared fixtures: one local Ray for the whole session (2 CPUs, few actors), data dirs."""
+"""Fixtures shared by every test package: one local Ray for the session, the fake OpenAI server."""
 
 from __future__ import annotations
 
@@ -7,14 +7,28 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.openai_server import FakeOpenAIServer
+
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
-os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
 
 
 @pytest.fixture(scope="session")
 def ray_session() -> Iterator[None]:
+    """One local Ray for the whole test session: 2 CPUs, as on the CI machine."""
     import ray
 
     ray.init(num_cpus=2, namespace="memray-tests", include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
     yield
     ray.shutdown()
+
+
+@pytest.fixture
+def openai_server() -> Iterator[FakeOpenAIServer]:
+    """A fresh fake OpenAI-compatible server (64-dim embeddings, echo chat replies) per test.
+
+    Point the client or an embedder at ``openai_server.url``; script failures with
+    ``fail_next`` / ``fail_always`` / ``hang_next``; inspect ``requests``. Set ``reply`` to a
+    function of the request body to control chat answers.
+    """
+    with FakeOpenAIServer() as server:
+        yield server

@@ -1,0 +1,43 @@
+"""Embedders: text → L2-normalised float32 vectors.
+
+`HashEmbedder` (default, no dependencies), `OpenAIEmbedder` (any OpenAI-compatible endpoint,
+``[openai]`` extra), `LocalEmbedder` (sentence-transformers, ``[local]`` extra), and
+`CachedEmbedder` over an `EmbeddingCache`. `build_embedder` makes one from an `EmbedderConfig`.
+The OpenAI and local embedders import their packages only when built.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from memray.embedding.base import Embedder, build_embedder
+from memray.embedding.cache import CachedEmbedder, CacheStats, EmbeddingCache, cache_key
+from memray.embedding.hashing import HashEmbedder
+
+if TYPE_CHECKING:
+    from memray.embedding.local import LocalEmbedder
+    from memray.embedding.openai import OpenAIEmbedder
+
+__all__ = [
+    "Embedder",
+    "build_embedder",
+    "HashEmbedder",
+    "OpenAIEmbedder",
+    "LocalEmbedder",
+    "EmbeddingCache",
+    "CachedEmbedder",
+    "CacheStats",
+    "cache_key",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "OpenAIEmbedder":
+        from memray.embedding.openai import OpenAIEmbedder
+
+        return OpenAIEmbedder
+    if name == "LocalEmbedder":
+        from memray.embedding.local import LocalEmbedder
+
+        return LocalEmbedder
+    raise AttributeError(f"module 'memray.embedding' has no attribute {name!r}")
