@@ -146,7 +146,7 @@ def put_embeddings(db: Database, rows: list[EmbeddingRow]) -> int:
                    f"FROM _live e WHERE {_ENTRY_OF}")
         finally:
             db.con.unregister("_live")
-    return live.num_rows
+    return int(live.num_rows)
 
 
 def mark_embedding_failed(db: Database, refs: list[tuple[Namespace, str]], error: str) -> None:

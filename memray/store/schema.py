@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from memray.errors import ValidationError
+from memray.errors import InvalidIdError, ValidationError
 from memray.ids import MAX_ID_CHARS
 from memray.store.rows import EmbeddingRow, EntryRow, MessageRow, user_hash
 
@@ -107,21 +107,22 @@ def _first(mask: pa.Array) -> int | None:
     return None if idx < 0 else idx
 
 
-def _check(name: str, arr: pa.Array, bad: pa.Array, problem: str, hint: str = "") -> None:
+def _check(name: str, arr: pa.Array, bad: pa.Array, problem: str, hint: str = "",
+           error: type[ValidationError] = ValidationError) -> None:
     i = _first(bad)
     if i is not None:
-        raise ValidationError(name, arr[i].as_py(), f"{problem} (row {i})", hint)
+        raise error(name, arr[i].as_py(), f"{problem} (row {i})", hint)
 
 
 def check_ids(name: str, arr: pa.Array, nullable: bool = False) -> None:
     """Vectorised :func:`memray.ids.validate_id`: non-empty, ≤ 256 characters, no control chars."""
     if not nullable:
-        _check(name, arr, pc.is_null(arr), "must not be missing")
+        _check(name, arr, pc.is_null(arr), "must not be missing", error=InvalidIdError)
     n = pc.utf8_length(arr)
     _check(name, arr, pc.or_(pc.less(n, 1), pc.greater(n, MAX_ID_CHARS)),
-           f"must be 1 to {MAX_ID_CHARS} characters", "use a shorter, non-empty id")
+           f"must be 1 to {MAX_ID_CHARS} characters", "use a shorter, non-empty id", InvalidIdError)
     _check(name, arr, pc.match_substring_regex(arr, _CONTROL), "contains a control character",
-           "remove control characters")
+           "remove control characters", InvalidIdError)
 
 
 def _check_json_object(name: str, arr: pa.Array) -> None:
