@@ -43,7 +43,7 @@ def append_messages(db: Database, rows: Sequence[MessageRow]) -> list[Correction
             _update_existing(db, batch, stored, version)
         else:
             _insert(db, "_batch", version)
-        _touch_conversations(db, version)
+            _touch_conversations(db, "_batch", "TRUE", version)
     kept = {**first, **stored}  # the (seq, created_at) the store keeps, where it may differ
     out: list[Correction] = []
     for r in rows if kept else ():
@@ -87,26 +87,29 @@ def _update_existing(db: Database, batch: pa.Table, stored: dict[Any, tuple[int,
                   WHERE e.kind = 'conv' AND e.app = b.app AND e.user_id = b.user_id
                   AND e.scope = b.conversation_id AND e.doc_id = b.id""")
         _insert(db, "(SELECT * FROM _flagged WHERE is_new)", version)
+        _touch_conversations(db, "_flagged", "is_new", version)
     finally:
         db.con.unregister("_flagged")
 
 
-def _touch_conversations(db: Database, version: int) -> None:
-    """Bump last_seq/updated_at of the batch's conversations, creating the missing ones."""
+def _touch_conversations(db: Database, source: str, is_new: str, version: int) -> None:
+    """Raise last_seq to the batch's new rows, bump updated_at, create missing conversations.
+    Aggregates the batch once (a few thousand rows), never the messages table."""
     now = time.time()
-    agg = """(SELECT b.app, b.user_id, b.conversation_id, max(m.seq) AS max_seq,
-                     min(m.created_at) AS first_at, any_value(b.user_hash) AS user_hash
-              FROM (SELECT DISTINCT app, user_id, conversation_id, user_hash FROM _batch) b
-              JOIN messages m ON m.app = b.app AND m.user_id = b.user_id
-                   AND m.conversation_id = b.conversation_id AND m.changed_version = {v}
-              GROUP BY ALL)""".format(v=version)
-    db.sql(f"""UPDATE conversations c SET last_seq = greatest(c.last_seq, a.max_seq), updated_at = {now},
-               changed_version = {version} FROM {agg} a
-               WHERE c.app = a.app AND c.user_id = a.user_id AND c.conversation_id = a.conversation_id""")
-    db.sql(f"""INSERT INTO conversations SELECT a.app, a.user_id, a.conversation_id, NULL, '{{}}',
-               least(a.first_at, {now}), {now}, a.max_seq, a.user_hash, {version} FROM {agg} a
-               ANTI JOIN conversations c ON c.app = a.app AND c.user_id = a.user_id
-               AND c.conversation_id = a.conversation_id""")
+    agg = db.arrow(f"""SELECT app, user_id, conversation_id, coalesce(max(seq) FILTER (WHERE {is_new}), 0) AS max_seq,
+                              min(created_at) AS first_at, any_value(user_hash) AS user_hash
+                       FROM {source} GROUP BY app, user_id, conversation_id""")
+    db.con.register("_agg", agg)
+    try:
+        db.sql(f"""UPDATE conversations c SET last_seq = greatest(c.last_seq, a.max_seq), updated_at = {now},
+                   changed_version = {version} FROM _agg a
+                   WHERE c.app = a.app AND c.user_id = a.user_id AND c.conversation_id = a.conversation_id""")
+        db.sql(f"""INSERT INTO conversations SELECT a.app, a.user_id, a.conversation_id, NULL, '{{}}',
+                   least(a.first_at, {now}), {now}, a.max_seq, a.user_hash, {version} FROM _agg a
+                   ANTI JOIN conversations c ON c.app = a.app AND c.user_id = a.user_id
+                   AND c.conversation_id = a.conversation_id""")
+    finally:
+        db.con.unregister("_agg")
 
 
 def get_messages(

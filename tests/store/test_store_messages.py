@@ -170,7 +170,7 @@ def test_get_messages_matches_a_list_model(tmp_path_factory, roles, limit, befor
         model = [r for r in rows if (before is None or r.seq < before) and (after is None or r.seq > after)
                  and (want is None or r.role in want) and (tag is None or json.loads(r.metadata_json)["t"] == tag)]
         if limit is not None:
-            model = model[len(model) - limit:] if limit else []
+            model = model[max(0, len(model) - limit):] if limit else []
         got = s.get_messages(KEY, limit, before, after, want, None if tag is None else {"t": tag})
         assert got == model
     finally:
