@@ -1,0 +1,100 @@
+"""Micro-benchmark of the history store's hot path: ``append_messages`` group commits.
+
+Prints one JSON line: rows/s of ``HistoryStore.append_messages`` for new rows and for re-upserts
+of existing rows, against the floor measured in the same run — a plain Arrow
+``INSERT INTO t SELECT * FROM arrow_table`` of the same rows (built the same way, with
+``zip(*rows)``) into a bare table in the same kind of file, one transaction per batch.
+
+    python -m benchmarks.store_ingest_micro --existing 200000 --batch 10000 --batches 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+import time
+
+import duckdb
+import pyarrow as pa
+
+from memray.store.history import HistoryStore
+from memray.store.rows import MessageRow
+
+PARTS = '[{"type": "text", "text": "hello there, this is message %d"}]'
+
+
+def make_rows(start: int, n: int, conversations: int) -> list[MessageRow]:
+    """``n`` rows spread over ``conversations`` conversations of 1/10 as many users."""
+    out = []
+    for i in range(start, start + n):
+        c = i % conversations
+        out.append(MessageRow("bench", f"user-{c % max(1, conversations // 10)}", f"conv-{c}", f"msg-{i}",
+                              i // conversations + 1, "user", PARTS % i, '{"turn": %d}' % i, 1.7e9 + i,
+                              f"hello there, this is message {i}"))
+    return out
+
+
+def time_batches(fn, batches: list[list[MessageRow]]) -> float:  # type: ignore[no-untyped-def]
+    t = time.perf_counter()
+    for b in batches:
+        fn(b)
+    return sum(len(b) for b in batches) / (time.perf_counter() - t)
+
+
+def floor_rate(path: str, batches: list[list[MessageRow]]) -> float:
+    con = duckdb.connect(path)
+    names = MessageRow._fields
+    con.execute("CREATE TABLE t (" + ", ".join(
+        f"{n} {'BIGINT' if n == 'seq' else 'DOUBLE' if n == 'created_at' else 'VARCHAR'}" for n in names) + ")")
+
+    def insert(rows: list[MessageRow]) -> None:
+        tbl = pa.table(dict(zip(names, (pa.array(c) for c in zip(*rows)))))
+        con.execute("BEGIN")
+        con.execute("INSERT INTO t SELECT * FROM tbl")
+        con.execute("COMMIT")
+
+    rate = time_batches(insert, batches)
+    con.close()
+    return rate
+
+
+def git_sha() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--existing", type=int, default=200_000, help="rows already in the store")
+    ap.add_argument("--batch", type=int, default=10_000, help="rows per append_messages call")
+    ap.add_argument("--batches", type=int, default=10)
+    ap.add_argument("--conversations", type=int, default=2_000, help="conversations per batch")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        store = HistoryStore(os.path.join(tmp, "history.duckdb"))
+        store.open()
+        for s in range(0, args.existing, 50_000):
+            store.append_messages(make_rows(s, min(50_000, args.existing - s), args.conversations))
+        start = args.existing
+        batches = [make_rows(start + i * args.batch, args.batch, args.conversations) for i in range(args.batches)]
+        new_rate = time_batches(store.append_messages, batches)
+        update_batches = [[r._replace(text=r.text + " (edited)") for r in b] for b in batches[:3]]
+        update_rate = time_batches(store.append_messages, update_batches)
+        store.close()
+        floor = floor_rate(os.path.join(tmp, "floor.duckdb"), batches)
+    print(json.dumps({
+        "benchmark": "store_ingest_micro", "git_sha": git_sha(), "existing_rows": args.existing,
+        "batch_rows": args.batch, "batches": args.batches, "conversations_per_batch": args.conversations,
+        "append_new_rows_per_s": round(new_rate), "append_update_rows_per_s": round(update_rate),
+        "floor_arrow_insert_rows_per_s": round(floor), "ratio_to_floor": round(new_rate / floor, 3),
+    }))
+
+
+if __name__ == "__main__":
+    main()

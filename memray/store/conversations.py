@@ -1,0 +1,182 @@
+"""Conversations, working memory and summaries: small rows, compare-and-set where it matters."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Literal
+
+from memray.errors import ConflictError, NotFoundError, ValidationError
+from memray.ids import ConversationKey, validate_id
+from memray.store.base import ConversationSnapshot, SummaryState, WMScope
+from memray.store.database import Database
+from memray.store.messages import get_messages
+from memray.store.rows import user_hash
+
+__all__ = [
+    "create_conversation", "get_conversation", "list_conversations", "update_conversation",
+    "load_conversation", "get_working_memory", "put_working_memory", "get_summary", "put_summary",
+]
+
+_CONV_COLS = "app, user_id, conversation_id, title, metadata_json, created_at, updated_at, last_seq"
+_ORDERS = {
+    "updated_desc": "updated_at DESC, conversation_id DESC",
+    "updated_asc": "updated_at ASC, conversation_id ASC",
+    "created_desc": "created_at DESC, conversation_id DESC",
+    "created_asc": "created_at ASC, conversation_id ASC",
+}
+_KEY_WHERE = "app = ? AND user_id = ? AND conversation_id = ?"
+
+
+def _key(key: ConversationKey) -> list[Any]:
+    return [validate_id("app", key.app), validate_id("user_id", key.user_id),
+            validate_id("conversation_id", key.conversation_id)]
+
+
+def _info(row: tuple[Any, ...]) -> dict[str, Any]:
+    return {"app": row[0], "user_id": row[1], "conversation_id": row[2], "title": row[3],
+            "metadata": json.loads(row[4]), "created_at": row[5], "updated_at": row[6], "last_seq": row[7]}
+
+
+def _metadata_json(field: str, metadata: Any) -> str:
+    if not isinstance(metadata, dict):
+        raise ValidationError(field, metadata, "must be a dict")
+    try:
+        return json.dumps(metadata, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(field, metadata, f"is not JSON-serialisable: {exc}") from exc
+
+
+def get_conversation(db: Database, key: ConversationKey) -> dict[str, Any] | None:
+    rows = db.sql(f"SELECT {_CONV_COLS} FROM conversations WHERE {_KEY_WHERE}", _key(key)).fetchall()
+    return _info(rows[0]) if rows else None
+
+
+def create_conversation(db: Database, key: ConversationKey, title: str | None, metadata: dict[str, Any]) -> dict[str, Any]:
+    """Get-or-create: an existing conversation is returned unchanged. Durable on return."""
+    meta = _metadata_json("metadata", metadata)
+    if title is not None and not isinstance(title, str):
+        raise ValidationError("title", title, "must be a string or None")
+    found = get_conversation(db, key)
+    if found is not None:
+        return found
+    now = time.time()
+    with db.transaction() as version:
+        db.sql("INSERT INTO conversations VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?)",
+               [*_key(key), title, meta, now, now, user_hash(key.app, key.user_id), version])
+    created = get_conversation(db, key)
+    assert created is not None
+    return created
+
+
+def list_conversations(
+    db: Database, app: str, user_id: str,
+    order: Literal["updated_desc", "updated_asc", "created_desc", "created_asc"], limit: int, offset: int,
+) -> list[dict[str, Any]]:
+    if order not in _ORDERS:
+        raise ValidationError("order", order, f"must be one of {sorted(_ORDERS)}")
+    for name, value in (("limit", limit), ("offset", offset)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValidationError(name, value, "must be a non-negative integer")
+    rows = db.sql(f"SELECT {_CONV_COLS} FROM conversations WHERE app = ? AND user_id = ? "
+                  f"ORDER BY {_ORDERS[order]} LIMIT ? OFFSET ?", [app, user_id, limit, offset]).fetchall()
+    return [_info(r) for r in rows]
+
+
+def update_conversation(
+    db: Database, key: ConversationKey, title: str | None, metadata_patch: dict[str, Any] | None
+) -> dict[str, Any]:
+    """Set the title if given; merge ``metadata_patch`` (keys set, others kept). Durable on return."""
+    if metadata_patch is not None:
+        _metadata_json("metadata_patch", metadata_patch)
+    if title is not None and not isinstance(title, str):
+        raise ValidationError("title", title, "must be a string or None")
+    with db.transaction() as version:
+        rows = db.sql(f"SELECT title, metadata_json FROM conversations WHERE {_KEY_WHERE}", _key(key)).fetchall()
+        if not rows:
+            raise NotFoundError(f"conversation {key.conversation_id!r} of user {key.user_id!r} "
+                                f"(app {key.app!r}) does not exist; create it first")
+        merged = {**json.loads(rows[0][1]), **(metadata_patch or {})}
+        db.sql(f"UPDATE conversations SET title = ?, metadata_json = ?, updated_at = ?, changed_version = ? "
+               f"WHERE {_KEY_WHERE}", [title if title is not None else rows[0][0],
+                                       json.dumps(merged, ensure_ascii=False), time.time(), version, *_key(key)])
+    updated = get_conversation(db, key)
+    assert updated is not None
+    return updated
+
+
+def load_conversation(db: Database, key: ConversationKey, window: int) -> ConversationSnapshot:
+    if isinstance(window, bool) or not isinstance(window, int) or window < 0:
+        raise ValidationError("window", window, "must be a non-negative integer")
+    info = get_conversation(db, key)
+    if info is None:
+        return ConversationSnapshot(False, 0, [])
+    recent = get_messages(db, key, limit=window) if window else []
+    return ConversationSnapshot(True, int(info["last_seq"]), recent)
+
+
+# -- working memory ------------------------------------------------------------------------
+def _wm_key(app: str, user_id: str, scope: WMScope, conversation_id: str | None) -> list[Any]:
+    validate_id("app", app)
+    validate_id("user_id", user_id)
+    if scope == "conversation":
+        return [app, user_id, scope, validate_id("conversation_id", conversation_id)]
+    if scope == "user":
+        return [app, user_id, scope, ""]
+    raise ValidationError("scope", scope, "must be 'conversation' or 'user'")
+
+
+_WM_WHERE = "app = ? AND user_id = ? AND scope = ? AND conversation_id = ?"
+
+
+def get_working_memory(db: Database, app: str, user_id: str, scope: WMScope,
+                       conversation_id: str | None) -> tuple[str | None, int]:
+    rows = db.sql(f"SELECT content, version FROM working_memory WHERE {_WM_WHERE}",
+                  _wm_key(app, user_id, scope, conversation_id)).fetchall()
+    return (rows[0][0], int(rows[0][1])) if rows else (None, 0)
+
+
+def put_working_memory(db: Database, app: str, user_id: str, scope: WMScope, conversation_id: str | None,
+                       content: str | None, expected_version: int) -> int:
+    """Compare-and-set on version (``None`` clears). Durable on return; on conflict nothing written."""
+    key = _wm_key(app, user_id, scope, conversation_id)
+    if content is not None and not isinstance(content, str):
+        raise ValidationError("content", content, "must be a string or None")
+    with db.transaction():
+        rows = db.sql(f"SELECT version FROM working_memory WHERE {_WM_WHERE}", key).fetchall()
+        current = int(rows[0][0]) if rows else 0
+        _cas("working memory", current, expected_version)
+        db.sql(f"DELETE FROM working_memory WHERE {_WM_WHERE}", key)
+        db.sql("INSERT INTO working_memory VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+               [*key, content, current + 1, time.time(), user_hash(app, user_id)])
+    return current + 1
+
+
+def _cas(what: str, current: int, expected: int) -> None:
+    if current != expected:
+        raise ConflictError(f"{what} is at version {current}, the write expected {expected}: "
+                            f"re-read it and retry", expected=expected, actual=current)
+
+
+# -- summaries -----------------------------------------------------------------------------
+def get_summary(db: Database, key: ConversationKey) -> SummaryState | None:
+    rows = db.sql(f"SELECT text, summarized_through_seq, version FROM summaries WHERE {_KEY_WHERE}",
+                  _key(key)).fetchall()
+    return SummaryState(rows[0][0], int(rows[0][1]), int(rows[0][2])) if rows else None
+
+
+def put_summary(db: Database, key: ConversationKey, text: str, through_seq: int, expected_version: int) -> int:
+    """Compare-and-set on version. Durable on return; on conflict nothing written."""
+    if not isinstance(text, str):
+        raise ValidationError("text", text, "must be a string")
+    if isinstance(through_seq, bool) or not isinstance(through_seq, int) or through_seq < 0:
+        raise ValidationError("through_seq", through_seq, "must be a non-negative integer")
+    params = _key(key)
+    with db.transaction():
+        rows = db.sql(f"SELECT version FROM summaries WHERE {_KEY_WHERE}", params).fetchall()
+        current = int(rows[0][0]) if rows else 0
+        _cas("summary", current, expected_version)
+        db.sql(f"DELETE FROM summaries WHERE {_KEY_WHERE}", params)
+        db.sql("INSERT INTO summaries VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+               [*params, text, through_seq, current + 1, time.time(), user_hash(key.app, key.user_id)])
+    return current + 1

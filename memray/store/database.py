@@ -1,0 +1,182 @@
+"""One DuckDB file, one connection, one writer: transactions, the change counter, and the
+rewrite that makes erasure physical."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any, Iterator
+
+import duckdb
+import pyarrow as pa
+
+from memray.errors import ClosedError, MemrayError, StoreError
+from memray.store.schema import DDL
+
+__all__ = ["Database"]
+
+
+class Database:
+    """The connection of a :class:`~memray.store.history.HistoryStore`.
+
+    ``version`` counts committed write transactions; every row a transaction writes carries it
+    as ``changed_version`` (the Parquet export's watermark). It is persisted in the ``meta`` table
+    inside the same transaction, so it never goes backwards, even when rows are deleted.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._con: duckdb.DuckDBPyConnection | None = None
+        self.version = 0
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def open(self) -> None:
+        """Open (creating if needed) the file and its tables; finish an interrupted rewrite."""
+        parent = os.path.dirname(os.path.abspath(self.path))
+        os.makedirs(parent, exist_ok=True)
+        _remove(self._rewrite_path)
+        try:
+            self._con = duckdb.connect(self.path)
+        except duckdb.Error as exc:
+            raise StoreError(f"cannot open history store {self.path!r}: {exc}") from exc
+        for stmt in DDL:
+            self._con.execute(stmt)
+        rows = self.sql("SELECT key, value FROM meta").fetchall()
+        meta = {str(k): int(v) for k, v in rows}
+        if "version" not in meta:
+            self.con.execute("INSERT INTO meta VALUES ('version', 0), ('rewrite_pending', 0)")
+        self.version = meta.get("version", 0)
+        if meta.get("rewrite_pending", 0):
+            self.rewrite()  # a delete_user committed but its rewrite did not finish
+
+    def close(self) -> None:
+        """Checkpoint (fold the WAL into the file) and close. Idempotent."""
+        if self._con is not None:
+            try:
+                self._con.execute("CHECKPOINT")
+            finally:
+                self._con.close()
+                self._con = None
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        if self._con is None:
+            raise ClosedError(f"history store {self.path!r} is not open; call open()")
+        return self._con
+
+    @property
+    def is_open(self) -> bool:
+        return self._con is not None
+
+    # -- statements -----------------------------------------------------------------------
+    def sql(self, query: str, params: list[Any] | tuple[Any, ...] | None = None) -> duckdb.DuckDBPyConnection:
+        """Execute one statement; translate DuckDB failures into :class:`StoreError`."""
+        try:
+            return self.con.execute(query, params) if params is not None else self.con.execute(query)
+        except duckdb.Error as exc:
+            raise StoreError(f"history store query failed: {exc}") from exc
+
+    def count(self, query: str, params: list[Any] | tuple[Any, ...] | None = None) -> int:
+        """Run a DELETE/UPDATE/INSERT and return the number of rows it touched."""
+        rows = self.sql(query, params).fetchall()
+        return int(rows[0][0]) if rows else 0
+
+    def arrow(self, query: str, params: list[Any] | None = None) -> pa.Table:
+        """Run a query and return its result as one Arrow table (no DB-API copy)."""
+        try:
+            return self.con.sql(query, params=params).to_arrow_table()
+        except duckdb.Error as exc:
+            raise StoreError(f"history store query failed: {exc}") from exc
+
+    @contextlib.contextmanager
+    def transaction(self, bump: bool = True, **tables: pa.Table) -> Iterator[int]:
+        """One transaction, whole or nothing. Yields the version its rows carry; commits on exit,
+        rolls back on any error. ``tables`` are registered as views for its statements.
+
+        Durability: when the block exits normally the transaction is committed to the WAL and
+        survives a crash (SIGKILL) of the process."""
+        con = self.con
+        version = self.version + 1 if bump else self.version
+        for name, table in tables.items():
+            con.register(name, table)
+        self.sql("BEGIN TRANSACTION")
+        try:
+            yield version
+            if bump:
+                self.sql("UPDATE meta SET value = ? WHERE key = 'version'", [version])
+            self.sql("COMMIT")
+        except BaseException as exc:
+            with contextlib.suppress(duckdb.Error):
+                con.execute("ROLLBACK")
+            if isinstance(exc, (MemrayError, KeyboardInterrupt, SystemExit)):
+                raise
+            if isinstance(exc, duckdb.Error):
+                raise StoreError(f"history store write failed, nothing written: {exc}") from exc
+            raise
+        finally:
+            for name in tables:
+                with contextlib.suppress(duckdb.Error):
+                    con.unregister(name)
+        if bump:
+            self.version = version
+
+    # -- physical erasure -----------------------------------------------------------------
+    @property
+    def _rewrite_path(self) -> str:
+        return self.path + ".rewrite"
+
+    def mark_rewrite_pending(self) -> None:
+        """Inside a transaction: record that the file must be rewritten (crash-safe erasure)."""
+        self.sql("UPDATE meta SET value = 1 WHERE key = 'rewrite_pending'")
+
+    def rewrite(self) -> None:
+        """Copy every live row into a fresh file and swap it in, so no freed block of the old file
+        (DuckDB keeps deleted rows' bytes in free blocks) survives, and no WAL is left.
+
+        Durability: the new file is fsynced, then atomically renamed over the old one and the
+        directory fsynced; a crash at any point leaves either the old file (with the pending mark,
+        so :meth:`open` redoes the rewrite) or the new one. Cost: a full copy of the database."""
+        con = self.con
+        tmp = self._rewrite_path
+        _remove(tmp)
+        current = str(self.sql("SELECT current_database()").fetchall()[0][0])
+        self.sql("CHECKPOINT")
+        self.sql(f"ATTACH {_literal(tmp)} AS memray_fresh")
+        try:
+            self.sql(f"COPY FROM DATABASE {_ident(current)} TO memray_fresh")
+            self.sql("UPDATE memray_fresh.meta SET value = 0 WHERE key = 'rewrite_pending'")
+        finally:
+            self.sql("DETACH memray_fresh")
+        con.close()
+        self._con = None
+        _fsync(tmp)
+        os.replace(tmp, self.path)
+        _remove(self.path + ".wal")
+        _fsync_dir(os.path.dirname(os.path.abspath(self.path)))
+        self._con = duckdb.connect(self.path)
+
+
+def _literal(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def _ident(s: str) -> str:
+    return '"' + s.replace('"', '""') + '"'
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(path)
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: str) -> None:
+    with contextlib.suppress(OSError):
+        _fsync(path)

@@ -1,0 +1,202 @@
+"""The DuckDB history store: durable truth for one file, owned by one single-writer actor.
+
+:class:`HistoryStore` satisfies :class:`~memray.store.base.HistoryStoreAPI`. It keeps one
+connection and runs calls one at a time (the actor, or the in-process ref, serialises them).
+Every write method is one transaction, committed to DuckDB's WAL before it returns: it survives
+a crash of the process (SIGKILL) once it has returned, and is absent entirely if it had not.
+
+The work lives in small modules — :mod:`.messages` (the group-commit upsert), :mod:`.conversations`
+(conversations, working memory, summaries), :mod:`.items` (entries and vectors), :mod:`.export`
+(Parquet) over :mod:`.database` (connection, transactions, rewrite) and :mod:`.schema` (tables,
+Arrow batches, vectorised validation). This class wires them together and owns the cascades.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Literal
+
+from memray.ids import ConversationKey, validate_id
+from memray.store import conversations as conv
+from memray.store import export, items, messages
+from memray.store.base import ConversationSnapshot, IndexRow, SummaryState, WMScope
+from memray.store.database import Database
+from memray.store.rows import EmbeddingRow, EntryRow, MessageRow, Namespace
+from memray.store.schema import TABLES
+
+__all__ = ["HistoryStore"]
+
+
+class HistoryStore:
+    """One DuckDB history file. ``HistoryStore(path)`` stores the path; :meth:`open` opens it."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._db = Database(path)
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def open(self) -> None:
+        """Create or open the file and its tables (finishing an interrupted erasure rewrite)."""
+        if not self._db.is_open:
+            self._db.open()
+
+    def close(self) -> None:
+        """Checkpoint the WAL into the file and close. Idempotent."""
+        self._db.close()
+
+    def ping(self) -> bool:
+        return self._db.is_open and self._db.sql("SELECT 1").fetchall() == [(1,)]
+
+    # -- messages -------------------------------------------------------------------------
+    def append_messages(self, rows: list[MessageRow]) -> list[tuple[str, str, str, str, int, float]]:
+        """Upsert messages in one transaction (group commit); see :func:`.messages.append_messages`.
+        Durability: committed to the WAL when it returns."""
+        return messages.append_messages(self._db, rows)
+
+    def load_conversation(self, key: ConversationKey, window: int) -> ConversationSnapshot:
+        return conv.load_conversation(self._db, key, window)
+
+    def get_messages(
+        self, key: ConversationKey, limit: int | None = None, before_seq: int | None = None,
+        after_seq: int | None = None, roles: list[str] | None = None, metadata: dict[str, Any] | None = None,
+    ) -> list[MessageRow]:
+        """Messages by seq; ``limit`` = the most recent N matching, oldest first. ``metadata``:
+        each key present with an equal JSON value (bools are not numbers; objects ignore key order)."""
+        return messages.get_messages(self._db, key, limit, before_seq, after_seq, roles, metadata)
+
+    def fetch_messages(self, app: str, user_id: str, refs: list[tuple[str, str]]) -> list[MessageRow]:
+        """Messages by (conversation_id, id), in the order of ``refs``; missing ones skipped."""
+        return messages.fetch_messages(self._db, app, user_id, refs)
+
+    # -- conversations --------------------------------------------------------------------
+    def create_conversation(self, key: ConversationKey, title: str | None, metadata: dict[str, Any]) -> dict[str, Any]:
+        """Get-or-create (an existing conversation is returned unchanged). Durable on return."""
+        return conv.create_conversation(self._db, key, title, metadata)
+
+    def get_conversation(self, key: ConversationKey) -> dict[str, Any] | None:
+        return conv.get_conversation(self._db, key)
+
+    def list_conversations(
+        self, app: str, user_id: str,
+        order: Literal["updated_desc", "updated_asc", "created_desc", "created_asc"], limit: int, offset: int,
+    ) -> list[dict[str, Any]]:
+        """The user's conversations in ``order`` (ties broken by conversation id), paged."""
+        return conv.list_conversations(self._db, app, user_id, order, limit, offset)
+
+    def update_conversation(
+        self, key: ConversationKey, title: str | None, metadata_patch: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        """Set the title (if given), merge the patch into metadata. Durable on return."""
+        return conv.update_conversation(self._db, key, title, metadata_patch)
+
+    def delete_conversation(self, key: ConversationKey) -> dict[str, int]:
+        """Delete the conversation with its messages, vectors, conversation-scope working memory
+        and summary in one transaction, then purge it from every Parquet export root this store
+        wrote to. Returns counts per table plus ``export_rows``. Durable on return (the freed
+        bytes stay in the file until the next rewrite; ``delete_user`` is the physical erasure)."""
+        k = [validate_id("app", key.app), validate_id("user_id", key.user_id),
+             validate_id("conversation_id", key.conversation_id)]
+        where = "app = ? AND user_id = ? AND conversation_id = ?"
+        with self._db.transaction():
+            counts = {
+                "embeddings": self._db.count("DELETE FROM embeddings WHERE app = ? AND user_id = ? "
+                                             "AND kind = 'conv' AND scope = ?", k),
+                "messages": self._db.count(f"DELETE FROM messages WHERE {where}", k),
+                "summaries": self._db.count(f"DELETE FROM summaries WHERE {where}", k),
+                "working_memory": self._db.count(f"DELETE FROM working_memory WHERE {where} "
+                                                 "AND scope = 'conversation'", k),
+                "conversations": self._db.count(f"DELETE FROM conversations WHERE {where}", k),
+            }
+        counts["export_rows"] = sum(export.purge_conversation(self._db, r, *k)
+                                    for r in export.export_roots(self._db) if os.path.isdir(r))
+        return counts
+
+    # -- embeddings -----------------------------------------------------------------------
+    def put_embeddings(self, rows: list[EmbeddingRow]) -> int:
+        """Upsert vectors of items that still exist; returns vectors written. Durable on return."""
+        return items.put_embeddings(self._db, rows)
+
+    def mark_embedding_failed(self, refs: list[tuple[Namespace, str]], error: str) -> None:
+        """Record the failure; the items stay in :meth:`pending_embeddings`. Durable on return."""
+        items.mark_embedding_failed(self._db, refs, error)
+
+    def pending_embeddings(self, model_id: str, limit: int) -> list[tuple[Namespace, str, str]]:
+        """Items with non-empty text and no vector of ``model_id`` (new, updated, failed)."""
+        return items.pending_embeddings(self._db, model_id, limit)
+
+    def scan_index_rows(
+        self, shard: int, shards: int, model_id: str, after: tuple[Namespace, str] | None, limit: int
+    ) -> list[IndexRow]:
+        return items.scan_index_rows(self._db, shard, shards, model_id, after, limit)
+
+    # -- working memory and summaries -----------------------------------------------------
+    def get_working_memory(self, app: str, user_id: str, scope: WMScope, conversation_id: str | None) -> tuple[str | None, int]:
+        return conv.get_working_memory(self._db, app, user_id, scope, conversation_id)
+
+    def put_working_memory(
+        self, app: str, user_id: str, scope: WMScope, conversation_id: str | None, content: str | None,
+        expected_version: int,
+    ) -> int:
+        """Compare-and-set (``None`` clears); ConflictError on a stale version. Durable on return."""
+        return conv.put_working_memory(self._db, app, user_id, scope, conversation_id, content, expected_version)
+
+    def get_summary(self, key: ConversationKey) -> SummaryState | None:
+        return conv.get_summary(self._db, key)
+
+    def put_summary(self, key: ConversationKey, text: str, through_seq: int, expected_version: int) -> int:
+        """Compare-and-set on version; ConflictError on a stale one. Durable on return."""
+        return conv.put_summary(self._db, key, text, through_seq, expected_version)
+
+    # -- long-term entries ----------------------------------------------------------------
+    def put_entries(self, rows: list[EntryRow], replace_session: tuple[str, str, str] | None = None) -> list[str]:
+        """Insert/replace entries; returns ids whose old version (and vectors) were removed.
+        Durable on return."""
+        return items.put_entries(self._db, rows, replace_session)
+
+    def get_entries(self, app: str, user_id: str, ids: list[str]) -> list[EntryRow]:
+        return items.get_entries(self._db, app, user_id, ids)
+
+    def list_entries(
+        self, app: str, user_id: str, project_id: str | None = None, session_id: str | None = None,
+        all_projects: bool = False, limit: int | None = None,
+    ) -> list[EntryRow]:
+        """Newest first. Not ``all_projects``: ``project_id=None`` → global entries only,
+        ``project_id=P`` → P's entries only. ``session_id`` narrows further."""
+        return items.list_entries(self._db, app, user_id, project_id, session_id, all_projects, limit)
+
+    def delete_entries(self, app: str, user_id: str, ids: list[str]) -> int:
+        """Delete entries and their vectors; returns entries deleted. Durable on return."""
+        return items.delete_entries(self._db, app, user_id, ids)
+
+    # -- erasure and exports --------------------------------------------------------------
+    def delete_user(self, app: str, user_id: str) -> dict[str, int]:
+        """Delete every row of the user in one transaction, purge them from every export root this
+        store wrote to (``export_rows``), then rewrite the database file so no freed block keeps
+        their bytes and no WAL remains. Returns counts per table.
+
+        Durability: the delete is committed first, with a mark that a rewrite is owed; if the
+        process dies before the rewrite finishes, :meth:`open` redoes it. Cost: the rewrite
+        copies the whole database (seconds per GB); batch erasures where that matters."""
+        validate_id("app", app)
+        validate_id("user_id", user_id)
+        with self._db.transaction():
+            counts = {t: self._db.count(f"DELETE FROM {t} WHERE app = ? AND user_id = ?", [app, user_id])
+                      for t in TABLES}
+            self._db.mark_rewrite_pending()
+        counts["export_rows"] = sum(export.purge_exports(self._db, r, app, user_id)
+                                    for r in export.export_roots(self._db) if os.path.isdir(r))
+        self._db.rewrite()
+        return counts
+
+    def count_user(self, app: str, user_id: str) -> dict[str, int]:
+        """Rows of the user left in each table (all zero after :meth:`delete_user`)."""
+        return {t: int(self._db.sql(f"SELECT count(*) FROM {t} WHERE app = ? AND user_id = ?",
+                                    [app, user_id]).fetchall()[0][0]) for t in TABLES}
+
+    def export_parquet(self, root: str) -> dict[str, Any]:
+        """Incremental hive-partitioned Parquet export; see :mod:`memray.store.export`."""
+        return export.export_parquet(self._db, root)
+
+    def purge_exports(self, root: str, app: str, user_id: str) -> int:
+        """Rewrite the user's export partitions under ``root`` without them; returns rows removed."""
+        return export.purge_exports(self._db, root, app, user_id)

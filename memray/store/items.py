@@ -1,0 +1,211 @@
+"""Long-term entries and the vectors of messages and entries."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from memray.errors import ValidationError
+from memray.ids import validate_id
+from memray.store.base import IndexRow
+from memray.store.database import Database
+from memray.store.rows import EmbeddingRow, EntryRow, Namespace
+from memray.store.schema import ENTRY_COLUMNS, embedding_batch, entry_batch, ref_batch
+
+__all__ = [
+    "put_entries", "get_entries", "list_entries", "delete_entries", "put_embeddings",
+    "mark_embedding_failed", "pending_embeddings", "scan_index_rows",
+]
+
+_ECOLS = ", ".join(ENTRY_COLUMNS)
+# An embedding's item: a message (kind 'conv', scope = conversation id) or an entry
+# (kind 'entry', scope = project id or '' for global entries).
+_MSG_OF = ("e.kind = 'conv' AND m.app = e.app AND m.user_id = e.user_id "
+           "AND m.conversation_id = e.scope AND m.id = e.doc_id")
+_ENTRY_OF = ("e.kind = 'entry' AND n.app = e.app AND n.user_id = e.user_id "
+             "AND coalesce(n.project_id, '') = e.scope AND n.id = e.doc_id")
+
+
+def _drop_entry_vectors(db: Database, app: str, user_id: str, ids: list[str]) -> None:
+    if ids:
+        db.con.register("_gone", pa.table({"id": pa.array(ids, pa.string())}))
+        try:
+            db.sql("DELETE FROM embeddings e USING _gone g WHERE e.kind = 'entry' AND e.app = ? "
+                   "AND e.user_id = ? AND e.doc_id = g.id", [app, user_id])
+        finally:
+            db.con.unregister("_gone")
+
+
+def put_entries(db: Database, rows: list[EntryRow], replace_session: tuple[str, str, str] | None = None) -> list[str]:
+    """Insert or replace entries by (app, user_id, id), all in one transaction; with
+    ``replace_session`` first delete that session's entries.
+
+    Returns the ids whose previous version was removed — the replaced session's entries and
+    entries replaced by id (including those re-added in this call): their stored vectors were
+    dropped, so the caller removes them from the indexes; the new rows are pending embedding.
+    Durability: committed (WAL) on return."""
+    last = {(r.app, r.user_id, r.id): r for r in rows}  # a repeated id: the last row wins
+    batch = entry_batch(list(last.values())) if last else None
+    if replace_session is not None:
+        for name, value in zip(("app", "user_id", "session_id"), replace_session):
+            validate_id(name, value)
+    removed: list[str] = []
+    with db.transaction() as version:
+        if replace_session is not None:
+            app, user, session = replace_session
+            ids = [r[0] for r in db.sql("DELETE FROM entries WHERE app = ? AND user_id = ? AND session_id = ? "
+                                        "RETURNING id", [app, user, session]).fetchall()]
+            _drop_entry_vectors(db, app, user, ids)
+            removed.extend(ids)
+        if batch is not None:
+            db.con.register("_entries", batch)
+            try:
+                replaced = db.sql("DELETE FROM entries n USING _entries b WHERE n.app = b.app AND "
+                                  "n.user_id = b.user_id AND n.id = b.id RETURNING n.app, n.user_id, n.id").fetchall()
+                db.sql("DELETE FROM embeddings e USING _entries b WHERE e.kind = 'entry' AND e.app = b.app "
+                       "AND e.user_id = b.user_id AND e.doc_id = b.id")
+                db.sql(f"INSERT INTO entries ({_ECOLS}, embed_state, model_id, embed_error, user_hash, "
+                       f"changed_version) SELECT {_ECOLS}, 'pending', NULL, NULL, user_hash, {version} FROM _entries")
+            finally:
+                db.con.unregister("_entries")
+            removed.extend(r[2] for r in replaced)
+    return list(dict.fromkeys(removed))
+
+
+def get_entries(db: Database, app: str, user_id: str, ids: list[str]) -> list[EntryRow]:
+    """Entries by id, in the order of ``ids`` (missing ones skipped)."""
+    if not ids:
+        return []
+    db.con.register("_want", pa.table({"id": pa.array(ids, pa.string())}))
+    try:
+        rows = db.sql(f"SELECT {_ECOLS} FROM entries SEMI JOIN _want USING (id) WHERE app = ? AND user_id = ?",
+                      [app, user_id]).fetchall()
+    finally:
+        db.con.unregister("_want")
+    by_id = {r[2]: EntryRow._make(r) for r in rows}
+    return [by_id[i] for i in dict.fromkeys(ids) if i in by_id]
+
+
+def list_entries(
+    db: Database, app: str, user_id: str, project_id: str | None = None, session_id: str | None = None,
+    all_projects: bool = False, limit: int | None = None,
+) -> list[EntryRow]:
+    """Newest first (timestamp, then id, descending). Scope: ``all_projects`` — every entry;
+    else ``project_id=None`` — global entries only; else that project's entries only.
+    ``session_id`` narrows further."""
+    where, params = ["app = ?", "user_id = ?"], [app, user_id]
+    if not all_projects:
+        if project_id is None:
+            where.append("project_id IS NULL")
+        else:
+            where.append("project_id = ?")
+            params.append(validate_id("project_id", project_id))
+    if session_id is not None:
+        where.append("session_id = ?")
+        params.append(session_id)
+    query = f"SELECT {_ECOLS} FROM entries WHERE {' AND '.join(where)} ORDER BY timestamp DESC, id DESC"
+    if limit is not None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise ValidationError("limit", limit, "must be a non-negative integer or None")
+        query += f" LIMIT {limit}"
+    return [EntryRow._make(r) for r in db.sql(query, params).fetchall()]
+
+
+def delete_entries(db: Database, app: str, user_id: str, ids: list[str]) -> int:
+    """Delete entries by id and their vectors; returns entries deleted. Durable on return."""
+    if not ids:
+        return 0
+    with db.transaction(_del=pa.table({"id": pa.array(list(ids), pa.string())})):
+        n = db.count("DELETE FROM entries n USING _del d WHERE n.app = ? AND n.user_id = ? AND n.id = d.id",
+                     [app, user_id])
+        _drop_entry_vectors(db, app, user_id, list(ids))
+    return n
+
+
+def put_embeddings(db: Database, rows: list[EmbeddingRow]) -> int:
+    """Upsert vectors by (namespace, doc_id, model_id) for items that still exist, and mark those
+    items embedded with the model; returns the vectors written. Durability: committed on return."""
+    if not rows:
+        return 0
+    batch = embedding_batch(rows)
+    with db.transaction(_emb=batch):
+        live = db.arrow(f"""SELECT e.* FROM _emb e WHERE
+            EXISTS (SELECT 1 FROM messages m WHERE {_MSG_OF}) OR EXISTS (SELECT 1 FROM entries n WHERE {_ENTRY_OF})""")
+        if live.num_rows == 0:
+            return 0
+        db.con.register("_live", live)
+        try:
+            db.sql("""DELETE FROM embeddings x USING _live e WHERE x.app = e.app AND x.user_id = e.user_id
+                      AND x.kind = e.kind AND x.scope = e.scope AND x.doc_id = e.doc_id AND x.model_id = e.model_id""")
+            db.sql("INSERT INTO embeddings SELECT app, user_id, kind, scope, doc_id, model_id, vector, user_hash FROM _live")
+            db.sql(f"UPDATE messages m SET embed_state = 'done', model_id = e.model_id, embed_error = NULL "
+                   f"FROM _live e WHERE {_MSG_OF}")
+            db.sql(f"UPDATE entries n SET embed_state = 'done', model_id = e.model_id, embed_error = NULL "
+                   f"FROM _live e WHERE {_ENTRY_OF}")
+        finally:
+            db.con.unregister("_live")
+    return int(live.num_rows)
+
+
+def mark_embedding_failed(db: Database, refs: list[tuple[Namespace, str]], error: str) -> None:
+    """Record that embedding these items failed; they stay pending (retried). Durable on return."""
+    if not refs:
+        return
+    with db.transaction(bump=False, _failed=ref_batch(refs)):
+        for table, alias, cond in (("messages", "m", _MSG_OF), ("entries", "n", _ENTRY_OF)):
+            db.sql(f"UPDATE {table} {alias} SET embed_state = 'failed', embed_error = ? FROM _failed e "
+                   f"WHERE {cond}", [str(error)[:2000]])
+
+
+def pending_embeddings(db: Database, model_id: str, limit: int) -> list[tuple[Namespace, str, str]]:
+    """(namespace, doc_id, text) of items with non-empty text and no vector of ``model_id``
+    (new, updated since embedding, or failed), oldest change first."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise ValidationError("limit", limit, "must be a non-negative integer")
+    rows = db.sql("""
+        SELECT app, user_id, kind, scope, doc_id, text FROM (
+          SELECT app, user_id, 'conv' AS kind, conversation_id AS scope, id AS doc_id, text, changed_version
+          FROM messages WHERE text <> ''
+          UNION ALL
+          SELECT app, user_id, 'entry', coalesce(project_id, ''), id, text, changed_version
+          FROM entries WHERE text <> '') i
+        WHERE NOT EXISTS (SELECT 1 FROM embeddings x WHERE x.model_id = ? AND x.app = i.app
+          AND x.user_id = i.user_id AND x.kind = i.kind AND x.scope = i.scope AND x.doc_id = i.doc_id)
+        ORDER BY changed_version, app, user_id, kind, scope, doc_id LIMIT ?""", [model_id, limit]).fetchall()
+    return [(Namespace(r[0], r[1], r[2], r[3]), r[4], r[5]) for r in rows]
+
+
+def scan_index_rows(
+    db: Database, shard: int, shards: int, model_id: str, after: tuple[Namespace, str] | None, limit: int
+) -> list[IndexRow]:
+    """One page of a shard's vectors of ``model_id``, ordered by (namespace, doc_id)."""
+    if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
+        raise ValidationError("shards", shards, "must be a positive integer")
+    if not isinstance(shard, int) or not 0 <= shard < shards:
+        raise ValidationError("shard", shard, f"must be in [0, {shards})")
+    params: list[Any] = [model_id, shards, shards, shards, shard]
+    cursor = ""
+    if after is not None:
+        cursor = "AND (e.app, e.user_id, e.kind, e.scope, e.doc_id) > (?, ?, ?, ?, ?)"
+        params.extend([*after[0], after[1]])
+    table = db.arrow(f"""
+        SELECT e.app, e.user_id, e.kind, e.scope, e.doc_id, e.vector,
+               coalesce(m.text, n.text) AS text, coalesce(CAST(m.seq AS DOUBLE), n.timestamp) AS recency
+        FROM embeddings e
+        LEFT JOIN messages m ON {_MSG_OF}
+        LEFT JOIN entries n ON {_ENTRY_OF}
+        WHERE e.model_id = ? AND ((e.user_hash % ?) + ?) % ? = ? {cursor}
+          AND (m.id IS NOT NULL OR n.id IS NOT NULL)
+        ORDER BY e.app, e.user_id, e.kind, e.scope, e.doc_id LIMIT {int(limit)}""", params)
+    return _index_rows(table)
+
+
+def _index_rows(table: pa.Table) -> list[IndexRow]:
+    vec = table["vector"].combine_chunks()
+    flat = vec.values.to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
+    offsets = vec.offsets.to_numpy()
+    cols: Sequence[list[Any]] = [table[c].to_pylist() for c in ("app", "user_id", "kind", "scope", "doc_id", "text", "recency")]
+    return [IndexRow(Namespace(a, u, k, s), d, flat[offsets[i]:offsets[i + 1]], t, float(r))
+            for i, (a, u, k, s, d, t, r) in enumerate(zip(*cols))]

@@ -1,0 +1,196 @@
+"""Messages: the group-commit upsert (the hot path) and history reads."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Iterator, Sequence
+
+import pyarrow as pa
+
+from memray.errors import ValidationError
+from memray.ids import ConversationKey
+from memray.store.database import Database
+from memray.store.rows import MessageRow
+from memray.store.schema import MESSAGE_COLUMNS, ROLES, message_batch
+
+__all__ = ["append_messages", "get_messages", "fetch_messages", "json_equal", "Correction"]
+
+Correction = tuple[str, str, str, str, int, float]
+
+_KEY = "m.app = b.app AND m.user_id = b.user_id AND m.conversation_id = b.conversation_id AND m.id = b.id"
+_COLS = ", ".join(MESSAGE_COLUMNS)
+_SELECT = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS)
+
+
+def append_messages(db: Database, rows: Sequence[MessageRow]) -> list[Correction]:
+    """Upsert ``rows`` and get-or-create their conversations in one transaction.
+
+    Existing rows (same app, user, conversation, id) keep their stored seq and created_at; role,
+    parts, metadata and text are replaced, embed_state is reset to 'pending' and their stored
+    vectors are dropped (they describe the old text). Returns a correction for every input row
+    whose seq differs from the one the store keeps. Durability: committed (WAL) on return."""
+    if not rows:
+        return []
+    unique, first = _dedupe(rows)
+    batch = message_batch(unique)
+    with db.transaction(_batch=batch) as version:
+        existing = db.sql(
+            f"SELECT b.app, b.user_id, b.conversation_id, b.id, m.seq, m.created_at "
+            f"FROM messages m JOIN _batch b ON {_KEY}").fetchall()
+        stored = {(r[0], r[1], r[2], r[3]): (int(r[4]), float(r[5])) for r in existing}
+        if stored:
+            _update_existing(db, batch, stored, version)
+        else:
+            _insert(db, "_batch", version)
+            _touch_conversations(db, "_batch", "TRUE", version)
+    kept = {**first, **stored}  # the (seq, created_at) the store keeps, where it may differ
+    out: list[Correction] = []
+    for r in rows if kept else ():
+        k = (r.app, r.user_id, r.conversation_id, r.id)
+        if k in kept and kept[k][0] != r.seq:
+            out.append((*k, *kept[k]))
+    return out
+
+
+def _dedupe(rows: Sequence[MessageRow]) -> tuple[Sequence[MessageRow], dict[Any, tuple[int, float]]]:
+    """Collapse ids repeated in one batch: the first occurrence's seq/created_at, the last content.
+    Returns the unique rows and, only for repeated ids, the kept (seq, created_at)."""
+    keys = [(r.app, r.user_id, r.conversation_id, r.id) for r in rows]
+    if len(set(keys)) == len(keys):
+        return rows, {}
+    first: dict[Any, MessageRow] = {}
+    last: dict[Any, MessageRow] = {}
+    for k, r in zip(keys, rows):
+        first.setdefault(k, r)
+        last[k] = r
+    unique = [last[k]._replace(seq=first[k].seq, created_at=first[k].created_at) for k in first]
+    repeated = {k for k in first if first[k] is not last[k]}
+    return unique, {k: (first[k].seq, first[k].created_at) for k in repeated}
+
+
+def _insert(db: Database, source: str, version: int) -> None:
+    db.sql(f"INSERT INTO messages ({_COLS}, embed_state, model_id, embed_error, user_hash, changed_version) "
+           f"SELECT {_COLS}, 'pending', NULL, NULL, user_hash, {version} FROM {source}")
+
+
+def _update_existing(db: Database, batch: pa.Table, stored: dict[Any, tuple[int, float]], version: int) -> None:
+    keys = zip(*(batch[c].to_pylist() for c in ("app", "user_id", "conversation_id", "id")))
+    is_new = pa.array([k not in stored for k in keys], pa.bool_())
+    db.con.register("_flagged", batch.append_column("is_new", is_new))
+    try:
+        db.sql(f"""UPDATE messages m SET role = b.role, parts_json = b.parts_json,
+                   metadata_json = b.metadata_json, text = b.text, embed_state = 'pending',
+                   model_id = NULL, embed_error = NULL, changed_version = {version}
+                   FROM (SELECT * FROM _flagged WHERE NOT is_new) b WHERE {_KEY}""")
+        db.sql("""DELETE FROM embeddings e USING (SELECT * FROM _flagged WHERE NOT is_new) b
+                  WHERE e.kind = 'conv' AND e.app = b.app AND e.user_id = b.user_id
+                  AND e.scope = b.conversation_id AND e.doc_id = b.id""")
+        _insert(db, "(SELECT * FROM _flagged WHERE is_new)", version)
+        _touch_conversations(db, "_flagged", "is_new", version)
+    finally:
+        db.con.unregister("_flagged")
+
+
+def _touch_conversations(db: Database, source: str, is_new: str, version: int) -> None:
+    """Raise last_seq to the batch's new rows, bump updated_at, create missing conversations.
+    Aggregates the batch once (a few thousand rows), never the messages table."""
+    now = time.time()
+    agg = db.arrow(f"""SELECT app, user_id, conversation_id, coalesce(max(seq) FILTER (WHERE {is_new}), 0) AS max_seq,
+                              min(created_at) AS first_at, any_value(user_hash) AS user_hash
+                       FROM {source} GROUP BY app, user_id, conversation_id""")
+    db.con.register("_agg", agg)
+    try:
+        db.sql(f"""UPDATE conversations c SET last_seq = greatest(c.last_seq, a.max_seq), updated_at = {now},
+                   changed_version = {version} FROM _agg a
+                   WHERE c.app = a.app AND c.user_id = a.user_id AND c.conversation_id = a.conversation_id""")
+        db.sql(f"""INSERT INTO conversations SELECT a.app, a.user_id, a.conversation_id, NULL, '{{}}',
+                   least(a.first_at, {now}), {now}, a.max_seq, a.user_hash, {version} FROM _agg a
+                   ANTI JOIN conversations c ON c.app = a.app AND c.user_id = a.user_id
+                   AND c.conversation_id = a.conversation_id""")
+    finally:
+        db.con.unregister("_agg")
+
+
+def get_messages(
+    db: Database, key: ConversationKey, limit: int | None = None, before_seq: int | None = None,
+    after_seq: int | None = None, roles: list[str] | None = None, metadata: dict[str, Any] | None = None,
+) -> list[MessageRow]:
+    """Messages of one conversation by seq; ``limit`` = the most recent N matching, oldest first."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ValidationError("limit", limit, "must be a non-negative integer or None")
+    if limit == 0:
+        return []
+    where = ["app = ?", "user_id = ?", "conversation_id = ?"]
+    params: list[Any] = [key.app, key.user_id, key.conversation_id]
+    if before_seq is not None:
+        where.append("seq < ?")
+        params.append(int(before_seq))
+    if after_seq is not None:
+        where.append("seq > ?")
+        params.append(int(after_seq))
+    if roles is not None:
+        bad = [r for r in roles if r not in ROLES]
+        if bad:
+            raise ValidationError("roles", bad, f"must be among {ROLES}")
+        if not roles:
+            return []
+        where.append(f"role IN ({', '.join('?' for _ in roles)})")
+        params.extend(roles)
+    query = f"SELECT {_COLS} FROM messages WHERE {' AND '.join(where)} ORDER BY seq DESC"
+    if metadata is None and limit is not None:
+        query += f" LIMIT {limit}"
+    if metadata is None:
+        found = [MessageRow._make(r) for r in db.sql(query, params).fetchall()]
+    else:
+        found = []
+        for r in _stream(db, query, params):
+            if _metadata_matches(r[7], metadata):
+                found.append(MessageRow._make(r))
+                if limit is not None and len(found) >= limit:
+                    break
+    if limit is not None:
+        found = found[:limit]
+    found.reverse()
+    return found
+
+
+def _stream(db: Database, query: str, params: list[Any], chunk: int = 2048) -> Iterator[tuple[Any, ...]]:
+    result = db.sql(query, params)
+    while batch := result.fetchmany(chunk):
+        yield from batch
+
+
+def _metadata_matches(metadata_json: str, want: dict[str, Any]) -> bool:
+    have = json.loads(metadata_json)
+    return all(k in have and json_equal(have[k], v) for k, v in want.items())
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """Equality of JSON values: bools are not numbers, 1 == 1.0, objects ignore key order."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+def fetch_messages(db: Database, app: str, user_id: str, refs: list[tuple[str, str]]) -> list[MessageRow]:
+    """Messages by (conversation_id, id) of one user, in the order of ``refs`` (missing skipped)."""
+    if not refs:
+        return []
+    conv, ids = zip(*refs)
+    wanted = pa.table({"conversation_id": pa.array(conv, pa.string()), "id": pa.array(ids, pa.string())})
+    db.con.register("_refs", wanted)
+    try:
+        rows = db.sql(f"""SELECT {_SELECT} FROM messages m SEMI JOIN _refs b
+                          ON m.conversation_id = b.conversation_id AND m.id = b.id
+                          WHERE m.app = ? AND m.user_id = ?""", [app, user_id]).fetchall()
+    finally:
+        db.con.unregister("_refs")
+    by_key = {(r[2], r[3]): MessageRow._make(r) for r in rows}
+    return [by_key[k] for k in dict.fromkeys(refs) if k in by_key]
