@@ -318,9 +318,6 @@ class VectorShard:
         Unknown namespaces are skipped; ``vector=None`` in vector mode returns nothing."""
         if mode not in ("vector", "lexical", "hybrid"):
             raise ValidationError("mode", mode, "must be 'vector', 'lexical' or 'hybrid'")
-        spaces = [self._spaces[ns] for ns in dict.fromkeys(Namespace(*n) for n in namespaces) if ns in self._spaces]
-        if k <= 0 or not spaces:
-            return []
         query = None
         if vector is not None and mode != "lexical":
             query = np.asarray(vector, dtype=np.float32).reshape(-1)
@@ -330,6 +327,9 @@ class VectorShard:
                     f"(model {self.model_id!r}, dim {self.dim}); embed the query with the index's model"
                 )
             query = _normalise(query, self.dim)
+        spaces = [self._spaces[ns] for ns in dict.fromkeys(Namespace(*n) for n in namespaces) if ns in self._spaces]
+        if k <= 0 or not spaces:
+            return []
         if mode == "vector":
             hits = self._vector_hits(spaces, query, k) if query is not None else []
             return top_hits(hits, k, min_score)
