@@ -33,7 +33,8 @@ def clustered(rng: np.random.Generator, n: int, dim: int, clusters: int, spread:
     centres /= np.linalg.norm(centres, axis=1, keepdims=True)
     noise = spread * rng.standard_normal((n, dim)).astype(np.float32) / np.sqrt(dim)
     v = centres[rng.integers(0, clusters, n)] + noise
-    return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+    out: Vec = (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+    return out
 
 
 def _latency_us(search: Any, queries: Vec) -> tuple[float, float]:

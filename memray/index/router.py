@@ -115,7 +115,7 @@ class ShardRouter:
             if isinstance(result, BaseException):
                 if not isinstance(result, Exception):
                     raise result  # CancelledError, KeyboardInterrupt: not a shard failure
-                failures.append(f"{self.shards[s].label} (shard {s}) failed: {result}")
+                failures.append(f"{self.shards[s].label} failed: {type(result).__name__}: {result}")
             else:
                 hits.extend(ShardHit(*hit) for hit in result)
         reason = "; ".join(failures) if failures else None

@@ -140,6 +140,7 @@ def _link_tree(src: Path, dst: Path) -> None:
                 os.link(Path(root) / name, target / name)
             except OSError:
                 shutil.copy2(Path(root) / name, target / name)
+        fsync_dir(target)
 
 
 class VectorShard:

@@ -91,8 +91,8 @@ def test_search_is_one_shard_and_search_app_merges_all(refs: list[LocalRef]) -> 
         assert not res.degraded and res.reason is None
         assert [h.doc_id for h in res.hits] == [h.doc_id for h in oracle.search([ns], q, "", 5, "vector")]
         for mode in ("vector", "lexical"):
-            res = await router.search_app("app", "conv", q, "hello number 3", 15, mode)  # type: ignore[arg-type]
-            want = oracle.search_app("app", "conv", q, "hello number 3", 15, mode)  # type: ignore[arg-type]
+            res = await router.search_app("app", "conv", q, "hello number 3", 15, mode)
+            want = oracle.search_app("app", "conv", q, "hello number 3", 15, mode)
             assert not res.degraded and [h.doc_id for h in res.hits] == [h.doc_id for h in want]
         res = await router.search_app("app", "conv", q, "hello", 15, "hybrid", min_score=0.2)
         assert len(res.hits) == 15 and all(h.score >= 0.2 for h in res.hits)
@@ -106,7 +106,7 @@ def test_a_failing_shard_degrades_search_and_never_raises(refs: list[LocalRef], 
     users = [f"user{i}" for i in range(9)]
     data = users_items(rng, users, 5)
     down = LocalRef(DownShard(), "shard 1")
-    router = ShardRouter([refs[0], down, refs[2]])  # type: ignore[list-item]
+    router = ShardRouter([refs[0], down, refs[2]])
     live_users = [u for u in users if router.shard_of("app", u) != 1]
     dead_user = next(u for u in users if router.shard_of("app", u) == 1)
     q = unit(rng, 1, DIM)[0]

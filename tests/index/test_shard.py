@@ -127,7 +127,7 @@ def test_multi_namespace_search_stays_in_its_namespaces(tmp_path: Path) -> None:
     vecs = unit(rng, 30, DIM)
     shard.upsert(items(NS, vecs[:10], "a") + items(NS2, vecs[10:20], "b") + items(OTHER, vecs[20:], "c"), MODEL)
     for mode in ("vector", "lexical", "hybrid"):
-        hits = shard.search([NS, NS2], vecs[25], "message", 30, mode)  # type: ignore[arg-type]
+        hits = shard.search([NS, NS2], vecs[25], "message", 30, mode)
         assert {h.namespace for h in hits} <= {NS, NS2} and len(hits) == 20
         assert len({(h.namespace, h.doc_id) for h in hits}) == len(hits)
     assert {h.namespace for h in shard.search_app("app", "conv", vecs[0], "message", 50, "vector")} == {NS, NS2, OTHER}
@@ -166,7 +166,7 @@ def test_snapshot_open_round_trip(tmp_path: Path) -> None:
     for mode in ("vector", "lexical", "hybrid"):
         q = big[7]
         assert again.search([NS, NS2, OTHER], q, "message 深色", 10, mode) == \
-            shard.search([NS, NS2, OTHER], q, "message 深色", 10, mode)  # type: ignore[arg-type]
+            shard.search([NS, NS2, OTHER], q, "message 深色", 10, mode)
     assert sorted(os.listdir(tmp_path / "shard")) == ["CURRENT", again.stats()["snapshot"]]
     again.upsert([IndexItem(NS, "m3", big[3], "back", 100.0)], MODEL)
     assert again.search([NS], big[3], "", 1, "vector")[0].doc_id == "m3"
