@@ -1,0 +1,215 @@
+"""The vector index contract, the items a shard indexes, and the atomic file helpers indexes use.
+
+Similarity is **cosine**. Every vector handed to an index is expected to be L2-normalised (the
+embedders guarantee it), so cosine equals the inner product; indexes return it as ``sims``
+(float32, in [-1, 1], higher is closer). Labels are non-negative int64 chosen by the caller.
+
+Persistence never pickles: matrices are ``.npy``, metadata is JSON, hnswlib graphs use
+hnswlib's own format. Every file is written to a temporary name, fsynced, then ``os.replace``d.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from memray.errors import ModelMismatchError, ValidationError
+from memray.store.rows import Namespace
+
+__all__ = [
+    "IndexItem",
+    "ShardHit",
+    "VectorIndex",
+    "Labels",
+    "Matrix",
+    "as_labels",
+    "as_matrix",
+    "as_queries",
+    "empty_result",
+    "atomic_write_bytes",
+    "atomic_write_json",
+    "atomic_save_npy",
+    "read_json",
+    "fsync_dir",
+]
+
+Labels = npt.NDArray[np.int64]
+Matrix = npt.NDArray[np.float32]
+
+
+class IndexItem(NamedTuple):
+    """One item to index. ``vector`` None indexes the text only (lexical search)."""
+
+    namespace: Namespace
+    doc_id: str
+    vector: Any  # float32[dim], L2-normalised, or None
+    text: str
+    recency: float  # seq for messages, timestamp for entries: the later wins ties
+
+
+class ShardHit(NamedTuple):
+    """One search result. ``score`` is in [0, 1]; see :mod:`memray.index.fusion`."""
+
+    namespace: Namespace
+    doc_id: str
+    score: float
+    recency: float
+
+
+@runtime_checkable
+class VectorIndex(Protocol):
+    """A cosine-similarity index over L2-normalised float32 vectors keyed by int64 labels.
+
+    ``search`` clamps ``k`` to the live items: it returns ``k' <= k`` columns and never raises on
+    a small or empty index. Rows of the result are ordered by similarity, highest first.
+    """
+
+    @property
+    def dim(self) -> int: ...
+
+    def __len__(self) -> int: ...
+
+    def add(self, labels: Labels, vectors: Matrix) -> None:
+        """Upsert: a label already present has its vector replaced."""
+        ...
+
+    def delete(self, labels: Labels) -> int:
+        """Remove labels (unknown ones are ignored); returns how many were removed."""
+        ...
+
+    def search(self, query: Matrix, k: int) -> tuple[Labels, Matrix]:
+        """``query`` is float32[dim] or [q, dim]; returns (labels int64[q, k'], sims float32[q, k'])."""
+        ...
+
+    def items(self) -> tuple[Labels, Matrix]:
+        """Every live (label, vector), for rebuilding another index from this one."""
+        ...
+
+    def save(self, directory: str) -> None:
+        """Write the index under ``directory`` (atomic: a crash leaves the old or the new one)."""
+        ...
+
+
+# -- input checks ------------------------------------------------------------------------------
+
+
+def as_labels(labels: Any) -> Labels:
+    arr = np.asarray(labels, dtype=np.int64).reshape(-1)
+    if arr.size and int(arr.min()) < 0:
+        raise ValidationError("labels", labels, "must be non-negative int64")
+    return arr
+
+
+def as_matrix(vectors: Any, dim: int, n: int | None = None) -> Matrix:
+    """``vectors`` as a C-contiguous float32[n, dim]; a wrong shape raises ModelMismatchError."""
+    arr = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32))
+    if arr.ndim == 1:
+        arr = arr.reshape(1, -1)
+    if arr.ndim != 2 or arr.shape[1] != dim or (n is not None and arr.shape[0] != n):
+        raise ModelMismatchError(
+            f"vectors of shape {arr.shape} do not fit an index of dim {dim}"
+            + (f" for {n} labels" if n is not None else "")
+            + "; re-embed with the index's model (run the backfill job)"
+        )
+    return arr
+
+
+def as_queries(query: Any, dim: int) -> Matrix:
+    return as_matrix(query, dim)
+
+
+def empty_result(q: int) -> tuple[Labels, Matrix]:
+    return np.zeros((q, 0), dtype=np.int64), np.zeros((q, 0), dtype=np.float32)
+
+
+# -- atomic files ------------------------------------------------------------------------------
+
+
+def fsync_dir(directory: str | Path) -> None:
+    """Make a rename or a new entry in ``directory`` durable (no-op where unsupported)."""
+    try:
+        fd = os.open(str(directory), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path``: temp file in the same folder, fsync, ``os.replace``, fsync the
+    folder. Durable when it returns; a crash leaves either the old file or the new one."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    fsync_dir(path.parent)
+
+
+def atomic_write_json(path: str | Path, obj: Any) -> None:
+    """JSON (UTF-8) with the guarantee of :func:`atomic_write_bytes`."""
+    atomic_write_bytes(path, json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+def atomic_save_npy(path: str | Path, arr: npt.NDArray[Any]) -> None:
+    """An ``.npy`` file (``allow_pickle=False``) with the guarantee of :func:`atomic_write_bytes`."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.save(fh, arr, allow_pickle=False)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    fsync_dir(path.parent)
+
+
+def read_json(path: str | Path) -> Any:
+    with open(path, "rb") as fh:
+        return json.loads(fh.read().decode())
+
+
+# -- generation-named index files ---------------------------------------------------------------
+
+META = "meta.json"
+
+
+def next_generation(directory: str | Path) -> int:
+    """The generation number the next save of an index in ``directory`` uses."""
+    meta = Path(directory) / META
+    if meta.exists():
+        return int(read_json(meta).get("gen", 0)) + 1
+    return 1
+
+
+def commit_generation(directory: str | Path, meta: dict[str, Any], keep: set[str]) -> None:
+    """Publish a save: write ``meta.json`` atomically (the commit point), then remove every file
+    of older generations (anything not in ``keep`` and not ``meta.json``). Before the commit the
+    previous generation stays complete and readable; after it the new one is."""
+    directory = Path(directory)
+    atomic_write_json(directory / META, meta)
+    for entry in directory.iterdir():
+        if entry.name != META and entry.name not in keep and entry.is_file():
+            entry.unlink()
+    fsync_dir(directory)

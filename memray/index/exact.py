@@ -1,0 +1,141 @@
+"""`ExactIndex`: brute-force cosine search in numpy. The oracle for every other index and the
+index of small namespaces (below ``IndexConfig.exact_threshold`` it beats HNSW on latency and
+costs nothing to build; see ``benchmarks/index_crossover.py``).
+
+Storage is one contiguous float32 matrix (capacity doubles as it fills) plus a label per row and
+a ``label -> row`` dict; a delete moves the last row into the hole (swap-remove), so the live rows
+are always ``[0, n)`` and a search is one matrix-vector product.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memray.index.base import (
+    Labels,
+    Matrix,
+    as_labels,
+    as_matrix,
+    as_queries,
+    atomic_save_npy,
+    commit_generation,
+    empty_result,
+    next_generation,
+    read_json,
+)
+
+__all__ = ["ExactIndex"]
+
+_KIND = "exact"
+
+
+class ExactIndex:
+    """Exact cosine search over L2-normalised vectors (see :class:`memray.index.base.VectorIndex`)."""
+
+    def __init__(self, dim: int, capacity: int = 16) -> None:
+        self._dim = dim
+        self._mat: Matrix = np.zeros((max(capacity, 1), dim), dtype=np.float32)
+        self._labels: Labels = np.zeros(max(capacity, 1), dtype=np.int64)
+        self._row: dict[int, int] = {}
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def __len__(self) -> int:
+        return len(self._row)
+
+    def __contains__(self, label: object) -> bool:
+        return label in self._row
+
+    def _grow(self, need: int) -> None:
+        cap = self._mat.shape[0]
+        if need <= cap:
+            return
+        while cap < need:
+            cap *= 2
+        mat = np.zeros((cap, self._dim), dtype=np.float32)
+        mat[: len(self)] = self._mat[: len(self)]
+        labels = np.zeros(cap, dtype=np.int64)
+        labels[: len(self)] = self._labels[: len(self)]
+        self._mat, self._labels = mat, labels
+
+    def add(self, labels: Any, vectors: Any) -> None:
+        """Upsert rows; within one call a repeated label keeps its last vector."""
+        labs = as_labels(labels)
+        vecs = as_matrix(vectors, self._dim, len(labs))
+        self._grow(len(self._row) + len(labs))
+        for label, vec in zip(labs.tolist(), vecs):
+            row = self._row.get(label)
+            if row is None:
+                row = len(self._row)
+                self._row[label] = row
+                self._labels[row] = label
+            self._mat[row] = vec
+
+    def delete(self, labels: Any) -> int:
+        removed = 0
+        for label in as_labels(labels).tolist():
+            row = self._row.pop(label, None)
+            if row is None:
+                continue
+            last = len(self._row)  # index of the last live row, now that one is gone
+            if row != last:
+                moved = int(self._labels[last])
+                self._mat[row] = self._mat[last]
+                self._labels[row] = moved
+                self._row[moved] = row
+            removed += 1
+        return removed
+
+    def search(self, query: Any, k: int) -> tuple[Labels, Matrix]:
+        queries = as_queries(query, self._dim)
+        n = len(self._row)
+        kk = min(int(k), n)
+        if kk <= 0:
+            return empty_result(queries.shape[0])
+        sims = queries @ self._mat[:n].T
+        if kk < n:
+            top = np.argpartition(-sims, kk - 1, axis=1)[:, :kk]
+        else:
+            top = np.broadcast_to(np.arange(n), (queries.shape[0], n)).copy()
+        top_sims = np.take_along_axis(sims, top, axis=1)
+        order = np.argsort(-top_sims, axis=1, kind="stable")
+        rows = np.take_along_axis(top, order, axis=1)
+        return self._labels[rows].astype(np.int64), np.take_along_axis(top_sims, order, axis=1)
+
+    def items(self) -> tuple[Labels, Matrix]:
+        n = len(self._row)
+        return self._labels[:n].copy(), self._mat[:n].copy()
+
+    def get(self, labels: Any) -> Matrix:
+        """The vectors of ``labels`` (all must be present)."""
+        rows = [self._row[label] for label in as_labels(labels).tolist()]
+        return self._mat[rows].copy()
+
+    def save(self, directory: str) -> None:
+        """Write ``labels.<gen>.npy`` and ``vectors.<gen>.npy``, fsynced, then commit ``meta.json``
+        atomically. Durable when it returns; a crash leaves the previous save loadable."""
+        os.makedirs(directory, exist_ok=True)
+        gen = next_generation(directory)
+        labels_name, vectors_name = f"labels.{gen}.npy", f"vectors.{gen}.npy"
+        labels, vectors = self.items()
+        atomic_save_npy(Path(directory) / labels_name, labels)
+        atomic_save_npy(Path(directory) / vectors_name, vectors)
+        meta = {"kind": _KIND, "gen": gen, "dim": self._dim, "labels": labels_name, "vectors": vectors_name}
+        commit_generation(directory, meta, {labels_name, vectors_name})
+
+    @classmethod
+    def load(cls, directory: str) -> ExactIndex:
+        meta = read_json(Path(directory) / "meta.json")
+        if meta.get("kind") != _KIND:
+            raise ValueError(f"{directory} holds a {meta.get('kind')!r} index, not {_KIND!r}")
+        labels = np.load(Path(directory) / meta["labels"], allow_pickle=False)
+        vectors = np.load(Path(directory) / meta["vectors"], allow_pickle=False)
+        index = cls(int(meta["dim"]), capacity=max(16, len(labels)))
+        index.add(labels, vectors)
+        return index

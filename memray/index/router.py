@@ -1,0 +1,122 @@
+"""`ShardRouter`: sends index calls to the right :class:`~memray.index.shard.VectorShard` actors.
+
+A user's namespaces all live on shard ``user_hash(app, user_id) % n`` (the rule the store uses
+too), so a user-scoped search touches one shard; :meth:`ShardRouter.search_app` fans out to every
+shard concurrently and merges the top ``k`` by score (see :mod:`memray.index.fusion` for what
+scores mean and why merging hybrid scores across shards is an approximation).
+
+Writes propagate errors (the caller retries; the store stays the truth). Searches never raise:
+a shard that fails (down: ``UnavailableError``, or any other error) contributes nothing and the
+result is flagged ``degraded`` with a reason naming the shard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Iterable
+from typing import Any, NamedTuple, TypeVar
+
+from memray.index.base import IndexItem, ShardHit
+from memray.index.fusion import top_hits
+from memray.index.shard import Mode
+from memray.runtime.ref import ActorRef
+from memray.store.rows import Namespace, user_hash
+
+__all__ = ["ShardRouter", "RouterResult"]
+
+T = TypeVar("T")
+
+
+class RouterResult(NamedTuple):
+    hits: list[ShardHit]
+    degraded: bool
+    reason: str | None
+
+
+async def _all(calls: Iterable[Awaitable[T]]) -> list[T]:
+    """Await every call concurrently; if any failed, raise the first error after all settle."""
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results  # type: ignore[return-value]
+
+
+class ShardRouter:
+    """Routes upserts, deletes, drops and searches to ``shards`` (``ActorRef``\\ s to shards)."""
+
+    def __init__(self, shards: list[ActorRef]) -> None:
+        if not shards:
+            raise ValueError("ShardRouter needs at least one shard")
+        self.shards = shards
+
+    def shard_of(self, app: str, user_id: str) -> int:
+        return user_hash(app, user_id) % len(self.shards)
+
+    def _group(self, refs: Iterable[T], ns_of: Any) -> dict[int, list[T]]:
+        groups: dict[int, list[T]] = {}
+        for ref in refs:
+            ns = ns_of(ref)
+            groups.setdefault(self.shard_of(ns[0], ns[1]), []).append(ref)
+        return groups
+
+    # -- writes ---------------------------------------------------------------------------
+
+    async def upsert(self, items: list[IndexItem], model_id: str) -> int:
+        groups = self._group(items, lambda item: item.namespace)
+        counts = await _all(self.shards[s].call("upsert", part, model_id) for s, part in groups.items())
+        return sum(counts)
+
+    async def delete(self, refs: list[tuple[Namespace, str]]) -> int:
+        groups = self._group(refs, lambda ref: ref[0])
+        counts = await _all(self.shards[s].call("delete", part) for s, part in groups.items())
+        return sum(counts)
+
+    async def drop(self, app: str, user_id: str, kind: str | None = None, scope: str | None = None) -> int:
+        removed: int = await self.shards[self.shard_of(app, user_id)].call("drop", app, user_id, kind, scope)
+        return removed
+
+    async def count_user(self, app: str, user_id: str) -> int:
+        count: int = await self.shards[self.shard_of(app, user_id)].call("count_user", app, user_id)
+        return count
+
+    async def snapshot(self) -> None:
+        await _all(shard.call("snapshot") for shard in self.shards)
+
+    # -- reads ----------------------------------------------------------------------------
+
+    async def search(
+        self, namespaces: list[Namespace], vector: Any, text: str, k: int, mode: Mode,
+        min_score: float | None = None,
+    ) -> RouterResult:
+        """Search ``namespaces`` (normally one user's, hence one shard)."""
+        groups = self._group(namespaces, lambda ns: ns)
+        calls = {s: ("search", (part, vector, text, k, mode, min_score)) for s, part in groups.items()}
+        return await self._gather(calls, k, min_score)
+
+    async def search_app(
+        self, app: str, kind: str, vector: Any, text: str, k: int, mode: Mode,
+        min_score: float | None = None,
+    ) -> RouterResult:
+        """Search every namespace of ``app`` and ``kind`` on every shard; merge the top ``k``."""
+        calls = {s: ("search_app", (app, kind, vector, text, k, mode, min_score)) for s in range(len(self.shards))}
+        return await self._gather(calls, k, min_score)
+
+    async def _gather(
+        self, calls: dict[int, tuple[str, tuple[Any, ...]]], k: int, min_score: float | None
+    ) -> RouterResult:
+        order = list(calls)
+        results = await asyncio.gather(
+            *(self.shards[s].call(calls[s][0], *calls[s][1]) for s in order), return_exceptions=True
+        )
+        hits: list[ShardHit] = []
+        failures: list[str] = []
+        for s, result in zip(order, results):
+            if isinstance(result, BaseException):
+                if not isinstance(result, Exception):
+                    raise result  # CancelledError, KeyboardInterrupt: not a shard failure
+                failures.append(f"{self.shards[s].label} failed: {type(result).__name__}: {result}")
+            else:
+                hits.extend(ShardHit(*hit) for hit in result)
+        reason = "; ".join(failures) if failures else None
+        return RouterResult(top_hits(hits, k, min_score), bool(failures), reason)

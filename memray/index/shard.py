@@ -1,0 +1,492 @@
+"""`VectorShard`: the vector and lexical indexes of many namespaces, as one actor's core.
+
+Each namespace (``memray.store.rows.Namespace``) holds its own :class:`LexicalIndex` and its own
+vector index: an :class:`ExactIndex` while it has fewer than ``IndexConfig.exact_threshold``
+vectors, promoted to an :class:`HnswIndex` once it reaches it, and demoted back to exact when
+deletes bring it under half the threshold (the hysteresis stops flapping). Doc ids (message or
+entry ids) map to int64 labels through a per-namespace dict (a counter, never a hash, so labels
+cannot collide); each item keeps a recency float for tie-breaks.
+
+Vectors are L2-normalised here before indexing and before a query (a zero vector stays zero), so
+similarities are cosines whatever the caller sent. Upserting an item with ``vector=None`` updates
+its text (lexical index) and recency and leaves any vector it already has in place: the vector of
+changed text arrives in a later upsert from the embedder, and until then the old one stays.
+
+Everything in and out is plain picklable data: the conversation host and the service call a
+shard through an ``ActorRef``. Calls are expected one at a time (one actor); ``HnswIndex`` locks
+on its own anyway.
+
+Snapshots (:meth:`VectorShard.snapshot`) are directories ``snap-<n>`` under ``path`` with one
+``ns-<uid>`` folder per namespace, committed by atomically rewriting ``CURRENT``; older snapshot
+folders are removed right after, so a dropped user's data leaves the disk with the next snapshot.
+Namespaces unchanged since the last snapshot are hard-linked from it, not rewritten.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from collections import Counter
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from memray.config import IndexConfig
+from memray.errors import ModelMismatchError, ValidationError
+from memray.index.base import IndexItem, ShardHit, atomic_write_json, fsync_dir, read_json
+from memray.index.exact import ExactIndex
+from memray.index.fusion import hybrid_scores, lexical_score, top_hits, vector_score
+from memray.index.hnsw import HnswIndex
+from memray.index.lexical import LexicalIndex
+from memray.store.base import IndexRow
+from memray.store.rows import Namespace
+from memray.text import tokenize
+
+__all__ = ["VectorShard", "Mode", "HYBRID_DEPTH"]
+
+log = logging.getLogger(__name__)
+
+Mode = Literal["vector", "lexical", "hybrid"]
+Ref = tuple[Namespace, str]
+#: How deep each ranked list goes before hybrid fusion (at least ``k``).
+HYBRID_DEPTH = 50
+_CURRENT = "CURRENT"
+
+
+def _normalise(vectors: Any, dim: int) -> np.ndarray:
+    arr = np.asarray(vectors, dtype=np.float32)
+    arr = arr.reshape(1, -1) if arr.ndim == 1 else arr
+    norms = np.linalg.norm(arr, axis=1, keepdims=True)
+    return np.ascontiguousarray(arr / np.where(norms > 0, norms, 1.0), dtype=np.float32)
+
+
+class _Space:
+    """One namespace: label map, recency, lexical index and vector index."""
+
+    def __init__(self, namespace: Namespace, uid: int, dim: int) -> None:
+        self.namespace = namespace
+        self.uid = uid
+        self.labels: dict[str, int] = {}
+        self.docs: dict[int, str] = {}
+        self.recency: dict[str, float] = {}
+        self.next_label = 0
+        self.vectors: ExactIndex | HnswIndex = ExactIndex(dim)
+        self.lexical = LexicalIndex()
+        self.dirty = True
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def label_of(self, doc_id: str) -> int:
+        label = self.labels.get(doc_id)
+        if label is None:
+            label = self.next_label
+            self.next_label += 1
+            self.labels[doc_id] = label
+            self.docs[label] = doc_id
+        return label
+
+    def remove(self, doc_id: str) -> bool:
+        label = self.labels.pop(doc_id, None)
+        if label is None:
+            return False
+        del self.docs[label]
+        del self.recency[doc_id]
+        self.lexical.delete(doc_id)
+        self.vectors.delete(np.array([label], dtype=np.int64))
+        self.dirty = True
+        return True
+
+    def save(self, directory: Path) -> None:
+        """Write this namespace under ``directory`` (a folder of a snapshot being built)."""
+        directory.mkdir(parents=True)
+        docs = [[doc, label, self.recency[doc]] for doc, label in self.labels.items()]
+        atomic_write_json(
+            directory / "space.json",
+            {"namespace": list(self.namespace), "uid": self.uid, "next_label": self.next_label, "docs": docs},
+        )
+        self.lexical.save(str(directory))
+        self.vectors.save(str(directory / "vectors"))
+
+    @classmethod
+    def load(cls, directory: Path, dim: int, num_threads: int) -> _Space:
+        meta = read_json(directory / "space.json")
+        space = cls(Namespace(*meta["namespace"]), int(meta["uid"]), dim)
+        space.next_label = int(meta["next_label"])
+        for doc, label, recency in meta["docs"]:
+            space.labels[doc] = int(label)
+            space.docs[int(label)] = doc
+            space.recency[doc] = float(recency)
+        space.lexical = LexicalIndex.load(str(directory))
+        kind = read_json(directory / "vectors" / "meta.json")["kind"]
+        space.vectors = (
+            HnswIndex.load(str(directory / "vectors"), num_threads=num_threads)
+            if kind == "hnsw" else ExactIndex.load(str(directory / "vectors"))
+        )
+        space.dirty = False
+        return space
+
+
+def _link_tree(src: Path, dst: Path) -> None:
+    """Recreate ``src`` at ``dst`` with hard links (copies where links are not supported).
+    Safe because snapshot files are never modified after they are written."""
+    for root, _dirs, files in os.walk(src):
+        target = dst / Path(root).relative_to(src)
+        target.mkdir(parents=True, exist_ok=True)
+        for name in files:
+            try:
+                os.link(Path(root) / name, target / name)
+            except OSError:
+                shutil.copy2(Path(root) / name, target / name)
+        fsync_dir(target)
+
+
+class VectorShard:
+    """Many namespaces' indexes; see the module docstring."""
+
+    def __init__(self, shard_id: int, path: str, dim: int, model_id: str, config: IndexConfig) -> None:
+        self.shard_id = shard_id
+        self.path = path
+        self.dim = dim
+        self.model_id = model_id
+        self.config = config
+        self.num_threads = 1
+        self._spaces: dict[Namespace, _Space] = {}
+        self._by_user: dict[tuple[str, str], set[Namespace]] = {}
+        self._next_uid = 0
+        self._snap_seq = 0
+        self._snap_name: str | None = None
+        self._seen: set[Ref] | None = None
+        self.discarded_snapshot: str | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Load the latest committed snapshot, if any, and remove leftovers of unfinished or
+        superseded ones. A snapshot of another model or dimension is discarded (indexes are
+        derived data: :meth:`reconcile` refills them from the store)."""
+        root = Path(self.path)
+        root.mkdir(parents=True, exist_ok=True)
+        current = root / _CURRENT
+        if current.exists():
+            name = str(read_json(current)["snapshot"])
+            meta = read_json(root / name / "shard.json")
+            self._snap_seq = int(meta["seq"])
+            if meta["dim"] != self.dim or meta["model_id"] != self.model_id:
+                self.discarded_snapshot = f"{name}: model {meta['model_id']!r} dim {meta['dim']}"
+                log.warning("shard %d: discarding snapshot %s", self.shard_id, self.discarded_snapshot)
+                current.unlink()
+            else:
+                self._snap_name = name
+                self._next_uid = int(meta["next_uid"])
+                for sub in meta["spaces"]:
+                    space = _Space.load(root / name / sub, self.dim, self.num_threads)
+                    self._attach(space)
+        self._remove_stale(root)
+
+    def close(self) -> None:
+        """Snapshot, so the next :meth:`open` starts from here."""
+        self.snapshot()
+
+    def ping(self) -> bool:
+        return True
+
+    def _attach(self, space: _Space) -> None:
+        self._spaces[space.namespace] = space
+        ns = space.namespace
+        self._by_user.setdefault((ns.app, ns.user_id), set()).add(ns)
+
+    def _detach(self, ns: Namespace) -> None:
+        del self._spaces[ns]
+        user = self._by_user[(ns.app, ns.user_id)]
+        user.discard(ns)
+        if not user:
+            del self._by_user[(ns.app, ns.user_id)]
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def _check(self, items: list[IndexItem], model_id: str) -> list[tuple[IndexItem, Any]]:
+        if model_id != self.model_id:
+            raise ModelMismatchError(
+                f"shard {self.shard_id} indexes model {self.model_id!r}, got vectors of {model_id!r}; "
+                "re-embed with the index's model (run the backfill job)"
+            )
+        checked = []
+        for item in items:
+            ns = Namespace(*item.namespace)
+            if not isinstance(item.doc_id, str) or not item.doc_id:
+                raise ValidationError("doc_id", item.doc_id, "must be a non-empty string")
+            vec = None
+            if item.vector is not None:
+                vec = np.asarray(item.vector, dtype=np.float32).reshape(-1)
+                if vec.shape[0] != self.dim:
+                    raise ModelMismatchError(
+                        f"vector of dim {vec.shape[0]} for doc_id={item.doc_id!r} does not fit shard "
+                        f"{self.shard_id} (model {self.model_id!r}, dim {self.dim}); re-embed with "
+                        "the index's model (run the backfill job)"
+                    )
+            checked.append((IndexItem(ns, item.doc_id, vec, item.text, float(item.recency)), vec))
+        return checked
+
+    def upsert(self, items: list[IndexItem], model_id: str) -> int:
+        """Insert or replace items (all are checked before any is written). Returns how many."""
+        checked = self._check(items, model_id)
+        groups: dict[Namespace, list[tuple[IndexItem, Any]]] = {}
+        for item, vec in checked:
+            groups.setdefault(item.namespace, []).append((item, vec))
+        for ns, group in groups.items():
+            space = self._spaces.get(ns)
+            if space is None:
+                space = _Space(ns, self._next_uid, self.dim)
+                self._next_uid += 1
+                self._attach(space)
+            self._upsert_space(space, group)
+        if self._seen is not None:
+            self._seen.update((item.namespace, item.doc_id) for item, _ in checked)
+        return len(checked)
+
+    def _upsert_space(self, space: _Space, group: list[tuple[IndexItem, Any]]) -> None:
+        labels: list[int] = []
+        vectors: list[Any] = []
+        for item, vec in group:
+            label = space.label_of(item.doc_id)
+            space.recency[item.doc_id] = item.recency
+            space.lexical.add(item.doc_id, item.text)
+            if vec is not None:
+                labels.append(label)
+                vectors.append(vec)
+        if labels:
+            space.vectors.add(np.array(labels, dtype=np.int64), _normalise(np.stack(vectors), self.dim))
+        space.dirty = True
+        self._resize(space)
+
+    def _resize(self, space: _Space) -> None:
+        """Promote to HNSW at the threshold; demote to exact under half of it."""
+        n, threshold = len(space.vectors), self.config.exact_threshold
+        if isinstance(space.vectors, ExactIndex) and n >= threshold:
+            space.vectors = self._build(HnswIndex(
+                self.dim, m=self.config.hnsw_m, ef_construction=self.config.hnsw_ef_construction,
+                ef=self.config.hnsw_ef, compact_ratio=self.config.compact_ratio,
+                num_threads=self.num_threads, capacity=2 * n,
+            ), space.vectors)
+        elif isinstance(space.vectors, HnswIndex) and n < threshold // 2:
+            space.vectors = self._build(ExactIndex(self.dim, capacity=max(16, n)), space.vectors)
+
+    @staticmethod
+    def _build(target: ExactIndex | HnswIndex, source: ExactIndex | HnswIndex) -> ExactIndex | HnswIndex:
+        labels, vectors = source.items()
+        if len(labels):
+            target.add(labels, vectors)
+        return target
+
+    def delete(self, refs: list[Ref]) -> int:
+        """Remove items by (namespace, doc_id); unknown ones are ignored. Returns how many."""
+        removed = 0
+        touched: set[Namespace] = set()
+        for ns_raw, doc_id in refs:
+            ns = Namespace(*ns_raw)
+            space = self._spaces.get(ns)
+            if space is not None and space.remove(doc_id):
+                removed += 1
+                touched.add(ns)
+        for ns in touched:
+            space = self._spaces[ns]
+            if not len(space):
+                self._detach(ns)
+            else:
+                self._resize(space)
+        return removed
+
+    def drop(self, app: str, user_id: str, kind: str | None = None, scope: str | None = None) -> int:
+        """Remove whole namespaces of a user (all of them, or those of ``kind`` / ``scope``).
+        Returns the items removed. Their files leave the disk with the next :meth:`snapshot`."""
+        removed = 0
+        for ns in list(self._by_user.get((app, user_id), ())):
+            if (kind is None or ns.kind == kind) and (scope is None or ns.scope == scope):
+                removed += len(self._spaces[ns])
+                self._detach(ns)
+        return removed
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def search(
+        self, namespaces: list[Namespace], vector: Any, text: str, k: int, mode: Mode,
+        min_score: float | None = None,
+    ) -> list[ShardHit]:
+        """Search the given namespaces together; scores as in :mod:`memray.index.fusion`.
+        Unknown namespaces are skipped; ``vector=None`` in vector mode returns nothing."""
+        if mode not in ("vector", "lexical", "hybrid"):
+            raise ValidationError("mode", mode, "must be 'vector', 'lexical' or 'hybrid'")
+        query = None
+        if vector is not None and mode != "lexical":
+            query = np.asarray(vector, dtype=np.float32).reshape(-1)
+            if query.shape[0] != self.dim:
+                raise ModelMismatchError(
+                    f"query vector of dim {query.shape[0]} does not fit shard {self.shard_id} "
+                    f"(model {self.model_id!r}, dim {self.dim}); embed the query with the index's model"
+                )
+            query = _normalise(query, self.dim)
+        spaces = [self._spaces[ns] for ns in dict.fromkeys(Namespace(*n) for n in namespaces) if ns in self._spaces]
+        if k <= 0 or not spaces:
+            return []
+        if mode == "vector":
+            hits = self._vector_hits(spaces, query, k) if query is not None else []
+            return top_hits(hits, k, min_score)
+        if mode == "lexical":
+            return top_hits(self._lexical_hits(spaces, text, k), k, min_score)
+        return self._hybrid(spaces, query, text, k, min_score)
+
+    def search_app(
+        self, app: str, kind: str, vector: Any, text: str, k: int, mode: Mode,
+        min_score: float | None = None,
+    ) -> list[ShardHit]:
+        """:meth:`search` over every namespace of ``app`` and ``kind`` on this shard."""
+        namespaces = [ns for ns in self._spaces if ns.app == app and ns.kind == kind]
+        return self.search(namespaces, vector, text, k, mode, min_score)
+
+    def _vector_hits(self, spaces: list[_Space], query: Any, depth: int) -> list[ShardHit]:
+        hits = []
+        for space in spaces:
+            labels, sims = space.vectors.search(query, depth)
+            for label, sim in zip(labels[0].tolist(), sims[0].tolist()):
+                doc = space.docs[label]
+                hits.append(ShardHit(space.namespace, doc, vector_score(sim), space.recency[doc]))
+        return hits
+
+    def _lexical_hits(self, spaces: list[_Space], text: str, depth: int) -> list[ShardHit]:
+        hits = []
+        for space in spaces:
+            for doc, bm25 in space.lexical.search(text, depth):
+                hits.append(ShardHit(space.namespace, doc, lexical_score(bm25), space.recency[doc]))
+        return hits
+
+    def _hybrid(
+        self, spaces: list[_Space], query: Any, text: str, k: int, min_score: float | None
+    ) -> list[ShardHit]:
+        depth = max(k, HYBRID_DEPTH)
+        lists: list[list[tuple[Namespace, str]]] = []
+        if query is not None:
+            lists.append([(h.namespace, h.doc_id) for h in top_hits(self._vector_hits(spaces, query, depth), depth)])
+        if tokenize(text) or query is None:
+            lists.append([(h.namespace, h.doc_id) for h in top_hits(self._lexical_hits(spaces, text, depth), depth)])
+        fused = hybrid_scores(lists)
+        hits = [ShardHit(ns, doc, score, self._spaces[ns].recency[doc]) for (ns, doc), score in fused.items()]
+        return top_hits(hits, k, min_score)
+
+    def inventory(self) -> list[Ref]:
+        """Every (namespace, doc_id) held."""
+        return [(ns, doc) for ns, space in self._spaces.items() for doc in space.labels]
+
+    def missing_from(self, refs: list[Ref]) -> list[Ref]:
+        """The refs of ``refs`` this shard does not hold."""
+        out = []
+        for ns_raw, doc in refs:
+            space = self._spaces.get(Namespace(*ns_raw))
+            if space is None or doc not in space.labels:
+                out.append((Namespace(*ns_raw), doc))
+        return out
+
+    def count_user(self, app: str, user_id: str) -> int:
+        """Items of the user left on this shard (0 after :meth:`drop`)."""
+        return sum(len(self._spaces[ns]) for ns in self._by_user.get((app, user_id), ()))
+
+    def stats(self) -> dict[str, Any]:
+        hnsw = [s.vectors for s in self._spaces.values() if isinstance(s.vectors, HnswIndex)]
+        return {
+            "shard_id": self.shard_id,
+            "model_id": self.model_id,
+            "dim": self.dim,
+            "items": sum(len(s) for s in self._spaces.values()),
+            "vectors": sum(len(s.vectors) for s in self._spaces.values()),
+            "namespaces": len(self._spaces),
+            "hnsw_namespaces": len(hnsw),
+            "tombstones": sum(index.tombstones for index in hnsw),
+            "compactions": sum(index.compactions for index in hnsw),
+            "snapshot": self._snap_name,
+        }
+
+    # -- recovery -------------------------------------------------------------------------
+
+    def begin_reconcile(self) -> None:
+        """Start a recovery pass: every item upserted or reconciled until :meth:`end_reconcile`
+        is remembered as present in the store."""
+        self._seen = set()
+
+    def reconcile(self, rows: list[IndexRow]) -> int:
+        """Upsert the rows (from ``store.scan_index_rows``) this shard lacks or holds stale: an
+        unknown item, a missing vector, another recency, or other text. (A changed vector with
+        unchanged text and recency is not detected.) Returns how many were upserted."""
+        todo = []
+        for row in rows:
+            ns = Namespace(*row.namespace)
+            if self._seen is not None:
+                self._seen.add((ns, row.doc_id))
+            if self._stale(ns, row):
+                todo.append(IndexItem(ns, row.doc_id, row.vector, row.text, row.recency))
+        return self.upsert(todo, self.model_id) if todo else 0
+
+    def _stale(self, ns: Namespace, row: IndexRow) -> bool:
+        space = self._spaces.get(ns)
+        label = space.labels.get(row.doc_id) if space is not None else None
+        if space is None or label is None:
+            return True
+        if space.recency[row.doc_id] != float(row.recency):
+            return True
+        if row.vector is not None and label not in space.vectors:
+            return True
+        return space.lexical.terms(row.doc_id) != dict(Counter(tokenize(row.text)))
+
+    def end_reconcile(self) -> int:
+        """Finish a recovery pass: delete every item not seen since :meth:`begin_reconcile`
+        (it is no longer in the store). Returns how many were deleted."""
+        seen, self._seen = self._seen or set(), None
+        return self.delete([ref for ref in self.inventory() if ref not in seen])
+
+    # -- snapshots ------------------------------------------------------------------------
+
+    def snapshot(self) -> None:
+        """Write a complete snapshot folder, fsync it, rename it into place, then commit by
+        atomically replacing ``CURRENT``; finally remove every older snapshot. Durable when it
+        returns; a crash at any point leaves the previous snapshot or the new one loadable."""
+        root = Path(self.path)
+        root.mkdir(parents=True, exist_ok=True)
+        self._snap_seq += 1
+        name = f"snap-{self._snap_seq:08d}"
+        tmp = root / f".{name}.tmp"
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir()
+        previous = root / self._snap_name if self._snap_name else None
+        subs = []
+        for space in self._spaces.values():
+            sub = f"ns-{space.uid}"
+            if not space.dirty and previous is not None and (previous / sub).is_dir():
+                _link_tree(previous / sub, tmp / sub)
+            else:
+                space.save(tmp / sub)
+            fsync_dir(tmp / sub)
+            subs.append(sub)
+        atomic_write_json(tmp / "shard.json", {
+            "shard_id": self.shard_id, "dim": self.dim, "model_id": self.model_id,
+            "seq": self._snap_seq, "next_uid": self._next_uid, "spaces": subs,
+        })
+        fsync_dir(tmp)
+        os.replace(tmp, root / name)
+        fsync_dir(root)
+        atomic_write_json(root / _CURRENT, {"snapshot": name})
+        self._snap_name = name
+        for space in self._spaces.values():
+            space.dirty = False
+        self._remove_stale(root)
+
+    def _remove_stale(self, root: Path) -> None:
+        for entry in root.iterdir():
+            if entry.name == _CURRENT or entry.name == self._snap_name:
+                continue
+            if entry.is_dir() and (entry.name.startswith("snap-") or entry.name.startswith(".snap-")):
+                shutil.rmtree(entry)
+            elif entry.is_file() and entry.name.startswith(f".{_CURRENT}."):
+                entry.unlink()
+        fsync_dir(root)
