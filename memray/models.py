@@ -166,6 +166,9 @@ def _translate(exc: Exception, value: Any) -> ValidationError:
     errors = getattr(exc, "errors", None)
     if callable(errors):
         first = errors()[0]
+        original = first.get("ctx", {}).get("error")
+        if isinstance(original, ValidationError):  # ours, raised inside a validator: keep it
+            return original
         loc = ".".join(str(p) for p in first.get("loc", ())) or "message"
         return ValidationError(f"message.{loc}", first.get("input", value), first.get("msg", str(exc)))
     return ValidationError("message", value, str(exc))

@@ -94,6 +94,14 @@ class ShardRouter:
         calls = {s: ("search", (part, vector, text, k, mode, min_score)) for s, part in groups.items()}
         return await self._gather(calls, k, min_score)
 
+    async def search_user(
+        self, app: str, user_id: str, kind: str, vector: Any, text: str, k: int, mode: Mode,
+        min_score: float | None = None,
+    ) -> RouterResult:
+        """Search every namespace of one user and ``kind``: one shard."""
+        calls = {self.shard_of(app, user_id): ("search_user", (app, user_id, kind, vector, text, k, mode, min_score))}
+        return await self._gather(calls, k, min_score)
+
     async def search_app(
         self, app: str, kind: str, vector: Any, text: str, k: int, mode: Mode,
         min_score: float | None = None,

@@ -338,6 +338,14 @@ class VectorShard:
             return top_hits(self._lexical_hits(spaces, text, k), k, min_score)
         return self._hybrid(spaces, query, text, k, min_score)
 
+    def search_user(
+        self, app: str, user_id: str, kind: str, vector: Any, text: str, k: int, mode: Mode,
+        min_score: float | None = None,
+    ) -> list[ShardHit]:
+        """:meth:`search` over every namespace of one user and ``kind`` (all their conversations)."""
+        namespaces = [ns for ns in self._by_user.get((app, user_id), ()) if ns.kind == kind]
+        return self.search(namespaces, vector, text, k, mode, min_score)
+
     def search_app(
         self, app: str, kind: str, vector: Any, text: str, k: int, mode: Mode,
         min_score: float | None = None,
