@@ -151,7 +151,7 @@ class ConversationHost:
 
     def _after_commit(self, conv: Conversation, msgs: list[Message]) -> None:
         ns = conversation_namespace(conv.key)
-        self._pipeline.submit([PendingItem(ns, m.id, m.text, float(m.seq or 0)) for m in msgs if m.text])
+        self._pipeline.submit([PendingItem(ns, m.id, m.text, float(m.seq or 0), m.model_dump_json()) for m in msgs if m.text])
         if self._keeper is None:
             return
         if conv.unsummarized_tokens >= 0:

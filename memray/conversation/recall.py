@@ -22,6 +22,7 @@ from memray.store.rows import conversation_namespace, row_to_message
 
 if TYPE_CHECKING:
     from memray.embedding.base import Embedder
+    from memray.index.base import ShardHit
     from memray.index.router import ShardRouter
 
 __all__ = ["Recall", "SearchResults", "Scope", "Merge"]
@@ -61,14 +62,21 @@ class Recall:
             result = await self._router.search([conversation_namespace(key)], vector, query, limit, mode, min_score)
         else:
             result = await self._router.search_user(key.app, key.user_id, "conv", vector, query, limit, mode, min_score)
-        refs = [(h.namespace.scope, h.doc_id) for h in result.hits]
-        rows = await self._store.call("fetch_messages", key.app, key.user_id, refs) if refs else []
-        by_ref = {(r.conversation_id, r.id): row_to_message(r) for r in rows}
-        out = SearchResults(
-            Hit(message=by_ref[ref], score=h.score, conversation_id=ref[0])
-            for ref, h in zip(refs, result.hits) if ref in by_ref  # a hit deleted meanwhile is dropped
-        )
+        out = SearchResults(await self._hydrate(key, result.hits))
         out.degraded, out.reason = result.degraded, result.reason
+        return out
+
+    async def _hydrate(self, key: ConversationKey, hits: list[ShardHit]) -> list[Hit]:
+        """Hits as messages: from the shard's payload, or from the store where it has none."""
+        missing = [(h.namespace.scope, h.doc_id) for h in hits if not h.payload]
+        rows = await self._store.call("fetch_messages", key.app, key.user_id, missing) if missing else []
+        by_ref = {(r.conversation_id, r.id): row_to_message(r) for r in rows}
+        out = []
+        for h in hits:
+            ref = (h.namespace.scope, h.doc_id)
+            msg = Message.model_validate_json(h.payload) if h.payload else by_ref.get(ref)
+            if msg is not None:  # a hit deleted meanwhile is dropped
+                out.append(Hit(message=msg, score=h.score, conversation_id=ref[0]))
         return out
 
     async def context(

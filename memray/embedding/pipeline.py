@@ -32,6 +32,7 @@ class PendingItem(NamedTuple):
     doc_id: str
     text: str
     recency: float
+    payload: str = ""  # the item as JSON, kept by the shard so hits need no store read
 
 
 class EmbeddingPipeline:
@@ -121,10 +122,13 @@ class EmbeddingPipeline:
         from memray.index.base import IndexItem
 
         items = [
-            IndexItem(i.namespace, i.doc_id, None if vectors is None else vectors[n], i.text, i.recency)
+            IndexItem(i.namespace, i.doc_id, None if vectors is None else vectors[n], i.text, i.recency, i.payload)
             for n, i in enumerate(batch)
         ]
-        await self._router.upsert(items, self.model_id)
+        try:
+            await self._router.upsert(items, self.model_id)
+        except Exception as exc:  # a shard is down: it rebuilds these from the store when it is back
+            log.warning("indexing %d items failed (%r); the shard recovers them from the store", len(items), exc)
 
     def _fail(self, batch: list[PendingItem], reason: str) -> None:
         self.failures += 1

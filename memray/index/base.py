@@ -51,6 +51,7 @@ class IndexItem(NamedTuple):
     vector: Any  # float32[dim], L2-normalised, or None
     text: str
     recency: float  # seq for messages, timestamp for entries: the later wins ties
+    payload: str = ""  # the item as JSON, returned with hits so they need no store read
 
 
 class ShardHit(NamedTuple):
@@ -60,6 +61,7 @@ class ShardHit(NamedTuple):
     doc_id: str
     score: float
     recency: float
+    payload: str = ""  # "" when the shard has none (rebuilt from the store): hydrate from the store
 
 
 @runtime_checkable

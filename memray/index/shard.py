@@ -71,6 +71,7 @@ class _Space:
         self.labels: dict[str, int] = {}
         self.docs: dict[int, str] = {}
         self.recency: dict[str, float] = {}
+        self.payload: dict[str, str] = {}
         self.next_label = 0
         self.vectors: ExactIndex | HnswIndex = ExactIndex(dim)
         self.lexical = LexicalIndex()
@@ -94,6 +95,7 @@ class _Space:
             return False
         del self.docs[label]
         del self.recency[doc_id]
+        self.payload.pop(doc_id, None)
         self.lexical.delete(doc_id)
         self.vectors.delete(np.array([label], dtype=np.int64))
         self.dirty = True
@@ -102,7 +104,7 @@ class _Space:
     def save(self, directory: Path) -> None:
         """Write this namespace under ``directory`` (a folder of a snapshot being built)."""
         directory.mkdir(parents=True)
-        docs = [[doc, label, self.recency[doc]] for doc, label in self.labels.items()]
+        docs = [[doc, label, self.recency[doc], self.payload.get(doc, "")] for doc, label in self.labels.items()]
         atomic_write_json(
             directory / "space.json",
             {"namespace": list(self.namespace), "uid": self.uid, "next_label": self.next_label, "docs": docs},
@@ -115,10 +117,12 @@ class _Space:
         meta = read_json(directory / "space.json")
         space = cls(Namespace(*meta["namespace"]), int(meta["uid"]), dim)
         space.next_label = int(meta["next_label"])
-        for doc, label, recency in meta["docs"]:
+        for doc, label, recency, payload in meta["docs"]:
             space.labels[doc] = int(label)
             space.docs[int(label)] = doc
             space.recency[doc] = float(recency)
+            if payload:
+                space.payload[doc] = payload
         space.lexical = LexicalIndex.load(str(directory))
         kind = read_json(directory / "vectors" / "meta.json")["kind"]
         space.vectors = (
@@ -227,7 +231,7 @@ class VectorShard:
                         f"{self.shard_id} (model {self.model_id!r}, dim {self.dim}); re-embed with "
                         "the index's model (run the backfill job)"
                     )
-            checked.append((IndexItem(ns, item.doc_id, vec, item.text, float(item.recency)), vec))
+            checked.append((IndexItem(ns, item.doc_id, vec, item.text, float(item.recency), item.payload), vec))
         return checked
 
     def upsert(self, items: list[IndexItem], model_id: str) -> int:
@@ -253,6 +257,8 @@ class VectorShard:
         for item, vec in group:
             label = space.label_of(item.doc_id)
             space.recency[item.doc_id] = item.recency
+            if item.payload:
+                space.payload[item.doc_id] = item.payload
             space.lexical.add(item.doc_id, item.text)
             if vec is not None:
                 labels.append(label)
@@ -360,14 +366,14 @@ class VectorShard:
             labels, sims = space.vectors.search(query, depth)
             for label, sim in zip(labels[0].tolist(), sims[0].tolist()):
                 doc = space.docs[label]
-                hits.append(ShardHit(space.namespace, doc, vector_score(sim), space.recency[doc]))
+                hits.append(ShardHit(space.namespace, doc, vector_score(sim), space.recency[doc], space.payload.get(doc, "")))
         return hits
 
     def _lexical_hits(self, spaces: list[_Space], text: str, depth: int) -> list[ShardHit]:
         hits = []
         for space in spaces:
             for doc, bm25 in space.lexical.search(text, depth):
-                hits.append(ShardHit(space.namespace, doc, lexical_score(bm25), space.recency[doc]))
+                hits.append(ShardHit(space.namespace, doc, lexical_score(bm25), space.recency[doc], space.payload.get(doc, "")))
         return hits
 
     def _hybrid(
@@ -380,7 +386,10 @@ class VectorShard:
         if tokenize(text) or query is None:
             lists.append([(h.namespace, h.doc_id) for h in top_hits(self._lexical_hits(spaces, text, depth), depth)])
         fused = hybrid_scores(lists)
-        hits = [ShardHit(ns, doc, score, self._spaces[ns].recency[doc]) for (ns, doc), score in fused.items()]
+        hits = [
+            ShardHit(ns, doc, score, self._spaces[ns].recency[doc], self._spaces[ns].payload.get(doc, ""))
+            for (ns, doc), score in fused.items()
+        ]
         return top_hits(hits, k, min_score)
 
     def inventory(self) -> list[Ref]:
