@@ -30,6 +30,7 @@ from memray.errors import ClosedError
 from memray.ids import ConversationKey
 from memray.models import Message
 from memray.runtime.ref import ActorRef
+from memray.store.base import ConversationSnapshot
 from memray.store.rows import conversation_namespace, message_to_row, row_to_message
 
 __all__ = ["ConversationHost"]
@@ -73,31 +74,37 @@ class ConversationHost:
     # -- conversations in memory ------------------------------------------------------------
     async def _get(self, key: ConversationKey) -> Conversation:
         conv = self._conversations.get(key)
-        if conv is not None:
-            return conv
+        return conv if conv is not None else (await self._get_many([key]))[0]
+
+    async def _get_many(self, keys: list[ConversationKey]) -> list[Conversation]:
+        """The conversations of ``keys``, loading the missing ones with one store call.
+        Concurrent callers asking for the same key share its load."""
         if self._closed:
             raise ClosedError("this memray host is closed; open memray again")
         await self.start()
-        pending = self._loading.get(key)
-        if pending is None:
-            pending = asyncio.get_running_loop().create_future()
-            self._loading[key] = pending
+        todo = [k for k in dict.fromkeys(keys) if k not in self._conversations and k not in self._loading]
+        if todo:
+            loop = asyncio.get_running_loop()
+            futures = {k: loop.create_future() for k in todo}
+            self._loading.update(futures)
             try:
-                conv = await self._load(key)
+                snaps = await self._store.call("load_conversations", todo, self.config.buffer_window)
+                for k, snap in zip(todo, snaps):
+                    self._conversations[k] = conv = self._make(k, snap)
+                    futures[k].set_result(conv)
             except BaseException as exc:
-                pending.set_exception(exc)
-                pending.exception()  # mark retrieved: the waiters, if any, re-raise it
+                for f in futures.values():
+                    if not f.done():
+                        f.set_exception(exc)
+                        f.exception()  # retrieved: the waiters re-raise it
                 raise
             finally:
-                del self._loading[key]
-            self._conversations[key] = conv
-            pending.set_result(conv)
-            return conv
-        return await pending
+                for k in todo:
+                    del self._loading[k]
+        return [self._conversations.get(k) or await self._loading[k] for k in keys]
 
-    async def _load(self, key: ConversationKey) -> Conversation:
+    def _make(self, key: ConversationKey, snap: ConversationSnapshot) -> Conversation:
         window = self.config.buffer_window
-        snap = await self._store.call("load_conversation", key, window)
         buffer = MessageBuffer(window)
         for row in snap.recent:
             buffer.put_durable(row_to_message(row))
@@ -121,11 +128,11 @@ class ConversationHost:
 
     async def add_many(self, batch: list[tuple[ConversationKey, list[Message]]], durable: bool = False) -> list[list[int]]:
         """Add to many conversations in one call; seqs per conversation, in input order."""
-        convs = await asyncio.gather(*(self._get(k) for k in {k for k, _ in batch}))
+        convs = await self._get_many([k for k, _ in batch])
         by_key = {c.key: c for c in convs}
         out = [by_key[k].add(msgs) for k, msgs in batch]
         if durable:
-            await asyncio.gather(*(c.chain.flush() for c in convs))
+            await asyncio.gather(*(c.chain.flush() for c in by_key.values()))
         return out
 
     async def _write(self, conv: Conversation) -> int:

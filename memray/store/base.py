@@ -59,6 +59,10 @@ class HistoryStoreAPI(Protocol):
 
     def load_conversation(self, key: ConversationKey, window: int) -> ConversationSnapshot: ...
 
+    def load_conversations(self, keys: list[ConversationKey], window: int) -> list[ConversationSnapshot]:
+        """``load_conversation`` for many keys in one call, in the order of ``keys``."""
+        ...
+
     def get_messages(
         self,
         key: ConversationKey,

@@ -10,7 +10,8 @@ from memray.errors import ConflictError, NotFoundError, ValidationError
 from memray.ids import ConversationKey, validate_id
 from memray.store.base import ConversationSnapshot, SummaryState, WMScope
 from memray.store.database import Database
-from memray.store.messages import get_messages
+from memray.store.messages import MESSAGE_COLUMNS, get_messages
+from memray.store.rows import MessageRow
 from memray.store.rows import user_hash
 
 __all__ = [
@@ -113,6 +114,44 @@ def load_conversation(db: Database, key: ConversationKey, window: int) -> Conver
         return ConversationSnapshot(False, 0, [])
     recent = get_messages(db, key, limit=window) if window else []
     return ConversationSnapshot(True, int(info["last_seq"]), recent)
+
+
+def load_conversations(db: Database, keys: list[ConversationKey], window: int) -> list[ConversationSnapshot]:
+    """:func:`load_conversation` for many keys in two queries (hosts load conversations in bulk)."""
+    if isinstance(window, bool) or not isinstance(window, int) or window < 0:
+        raise ValidationError("window", window, "must be a non-negative integer")
+    if not keys:
+        return []
+    import pyarrow as pa
+
+    wanted = pa.table({
+        "app": [k.app for k in keys], "user_id": [k.user_id for k in keys], "conversation_id": [k.conversation_id for k in keys],
+    })
+    db.con.register("_wanted", wanted)
+    try:
+        found = db.sql(
+            "SELECT c.app, c.user_id, c.conversation_id, c.last_seq FROM conversations c "
+            "JOIN _wanted w USING (app, user_id, conversation_id)"
+        ).fetchall()
+        recent: dict[tuple[str, str, str], list[MessageRow]] = {}
+        if found and window:
+            cols = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS)
+            rows = db.sql(
+                f"SELECT {cols} FROM (SELECT m.*, row_number() OVER (PARTITION BY m.app, m.user_id, m.conversation_id "
+                f"ORDER BY m.seq DESC) AS rn FROM messages m JOIN _wanted w USING (app, user_id, conversation_id)) m "
+                f"WHERE rn <= {int(window)} ORDER BY m.app, m.user_id, m.conversation_id, m.seq"
+            ).fetchall()
+            for r in rows:
+                row = MessageRow._make(r)
+                recent.setdefault((row.app, row.user_id, row.conversation_id), []).append(row)
+    finally:
+        db.con.unregister("_wanted")
+    last = {(a, u, c): int(seq) for a, u, c, seq in found}
+    out = []
+    for k in keys:
+        t = (k.app, k.user_id, k.conversation_id)
+        out.append(ConversationSnapshot(t in last, last.get(t, 0), recent.get(t, [])))
+    return out
 
 
 # -- working memory ------------------------------------------------------------------------

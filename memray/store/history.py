@@ -56,6 +56,10 @@ class HistoryStore:
     def load_conversation(self, key: ConversationKey, window: int) -> ConversationSnapshot:
         return conv.load_conversation(self._db, key, window)
 
+    def load_conversations(self, keys: list[ConversationKey], window: int) -> list[ConversationSnapshot]:
+        """Snapshots of many conversations at once, in the order of ``keys``."""
+        return conv.load_conversations(self._db, keys, window)
+
     def get_messages(
         self, key: ConversationKey, limit: int | None = None, before_seq: int | None = None,
         after_seq: int | None = None, roles: list[str] | None = None, metadata: dict[str, Any] | None = None,
