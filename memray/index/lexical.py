@@ -57,6 +57,10 @@ class LexicalIndex:
         """Index ``text`` as ``doc_id``, replacing what was indexed under that id (upsert)."""
         self._put(doc_id, dict(Counter(tokenize(text))))
 
+    def add_terms(self, doc_id: str, tf: dict[str, int]) -> None:
+        """Index already-counted terms (as :meth:`terms` returns them) under ``doc_id``."""
+        self._put(doc_id, dict(tf))
+
     def _put(self, doc_id: str, tf: dict[str, int]) -> None:
         self.delete(doc_id)
         self._docs[doc_id] = tf

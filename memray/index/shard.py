@@ -16,14 +16,18 @@ Everything in and out is plain picklable data: the conversation host and the ser
 shard through an ``ActorRef``. Calls are expected one at a time (one actor); ``HnswIndex`` locks
 on its own anyway.
 
-Snapshots (:meth:`VectorShard.snapshot`) are directories ``snap-<n>`` under ``path`` with one
-``ns-<uid>`` folder per namespace, committed by atomically rewriting ``CURRENT``; older snapshot
-folders are removed right after, so a dropped user's data leaves the disk with the next snapshot.
-Namespaces unchanged since the last snapshot are hard-linked from it, not rewritten.
+Snapshots (:meth:`VectorShard.snapshot`) are directories ``snap-<n>`` under ``path``, committed by
+atomically rewriting ``CURRENT``; older snapshot folders are removed right after, so a dropped
+user's data leaves the disk with the next snapshot. A snapshot packs every namespace's items into
+one ``items.parquet`` and the vectors of all exact (small) namespaces into one ``vectors.npy``:
+a shard holds thousands of small conversation namespaces, and a folder per namespace made a
+snapshot of 10k conversations take seconds of fsyncs. HNSW namespaces keep their own folder,
+hard-linked from the previous snapshot when unchanged.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -32,6 +36,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from memray.config import IndexConfig
 from memray.errors import ModelMismatchError, ValidationError
@@ -101,50 +107,100 @@ class _Space:
         self.dirty = True
         return True
 
-    def save(self, directory: Path) -> None:
-        """Write this namespace under ``directory`` (a folder of a snapshot being built)."""
-        directory.mkdir(parents=True)
-        docs = [[doc, label, self.recency[doc], self.payload.get(doc, "")] for doc, label in self.labels.items()]
-        atomic_write_json(
-            directory / "space.json",
-            {"namespace": list(self.namespace), "uid": self.uid, "next_label": self.next_label, "docs": docs},
-        )
-        self.lexical.save(str(directory))
-        self.vectors.save(str(directory / "vectors"))
-
-    @classmethod
-    def load(cls, directory: Path, dim: int, num_threads: int) -> _Space:
-        meta = read_json(directory / "space.json")
-        space = cls(Namespace(*meta["namespace"]), int(meta["uid"]), dim)
-        space.next_label = int(meta["next_label"])
-        for doc, label, recency, payload in meta["docs"]:
-            space.labels[doc] = int(label)
-            space.docs[int(label)] = doc
-            space.recency[doc] = float(recency)
-            if payload:
-                space.payload[doc] = payload
-        space.lexical = LexicalIndex.load(str(directory))
-        kind = read_json(directory / "vectors" / "meta.json")["kind"]
-        space.vectors = (
-            HnswIndex.load(str(directory / "vectors"), num_threads=num_threads)
-            if kind == "hnsw" else ExactIndex.load(str(directory / "vectors"))
-        )
-        space.dirty = False
-        return space
 
 
 def _link_tree(src: Path, dst: Path) -> None:
     """Recreate ``src`` at ``dst`` with hard links (copies where links are not supported).
     Safe because snapshot files are never modified after they are written."""
-    for root, _dirs, files in os.walk(src):
-        target = dst / Path(root).relative_to(src)
-        target.mkdir(parents=True, exist_ok=True)
-        for name in files:
-            try:
-                os.link(Path(root) / name, target / name)
-            except OSError:
-                shutil.copy2(Path(root) / name, target / name)
-        fsync_dir(target)
+    dst.mkdir(parents=True, exist_ok=True)
+    for name in os.listdir(src):
+        try:
+            os.link(src / name, dst / name)
+        except OSError:
+            shutil.copy2(src / name, dst / name)
+
+
+_ITEM_SCHEMA = pa.schema([
+    ("uid", pa.int64()), ("doc_id", pa.string()), ("label", pa.int64()), ("recency", pa.float64()),
+    ("payload", pa.string()), ("terms", pa.string()), ("vector_row", pa.int64()),
+])
+
+
+def _pack(spaces: list[_Space], directory: Path, previous: Path | None, dim: int) -> list[list[Any]]:
+    """Write every namespace into ``directory``: one ``items.parquet`` row per item, the vectors
+    of exact namespaces in one ``vectors.npy``, each HNSW namespace in ``hnsw-<uid>/`` (hard-linked
+    from ``previous`` when unchanged). Returns the namespace table for ``shard.json``.
+    Thousands of small namespaces cost two files, not thousands of folders."""
+    cols: dict[str, list[Any]] = {name: [] for name in _ITEM_SCHEMA.names}
+    blocks: list[np.ndarray] = []
+    rows = 0
+    table = []
+    for space in spaces:
+        kind = "hnsw" if isinstance(space.vectors, HnswIndex) else "exact"
+        table.append([*space.namespace, space.uid, space.next_label, kind])
+        where: dict[int, int] = {}
+        if kind == "hnsw":
+            sub = f"hnsw-{space.uid}"
+            if not space.dirty and previous is not None and (previous / sub).is_dir():
+                _link_tree(previous / sub, directory / sub)
+            else:
+                space.vectors.save(str(directory / sub))
+        else:
+            labels, vectors = space.vectors.items()
+            if len(labels):
+                blocks.append(vectors)
+                where = {int(label): rows + i for i, label in enumerate(labels.tolist())}
+                rows += len(labels)
+        for doc, label in space.labels.items():
+            cols["uid"].append(space.uid)
+            cols["doc_id"].append(doc)
+            cols["label"].append(label)
+            cols["recency"].append(space.recency[doc])
+            cols["payload"].append(space.payload.get(doc, ""))
+            cols["terms"].append(json.dumps(space.lexical.terms(doc) or {}, ensure_ascii=False))
+            cols["vector_row"].append(where.get(label, -1))
+    # Plain encoding: a raw byte scan of the snapshot (erasure verification) sees every id and text.
+    pq.write_table(pa.table(cols, schema=_ITEM_SCHEMA), directory / "items.parquet", compression="none", use_dictionary=False)
+    matrix = np.concatenate(blocks) if blocks else np.zeros((0, dim), dtype=np.float32)
+    with open(directory / "vectors.npy", "wb") as f:
+        np.save(f, matrix, allow_pickle=False)
+        f.flush()
+        os.fsync(f.fileno())
+    with open(directory / "items.parquet", "rb+") as f:
+        os.fsync(f.fileno())
+    return table
+
+
+def _unpack(directory: Path, table: list[list[Any]], dim: int, num_threads: int) -> list[_Space]:
+    spaces: dict[int, _Space] = {}
+    for app, user_id, kind_, scope, uid, next_label, kind in table:
+        space = _Space(Namespace(app, user_id, kind_, scope), int(uid), dim)
+        space.next_label = int(next_label)
+        if kind == "hnsw":
+            space.vectors = HnswIndex.load(str(directory / f"hnsw-{uid}"), num_threads=num_threads)
+        spaces[int(uid)] = space
+    items = pq.read_table(directory / "items.parquet").to_pydict()
+    matrix = np.load(directory / "vectors.npy", allow_pickle=False)
+    exact: dict[int, tuple[list[int], list[int]]] = {}
+    for uid, doc, label, recency, payload, terms, row in zip(
+        items["uid"], items["doc_id"], items["label"], items["recency"], items["payload"], items["terms"], items["vector_row"]
+    ):
+        space = spaces[uid]
+        space.labels[doc] = label
+        space.docs[label] = doc
+        space.recency[doc] = recency
+        if payload:
+            space.payload[doc] = payload
+        space.lexical.add_terms(doc, json.loads(terms))
+        if row >= 0:
+            pair = exact.setdefault(uid, ([], []))
+            pair[0].append(label)
+            pair[1].append(row)
+    for uid, (labels, rows) in exact.items():
+        spaces[uid].vectors.add(np.array(labels, dtype=np.int64), matrix[rows])
+    for space in spaces.values():
+        space.dirty = False
+    return list(spaces.values())
 
 
 class VectorShard:
@@ -185,8 +241,7 @@ class VectorShard:
             else:
                 self._snap_name = name
                 self._next_uid = int(meta["next_uid"])
-                for sub in meta["spaces"]:
-                    space = _Space.load(root / name / sub, self.dim, self.num_threads)
+                for space in _unpack(root / name, meta["spaces"], self.dim, self.num_threads):
                     self._attach(space)
         self._remove_stale(root)
 
@@ -476,18 +531,10 @@ class VectorShard:
             shutil.rmtree(tmp)
         tmp.mkdir()
         previous = root / self._snap_name if self._snap_name else None
-        subs = []
-        for space in self._spaces.values():
-            sub = f"ns-{space.uid}"
-            if not space.dirty and previous is not None and (previous / sub).is_dir():
-                _link_tree(previous / sub, tmp / sub)
-            else:
-                space.save(tmp / sub)
-            fsync_dir(tmp / sub)
-            subs.append(sub)
+        table = _pack(list(self._spaces.values()), tmp, previous, self.dim)
         atomic_write_json(tmp / "shard.json", {
             "shard_id": self.shard_id, "dim": self.dim, "model_id": self.model_id,
-            "seq": self._snap_seq, "next_uid": self._next_uid, "spaces": subs,
+            "seq": self._snap_seq, "next_uid": self._next_uid, "spaces": table,
         })
         fsync_dir(tmp)
         os.replace(tmp, root / name)
