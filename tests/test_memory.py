@@ -220,3 +220,26 @@ def test_ray_tasks_and_a_second_driver_share_one_conversation(mem, tmp_path):
     conv = mem.conversation(key.user_id, key.conversation_id, key.app)
     conv.flush()
     assert [m.seq for m in conv.messages()] == seqs
+
+
+@pytest.mark.ray
+def test_a_killed_host_loses_nothing_acknowledged_durably(mem):
+    if mem.config.mode != "ray":
+        pytest.skip("kills a Ray actor")
+    import time
+
+    import ray
+
+    conv = fresh(mem)
+    conv.add([{"role": "user", "content": f"durable {i}"} for i in range(5)], durable=True)
+    ray.kill(mem.host_for(conv.key).handle, no_restart=False)  # Ray restarts it; its memory is gone
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            texts = [m.text for m in conv.messages()]
+            break
+        except memray.UnavailableError:
+            assert time.monotonic() < deadline, "the host did not come back"
+            time.sleep(0.2)
+    assert texts == [f"durable {i}" for i in range(5)]
+    assert conv.add({"role": "user", "content": "after restart"}) == [6]
