@@ -32,7 +32,7 @@ def _demo(args: argparse.Namespace) -> int:
     return 0 if report.verified else 1
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memray", description="Conversation and long-term memory for AI agents, on Ray.")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run a scripted many-agent simulation and verify the store")
@@ -45,7 +45,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo.add_argument("--path", default=None, help="data directory (default: a temporary one, removed after)")
     demo.add_argument("--keep", action="store_true", help="keep the temporary data directory")
     demo.set_defaults(func=_demo)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     return int(args.func(args))
 
 
