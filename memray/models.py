@@ -6,9 +6,10 @@ these types and never with untyped dicts.
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 import time
-import uuid
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -86,6 +87,23 @@ def _now() -> float:
     return time.time()
 
 
+_ID_PREFIX = os.urandom(8).hex()
+_ID_COUNTER = itertools.count()
+
+
+def _reseed_ids() -> None:  # a forked child must not repeat its parent's ids
+    global _ID_PREFIX, _ID_COUNTER
+    _ID_PREFIX, _ID_COUNTER = os.urandom(8).hex(), itertools.count()
+
+
+os.register_at_fork(after_in_child=_reseed_ids)
+
+
+def new_id() -> str:
+    """A unique id: 64 random bits per process, then a counter (a uuid4 costs a syscall each)."""
+    return f"{_ID_PREFIX}{next(_ID_COUNTER):08x}"
+
+
 class Message(_Record):
     """One message of a conversation.
 
@@ -94,7 +112,7 @@ class Message(_Record):
     Accepts ``content`` (a string or a list of parts) as an alias of ``parts``.
     """
 
-    id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    id: str = Field(default_factory=new_id)
     role: Role
     parts: list[Part]
     created_at: float = Field(default_factory=_now)
@@ -153,7 +171,7 @@ def coerce_message(value: MessageInput, max_chars: int = MAX_CONTENT_CHARS) -> M
             raise _translate(exc, value) from exc
     else:
         raise ValidationError("message", value, f"must be a Message or a dict, got {type(value).__name__}")
-    size = sum(len(p.model_dump_json()) for p in msg.parts)
+    size = sum(len(p.text) if isinstance(p, TextPart) else len(p.model_dump_json()) for p in msg.parts)
     if size > max_chars:
         raise ValidationError(
             "message.parts", f"<{size} characters>", f"exceeds the cap of {max_chars} characters",
@@ -207,7 +225,7 @@ class ConversationInfo(_Record):
 class MemoryEntry(_Record):
     """A long-term memory: a fact, preference or past exchange worth recalling later."""
 
-    id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    id: str = Field(default_factory=new_id)
     content: str | list[Part]
     author: str = "user"
     timestamp: float = Field(default_factory=_now)
