@@ -379,6 +379,8 @@ class MemoryService:
 def _parse_request(data: Any) -> SearchRequest:
     if not isinstance(data, dict):
         raise ValidationError("request", data, f"must be a SearchRequest or a dict, got {type(data).__name__}")
+    _validate_limit(data.get("limit"))  # before pydantic, which would coerce True to 1 and "5" to 5
+    _validate_min_score(data.get("min_score"))
     try:
         return SearchRequest.model_validate(data)
     except Exception as exc:
