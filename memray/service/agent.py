@@ -130,7 +130,8 @@ async def arelevant_memories_block(svc: AsyncService, app: str, user_id: str, qu
 # -- the load_memory tool ----------------------------------------------------------------------
 def load_memory_tool() -> dict[str, Any]:
     """The ``load_memory`` tool definition (OpenAI function-calling JSON); a fresh copy."""
-    return json.loads(json.dumps(LOAD_MEMORY_TOOL))
+    tool: dict[str, Any] = json.loads(json.dumps(LOAD_MEMORY_TOOL))
+    return tool
 
 
 def _tool_args(arguments: str | dict[str, Any] | None) -> tuple[str, int] | str:

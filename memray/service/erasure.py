@@ -153,7 +153,7 @@ def _raw_mentions(file: str, app: str, user_id: str) -> int:
 
 
 def _files(root: str, suffix: str) -> list[str]:
-    out = []
+    out: list[str] = []
     for directory, _dirs, names in os.walk(root):
         out.extend(os.path.join(directory, n) for n in names if n.endswith(suffix))
     return sorted(out)
