@@ -25,6 +25,7 @@ from memray.errors import (
 )
 from memray.ids import ConversationKey, validate_id, validate_project_id
 from memray.memory import ConversationHandle, Memory, open
+from memray.service.handle import MemoryServiceHandle
 from memray.models import (
     Context,
     ConversationInfo,
@@ -48,6 +49,7 @@ __all__ = [
     "open",
     "Memory",
     "ConversationHandle",
+    "MemoryServiceHandle",
     "ConversationKey",
     "MemoryConfig",
     "EmbedderConfig",

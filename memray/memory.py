@@ -16,10 +16,14 @@ from memray.conversation.recall import Merge, Recall, Scope, SearchResults
 from memray.conversation.working_memory import WMMode, WorkingMemory, WorkingMemorySpec, WorkingMemoryValue
 from memray.errors import ClosedError, ValidationError
 from memray.ids import ConversationKey, validate_id
-from memray.models import Context, ConversationInfo, Message, MessageInput, RetrievalMode, coerce_message
+from memray.models import (
+    Context, ConversationInfo, DeletionProof, DeletionReceipt, Message, MessageInput, RetrievalMode, coerce_message,
+)
 from memray.runtime.deploy import Deployment, LocalDeployment
 from memray.runtime.local import LoopThread
 from memray.runtime.ref import ActorRef
+from memray.service.handle import MemoryServiceHandle
+from memray.service.longterm import MemoryService
 
 __all__ = ["open", "Memory", "ConversationHandle", "WorkingMemoryHandle"]
 
@@ -45,6 +49,7 @@ class Memory:
         self.config = config
         self._loop = LoopThread()
         self._deployment: Deployment | None = None
+        self._service: MemoryService | None = None
         self._started_ray = False
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -73,6 +78,11 @@ class Memory:
         self._embedder = build_embedder(self.config.embedder)
         self._router = ShardRouter(deployment.shards)
         self._recall = Recall(self._embedder, self._router, deployment.store, self.config.index.mode)
+        self._service = MemoryService(
+            deployment.store, self._router, self._embedder, self.config.index.mode,
+            batch_size=self.config.embedder.batch_size, backoff_s=self.config.retry_backoff_s,
+            backoff_max_s=self.config.retry_backoff_max_s,
+        )
 
     def close(self, terminate: bool | None = None) -> None:
         """Flush everything acknowledged, then stop.
@@ -83,14 +93,20 @@ class Memory:
         if self._deployment is None:
             return
         try:
-            self._loop.run(self._deployment.stop(self._started_ray if terminate is None else terminate))
+            self._loop.run(self._stop(self._deployment, self._started_ray if terminate is None else terminate))
         finally:
             self._deployment = None
+            self._service = None
             self._loop.stop()
             if self._started_ray:
                 import ray
 
                 ray.shutdown()
+
+    async def _stop(self, deployment: Deployment, terminate: bool) -> None:
+        if self._service is not None:
+            await self._service.close()
+        await deployment.stop(terminate)
 
     async def aclose(self) -> None:
         await asyncio.to_thread(self.close)
@@ -119,6 +135,18 @@ class Memory:
 
     async def _arun(self, coro: Coroutine[Any, Any, T]) -> T:
         return await self._loop.arun(coro)
+
+    @property
+    def service_core(self) -> MemoryService:
+        """The long-term service's async core (``memory_service`` is the sync/async handle)."""
+        if self._service is None:
+            raise ClosedError("this memray is closed; call memray.open() again")
+        return self._service
+
+    @property
+    def memory_service(self) -> MemoryServiceHandle:
+        """The long-term memory service (SPEC §8): entries per app/user/project, search, deletes."""
+        return MemoryServiceHandle(self)
 
     def host_for(self, key: ConversationKey) -> ActorRef:
         hosts = self.deployment.hosts
@@ -193,6 +221,33 @@ class Memory:
 
     def stats(self) -> list[dict[str, Any]]:
         return self._run(_gather(h.call("stats") for h in self.deployment.hosts))
+
+    # -- erasure ----------------------------------------------------------------------------
+    def delete_user(self, *, user_id: str, app: str = "default") -> DeletionReceipt:
+        """Erase the user everywhere: conversations, messages, entries, working memory,
+        summaries, vectors in every shard and their snapshots, Parquet exports, caches. Returns
+        counts per store. Keyword-only, so app and user cannot be swapped by position."""
+        return self._run(self._erase(app, user_id))
+
+    async def adelete_user(self, *, user_id: str, app: str = "default") -> DeletionReceipt:
+        return await self._arun(self._erase(app, user_id))
+
+    def verify_deleted(self, *, user_id: str, app: str = "default") -> DeletionProof:
+        """Scan every store for the user; ``.clean`` is True when nothing of them remains."""
+        return self._run(self._verify(app, user_id))
+
+    async def averify_deleted(self, *, user_id: str, app: str = "default") -> DeletionProof:
+        return await self._arun(self._verify(app, user_id))
+
+    async def _erase(self, app: str, user_id: str) -> DeletionReceipt:
+        from memray.service.erasure import erase_user
+
+        return await erase_user(self.deployment, self.service_core, self._embedder, app, user_id)
+
+    async def _verify(self, app: str, user_id: str) -> DeletionProof:
+        from memray.service.erasure import verify_user_deleted
+
+        return await verify_user_deleted(self.deployment, self.service_core, self.config, app, user_id)
 
     # -- conversations of a user ----------------------------------------------------------
     def list_conversations(self, user_id: str, app: str = "default", order: str = "updated_desc", limit: int = 50, offset: int = 0) -> list[ConversationInfo]:

@@ -263,7 +263,12 @@ class MemoryResult(_Record):
 
 
 class SearchMemoryResponse(_Record):
+    """Ranked memories. ``degraded`` (with a ``reason``) when part of the search failed — a shard
+    down, or the query could not be embedded and lexical matching was used alone."""
+
     memories: list[MemoryResult]
+    degraded: bool = False
+    reason: str | None = None
 
 
 class DeletionReceipt(_Record):

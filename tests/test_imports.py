@@ -9,7 +9,8 @@ CORES = [
     "memray.conversation.buffer", "memray.conversation.persist", "memray.conversation.core",
     "memray.conversation.host", "memray.conversation.recall", "memray.store.history",
     "memray.embedding", "memray.index.shard", "memray.index.router", "memray.runtime.local",
-    "memray.runtime.deploy",
+    "memray.runtime.deploy", "memray.service", "memray.service.longterm", "memray.service.agent",
+    "memray.service.erasure", "memray.service.handle",
 ]
 
 

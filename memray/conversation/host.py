@@ -63,8 +63,9 @@ class ConversationHost:
         self._estimate = estimate_tokens
         self._committer = GroupCommitter(self._store)
         self._router = ShardRouter(self._shards)
+        self._embedder = build_embedder(self.config.embedder)
         self._pipeline = EmbeddingPipeline(
-            build_embedder(self.config.embedder), self._store, self._router, batch_size=self.config.embedder.batch_size
+            self._embedder, self._store, self._router, batch_size=self.config.embedder.batch_size
         )
         summarizer = build_summarizer(self.config.summarizer)
         self._keeper = None if summarizer is None else SummaryKeeper(self._store, summarizer, self.config.summarizer, estimate_tokens)
@@ -226,11 +227,33 @@ class ConversationHost:
         if self._keeper is not None:
             self._keeper.forget(key)
 
-    async def evict_user(self, app: str, user_id: str) -> int:
+    async def evict_user(self, app: str, user_id: str, timeout_s: float = 60.0) -> int:
+        """Forget every conversation of the user held here and their queued embedding work, and
+        let an embedding batch already in flight land (so ``delete_user`` can remove what it
+        writes). Returns the conversations evicted."""
+        await self.start()
         keys = [k for k in self._conversations if k.app == app and k.user_id == user_id]
         await asyncio.gather(*(self.evict(k) for k in keys))
         self._pipeline.forget(lambda n: n.app == app and n.user_id == user_id)
+        await self._pipeline.wait_idle(timeout_s)
         return len(keys)
+
+    async def count_user(self, app: str, user_id: str) -> dict[str, int]:
+        """What this host holds of the user in memory: conversations, and items queued (or
+        awaiting a retry) for embedding. Both are 0 after :meth:`evict_user`."""
+        await self.start()
+        return {
+            "conversations": sum(1 for k in self._conversations if k.app == app and k.user_id == user_id),
+            "queued": self._pipeline.count(lambda n: n.app == app and n.user_id == user_id),
+        }
+
+    async def clear_caches(self) -> int:
+        """Empty this process's embedding cache (its keys are hashes of texts, so one user's
+        entries cannot be singled out). Returns the entries dropped."""
+        await self.start()
+        from memray.embedding.cache import CachedEmbedder
+
+        return self._embedder.cache.clear() if isinstance(self._embedder, CachedEmbedder) else 0
 
     # -- lifecycle and stats ----------------------------------------------------------------
     async def stats(self) -> dict[str, Any]:

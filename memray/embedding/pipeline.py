@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Callable, NamedTuple
+from typing import TYPE_CHECKING, Callable, Collection, NamedTuple
 
 import numpy as np
 
@@ -68,10 +68,26 @@ class EmbeddingPipeline:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
-    def forget(self, predicate: Callable[[Namespace], bool]) -> None:
-        """Drop queued work for namespaces being deleted."""
-        self._queue = [i for i in self._queue if not predicate(i.namespace)]
-        self._retry = [i for i in self._retry if not predicate(i.namespace)]
+    def forget(self, predicate: Callable[[Namespace], bool]) -> int:
+        """Drop queued work (and failed items awaiting a retry) for namespaces being deleted.
+        Returns how many items were dropped. A batch already being embedded is not stopped:
+        ``wait_idle`` after ``forget`` to let it land before deleting what it writes."""
+        return self._drop(lambda item: predicate(item.namespace))
+
+    def forget_items(self, refs: Collection[tuple[Namespace, str]]) -> int:
+        """Drop queued and retry work for these (namespace, doc_id) items; returns how many."""
+        wanted = {(Namespace(*ns), doc) for ns, doc in refs}
+        return self._drop(lambda item: (item.namespace, item.doc_id) in wanted)
+
+    def count(self, predicate: Callable[[Namespace], bool]) -> int:
+        """Items queued or awaiting a retry whose namespace matches ``predicate``."""
+        return sum(1 for i in (*self._queue, *self._retry) if predicate(i.namespace))
+
+    def _drop(self, gone: Callable[[PendingItem], bool]) -> int:
+        before = len(self._queue) + len(self._retry)
+        self._queue = [i for i in self._queue if not gone(i)]
+        self._retry = [i for i in self._retry if not gone(i)]
+        return before - len(self._queue) - len(self._retry)
 
     async def wait_idle(self, timeout_s: float | None = None) -> bool:
         """Wait until nothing is queued (failed items waiting for a retry do not count)."""

@@ -173,6 +173,10 @@ class HistoryStoreAPI(Protocol):
         (only what changed since the last export). Returns a manifest (rows, files, watermark)."""
         ...
 
+    def export_roots(self) -> list[str]:
+        """Every export root this store has written to (what erasure purges and proofs scan)."""
+        ...
+
     def purge_exports(self, root: str, app: str, user_id: str) -> int:
         """Rewrite the export under ``root`` without the user; returns rows removed."""
         ...

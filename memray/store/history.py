@@ -201,6 +201,10 @@ class HistoryStore:
         """Incremental hive-partitioned Parquet export; see :mod:`memray.store.export`."""
         return export.export_parquet(self._db, root)
 
+    def export_roots(self) -> list[str]:
+        """Every Parquet export root this store has written to (absolute paths)."""
+        return export.export_roots(self._db)
+
     def purge_exports(self, root: str, app: str, user_id: str) -> int:
         """Rewrite the user's export partitions under ``root`` without them; returns rows removed."""
         return export.purge_exports(self._db, root, app, user_id)

@@ -1,0 +1,166 @@
+"""Erasing a user everywhere (``delete_user``) and proving it (``verify_deleted``).
+
+Order of :func:`erase_user`, each step before the next:
+
+1. every host ``evict_user``: the user's in-memory conversations and queued embedding work are
+   dropped, and an embedding batch in flight lands (so nothing writes for the user afterwards);
+   the service's own pipeline likewise (``MemoryService.evict_user``);
+2. ``store.delete_user``: every row of the user in one transaction, the Parquet exports purged,
+   then the DuckDB file rewritten so freed blocks keep none of their bytes;
+3. every shard ``drop``s the user's namespaces, then snapshots, which removes the older snapshot
+   folders (the only files that held them);
+4. every process's embedding cache is cleared (the hosts' and this process's). The cache is
+   in-memory only and keyed by hashes of text, so it is emptied whole.
+
+The receipt counts what each step removed. :func:`verify_user_deleted` then scans each store on
+its own terms: the store's tables, every shard's index, every host's memory and queue, the
+service's queue, every export root's Parquet files (read back, rows counted), and the shard
+snapshot files on disk (their JSON metadata names each namespace's user). Writing to a user while
+erasing them is a race the caller must avoid: what lands after step 2 is not erased.
+The file scans read the data directory from this process; on a multi-node cluster they need it
+on a shared filesystem.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import urllib.parse
+from typing import TYPE_CHECKING, Any
+
+from memray.config import MemoryConfig
+from memray.ids import validate_id
+from memray.models import DeletionProof, DeletionReceipt
+from memray.store.schema import TABLES
+
+if TYPE_CHECKING:
+    from memray.embedding.base import Embedder
+    from memray.runtime.deploy import Deployment
+    from memray.service.longterm import MemoryService
+
+__all__ = ["erase_user", "verify_user_deleted", "scan_exports", "scan_snapshots", "clear_cache", "RECEIPT_KEYS"]
+
+#: The keys of a receipt's ``counts``.
+RECEIPT_KEYS = ("messages", "conversations", "entries", "embeddings", "working_memory", "summaries",
+                "vectors", "export_rows", "host_conversations", "caches")
+
+
+def clear_cache(embedder: Embedder | None) -> int:
+    """Empty ``embedder``'s cache if it has one; returns the entries dropped."""
+    from memray.embedding.cache import CachedEmbedder
+
+    return embedder.cache.clear() if isinstance(embedder, CachedEmbedder) else 0
+
+
+async def erase_user(
+    deployment: Deployment, service: MemoryService, embedder: Embedder | None, app: str, user_id: str,
+) -> DeletionReceipt:
+    """Erase the user from every store (module docstring); returns counts per store."""
+    validate_id("app", app)
+    validate_id("user_id", user_id)
+    async with service.user_lock(app, user_id):
+        evicted = await asyncio.gather(*(h.call("evict_user", app, user_id) for h in deployment.hosts))
+        await service.evict_user(app, user_id)
+        stored: dict[str, int] = await deployment.store.call("delete_user", app, user_id)
+        dropped = await asyncio.gather(*(s.call("drop", app, user_id) for s in deployment.shards))
+        await asyncio.gather(*(s.call("snapshot") for s in deployment.shards))
+        cleared = await asyncio.gather(*(h.call("clear_caches") for h in deployment.hosts))
+    counts = {t: int(stored.get(t, 0)) for t in TABLES}
+    counts.update(
+        vectors=sum(dropped), export_rows=int(stored.get("export_rows", 0)),
+        host_conversations=sum(evicted), caches=sum(cleared) + clear_cache(embedder),
+    )
+    return DeletionReceipt(app=app, user_id=user_id, counts={k: counts[k] for k in RECEIPT_KEYS})
+
+
+async def verify_user_deleted(
+    deployment: Deployment, service: MemoryService, config: MemoryConfig, app: str, user_id: str,
+) -> DeletionProof:
+    """Scan every store for the user; ``remaining`` counts what is left in each."""
+    validate_id("app", app)
+    validate_id("user_id", user_id)
+    store_counts, shard_counts, host_counts, roots = await asyncio.gather(
+        deployment.store.call("count_user", app, user_id),
+        asyncio.gather(*(s.call("count_user", app, user_id) for s in deployment.shards)),
+        asyncio.gather(*(h.call("count_user", app, user_id) for h in deployment.hosts)),
+        deployment.store.call("export_roots"),
+    )
+    export_roots = sorted({os.path.abspath(r) for r in roots} | {config.exports_path})
+    export_rows = await asyncio.to_thread(lambda: sum(scan_exports(r, app, user_id) for r in export_roots))
+    snapshot_items = await asyncio.to_thread(scan_snapshots, config.vectors_path, app, user_id)
+    remaining = {t: int(store_counts.get(t, 0)) for t in TABLES}
+    remaining.update(
+        vectors=sum(shard_counts),
+        host_conversations=sum(c["conversations"] for c in host_counts),
+        host_queued=sum(c["queued"] for c in host_counts),
+        service_queued=service.count_user(app, user_id),
+        export_rows=export_rows,
+        snapshot_items=snapshot_items,
+    )
+    scanned = [f"{deployment.store.label} (tables: {', '.join(TABLES)})"]
+    scanned += [s.label for s in deployment.shards] + [h.label for h in deployment.hosts]
+    scanned += ["service embedding queue"] + [f"exports {r}" for r in export_roots]
+    scanned.append(f"shard snapshots {config.vectors_path}")
+    return DeletionProof(app=app, user_id=user_id, remaining=remaining, scanned=scanned)
+
+
+def scan_exports(root: str, app: str, user_id: str) -> int:
+    """Rows of the user in every Parquet file under ``root`` (staging and trash folders included:
+    a leftover there still holds data). The app comes from the file's ``app`` column or, in a
+    hive layout, from the ``app=`` folder it sits in."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    total = 0
+    for path in _files(root, ".parquet"):
+        pf = pq.ParquetFile(path)
+        names = set(pf.schema_arrow.names)
+        if "user_id" not in names:
+            continue
+        table = pf.read(columns=[c for c in ("app", "user_id") if c in names])
+        mask = pc.equal(table["user_id"], user_id)
+        if "app" in names:
+            mask = pc.and_(mask, pc.equal(table["app"], app))
+        elif _hive_value(path, root, "app") not in (None, app):
+            continue
+        total += int(pc.sum(mask).as_py() or 0)
+    return total
+
+
+def scan_snapshots(path: str, app: str, user_id: str) -> int:
+    """Items of the user in every shard snapshot under ``path`` (current, stale or unfinished
+    ones alike): each namespace folder's ``space.json`` names its ``(app, user_id, kind, scope)``.
+    A namespace of the user counts its documents (at least 1: the folder itself is data)."""
+    total = 0
+    for file in _files(path, "space.json"):
+        try:
+            with open(file, encoding="utf-8") as f:
+                meta: dict[str, Any] = json.load(f)
+        except (OSError, ValueError):
+            total += _raw_mentions(file, app, user_id)  # unreadable metadata: fall back to the bytes
+            continue
+        ns = meta.get("namespace") or []
+        if len(ns) >= 2 and ns[0] == app and ns[1] == user_id:
+            total += max(1, len(meta.get("docs") or []))
+    return total
+
+
+def _raw_mentions(file: str, app: str, user_id: str) -> int:
+    with open(file, "rb") as f:
+        data = f.read()
+    return int(json.dumps(app).encode() in data and json.dumps(user_id).encode() in data)
+
+
+def _files(root: str, suffix: str) -> list[str]:
+    out: list[str] = []
+    for directory, _dirs, names in os.walk(root):
+        out.extend(os.path.join(directory, n) for n in names if n.endswith(suffix))
+    return sorted(out)
+
+
+def _hive_value(path: str, root: str, key: str) -> str | None:
+    for part in os.path.relpath(path, root).split(os.sep):
+        if part.startswith(key + "="):
+            return urllib.parse.unquote(part[len(key) + 1:])
+    return None

@@ -1,0 +1,120 @@
+"""`MemoryServiceHandle`: the long-term service as the facade offers it (``mem.memory_service``).
+
+Each method of :class:`~memray.service.longterm.MemoryService` in a sync form and an
+``a``-prefixed asyncio twin, run on the memory's event loop like the conversation handles.
+``delete_user`` here is the full erasure of :meth:`memray.Memory.delete_user` (conversations,
+entries, vectors, exports, caches), with its receipt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from memray.models import DeletionProof, DeletionReceipt, MemoryResult, SearchMemoryResponse, SearchRequest
+from memray.service.longterm import EntryInput, MemoryService
+
+if TYPE_CHECKING:
+    from memray.memory import Memory
+
+__all__ = ["MemoryServiceHandle"]
+
+
+class MemoryServiceHandle:
+    """Sync + async access to the memory's :class:`MemoryService` (see its docs for semantics)."""
+
+    def __init__(self, memory: Memory) -> None:
+        self._mem = memory
+
+    @property
+    def core(self) -> MemoryService:
+        return self._mem.service_core
+
+    # -- writes -----------------------------------------------------------------------------
+    def add_session(self, app: str, user_id: str, session_id: str, entries: Iterable[EntryInput]) -> list[str]:
+        """Store a session's entries (global); re-adding the session replaces them."""
+        return self._mem._run(self.core.add_session(app, user_id, session_id, list(entries)))
+
+    async def aadd_session(self, app: str, user_id: str, session_id: str, entries: Iterable[EntryInput]) -> list[str]:
+        return await self._mem._arun(self.core.add_session(app, user_id, session_id, list(entries)))
+
+    def add_session_to_project(self, app: str, user_id: str, session_id: str, project_id: str,
+                               entries: Iterable[EntryInput]) -> list[str]:
+        return self._mem._run(self.core.add_session_to_project(app, user_id, session_id, project_id, list(entries)))
+
+    async def aadd_session_to_project(self, app: str, user_id: str, session_id: str, project_id: str,
+                                      entries: Iterable[EntryInput]) -> list[str]:
+        return await self._mem._arun(self.core.add_session_to_project(app, user_id, session_id, project_id, list(entries)))
+
+    def add_entry(self, app: str, user_id: str, entry: EntryInput) -> str:
+        return self._mem._run(self.core.add_entry(app, user_id, entry))
+
+    async def aadd_entry(self, app: str, user_id: str, entry: EntryInput) -> str:
+        return await self._mem._arun(self.core.add_entry(app, user_id, entry))
+
+    def add_entry_to_project(self, app: str, user_id: str, project_id: str, entry: EntryInput) -> str:
+        return self._mem._run(self.core.add_entry_to_project(app, user_id, project_id, entry))
+
+    async def aadd_entry_to_project(self, app: str, user_id: str, project_id: str, entry: EntryInput) -> str:
+        return await self._mem._arun(self.core.add_entry_to_project(app, user_id, project_id, entry))
+
+    # -- reads ------------------------------------------------------------------------------
+    def search(self, request: SearchRequest | dict[str, Any]) -> SearchMemoryResponse:
+        """``project_id=None``: global entries only; ``P``: global plus P's. ``limit`` None → 10."""
+        return self._mem._run(self.core.search(request))
+
+    async def asearch(self, request: SearchRequest | dict[str, Any]) -> SearchMemoryResponse:
+        return await self._mem._arun(self.core.search(request))
+
+    def list_recent(self, app: str, user_id: str, limit: int | None = None, project_id: str | None = None) -> list[MemoryResult]:
+        return self._mem._run(self.core.list_recent(app, user_id, limit, project_id))
+
+    async def alist_recent(self, app: str, user_id: str, limit: int | None = None,
+                           project_id: str | None = None) -> list[MemoryResult]:
+        return await self._mem._arun(self.core.list_recent(app, user_id, limit, project_id))
+
+    # -- deletes ----------------------------------------------------------------------------
+    def delete_entries(self, app: str, user_id: str, query: str) -> dict[str, int]:
+        """Global entries containing every word of ``query``; projects untouched."""
+        return self._mem._run(self.core.delete_entries(app, user_id, query))
+
+    async def adelete_entries(self, app: str, user_id: str, query: str) -> dict[str, int]:
+        return await self._mem._arun(self.core.delete_entries(app, user_id, query))
+
+    def delete_entries_in_project(self, app: str, user_id: str, project_id: str, query: str) -> dict[str, int]:
+        return self._mem._run(self.core.delete_entries_in_project(app, user_id, project_id, query))
+
+    async def adelete_entries_in_project(self, app: str, user_id: str, project_id: str, query: str) -> dict[str, int]:
+        return await self._mem._arun(self.core.delete_entries_in_project(app, user_id, project_id, query))
+
+    def delete_project(self, app: str, user_id: str, project_id: str) -> dict[str, int]:
+        return self._mem._run(self.core.delete_project(app, user_id, project_id))
+
+    async def adelete_project(self, app: str, user_id: str, project_id: str) -> dict[str, int]:
+        return await self._mem._arun(self.core.delete_project(app, user_id, project_id))
+
+    def delete_session(self, app: str, user_id: str, session_id: str) -> dict[str, int]:
+        return self._mem._run(self.core.delete_session(app, user_id, session_id))
+
+    async def adelete_session(self, app: str, user_id: str, session_id: str) -> dict[str, int]:
+        return await self._mem._arun(self.core.delete_session(app, user_id, session_id))
+
+    def delete_user(self, app: str, user_id: str) -> DeletionReceipt:
+        """Erase the user everywhere (the same as ``mem.delete_user``); returns the receipt."""
+        return self._mem.delete_user(app=app, user_id=user_id)
+
+    async def adelete_user(self, app: str, user_id: str) -> DeletionReceipt:
+        return await self._mem.adelete_user(app=app, user_id=user_id)
+
+    def verify_deleted(self, app: str, user_id: str) -> DeletionProof:
+        return self._mem.verify_deleted(app=app, user_id=user_id)
+
+    async def averify_deleted(self, app: str, user_id: str) -> DeletionProof:
+        return await self._mem.averify_deleted(app=app, user_id=user_id)
+
+    def wait_indexed(self, timeout_s: float | None = 60.0) -> bool:
+        """Wait until every added entry is indexed (failed embeddings awaiting a retry aside)."""
+        return self._mem._run(self.core.wait_indexed(timeout_s))
+
+    async def await_indexed(self, timeout_s: float | None = 60.0) -> bool:
+        return await self._mem._arun(self.core.wait_indexed(timeout_s))

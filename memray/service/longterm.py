@@ -1,0 +1,392 @@
+"""`MemoryService`: long-term memory entries per ``(app, user_id)``, optionally per project.
+
+A plain async class that runs in the caller's process (like :mod:`memray.conversation.recall`):
+it holds the store's :class:`~memray.runtime.ref.ActorRef`, a :class:`~memray.index.router.ShardRouter`
+and the caller's embedder, and owns one :class:`~memray.embedding.pipeline.EmbeddingPipeline`.
+
+Scopes
+------
+Entries live in the namespace ``entry_namespace(app, user_id, project_id)``; a global entry has
+project ``""``. Nothing crosses an ``(app, user_id)`` boundary.
+
+==========================  ======================================================
+search ``project_id=None``   the user's global entries only
+search ``project_id=P``      global entries plus P's (never another project's)
+``delete_entries``           global entries matching the query; projects untouched
+``delete_entries_in_project``  P's entries matching the query; global untouched
+``delete_project``           every entry of P
+``delete_session``           every entry of the session, in whatever scope
+``delete_user`` (here)       every entry of the user; :meth:`memray.Memory.delete_user` erases
+                             everything else too (conversations, exports, caches...)
+==========================  ======================================================
+
+Writes: write first, then embed. ``add_*`` commits the entries to the store (durable when it
+returns), then queues them on the pipeline and waits (up to ``index_timeout_s``) until they are
+indexed, so a search right after an add finds them. If the embedder fails the add still succeeds:
+the entries are indexed lexically at once and embedded by the pipeline's retries (or the
+backfill). Re-adding a session replaces that session's entries.
+
+"Entries matching a query" (the ``delete_entries*`` calls): an entry matches when **every**
+token of the query (:func:`memray.text.tokenize`: case-folded words, punctuation splits words,
+CJK characters and bigrams) is among the entry's tokens. It is a predicate, not a ranking: no
+score threshold, no embedding, so what it deletes is predictable and never more than the entries
+that literally contain the query's words. A query with no tokens (``""``, ``"?!"``) is rejected
+with :class:`~memray.errors.ValidationError`: use ``delete_project`` or ``delete_user`` to delete
+everything.
+
+Search: ``score`` and ``min_score`` mean exactly what :mod:`memray.index.fusion` says (in [0, 1];
+vector: clipped cosine, lexical: ``bm25 / (bm25 + 4)``, hybrid: normalised reciprocal rank
+fusion). Results are ranked by score, then recency (the entry's timestamp, later first), then id:
+deterministic. A query with no tokens returns no results in every mode (nearest neighbours of
+nothing would be arbitrary). Any text is a safe query: there is no query syntax.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import weakref
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from memray.embedding.pipeline import EmbeddingPipeline, PendingItem
+from memray.errors import ValidationError
+from memray.ids import validate_id, validate_project_id
+from memray.models import MemoryEntry, MemoryResult, RetrievalMode, SearchMemoryResponse, SearchRequest
+from memray.runtime.ref import ActorRef
+from memray.store.rows import EntryRow, Namespace, entry_namespace, entry_to_row, row_to_entry
+from memray.text import tokenize
+
+if TYPE_CHECKING:
+    from memray.embedding.base import Embedder
+    from memray.index.base import ShardHit
+    from memray.index.router import ShardRouter
+
+__all__ = ["MemoryService", "DEFAULT_LIMIT", "EntryInput", "entry_matches", "coerce_entries"]
+
+log = logging.getLogger(__name__)
+
+#: Results a search returns when ``limit`` is None.
+DEFAULT_LIMIT = 10
+
+EntryInput = MemoryEntry | dict[str, Any] | str
+
+
+def coerce_entries(entries: Iterable[EntryInput] | EntryInput) -> list[MemoryEntry]:
+    """Parse entries given as :class:`MemoryEntry`, dicts or plain strings (a string is the
+    content of an entry authored by ``"user"``). Raises ValidationError naming the entry."""
+    if isinstance(entries, (MemoryEntry, dict, str)):
+        entries = [entries]
+    out = []
+    for i, value in enumerate(entries):
+        if isinstance(value, MemoryEntry):
+            out.append(value)
+        elif isinstance(value, (dict, str)):
+            data = {"content": value} if isinstance(value, str) else value
+            try:
+                out.append(MemoryEntry.model_validate(data))
+            except ValidationError:
+                raise
+            except Exception as exc:  # pydantic's error: name the entry and the field
+                raise _entry_error(i, exc, value) from exc
+        else:
+            raise ValidationError(f"entries[{i}]", value, f"must be a MemoryEntry, a dict or a str, got {type(value).__name__}")
+    return out
+
+
+def _entry_error(i: int, exc: Exception, value: Any) -> ValidationError:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        first = errors()[0]
+        original = first.get("ctx", {}).get("error")
+        if isinstance(original, ValidationError):
+            return original
+        loc = ".".join(str(p) for p in first.get("loc", ()))
+        return ValidationError(f"entries[{i}].{loc}" if loc else f"entries[{i}]", first.get("input", value), first.get("msg", str(exc)))
+    return ValidationError(f"entries[{i}]", value, str(exc))
+
+
+def entry_matches(query_tokens: set[str], text: str) -> bool:
+    """The delete predicate: every query token is among the text's tokens (module docstring)."""
+    return bool(query_tokens) and query_tokens <= set(tokenize(text))
+
+
+def _payload(entry: MemoryEntry, session_id: str | None, project_id: str | None) -> str:
+    """What the shard keeps with an entry so a hit needs no store read."""
+    return json.dumps({"entry": entry.model_dump(mode="json"), "session_id": session_id, "project_id": project_id},
+                      ensure_ascii=False)
+
+
+def _validate_limit(limit: object, default: int = DEFAULT_LIMIT) -> int:
+    if limit is None:
+        return default
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
+        raise ValidationError("limit", limit, "must be a positive integer or None", f"None means {default}")
+    return limit
+
+
+def _validate_min_score(min_score: object) -> float | None:
+    if min_score is None:
+        return None
+    if isinstance(min_score, bool) or not isinstance(min_score, (int, float)) or not 0.0 <= float(min_score) <= 1.0 \
+            or math.isnan(float(min_score)):
+        raise ValidationError("min_score", min_score, "must be a number in [0, 1] or None",
+                              "scores are in [0, 1]; see memray.index.fusion for what they mean")
+    return float(min_score)
+
+
+class MemoryService:
+    """The long-term memory service (see the module docstring). All methods are coroutines."""
+
+    def __init__(
+        self, store: ActorRef, router: ShardRouter, embedder: Embedder | None, default_mode: RetrievalMode = "hybrid",
+        batch_size: int = 256, backoff_s: float = 0.5, backoff_max_s: float = 30.0, index_timeout_s: float = 60.0,
+    ) -> None:
+        self._store = store
+        self._router = router
+        self._embedder = embedder
+        self._mode = default_mode
+        self._index_timeout_s = index_timeout_s
+        self._pipeline = EmbeddingPipeline(embedder, store, router, batch_size, backoff_s, backoff_max_s)
+        self._locks: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = weakref.WeakValueDictionary()
+
+    @property
+    def pipeline(self) -> EmbeddingPipeline:
+        return self._pipeline
+
+    def user_lock(self, app: str, user_id: str) -> asyncio.Lock:
+        """Writes of one user run one at a time in this process (an add and a delete of the same
+        user do not interleave between their store and index steps)."""
+        lock = self._locks.get((app, user_id))
+        if lock is None:
+            lock = asyncio.Lock()
+            self._locks[(app, user_id)] = lock
+        return lock
+
+    # -- writes -----------------------------------------------------------------------------
+    async def add_session(self, app: str, user_id: str, session_id: str, entries: Iterable[EntryInput]) -> list[str]:
+        """Store a session's entries as global memories, replacing what the session held before.
+        Returns the ids stored."""
+        return await self._add(app, user_id, entries, session_id, None, replace=True)
+
+    async def add_session_to_project(
+        self, app: str, user_id: str, session_id: str, project_id: str, entries: Iterable[EntryInput]
+    ) -> list[str]:
+        """Like :meth:`add_session`, with the entries scoped to ``project_id``."""
+        return await self._add(app, user_id, entries, session_id, validate_project_id(project_id), replace=True)
+
+    async def add_entry(self, app: str, user_id: str, entry: EntryInput) -> str:
+        """Store one global entry (an entry with the same id is replaced). Returns its id."""
+        return (await self._add(app, user_id, [entry], None, None, replace=False))[0]
+
+    async def add_entry_to_project(self, app: str, user_id: str, project_id: str, entry: EntryInput) -> str:
+        """Store one entry in ``project_id``. Returns its id."""
+        return (await self._add(app, user_id, [entry], None, validate_project_id(project_id), replace=False))[0]
+
+    async def _add(
+        self, app: str, user_id: str, entries: Iterable[EntryInput], session_id: str | None, project_id: str | None,
+        replace: bool,
+    ) -> list[str]:
+        validate_id("app", app)
+        validate_id("user_id", user_id)
+        if session_id is not None:
+            validate_id("session_id", session_id)
+        parsed = coerce_entries(entries)
+        if not parsed and not replace:
+            raise ValidationError("entry", None, "no entry given")
+        rows = [entry_to_row(app, user_id, e, session_id, project_id) for e in parsed]
+        ids = [e.id for e in parsed]
+        async with self.user_lock(app, user_id):
+            before = await self._scopes_before(app, user_id, ids, session_id if replace else None)
+            removed = await self._store.call("put_entries", rows, (app, user_id, session_id) if replace else None)
+            if removed:  # old versions: their vectors are gone from the store; take them out of the shards
+                await self._pipeline.wait_idle(self._index_timeout_s)
+                refs = [(entry_namespace(app, user_id, before.get(i, project_id)), i) for i in removed]
+                self._pipeline.forget_items(refs)
+                await self._router.delete(refs)
+            ns = entry_namespace(app, user_id, project_id)
+            self._pipeline.submit([
+                PendingItem(ns, e.id, e.text, e.timestamp, _payload(e, session_id, project_id)) for e in parsed if e.text
+            ])
+            await self._pipeline.wait_idle(self._index_timeout_s)
+        return list(dict.fromkeys(ids))
+
+    async def _scopes_before(self, app: str, user_id: str, ids: list[str], session_id: str | None) -> dict[str, str | None]:
+        """Project of each entry a write may replace (same id, or same session), read first so
+        the replaced versions can be removed from the right namespace."""
+        calls = [self._store.call("get_entries", app, user_id, ids)]
+        if session_id is not None:
+            calls.append(self._store.call("list_entries", app, user_id, None, session_id, True, None))
+        found: list[list[EntryRow]] = list(await asyncio.gather(*calls))
+        return {r.id: r.project_id for rows in found for r in rows}
+
+    # -- reads ------------------------------------------------------------------------------
+    async def search(self, request: SearchRequest | dict[str, Any]) -> SearchMemoryResponse:
+        """Ranked entries relevant to ``request.query`` in the request's scope (module docstring)."""
+        req = request if isinstance(request, SearchRequest) else _parse_request(request)
+        app, user_id = validate_id("app_name", req.app_name), validate_id("user_id", req.user_id)
+        project_id = None if req.project_id is None else validate_project_id(req.project_id)
+        limit = _validate_limit(req.limit)
+        min_score = _validate_min_score(req.min_score)
+        if not isinstance(req.query, str):
+            raise ValidationError("query", req.query, "must be a string")
+        if not tokenize(req.query):
+            return SearchMemoryResponse(memories=[])
+        namespaces = [entry_namespace(app, user_id, None)]
+        if project_id is not None:
+            namespaces.append(entry_namespace(app, user_id, project_id))
+        mode, vector, reason = await self._query_vector(req.query, req.mode or self._mode)
+        result = await self._router.search(namespaces, vector, req.query, limit, mode, min_score)
+        memories = await self._hydrate(app, user_id, [h for h in result.hits if Namespace(*h.namespace) in namespaces])
+        reasons = [r for r in (reason, result.reason) if r]
+        return SearchMemoryResponse(memories=memories, degraded=bool(reasons), reason="; ".join(reasons) or None)
+
+    async def _query_vector(self, query: str, mode: RetrievalMode) -> tuple[RetrievalMode, Any, str | None]:
+        """(mode, query vector, reason): no embedder → lexical (documented, not degraded); a
+        failing embedder → lexical, flagged degraded."""
+        if mode == "lexical" or self._embedder is None:
+            return "lexical", None, None
+        try:
+            vector = (await asyncio.to_thread(self._embedder.embed, [query]))[0]
+        except Exception as exc:
+            log.warning("embedding the query failed (%r); searching lexically", exc)
+            return "lexical", None, f"query embedding failed, lexical only: {type(exc).__name__}: {exc}"
+        return mode, vector, None
+
+    async def _hydrate(self, app: str, user_id: str, hits: Sequence[ShardHit]) -> list[MemoryResult]:
+        """Hits as results: from the shard's payload, or from the store where it has none."""
+        missing = [h.doc_id for h in hits if not h.payload]
+        rows: list[EntryRow] = await self._store.call("get_entries", app, user_id, missing) if missing else []
+        by_id = {r.id: r for r in rows}
+        out = []
+        for h in hits:
+            if h.payload:
+                data = json.loads(h.payload)
+                out.append(MemoryResult(entry=MemoryEntry.model_validate(data["entry"]), score=h.score,
+                                        session_id=data.get("session_id"), project_id=data.get("project_id")))
+            elif (row := by_id.get(h.doc_id)) is not None and (row.project_id or "") == h.namespace[3]:
+                out.append(MemoryResult(entry=row_to_entry(row), score=h.score, session_id=row.session_id,
+                                        project_id=row.project_id))
+        return out
+
+    async def list_recent(self, app: str, user_id: str, limit: int | None = None, project_id: str | None = None) -> list[MemoryResult]:
+        """The newest entries (timestamp, then id, descending) in the search scope of
+        ``project_id`` (None: global only; P: global plus P). ``score`` is 0.0: not a search."""
+        validate_id("app", app)
+        validate_id("user_id", user_id)
+        n = _validate_limit(limit)
+        calls = [self._store.call("list_entries", app, user_id, None, None, False, n)]
+        if project_id is not None:
+            calls.append(self._store.call("list_entries", app, user_id, validate_project_id(project_id), None, False, n))
+        rows = [r for part in await asyncio.gather(*calls) for r in part]
+        rows.sort(key=lambda r: (r.timestamp, r.id), reverse=True)
+        return [MemoryResult(entry=row_to_entry(r), score=0.0, session_id=r.session_id, project_id=r.project_id)
+                for r in rows[:n]]
+
+    # -- deletes ----------------------------------------------------------------------------
+    async def delete_entries(self, app: str, user_id: str, query: str) -> dict[str, int]:
+        """Delete the user's **global** entries matching ``query`` (module docstring); project
+        entries are untouched. Returns ``{"entries": n, "vectors": m}``."""
+        return await self._delete_matching(app, user_id, None, query)
+
+    async def delete_entries_in_project(self, app: str, user_id: str, project_id: str, query: str) -> dict[str, int]:
+        """Delete ``project_id``'s entries matching ``query``; global entries are untouched."""
+        return await self._delete_matching(app, user_id, validate_project_id(project_id), query)
+
+    async def _delete_matching(self, app: str, user_id: str, project_id: str | None, query: str) -> dict[str, int]:
+        validate_id("app", app)
+        validate_id("user_id", user_id)
+        if not isinstance(query, str):
+            raise ValidationError("query", query, f"must be a string, got {type(query).__name__}")
+        wanted = set(tokenize(query))
+        if not wanted:
+            raise ValidationError("query", query, "has no words to match, so it would match nothing or everything",
+                                  "to delete every entry use delete_project(...) or delete_user(...)")
+        async with self.user_lock(app, user_id):
+            rows: list[EntryRow] = await self._store.call("list_entries", app, user_id, project_id, None, False, None)
+            return await self._delete_rows(app, user_id, [r for r in rows if entry_matches(wanted, r.text)])
+
+    async def delete_project(self, app: str, user_id: str, project_id: str) -> dict[str, int]:
+        """Delete every entry of ``project_id`` (global entries and other projects untouched)."""
+        validate_id("app", app)
+        validate_id("user_id", user_id)
+        validate_project_id(project_id)
+        async with self.user_lock(app, user_id):
+            rows = await self._store.call("list_entries", app, user_id, project_id, None, False, None)
+            counts = await self._delete_rows(app, user_id, rows)
+            counts["vectors"] += await self._router.drop(app, user_id, "entry", project_id)
+            return counts
+
+    async def delete_session(self, app: str, user_id: str, session_id: str) -> dict[str, int]:
+        """Delete every entry the session stored, global or in a project."""
+        validate_id("app", app)
+        validate_id("user_id", user_id)
+        validate_id("session_id", session_id)
+        async with self.user_lock(app, user_id):
+            rows = await self._store.call("list_entries", app, user_id, None, session_id, True, None)
+            return await self._delete_rows(app, user_id, rows)
+
+    async def delete_user(self, app: str, user_id: str) -> dict[str, int]:
+        """Delete every entry of the user (global and all projects) with their vectors. This is
+        the entries part of an erasure; :meth:`memray.Memory.delete_user` does the whole of it."""
+        validate_id("app", app)
+        validate_id("user_id", user_id)
+        async with self.user_lock(app, user_id):
+            queued = await self.evict_user(app, user_id)
+            rows = await self._store.call("list_entries", app, user_id, None, None, True, None)
+            counts = await self._delete_rows(app, user_id, rows)
+            counts["vectors"] += await self._router.drop(app, user_id, "entry")
+            counts["queued"] = queued
+            return counts
+
+    async def _delete_rows(self, app: str, user_id: str, rows: list[EntryRow]) -> dict[str, int]:
+        """Store rows first (the truth), then the shards' items. Queued work for them is dropped
+        and an in-flight batch allowed to land first, so nothing re-indexes them afterwards."""
+        if not rows:
+            return {"entries": 0, "vectors": 0}
+        refs = [(entry_namespace(app, user_id, r.project_id), r.id) for r in rows]
+        self._pipeline.forget_items(refs)
+        await self._pipeline.wait_idle(self._index_timeout_s)
+        entries: int = await self._store.call("delete_entries", app, user_id, [r.id for r in rows])
+        vectors = await self._router.delete(refs)
+        return {"entries": entries, "vectors": vectors}
+
+    # -- erasure support and lifecycle ------------------------------------------------------
+    async def evict_user(self, app: str, user_id: str) -> int:
+        """Drop the user's queued embedding work and let an in-flight batch land (the first step
+        of an erasure). Returns the items dropped."""
+        dropped = self._pipeline.forget(lambda ns: ns.app == app and ns.user_id == user_id)
+        await self._pipeline.wait_idle(self._index_timeout_s)
+        return dropped
+
+    def count_user(self, app: str, user_id: str) -> int:
+        """The user's items queued here for embedding (0 after :meth:`evict_user`)."""
+        return self._pipeline.count(lambda ns: ns.app == app and ns.user_id == user_id)
+
+    async def wait_indexed(self, timeout_s: float | None = None) -> bool:
+        """Wait until nothing is queued for embedding (failed items awaiting a retry aside)."""
+        return await self._pipeline.wait_idle(timeout_s)
+
+    async def close(self) -> None:
+        """Let queued work finish (bounded), then stop. Entries still unembedded are durable and
+        picked up by the next start's sweep or the backfill job."""
+        await self._pipeline.wait_idle(self._index_timeout_s)
+        await self._pipeline.close()
+
+
+def _parse_request(data: Any) -> SearchRequest:
+    if not isinstance(data, dict):
+        raise ValidationError("request", data, f"must be a SearchRequest or a dict, got {type(data).__name__}")
+    _validate_limit(data.get("limit"))  # before pydantic, which would coerce True to 1 and "5" to 5
+    _validate_min_score(data.get("min_score"))
+    try:
+        return SearchRequest.model_validate(data)
+    except Exception as exc:
+        errors = getattr(exc, "errors", None)
+        if callable(errors):
+            first = errors()[0]
+            loc = ".".join(str(p) for p in first.get("loc", ())) or "request"
+            raise ValidationError(loc, first.get("input", data), first.get("msg", str(exc))) from exc
+        raise ValidationError("request", data, str(exc)) from exc
