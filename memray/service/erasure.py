@@ -130,19 +130,33 @@ def scan_exports(root: str, app: str, user_id: str) -> int:
 
 def scan_snapshots(path: str, app: str, user_id: str) -> int:
     """Items of the user in every shard snapshot under ``path`` (current, stale or unfinished
-    ones alike): each namespace folder's ``space.json`` names its ``(app, user_id, kind, scope)``.
-    A namespace of the user counts its documents (at least 1: the folder itself is data)."""
+    ones alike): each snapshot's ``shard.json`` lists its namespaces ``(app, user_id, kind, scope,
+    uid, ...)``; the user's items are the rows of ``items.parquet`` with those uids (a namespace
+    counts at least 1: its presence is data)."""
+    import pyarrow.parquet as pq
+
     total = 0
-    for file in _files(path, "space.json"):
+    for file in _files(path, "shard.json"):
         try:
             with open(file, encoding="utf-8") as f:
-                meta: dict[str, Any] = json.load(f)
+                spaces: list[list[Any]] = json.load(f).get("spaces") or []
         except (OSError, ValueError):
             total += _raw_mentions(file, app, user_id)  # unreadable metadata: fall back to the bytes
             continue
-        ns = meta.get("namespace") or []
-        if len(ns) >= 2 and ns[0] == app and ns[1] == user_id:
-            total += max(1, len(meta.get("docs") or []))
+        uids = {int(row[4]) for row in spaces if len(row) > 4 and row[0] == app and row[1] == user_id}
+        if not uids:
+            continue
+        items = os.path.join(os.path.dirname(file), "items.parquet")
+        try:
+            column = pq.read_table(items, columns=["uid"]).column("uid").to_pylist()
+        except (OSError, ValueError):
+            total += len(uids)
+            continue
+        counts = {uid: 0 for uid in uids}
+        for uid in column:
+            if uid in counts:
+                counts[uid] += 1
+        total += sum(max(1, n) for n in counts.values())
     return total
 
 

@@ -12,7 +12,7 @@ HEADING = "## Long-term memory service and erasure"
 
 
 def section() -> str:
-    for name in ("README.md", "README-service.md"):  # the section moves into README.md on integration
+    for name in ("README.md",):
         path = os.path.join(ROOT, name)
         if os.path.exists(path):
             text = open(path, encoding="utf-8").read()
