@@ -74,7 +74,8 @@ class EmbedBatches:
     Returns, per export file in the batch, the rows seen and embedded: the driver marks a file
     done once all its rows were seen. Writes are upserts, so a retried batch changes nothing."""
 
-    def __init__(self, embedder_json: str, store_name: str, namespace: str, table: str, model_id: str, base: int) -> None:
+    def __init__(self, embedder_json: str, store_name: str, namespace: str, table: str, model_id: str, base: int,
+                 check_store: bool = False) -> None:
         import ray
 
         from memray.embedding import build_embedder
@@ -84,7 +85,7 @@ class EmbedBatches:
         assert embedder is not None
         self.embedder = embedder
         self.store = ray.get_actor(store_name, namespace=namespace)
-        self.table, self.model_id, self.base = table, model_id, base
+        self.table, self.model_id, self.base, self.check_store = table, model_id, base, check_store
 
     def __call__(self, batch: pa.Table) -> dict[str, np.ndarray]:
         import ray
@@ -92,15 +93,16 @@ class EmbedBatches:
         todo = pc.and_(pc.greater(batch["changed_version"], self.base), pc.not_equal(batch["text"], ""))
         done = pc.and_(pc.equal(batch["embed_state"], "done"), pc.equal(pc.fill_null(batch["model_id"], ""), self.model_id))
         rows = batch.filter(pc.and_(todo, pc.invert(done)))
-        if rows.num_rows:
+        kind = "conv" if self.table == "messages" else "entry"
+        scope = rows["conversation_id"] if self.table == "messages" else pc.fill_null(rows["project_id"], "")
+        refs = [(Namespace(a, u, kind, s), d) for a, u, s, d in zip(
+            rows["app"].to_pylist(), rows["user_id"].to_pylist(), scope.to_pylist(), rows["id"].to_pylist())]
+        if refs and self.check_store:  # a resumed run: skip what already has a vector of the model
+            keep = ray.get(self.store.missing_embeddings.remote(self.model_id, refs))
+            rows, refs = rows.take(pa.array(keep, pa.int64())), [refs[i] for i in keep]
+        if refs:
             vectors = self.embedder.embed(rows["text"].to_pylist())
-            scope = rows["conversation_id"] if self.table == "messages" else pc.fill_null(rows["project_id"], "")
-            kind = "conv" if self.table == "messages" else "entry"
-            out = [
-                EmbeddingRow(Namespace(a, u, kind, s), d, self.model_id, vectors[i])
-                for i, (a, u, s, d) in enumerate(zip(rows["app"].to_pylist(), rows["user_id"].to_pylist(),
-                                                     scope.to_pylist(), rows["id"].to_pylist()))
-            ]
+            out = [EmbeddingRow(ns, d, self.model_id, vectors[i]) for i, (ns, d) in enumerate(refs)]
             ray.get(self.store.put_embeddings.remote(out))
         seen = Counter(batch["path"].to_pylist())
         embedded = Counter(rows["path"].to_pylist())
@@ -144,7 +146,8 @@ def _bulk(mem: Any, target: EmbedderConfig, model_id: str, state: dict[str, Any]
             compute=ray.data.ActorPoolStrategy(size=workers),
             fn_constructor_kwargs={"embedder_json": target.model_dump_json(), "store_name": store_name,
                                    "namespace": mem.config.namespace, "table": table, "model_id": model_id,
-                                   "base": int(state["base"])},
+                                   "base": int(state["base"]),
+                                   "check_store": bool(state["base"] or state["files_done"])},
         )
         seen: Counter[str] = Counter()
         for out in ds.iter_batches(batch_size=None, batch_format="numpy"):
@@ -156,9 +159,9 @@ def _bulk(mem: Any, target: EmbedderConfig, model_id: str, state: dict[str, Any]
             batches += 1
             state["files_done"] = sorted(done)
             progress.save(state)
-            if batches % 10 == 0:
-                log(f"bulk {table}: {batches} batches, {embedded} rows embedded, {len(done)} files done")
             fail_point("bulk", batches)
+            log(f"bulk {table}: {sum(seen.values())}/{sum(sizes.values())} rows read, {embedded} embedded, "
+                f"{len(done)}/{len(todo)} files done")
     return embedded
 
 
