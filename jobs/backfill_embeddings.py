@@ -49,6 +49,7 @@ __all__ = ["parse_model", "run", "main", "EmbedBatches"]
 
 _TABLES = ("messages", "entries")
 _PAGE = 2048
+_STAGE_PAGE = 20_000  # each scan_index_rows page re-sorts the shard's rows: few, large pages
 
 
 def parse_model(spec: str, base_url: str | None = None, batch_size: int = 256) -> EmbedderConfig:
@@ -221,7 +222,7 @@ async def _stage(mem: Any, model_id: str, dim: int) -> int:
             continue  # this shard already cut over (a resumed run)
         after = None
         while True:
-            rows = await store.call("scan_index_rows", i, len(shards), model_id, after, _PAGE)
+            rows = await store.call("scan_index_rows", i, len(shards), model_id, after, _STAGE_PAGE)
             if not rows:
                 break
             total += await shard.call("stage_upsert", rows, model_id)

@@ -522,9 +522,10 @@ class VectorShard:
 
     def cutover(self, model_id: str) -> bool:
         """Make the staged ``model_id`` active in one step (searches see the old set or the new
-        one, never a mix); the old set is kept as retired until :meth:`retire_release`. Then
-        snapshot, so a reopen starts on the new model. Returns False if already active.
-        Durability: as :meth:`snapshot` once it returns."""
+        one, never a mix); the old set is kept as retired until :meth:`retire_release`. Returns
+        False if already active. Pointer swaps only (no I/O: the caller snapshots afterwards).
+        Durability: none until the next :meth:`snapshot`; a shard restarted before it rebuilds
+        from the store with the recorded model (``<root>/model.json``)."""
         if model_id == self.model_id:
             return False
         if self._stage is None or self._stage[0] != model_id:
@@ -539,7 +540,6 @@ class VectorShard:
         self._retired = (self.model_id, self.dim)
         self.model_id, self.dim = model_id, dim
         self._stage = None
-        self.snapshot()
         return True
 
     def stage_abort(self) -> None:

@@ -75,7 +75,7 @@ def test_upserts_of_the_staged_model_go_to_the_stage_and_others_are_refused(tmp_
         shard.upsert([IndexItem(NS, "y", old[0], "y", 1.0)], OLD)  # the old model is gone for writes
 
 
-def test_cutover_is_idempotent_durable_and_needs_a_stage(tmp_path: Path) -> None:
+def test_cutover_is_idempotent_snapshots_on_the_new_model_and_needs_a_stage(tmp_path: Path) -> None:
     shard, _, new = seeded(tmp_path, n=40, threshold=30)
     with pytest.raises(ModelMismatchError):
         shard.cutover(NEW)
@@ -84,6 +84,7 @@ def test_cutover_is_idempotent_durable_and_needs_a_stage(tmp_path: Path) -> None
     assert shard.cutover(NEW)
     assert shard.stats()["hnsw_namespaces"] == 1  # the staged set was promoted like an active one
     assert not shard.cutover(NEW) and not shard.stage_begin(NEW, 8)  # a resumed job: no-ops
+    shard.snapshot()
     reopened = VectorShard(0, shard.path, 8, NEW, IndexConfig(exact_threshold=30))
     reopened.open()
     assert reopened.stats()["vectors"] == 40
