@@ -115,11 +115,14 @@ def run(rows: int, workers: int, dim: int, batch: int, shards: int, cpus_per_wor
         seed_store(path, corpus)
         # no embedder in the seeded memray: its hosts would otherwise embed the backlog meanwhile
         config = MemoryConfig(path=path, mode="ray", hosts=1, shards=shards, embedder=EmbedderConfig(kind="none"))
-        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False, namespace="memray-bench")
+        started = not ray.is_initialized()
+        if started:
+            ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False, namespace="memray-bench")
         try:
             result = backfill(config, EmbedderConfig(kind="hash", dim=dim), workers, batch, None, cpus_per_worker)
         finally:
-            ray.shutdown()
+            if started:
+                ray.shutdown()
     finally:
         shutil.rmtree(path, ignore_errors=True)
     floor_rate = single * workers
