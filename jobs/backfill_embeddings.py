@@ -99,7 +99,7 @@ class EmbedBatches:
         refs = [(Namespace(a, u, kind, s), d) for a, u, s, d in zip(
             rows["app"].to_pylist(), rows["user_id"].to_pylist(), scope.to_pylist(), rows["id"].to_pylist())]
         if refs and self.check_store:  # a resumed run: skip what already has a vector of the model
-            keep = ray.get(self.store.missing_embeddings.remote(self.model_id, refs))
+            keep: list[int] = ray.get(self.store.missing_embeddings.remote(self.model_id, refs))
             rows, refs = rows.take(pa.array(keep, pa.int64())), [refs[i] for i in keep]
         if refs:
             vectors = self.embedder.embed(rows["text"].to_pylist())
@@ -115,7 +115,7 @@ class EmbedBatches:
 def _export_files(root: str) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for table in _TABLES:
-        files = []
+        files: list[str] = []
         for dirpath, dirnames, names in os.walk(os.path.join(root, table)):
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
             files.extend(os.path.join(dirpath, n) for n in sorted(names) if n.endswith(".parquet"))
@@ -132,7 +132,7 @@ def _bulk(mem: Any, target: EmbedderConfig, model_id: str, state: dict[str, Any]
 
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
-    gpus = 1 if target.kind == "local" and ray.cluster_resources().get("GPU", 0) >= 1 else 0
+    gpus = 1 if target.kind == "local" and ray.cluster_resources().get("GPU", 0) >= 1 else 0  # type: ignore[no-untyped-call]
     store_name = f"{mem.deployment.prefix}:store"
     done: set[str] = set(state["files_done"])
     embedded, batches = 0, 0
