@@ -45,6 +45,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--path", default=None, help="data directory (default: a temporary one, removed after)")
     demo.add_argument("--keep", action="store_true", help="keep the temporary data directory")
     demo.set_defaults(func=_demo)
+    backfill = sub.add_parser("backfill", help="batch jobs on Ray Data: re-embed, or bring summaries up to date")
+    jobs = backfill.add_subparsers(dest="job", required=True)
+    from jobs import backfill_embeddings, backfill_summaries
+
+    embeddings = jobs.add_parser("embeddings", help="(re-)embed everything with --model and cut over atomically")
+    backfill_embeddings.build_parser(embeddings).set_defaults(func=backfill_embeddings.run_args)
+    summaries = jobs.add_parser("summaries", help="bring every conversation's summary up to date")
+    backfill_summaries.build_parser(summaries).set_defaults(func=backfill_summaries.run_args)
     return parser
 
 

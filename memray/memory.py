@@ -64,7 +64,11 @@ class Memory:
 
     async def _start(self) -> None:
         from memray.embedding import build_embedder
+        from memray.embedding.active import ModelWatcher, resolve_config
         from memray.index.router import ShardRouter
+
+        self._watcher = ModelWatcher(self.config.root)
+        self.config = resolve_config(self.config)  # the model a re-embedding job recorded wins
 
         if self.config.mode == "ray":
             from memray.runtime.actors import RayDeployment, ensure_ray
@@ -83,6 +87,34 @@ class Memory:
             batch_size=self.config.embedder.batch_size, backoff_s=self.config.retry_backoff_s,
             backoff_max_s=self.config.retry_backoff_max_s,
         )
+        self._recall.before_search = self._check_model
+        self._service.before_search = self._check_model
+
+    def _check_model(self) -> None:
+        """Switch the query embedder if a re-embedding job recorded a new model (one ``stat``)."""
+        from memray.embedding import build_embedder
+
+        record = self._watcher.changed()
+        if record is not None and record.embedder != self.config.embedder:
+            self._embedder = build_embedder(record.embedder)
+            self.config = self.config.model_copy(update={"embedder": record.embedder})
+            self._recall.set_embedder(self._embedder)
+            self._service.set_embedder(self._embedder)
+
+    def export(self, root: str | None = None) -> dict[str, Any]:
+        """Export messages and entries to hive-partitioned Parquet under ``root`` (default
+        ``config.exports_path``), incrementally; returns the manifest (rows, files, watermark).
+        Layout: ``<root>/{messages,entries}/app=<app>/bucket=<n>/part-*.parquet``; read it with
+        ``ray.data.read_parquet`` or DuckDB's ``read_parquet(..., hive_partitioning=true)``."""
+        return self._run(self._export(root))
+
+    async def aexport(self, root: str | None = None) -> dict[str, Any]:
+        return await self._arun(self._export(root))
+
+    async def _export(self, root: str | None) -> dict[str, Any]:
+        await self._flush()
+        manifest: dict[str, Any] = await self.deployment.store.call("export_parquet", root or self.config.exports_path)
+        return manifest
 
     def close(self, terminate: bool | None = None) -> None:
         """Flush everything acknowledged, then stop.

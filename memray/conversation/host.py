@@ -20,7 +20,7 @@ import logging
 import os
 from typing import Any
 
-from memray.config import MemoryConfig
+from memray.config import EmbedderConfig, MemoryConfig
 from memray.conversation.buffer import MessageBuffer
 from memray.conversation.commit import GroupCommitter
 from memray.conversation.core import Conversation, matches, overlay
@@ -57,6 +57,9 @@ class ConversationHost:
         self._started = True
         from memray.conversation.summary import SummaryKeeper, build_summarizer
         from memray.embedding import build_embedder
+        from memray.embedding.active import resolve_config
+
+        self.config = resolve_config(self.config)  # a re-embedding job may have switched models
         from memray.index.router import ShardRouter
         from memray.text import estimate_tokens
 
@@ -256,6 +259,17 @@ class ConversationHost:
         return self._embedder.cache.clear() if isinstance(self._embedder, CachedEmbedder) else 0
 
     # -- lifecycle and stats ----------------------------------------------------------------
+    async def set_embedder(self, config: EmbedderConfig) -> str:
+        """Embed new writes with the model ``config`` describes from now on (the re-embedding
+        job's switch). Returns its model id. Idempotent."""
+        from memray.embedding import build_embedder
+
+        await self.start()
+        embedder = build_embedder(config)
+        self.config = self.config.model_copy(update={"embedder": config})
+        self._pipeline.set_embedder(embedder)
+        return embedder.model_id if embedder is not None else "none"
+
     async def stats(self) -> dict[str, Any]:
         await self.start()
         return {

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Callable, Literal
 
 from memray.conversation.context import assemble
 from memray.conversation.working_memory import WorkingMemory, render_instructions
@@ -46,22 +46,32 @@ class Recall:
         self._router = router
         self._store = store
         self._mode = default_mode
+        #: Called before each search (the facade checks there whether the active model changed).
+        self.before_search: Callable[[], None] | None = None
+
+    def set_embedder(self, embedder: Embedder | None) -> None:
+        """Embed queries with ``embedder`` from now on (after a re-embedding cutover)."""
+        self._embedder = embedder
 
     async def search(
         self, key: ConversationKey, query: str, limit: int, min_score: float | None = None,
         mode: RetrievalMode | None = None, scope: Scope = "conversation",
     ) -> SearchResults:
+        if self.before_search is not None:
+            self.before_search()
+        embedder = self._embedder  # one model for this query, whatever happens meanwhile
         mode = mode or self._mode
-        if self._embedder is None and mode != "lexical":
+        if embedder is None and mode != "lexical":
             mode = "lexical"  # no embedder: semantic recall degrades to lexical (documented)
-        vector = None
+        vector, model_id = None, None
         if mode != "lexical":
-            assert self._embedder is not None
-            vector = (await asyncio.to_thread(self._embedder.embed, [query]))[0]
+            assert embedder is not None
+            vector = (await asyncio.to_thread(embedder.embed, [query]))[0]
+            model_id = embedder.model_id
         if scope == "conversation":
-            result = await self._router.search([conversation_namespace(key)], vector, query, limit, mode, min_score)
+            result = await self._router.search([conversation_namespace(key)], vector, query, limit, mode, min_score, model_id)
         else:
-            result = await self._router.search_user(key.app, key.user_id, "conv", vector, query, limit, mode, min_score)
+            result = await self._router.search_user(key.app, key.user_id, "conv", vector, query, limit, mode, min_score, model_id)
         out = SearchResults(await self._hydrate(key, result.hits))
         out.degraded, out.reason = result.degraded, result.reason
         return out

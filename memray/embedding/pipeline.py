@@ -60,6 +60,11 @@ class EmbeddingPipeline:
     def model_id(self) -> str:
         return self._embedder.model_id if self._embedder is not None else "none"
 
+    def set_embedder(self, embedder: Embedder | None) -> None:
+        """Embed from now on with ``embedder`` (a re-embedding cutover). A batch already being
+        embedded finishes with, and is labelled by, the embedder it started with."""
+        self._embedder = embedder
+
     def submit(self, items: list[PendingItem]) -> None:
         if not items:
             return
@@ -109,21 +114,23 @@ class EmbeddingPipeline:
                 self._idle.set()
 
     async def _process(self, batch: list[PendingItem]) -> None:
-        vectors = await self._embed(batch)
+        embedder = self._embedder  # one model per batch, even if set_embedder runs meanwhile
+        model_id = embedder.model_id if embedder is not None else "none"
+        vectors = await self._embed(batch, embedder)
         if vectors is not None:
             try:
-                rows = [EmbeddingRow(i.namespace, i.doc_id, self.model_id, v) for i, v in zip(batch, vectors)]
+                rows = [EmbeddingRow(i.namespace, i.doc_id, model_id, v) for i, v in zip(batch, vectors)]
                 await self._store.call("put_embeddings", rows)
             except Exception as exc:  # the store is down: retry the whole item later
                 self._fail(batch, f"storing vectors failed: {exc!r}")
                 return
-        await self._upsert(batch, vectors)
+        await self._upsert(batch, vectors, model_id)
 
-    async def _embed(self, batch: list[PendingItem]) -> np.ndarray | None:
-        if self._embedder is None:
+    async def _embed(self, batch: list[PendingItem], embedder: Embedder | None) -> np.ndarray | None:
+        if embedder is None:
             return None
         try:
-            vectors = await asyncio.to_thread(self._embedder.embed, [i.text for i in batch])
+            vectors = await asyncio.to_thread(embedder.embed, [i.text for i in batch])
         except Exception as exc:
             self._fail(batch, f"embedding failed: {exc!r}")
             try:
@@ -134,7 +141,7 @@ class EmbeddingPipeline:
         self.embedded += len(batch)
         return vectors
 
-    async def _upsert(self, batch: list[PendingItem], vectors: np.ndarray | None) -> None:
+    async def _upsert(self, batch: list[PendingItem], vectors: np.ndarray | None, model_id: str) -> None:
         from memray.index.base import IndexItem
 
         items = [
@@ -142,7 +149,7 @@ class EmbeddingPipeline:
             for n, i in enumerate(batch)
         ]
         try:
-            await self._router.upsert(items, self.model_id)
+            await self._router.upsert(items, model_id)
         except Exception as exc:  # a shard is down: it rebuilds these from the store when it is back
             log.warning("indexing %d items failed (%r); the shard recovers them from the store", len(items), exc)
 

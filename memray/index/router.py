@@ -87,27 +87,28 @@ class ShardRouter:
 
     async def search(
         self, namespaces: list[Namespace], vector: Any, text: str, k: int, mode: Mode,
-        min_score: float | None = None,
+        min_score: float | None = None, model_id: str | None = None,
     ) -> RouterResult:
-        """Search ``namespaces`` (normally one user's, hence one shard)."""
+        """Search ``namespaces`` (normally one user's, hence one shard). ``model_id``: the query
+        vector's model (shards answer from that model's indexes only; see VectorShard.search)."""
         groups = self._group(namespaces, lambda ns: ns)
-        calls = {s: ("search", (part, vector, text, k, mode, min_score)) for s, part in groups.items()}
+        calls = {s: ("search", (part, vector, text, k, mode, min_score, model_id)) for s, part in groups.items()}
         return await self._gather(calls, k, min_score)
 
     async def search_user(
         self, app: str, user_id: str, kind: str, vector: Any, text: str, k: int, mode: Mode,
-        min_score: float | None = None,
+        min_score: float | None = None, model_id: str | None = None,
     ) -> RouterResult:
         """Search every namespace of one user and ``kind``: one shard."""
-        calls = {self.shard_of(app, user_id): ("search_user", (app, user_id, kind, vector, text, k, mode, min_score))}
+        calls = {self.shard_of(app, user_id): ("search_user", (app, user_id, kind, vector, text, k, mode, min_score, model_id))}
         return await self._gather(calls, k, min_score)
 
     async def search_app(
         self, app: str, kind: str, vector: Any, text: str, k: int, mode: Mode,
-        min_score: float | None = None,
+        min_score: float | None = None, model_id: str | None = None,
     ) -> RouterResult:
         """Search every namespace of ``app`` and ``kind`` on every shard; merge the top ``k``."""
-        calls = {s: ("search_app", (app, kind, vector, text, k, mode, min_score)) for s in range(len(self.shards))}
+        calls = {s: ("search_app", (app, kind, vector, text, k, mode, min_score, model_id)) for s in range(len(self.shards))}
         return await self._gather(calls, k, min_score)
 
     async def _gather(

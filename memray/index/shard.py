@@ -23,6 +23,15 @@ one ``items.parquet`` and the vectors of all exact (small) namespaces into one `
 a shard holds thousands of small conversation namespaces, and a folder per namespace made a
 snapshot of 10k conversations take seconds of fsyncs. HNSW namespaces keep their own folder,
 hard-linked from the previous snapshot when unchanged.
+
+Model versions (re-embedding, see ``jobs/backfill_embeddings.py``): a shard answers from exactly
+one *active* model. :meth:`VectorShard.stage_begin` opens an empty *staged* vector index per
+namespace for a new model next to the active one; :meth:`VectorShard.stage_upsert` (rows from the
+store) and :meth:`VectorShard.upsert` with the staged model's id fill it while searches keep using
+the active one; :meth:`VectorShard.cutover` swaps it in in one step (one actor call) and keeps the
+old model's indexes as *retired*, so a query embedded with the old model (a driver that has not
+switched yet) is answered from the old indexes, never from a mix; :meth:`VectorShard.retire_release`
+frees them. Labels, texts, recency and payloads are shared by every model version of a namespace.
 """
 
 from __future__ import annotations
@@ -80,6 +89,8 @@ class _Space:
         self.payload: dict[str, str] = {}
         self.next_label = 0
         self.vectors: ExactIndex | HnswIndex = ExactIndex(dim)
+        self.staged: ExactIndex | HnswIndex | None = None  # the next model's vectors (not snapshotted)
+        self.retired: ExactIndex | HnswIndex | None = None  # the previous model's, until released
         self.lexical = LexicalIndex()
         self.dirty = True
 
@@ -103,7 +114,9 @@ class _Space:
         del self.recency[doc_id]
         self.payload.pop(doc_id, None)
         self.lexical.delete(doc_id)
-        self.vectors.delete(np.array([label], dtype=np.int64))
+        for index in (self.vectors, self.staged, self.retired):
+            if index is not None:
+                index.delete(np.array([label], dtype=np.int64))
         self.dirty = True
         return True
 
@@ -220,6 +233,8 @@ class VectorShard:
         self._snap_name: str | None = None
         self._seen: set[Ref] | None = None
         self.discarded_snapshot: str | None = None
+        self._stage: tuple[str, int] | None = None  # (model_id, dim) being built
+        self._retired: tuple[str, int] | None = None  # (model_id, dim) replaced by the last cutover
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -267,11 +282,7 @@ class VectorShard:
     # -- writes ---------------------------------------------------------------------------
 
     def _check(self, items: list[IndexItem], model_id: str) -> list[tuple[IndexItem, Any]]:
-        if model_id != self.model_id:
-            raise ModelMismatchError(
-                f"shard {self.shard_id} indexes model {self.model_id!r}, got vectors of {model_id!r}; "
-                "re-embed with the index's model (run the backfill job)"
-            )
+        dim = self._target_dim(model_id)
         checked = []
         for item in items:
             ns = Namespace(*item.namespace)
@@ -280,33 +291,51 @@ class VectorShard:
             vec = None
             if item.vector is not None:
                 vec = np.asarray(item.vector, dtype=np.float32).reshape(-1)
-                if vec.shape[0] != self.dim:
+                if vec.shape[0] != dim:
                     raise ModelMismatchError(
                         f"vector of dim {vec.shape[0]} for doc_id={item.doc_id!r} does not fit shard "
-                        f"{self.shard_id} (model {self.model_id!r}, dim {self.dim}); re-embed with "
+                        f"{self.shard_id} (model {model_id!r}, dim {dim}); re-embed with "
                         "the index's model (run the backfill job)"
                     )
             checked.append((IndexItem(ns, item.doc_id, vec, item.text, float(item.recency), item.payload), vec))
         return checked
 
+    def _target_dim(self, model_id: str) -> int:
+        """The dim of ``model_id``'s index set here: the active one, or the staged one."""
+        if model_id == self.model_id:
+            return self.dim
+        if self._stage is not None and model_id == self._stage[0]:
+            return self._stage[1]
+        raise ModelMismatchError(
+            f"shard {self.shard_id} indexes model {self.model_id!r}, got vectors of {model_id!r}; "
+            "re-embed with the index's model (run the backfill job)"
+        )
+
+    def _space(self, ns: Namespace) -> _Space:
+        space = self._spaces.get(ns)
+        if space is None:
+            space = _Space(ns, self._next_uid, self.dim)
+            if self._stage is not None:
+                space.staged = ExactIndex(self._stage[1])
+            self._next_uid += 1
+            self._attach(space)
+        return space
+
     def upsert(self, items: list[IndexItem], model_id: str) -> int:
-        """Insert or replace items (all are checked before any is written). Returns how many."""
+        """Insert or replace items (all are checked before any is written). Returns how many.
+        Vectors of the staged model (see :meth:`stage_begin`) go to the staged indexes."""
         checked = self._check(items, model_id)
+        staged = model_id != self.model_id
         groups: dict[Namespace, list[tuple[IndexItem, Any]]] = {}
         for item, vec in checked:
             groups.setdefault(item.namespace, []).append((item, vec))
         for ns, group in groups.items():
-            space = self._spaces.get(ns)
-            if space is None:
-                space = _Space(ns, self._next_uid, self.dim)
-                self._next_uid += 1
-                self._attach(space)
-            self._upsert_space(space, group)
+            self._upsert_space(self._space(ns), group, staged)
         if self._seen is not None:
             self._seen.update((item.namespace, item.doc_id) for item, _ in checked)
         return len(checked)
 
-    def _upsert_space(self, space: _Space, group: list[tuple[IndexItem, Any]]) -> None:
+    def _upsert_space(self, space: _Space, group: list[tuple[IndexItem, Any]], staged: bool = False) -> None:
         labels: list[int] = []
         vectors: list[Any] = []
         for item, vec in group:
@@ -318,22 +347,30 @@ class VectorShard:
             if vec is not None:
                 labels.append(label)
                 vectors.append(vec)
-        if labels:
+        if labels and staged:
+            assert space.staged is not None and self._stage is not None
+            space.staged.add(np.array(labels, dtype=np.int64), _normalise(np.stack(vectors), self._stage[1]))
+            space.staged = self._fit(space.staged)
+        elif labels:
             space.vectors.add(np.array(labels, dtype=np.int64), _normalise(np.stack(vectors), self.dim))
         space.dirty = True
         self._resize(space)
 
     def _resize(self, space: _Space) -> None:
+        space.vectors = self._fit(space.vectors)
+
+    def _fit(self, index: ExactIndex | HnswIndex) -> ExactIndex | HnswIndex:
         """Promote to HNSW at the threshold; demote to exact under half of it."""
-        n, threshold = len(space.vectors), self.config.exact_threshold
-        if isinstance(space.vectors, ExactIndex) and n >= threshold:
-            space.vectors = self._build(HnswIndex(
-                self.dim, m=self.config.hnsw_m, ef_construction=self.config.hnsw_ef_construction,
+        n, threshold, dim = len(index), self.config.exact_threshold, index.dim
+        if isinstance(index, ExactIndex) and n >= threshold:
+            return self._build(HnswIndex(
+                dim, m=self.config.hnsw_m, ef_construction=self.config.hnsw_ef_construction,
                 ef=self.config.hnsw_ef, compact_ratio=self.config.compact_ratio,
                 num_threads=self.num_threads, capacity=2 * n,
-            ), space.vectors)
-        elif isinstance(space.vectors, HnswIndex) and n < threshold // 2:
-            space.vectors = self._build(ExactIndex(self.dim, capacity=max(16, n)), space.vectors)
+            ), index)
+        if isinstance(index, HnswIndex) and n < threshold // 2:
+            return self._build(ExactIndex(dim, capacity=max(16, n)), index)
+        return index
 
     @staticmethod
     def _build(target: ExactIndex | HnswIndex, source: ExactIndex | HnswIndex) -> ExactIndex | HnswIndex:
@@ -374,51 +411,63 @@ class VectorShard:
 
     def search(
         self, namespaces: list[Namespace], vector: Any, text: str, k: int, mode: Mode,
-        min_score: float | None = None,
+        min_score: float | None = None, model_id: str | None = None,
     ) -> list[ShardHit]:
         """Search the given namespaces together; scores as in :mod:`memray.index.fusion`.
-        Unknown namespaces are skipped; ``vector=None`` in vector mode returns nothing."""
+        Unknown namespaces are skipped; ``vector=None`` in vector mode returns nothing.
+        ``model_id`` names the query vector's model: the active one (or None), or the one retired
+        by the last cutover (answered from its indexes); any other raises ModelMismatchError."""
         if mode not in ("vector", "lexical", "hybrid"):
             raise ValidationError("mode", mode, "must be 'vector', 'lexical' or 'hybrid'")
+        retired = model_id is not None and model_id != self.model_id
+        if retired and (self._retired is None or self._retired[0] != model_id):
+            raise ModelMismatchError(
+                f"query embedded with model {model_id!r} but shard {self.shard_id} indexes "
+                f"{self.model_id!r}; embed the query with the index's model (reopen memray)"
+            )
+        model, dim = self._retired if retired and self._retired else (self.model_id, self.dim)
         query = None
         if vector is not None and mode != "lexical":
             query = np.asarray(vector, dtype=np.float32).reshape(-1)
-            if query.shape[0] != self.dim:
+            if query.shape[0] != dim:
                 raise ModelMismatchError(
                     f"query vector of dim {query.shape[0]} does not fit shard {self.shard_id} "
-                    f"(model {self.model_id!r}, dim {self.dim}); embed the query with the index's model"
+                    f"(model {model!r}, dim {dim}); embed the query with the index's model"
                 )
-            query = _normalise(query, self.dim)
+            query = _normalise(query, dim)
         spaces = [self._spaces[ns] for ns in dict.fromkeys(Namespace(*n) for n in namespaces) if ns in self._spaces]
         if k <= 0 or not spaces:
             return []
         if mode == "vector":
-            hits = self._vector_hits(spaces, query, k) if query is not None else []
+            hits = self._vector_hits(spaces, query, k, retired) if query is not None else []
             return top_hits(hits, k, min_score)
         if mode == "lexical":
             return top_hits(self._lexical_hits(spaces, text, k), k, min_score)
-        return self._hybrid(spaces, query, text, k, min_score)
+        return self._hybrid(spaces, query, text, k, min_score, retired)
 
     def search_user(
         self, app: str, user_id: str, kind: str, vector: Any, text: str, k: int, mode: Mode,
-        min_score: float | None = None,
+        min_score: float | None = None, model_id: str | None = None,
     ) -> list[ShardHit]:
         """:meth:`search` over every namespace of one user and ``kind`` (all their conversations)."""
         namespaces = [ns for ns in self._by_user.get((app, user_id), ()) if ns.kind == kind]
-        return self.search(namespaces, vector, text, k, mode, min_score)
+        return self.search(namespaces, vector, text, k, mode, min_score, model_id)
 
     def search_app(
         self, app: str, kind: str, vector: Any, text: str, k: int, mode: Mode,
-        min_score: float | None = None,
+        min_score: float | None = None, model_id: str | None = None,
     ) -> list[ShardHit]:
         """:meth:`search` over every namespace of ``app`` and ``kind`` on this shard."""
         namespaces = [ns for ns in self._spaces if ns.app == app and ns.kind == kind]
-        return self.search(namespaces, vector, text, k, mode, min_score)
+        return self.search(namespaces, vector, text, k, mode, min_score, model_id)
 
-    def _vector_hits(self, spaces: list[_Space], query: Any, depth: int) -> list[ShardHit]:
+    def _vector_hits(self, spaces: list[_Space], query: Any, depth: int, retired: bool = False) -> list[ShardHit]:
         hits = []
         for space in spaces:
-            labels, sims = space.vectors.search(query, depth)
+            index = space.retired if retired else space.vectors
+            if index is None:  # a namespace created after the cutover has no retired vectors
+                continue
+            labels, sims = index.search(query, depth)
             for label, sim in zip(labels[0].tolist(), sims[0].tolist()):
                 doc = space.docs[label]
                 hits.append(ShardHit(space.namespace, doc, vector_score(sim), space.recency[doc], space.payload.get(doc, "")))
@@ -432,12 +481,12 @@ class VectorShard:
         return hits
 
     def _hybrid(
-        self, spaces: list[_Space], query: Any, text: str, k: int, min_score: float | None
+        self, spaces: list[_Space], query: Any, text: str, k: int, min_score: float | None, retired: bool = False
     ) -> list[ShardHit]:
         depth = max(k, HYBRID_DEPTH)
         lists: list[list[tuple[Namespace, str]]] = []
         if query is not None:
-            lists.append([(h.namespace, h.doc_id) for h in top_hits(self._vector_hits(spaces, query, depth), depth)])
+            lists.append([(h.namespace, h.doc_id) for h in top_hits(self._vector_hits(spaces, query, depth, retired), depth)])
         if tokenize(text) or query is None:
             lists.append([(h.namespace, h.doc_id) for h in top_hits(self._lexical_hits(spaces, text, depth), depth)])
         fused = hybrid_scores(lists)
@@ -470,6 +519,9 @@ class VectorShard:
             "shard_id": self.shard_id,
             "model_id": self.model_id,
             "dim": self.dim,
+            "staged_model_id": self._stage[0] if self._stage else None,
+            "staged_vectors": sum(len(s.staged) for s in self._spaces.values() if s.staged is not None),
+            "retired_model_id": self._retired[0] if self._retired else None,
             "items": sum(len(s) for s in self._spaces.values()),
             "vectors": sum(len(s.vectors) for s in self._spaces.values()),
             "namespaces": len(self._spaces),
@@ -478,6 +530,84 @@ class VectorShard:
             "compactions": sum(index.compactions for index in hnsw),
             "snapshot": self._snap_name,
         }
+
+    # -- model versions (re-embedding) ----------------------------------------------------
+
+    def stage_begin(self, model_id: str, dim: int) -> bool:
+        """Open an empty staged index set for ``model_id`` (replacing any staged one). Returns
+        False and does nothing if ``model_id`` is already active (a finished cutover)."""
+        if model_id == self.model_id:
+            return False
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim <= 0:
+            raise ValidationError("dim", dim, "must be a positive integer")
+        self._stage = (model_id, dim)
+        for space in self._spaces.values():
+            space.staged = ExactIndex(dim)
+        return True
+
+    def stage_upsert(self, rows: list[IndexRow], model_id: str) -> int:
+        """Add the staged model's vectors of ``rows`` (from ``store.scan_index_rows``). An item the
+        shard does not hold yet is added with its text and recency. Returns how many."""
+        if self._stage is None or self._stage[0] != model_id:
+            raise ModelMismatchError(
+                f"shard {self.shard_id} has no staged index for model {model_id!r}; call stage_begin first"
+            )
+        dim = self._stage[1]
+        groups: dict[Namespace, list[IndexRow]] = {}
+        for row in rows:
+            groups.setdefault(Namespace(*row.namespace), []).append(row)
+        for ns, group in groups.items():
+            space = self._space(ns)
+            for row in group:
+                if row.doc_id not in space.labels:
+                    space.label_of(row.doc_id)
+                    space.recency[row.doc_id] = float(row.recency)
+                    space.lexical.add(row.doc_id, row.text)
+            labels = np.array([space.labels[r.doc_id] for r in group], dtype=np.int64)
+            vectors = _normalise(np.stack([np.asarray(r.vector, dtype=np.float32).reshape(-1) for r in group]), dim)
+            if vectors.shape[1] != dim:
+                raise ModelMismatchError(
+                    f"vectors of dim {vectors.shape[1]} do not fit the staged model {model_id!r} (dim {dim})"
+                )
+            assert space.staged is not None
+            space.staged.add(labels, vectors)
+            space.staged = self._fit(space.staged)
+            space.dirty = True
+        return len(rows)
+
+    def cutover(self, model_id: str) -> bool:
+        """Make the staged ``model_id`` active in one step (searches see the old set or the new
+        one, never a mix); the old set is kept as retired until :meth:`retire_release`. Returns
+        False if already active. Pointer swaps only (no I/O: the caller snapshots afterwards).
+        Durability: none until the next :meth:`snapshot`; a shard restarted before it rebuilds
+        from the store with the recorded model (``<root>/model.json``)."""
+        if model_id == self.model_id:
+            return False
+        if self._stage is None or self._stage[0] != model_id:
+            raise ModelMismatchError(
+                f"shard {self.shard_id} has no staged index for model {model_id!r}; stage it first"
+            )
+        dim = self._stage[1]
+        for space in self._spaces.values():
+            space.retired, space.vectors = space.vectors, space.staged or ExactIndex(dim)
+            space.staged = None
+            space.dirty = True
+        self._retired = (self.model_id, self.dim)
+        self.model_id, self.dim = model_id, dim
+        self._stage = None
+        return True
+
+    def stage_abort(self) -> None:
+        """Drop the staged index set, if any."""
+        self._stage = None
+        for space in self._spaces.values():
+            space.staged = None
+
+    def retire_release(self) -> None:
+        """Free the indexes of the model replaced by the last cutover."""
+        self._retired = None
+        for space in self._spaces.values():
+            space.retired = None
 
     # -- recovery -------------------------------------------------------------------------
 

@@ -75,6 +75,13 @@ class ShardActor(VectorShard):
     recovery sweep bring it level with the store."""
 
     def __init__(self, shard_id: int, path: str, dim: int, model_id: str, config: IndexConfig) -> None:
+        # Ray restarts an actor with the arguments it was created with; a re-embedding job may have
+        # cut over to another model since: the data directory's record wins (path = <root>/vectors/shard-i).
+        from memray.embedding.active import read_active_model
+
+        record = read_active_model(os.path.dirname(os.path.dirname(path)))
+        if record is not None:
+            dim, model_id = record.dim, record.model_id
         super().__init__(shard_id, path, dim, model_id, config)
         self.open()
 
@@ -101,7 +108,8 @@ class RayDeployment:
         embedder = build_embedder(cfg.embedder)
         dim = embedder.dim if embedder is not None else cfg.embedder.dim
         model_id = embedder.model_id if embedder is not None else "none"
-        store = ray.remote(StoreActor).options(**self._options("store", max_concurrency=1)).remote(cfg.store_path)
+        pin = {"resources": {cfg.store_resource: 0.01}} if cfg.store_resource else {}
+        store = ray.remote(StoreActor).options(**self._options("store", max_concurrency=1, **pin)).remote(cfg.store_path)
         self.store = RayRef(store, "history store")
         self.shards = [
             RayRef(

@@ -49,7 +49,7 @@ import logging
 import math
 import weakref
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Callable, TYPE_CHECKING, Any
 
 from memray.embedding.pipeline import EmbeddingPipeline, PendingItem
 from memray.errors import ValidationError
@@ -151,6 +151,13 @@ class MemoryService:
         self._index_timeout_s = index_timeout_s
         self._pipeline = EmbeddingPipeline(embedder, store, router, batch_size, backoff_s, backoff_max_s)
         self._locks: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = weakref.WeakValueDictionary()
+        #: Called before each search (the facade checks for a re-embedding cutover there).
+        self.before_search: Callable[[], None] | None = None
+
+    def set_embedder(self, embedder: Embedder | None) -> None:
+        """Embed entries and queries with ``embedder`` from now on (after a re-embedding cutover)."""
+        self._embedder = embedder
+        self._pipeline.set_embedder(embedder)
 
     @property
     def pipeline(self) -> EmbeddingPipeline:
@@ -237,19 +244,25 @@ class MemoryService:
         namespaces = [entry_namespace(app, user_id, None)]
         if project_id is not None:
             namespaces.append(entry_namespace(app, user_id, project_id))
-        mode, vector, reason = await self._query_vector(req.query, req.mode or self._mode)
-        result = await self._router.search(namespaces, vector, req.query, limit, mode, min_score)
+        if self.before_search is not None:
+            self.before_search()
+        embedder = self._embedder  # one model for this query, whatever happens meanwhile
+        mode, vector, reason = await self._query_vector(embedder, req.query, req.mode or self._mode)
+        model_id = embedder.model_id if vector is not None and embedder is not None else None
+        result = await self._router.search(namespaces, vector, req.query, limit, mode, min_score, model_id)
         memories = await self._hydrate(app, user_id, [h for h in result.hits if Namespace(*h.namespace) in namespaces])
         reasons = [r for r in (reason, result.reason) if r]
         return SearchMemoryResponse(memories=memories, degraded=bool(reasons), reason="; ".join(reasons) or None)
 
-    async def _query_vector(self, query: str, mode: RetrievalMode) -> tuple[RetrievalMode, Any, str | None]:
+    async def _query_vector(
+        self, embedder: Embedder | None, query: str, mode: RetrievalMode
+    ) -> tuple[RetrievalMode, Any, str | None]:
         """(mode, query vector, reason): no embedder → lexical (documented, not degraded); a
         failing embedder → lexical, flagged degraded."""
-        if mode == "lexical" or self._embedder is None:
+        if mode == "lexical" or embedder is None:
             return "lexical", None, None
         try:
-            vector = (await asyncio.to_thread(self._embedder.embed, [query]))[0]
+            vector = (await asyncio.to_thread(embedder.embed, [query]))[0]
         except Exception as exc:
             log.warning("embedding the query failed (%r); searching lexically", exc)
             return "lexical", None, f"query embedding failed, lexical only: {type(exc).__name__}: {exc}"

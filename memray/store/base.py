@@ -116,6 +116,10 @@ class HistoryStoreAPI(Protocol):
         """(namespace, doc_id, text) of durable items that have no vector of ``model_id`` yet."""
         ...
 
+    def missing_embeddings(self, model_id: str, refs: list[tuple[Namespace, str]]) -> list[int]:
+        """Positions in ``refs`` of the items that have no vector of ``model_id``."""
+        ...
+
     def scan_index_rows(
         self, shard: int, shards: int, model_id: str, after: tuple[Namespace, str] | None, limit: int
     ) -> list[IndexRow]:

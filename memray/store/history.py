@@ -128,6 +128,11 @@ class HistoryStore:
         """Items with non-empty text and no vector of ``model_id`` (new, updated, failed)."""
         return items.pending_embeddings(self._db, model_id, limit)
 
+    def missing_embeddings(self, model_id: str, refs: list[tuple[Namespace, str]]) -> list[int]:
+        """Positions in ``refs`` of items without a vector of ``model_id`` (the re-embedding job
+        skips the others, so a rerun after a finished run embeds nothing)."""
+        return items.missing_embeddings(self._db, model_id, refs)
+
     def scan_index_rows(
         self, shard: int, shards: int, model_id: str, after: tuple[Namespace, str] | None, limit: int
     ) -> list[IndexRow]:

@@ -16,7 +16,7 @@ from memray.store.schema import ENTRY_COLUMNS, embedding_batch, entry_batch, ref
 
 __all__ = [
     "put_entries", "get_entries", "list_entries", "delete_entries", "put_embeddings",
-    "mark_embedding_failed", "pending_embeddings", "scan_index_rows",
+    "mark_embedding_failed", "pending_embeddings", "missing_embeddings", "scan_index_rows",
 ]
 
 _ECOLS = ", ".join(ENTRY_COLUMNS)
@@ -175,6 +175,21 @@ def pending_embeddings(db: Database, model_id: str, limit: int) -> list[tuple[Na
           AND x.user_id = i.user_id AND x.kind = i.kind AND x.scope = i.scope AND x.doc_id = i.doc_id)
         ORDER BY changed_version, app, user_id, kind, scope, doc_id LIMIT ?""", [model_id, limit]).fetchall()
     return [(Namespace(r[0], r[1], r[2], r[3]), r[4], r[5]) for r in rows]
+
+
+def missing_embeddings(db: Database, model_id: str, refs: list[tuple[Namespace, str]]) -> list[int]:
+    """Positions in ``refs`` of the items that have no vector of ``model_id`` (ascending)."""
+    if not refs:
+        return []
+    batch = ref_batch(refs).append_column("pos", pa.array(range(len(refs)), pa.int64()))
+    db.con.register("_refs", batch)
+    try:
+        rows = db.sql("""SELECT r.pos FROM _refs r WHERE NOT EXISTS (SELECT 1 FROM embeddings x
+            WHERE x.model_id = ? AND x.app = r.app AND x.user_id = r.user_id AND x.kind = r.kind
+            AND x.scope = r.scope AND x.doc_id = r.doc_id) ORDER BY r.pos""", [model_id]).fetchall()
+    finally:
+        db.con.unregister("_refs")
+    return [int(r[0]) for r in rows]
 
 
 def scan_index_rows(
