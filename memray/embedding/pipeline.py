@@ -63,6 +63,9 @@ class EmbeddingPipeline:
     def submit(self, items: list[PendingItem]) -> None:
         if not items:
             return
+        if self._retry:  # a newer version of an item supersedes its failed older one
+            newer = {(i.namespace, i.doc_id) for i in items}
+            self._retry = [i for i in self._retry if (i.namespace, i.doc_id) not in newer]
         self._queue.extend(items)
         self._idle.clear()
         if self._task is None:
@@ -73,11 +76,15 @@ class EmbeddingPipeline:
         self._queue = [i for i in self._queue if not predicate(i.namespace)]
         self._retry = [i for i in self._retry if not predicate(i.namespace)]
 
-    async def wait_idle(self, timeout_s: float | None = None) -> bool:
-        """Wait until nothing is queued (failed items waiting for a retry do not count)."""
+    async def wait_idle(self, timeout_s: float | None = None, retries: bool = False) -> bool:
+        """Wait until nothing is queued; with ``retries``, also until no failed item waits for a
+        retry (every item submitted so far is embedded and indexed). False on timeout."""
         try:
             async with asyncio.timeout(timeout_s):
                 await self._idle.wait()
+                while retries and self._retry:
+                    await asyncio.sleep(0.05)
+                    await self._idle.wait()
             return True
         except TimeoutError:
             return False
@@ -101,6 +108,7 @@ class EmbeddingPipeline:
             except Exception as exc:  # the store is down: retry the whole item later
                 self._fail(batch, f"storing vectors failed: {exc!r}")
                 return
+            self.last_error = None  # embedded and stored: whatever failed before has recovered
         await self._upsert(batch, vectors)
 
     async def _embed(self, batch: list[PendingItem]) -> np.ndarray | None:
@@ -134,7 +142,8 @@ class EmbeddingPipeline:
         self.failures += 1
         self.last_error = reason
         log.warning("%s (%d items); retrying with backoff", reason, len(batch))
-        self._retry.extend(batch)
+        queued = {(i.namespace, i.doc_id) for i in self._queue}  # a newer version is queued
+        self._retry.extend(i for i in batch if (i.namespace, i.doc_id) not in queued)
         if self._retry_task is None:
             self._retry_task = asyncio.get_running_loop().create_task(self._retry_loop())
 
