@@ -31,8 +31,9 @@ import memray
 from benchmarks.index_crossover import git_sha
 from benchmarks.retrieval_data import load
 from memray.config import EmbedderConfig
+from memray.models import RetrievalMode
 
-MODES = ("vector", "lexical", "hybrid")
+MODES: tuple[RetrievalMode, ...] = ("vector", "lexical", "hybrid")
 KS = (1, 5, 10)
 
 

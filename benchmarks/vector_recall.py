@@ -37,6 +37,7 @@ from memray.index.base import IndexItem
 from memray.index.router import ShardRouter
 from memray.index.shard import VectorShard
 from memray.runtime.local import LocalRef
+from memray.runtime.ref import ActorRef
 from memray.store.rows import Namespace, user_hash
 
 Vec = npt.NDArray[np.float32]
@@ -62,7 +63,9 @@ def make_data(rng: np.random.Generator, sizes: list[int], dim: int, spread: floa
 def layout(n: int, shards: int, big: int, big_share: float, small_size: int) -> tuple[list[str], list[int]]:
     """User ids and namespace sizes: ``big`` large users spread evenly over shards, then small ones."""
     big_n = int(n * big_share) // big if big else 0
-    users, sizes, per_shard = [], [], [0] * shards
+    users: list[str] = []
+    sizes: list[int] = []
+    per_shard = [0] * shards
     candidates = (f"user-{i}" for i in range(10**9))
     while len(users) < big:
         u = next(candidates)
@@ -131,7 +134,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     big_idx = [int(i) for i in rng.integers(0, args.big, args.queries)] if args.big else []
     small_idx = [int(i) for i in rng.integers(args.big, len(users), args.queries)] if len(users) > args.big else []
     refs = [LocalRef(s, f"shard {s.shard_id}") for s in shards]
-    router = ShardRouter(refs)
+    router = ShardRouter(list[ActorRef](refs))
     loop = asyncio.new_event_loop()
     result: dict[str, Any] = {}
     try:
