@@ -3,8 +3,10 @@
 Items reach the pipeline only after the store has committed them. The pipeline embeds them in
 batches off the event loop, stores the vectors (the store is the truth indexes are rebuilt
 from), then upserts them into the vector shards. If embedding fails the items are still indexed
-lexically, marked failed in the store, and retried with backoff; the backfill job fills any gap
-left by a crash. A failure here never loses or blocks a message.
+lexically, marked failed in the store, and retried with backoff; if it is slow (past
+``lexical_after_s``) they are indexed lexically while it runs, so a hanging endpoint does not keep
+durable messages out of search. The backfill job fills any gap left by a crash. A failure here
+never loses or blocks a message.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class EmbeddingPipeline:
     def __init__(
         self, embedder: Embedder | None, store: ActorRef, router: ShardRouter,
         batch_size: int = 512, backoff_s: float = 0.5, backoff_max_s: float = 30.0,
+        lexical_after_s: float = 0.5,
     ) -> None:
         self._embedder = embedder
         self._store = store
@@ -46,6 +49,7 @@ class EmbeddingPipeline:
         self._batch_size = batch_size
         self._backoff_s = backoff_s
         self._backoff_max_s = backoff_max_s
+        self._lexical_after_s = lexical_after_s
         self._queue: list[PendingItem] = []
         self._retry: list[PendingItem] = []
         self._task: asyncio.Task[None] | None = None
@@ -100,31 +104,46 @@ class EmbeddingPipeline:
                 self._idle.set()
 
     async def _process(self, batch: list[PendingItem]) -> None:
-        vectors = await self._embed(batch)
-        if vectors is not None:
-            try:
-                rows = [EmbeddingRow(i.namespace, i.doc_id, self.model_id, v) for i, v in zip(batch, vectors)]
-                await self._store.call("put_embeddings", rows)
-            except Exception as exc:  # the store is down: retry the whole item later
-                self._fail(batch, f"storing vectors failed: {exc!r}")
-                return
-            self.last_error = None  # embedded and stored: whatever failed before has recovered
+        vectors, indexed = await self._embed(batch)
+        if vectors is None:
+            return
+        try:
+            rows = [EmbeddingRow(i.namespace, i.doc_id, self.model_id, v) for i, v in zip(batch, vectors)]
+            await self._store.call("put_embeddings", rows)
+        except Exception as exc:  # the store is down: findable by text now, vectors on the retry
+            if not indexed:
+                await self._upsert(batch, None)
+            self._fail(batch, f"storing vectors failed: {exc!r}")
+            return
+        self.last_error = None  # embedded and stored: whatever failed before has recovered
         await self._upsert(batch, vectors)
 
-    async def _embed(self, batch: list[PendingItem]) -> np.ndarray | None:
+    async def _embed(self, batch: list[PendingItem]) -> tuple[np.ndarray | None, bool]:
+        """(vectors or None, whether the texts were already indexed without vectors). A slow
+        embedder (past ``lexical_after_s``) gets the texts indexed lexically while it works; a
+        failed one gets them indexed before the failure is recorded (so an error seen in
+        ``stats`` means the items are findable by text)."""
         if self._embedder is None:
-            return None
+            await self._upsert(batch, None)
+            return None, True
+        task = asyncio.ensure_future(asyncio.to_thread(self._embedder.embed, [i.text for i in batch]))
+        indexed = False
+        if not (await asyncio.wait({task}, timeout=self._lexical_after_s))[0]:
+            await self._upsert(batch, None)
+            indexed = True
         try:
-            vectors = await asyncio.to_thread(self._embedder.embed, [i.text for i in batch])
+            vectors = await task
         except Exception as exc:
+            if not indexed:
+                await self._upsert(batch, None)
             self._fail(batch, f"embedding failed: {exc!r}")
             try:
                 await self._store.call("mark_embedding_failed", [(i.namespace, i.doc_id) for i in batch], repr(exc))
             except Exception:
                 log.warning("could not mark %d items as failed to embed", len(batch))
-            return None
+            return None, True
         self.embedded += len(batch)
-        return vectors
+        return vectors, indexed
 
     async def _upsert(self, batch: list[PendingItem], vectors: np.ndarray | None) -> None:
         from memray.index.base import IndexItem

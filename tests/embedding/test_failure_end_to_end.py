@@ -119,3 +119,20 @@ def test_wrong_dimension_says_to_re_embed_and_keeps_messages(open_mem, openai_se
     assert hits.degraded and "re-embed" in (hits.reason or "")
     with pytest.raises(ModelMismatchError, match="re-embed"):
         build_embedder(mem.config.embedder).embed(["hello"])  # type: ignore[union-attr]
+
+
+def test_slow_endpoint_makes_texts_findable_before_vectors_arrive(open_mem, openai_server) -> None:
+    mem = open_mem()
+    conv = mem.conversation(user_id="u3", conversation_id="c")
+    conv.add({"role": "user", "content": "warm up"}, durable=True)
+    assert mem.wait_indexed(30)  # the embedder's client is up
+    openai_server.hang_next(1, seconds=8, path="/v1/embeddings")
+    conv.add({"role": "user", "content": FACTS[1]}, durable=True)
+
+    def by_text() -> bool:
+        return [h.message.text for h in conv.search("budget review Thursday", limit=1, mode="lexical")] == [FACTS[1]]
+
+    assert poll(by_text, 5)  # while the request still hangs
+    assert FACTS[1] not in [h.message.text for h in conv.search("budget review", limit=5, mode="vector")]  # no vector yet
+    assert mem.wait_indexed(30)
+    assert [h.message.text for h in conv.search("budget review Thursday", limit=1, mode="vector")] == [FACTS[1]]
