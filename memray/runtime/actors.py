@@ -13,6 +13,7 @@ naming it; an error raised inside an actor is re-raised as itself.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from typing import Any
 
@@ -31,6 +32,8 @@ from memray.store.history import HistoryStore
 from memray.store.rows import Namespace
 
 __all__ = ["RayRef", "RayDeployment", "ensure_ray"]
+
+log = logging.getLogger(__name__)
 
 
 class RayRef:
@@ -167,8 +170,15 @@ class RayDeployment:
             await asyncio.gather(*(h.call("flush") for h in self.hosts))
             await asyncio.gather(*(s.call("snapshot") for s in self.shards))
             return
-        await asyncio.gather(*(h.call("close") for h in self.hosts))
-        await asyncio.gather(*(s.call("close") for s in self.shards))
-        await self.store.call("close")
-        for ref in [*self.hosts, *self.shards, self.store]:
-            ray.kill(ref.handle, no_restart=True)
+        try:
+            await asyncio.gather(*(h.call("close") for h in self.hosts))
+            # a shard's close is only a snapshot (indexes are derived data): one that is down or
+            # restarting must not keep the store from closing nor the actors from being killed
+            closed = await asyncio.gather(*(s.call("close") for s in self.shards), return_exceptions=True)
+            for shard, result in zip(self.shards, closed):
+                if isinstance(result, Exception):
+                    log.warning("%s did not close cleanly (%r); it recovers from the store", shard.label, result)
+            await self.store.call("close")
+        finally:
+            for ref in [*self.hosts, *self.shards, self.store]:
+                ray.kill(ref.handle, no_restart=True)
