@@ -192,10 +192,11 @@ class ConversationHost:
         await asyncio.gather(*(c.chain.flush(timeout_s) for c in convs))
 
     async def wait_indexed(self, timeout_s: float | None = None) -> bool:
-        """Flush, then wait until every durable message has been embedded and indexed."""
+        """Flush, then wait until every durable message has been embedded and indexed (False on
+        timeout, e.g. while the embedder fails and the items wait for their retry)."""
         await self.start()
         await self.flush(timeout_s=timeout_s)
-        return await self._pipeline.wait_idle(timeout_s)
+        return await self._pipeline.wait_idle(timeout_s, retries=True)
 
     # -- reads ------------------------------------------------------------------------------
     async def messages(
@@ -281,6 +282,7 @@ class ConversationHost:
             "rows": self._committer.rows,
             "embedded": self._pipeline.embedded,
             "embedding_failures": self._pipeline.failures,
+            "embedding_error": self._pipeline.last_error,
             "rss_bytes": _rss_bytes(),
         }
 

@@ -4,7 +4,8 @@ A scoped search is one call to one shard (the query is embedded in the caller's 
 one store read to hydrate the hits: that is the whole distance from the floor (a round trip to a
 shard). ``context()`` asks the host for the recent messages while the shard answers the recall,
 concurrently. Any failure on the recall path gives the recent messages with ``degraded=True``
-and a reason; it never raises to the agent.
+and a reason; it never raises to the agent. A query the embedder cannot embed (endpoint down,
+wrong dimension) is searched lexically, flagged ``degraded`` with the embedder's error as reason.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Callable, Literal
 
 from memray.conversation.context import assemble
 from memray.conversation.working_memory import WorkingMemory, render_instructions
+from memray.errors import EmbeddingError
 from memray.ids import ConversationKey
 from memray.models import Context, Hit, Message, RetrievalMode
 from memray.runtime.ref import ActorRef
@@ -63,17 +65,21 @@ class Recall:
         mode = mode or self._mode
         if embedder is None and mode != "lexical":
             mode = "lexical"  # no embedder: semantic recall degrades to lexical (documented)
-        vector, model_id = None, None
+        vector, model_id, failed = None, None, None
         if mode != "lexical":
             assert embedder is not None
-            vector = (await asyncio.to_thread(embedder.embed, [query]))[0]
-            model_id = embedder.model_id
+            try:
+                vector = (await asyncio.to_thread(embedder.embed, [query]))[0]
+                model_id = embedder.model_id
+            except EmbeddingError as exc:  # the embedder is down or misconfigured: lexical only
+                mode, failed = "lexical", f"query embedding failed, lexical results only: {exc}"
         if scope == "conversation":
             result = await self._router.search([conversation_namespace(key)], vector, query, limit, mode, min_score, model_id)
         else:
             result = await self._router.search_user(key.app, key.user_id, "conv", vector, query, limit, mode, min_score, model_id)
         out = SearchResults(await self._hydrate(key, result.hits))
-        out.degraded, out.reason = result.degraded, result.reason
+        reasons = [r for r in (failed, result.reason) if r]
+        out.degraded, out.reason = result.degraded or failed is not None, "; ".join(reasons) or None
         return out
 
     async def _hydrate(self, key: ConversationKey, hits: list[ShardHit]) -> list[Hit]:

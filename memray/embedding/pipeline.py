@@ -3,8 +3,10 @@
 Items reach the pipeline only after the store has committed them. The pipeline embeds them in
 batches off the event loop, stores the vectors (the store is the truth indexes are rebuilt
 from), then upserts them into the vector shards. If embedding fails the items are still indexed
-lexically, marked failed in the store, and retried with backoff; the backfill job fills any gap
-left by a crash. A failure here never loses or blocks a message.
+lexically, marked failed in the store, and retried with backoff; if it is slow (past
+``lexical_after_s``) they are indexed lexically while it runs, so a hanging endpoint does not keep
+durable messages out of search. The backfill job fills any gap left by a crash. A failure here
+never loses or blocks a message.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class EmbeddingPipeline:
     def __init__(
         self, embedder: Embedder | None, store: ActorRef, router: ShardRouter,
         batch_size: int = 512, backoff_s: float = 0.5, backoff_max_s: float = 30.0,
+        lexical_after_s: float = 0.5,
     ) -> None:
         self._embedder = embedder
         self._store = store
@@ -46,6 +49,7 @@ class EmbeddingPipeline:
         self._batch_size = batch_size
         self._backoff_s = backoff_s
         self._backoff_max_s = backoff_max_s
+        self._lexical_after_s = lexical_after_s
         self._queue: list[PendingItem] = []
         self._retry: list[PendingItem] = []
         self._task: asyncio.Task[None] | None = None
@@ -68,6 +72,9 @@ class EmbeddingPipeline:
     def submit(self, items: list[PendingItem]) -> None:
         if not items:
             return
+        if self._retry:  # a newer version of an item supersedes its failed older one
+            newer = {(i.namespace, i.doc_id) for i in items}
+            self._retry = [i for i in self._retry if (i.namespace, i.doc_id) not in newer]
         self._queue.extend(items)
         self._idle.clear()
         if self._task is None:
@@ -94,11 +101,15 @@ class EmbeddingPipeline:
         self._retry = [i for i in self._retry if not gone(i)]
         return before - len(self._queue) - len(self._retry)
 
-    async def wait_idle(self, timeout_s: float | None = None) -> bool:
-        """Wait until nothing is queued (failed items waiting for a retry do not count)."""
+    async def wait_idle(self, timeout_s: float | None = None, retries: bool = False) -> bool:
+        """Wait until nothing is queued; with ``retries``, also until no failed item waits for a
+        retry (every item submitted so far is embedded and indexed). False on timeout."""
         try:
             async with asyncio.timeout(timeout_s):
                 await self._idle.wait()
+                while retries and self._retry:
+                    await asyncio.sleep(0.05)
+                    await self._idle.wait()
             return True
         except TimeoutError:
             return False
@@ -116,30 +127,48 @@ class EmbeddingPipeline:
     async def _process(self, batch: list[PendingItem]) -> None:
         embedder = self._embedder  # one model per batch, even if set_embedder runs meanwhile
         model_id = embedder.model_id if embedder is not None else "none"
-        vectors = await self._embed(batch, embedder)
-        if vectors is not None:
-            try:
-                rows = [EmbeddingRow(i.namespace, i.doc_id, model_id, v) for i, v in zip(batch, vectors)]
-                await self._store.call("put_embeddings", rows)
-            except Exception as exc:  # the store is down: retry the whole item later
-                self._fail(batch, f"storing vectors failed: {exc!r}")
-                return
+        vectors, indexed = await self._embed(batch, embedder, model_id)
+        if vectors is None:
+            return
+        try:
+            rows = [EmbeddingRow(i.namespace, i.doc_id, model_id, v) for i, v in zip(batch, vectors)]
+            await self._store.call("put_embeddings", rows)
+        except Exception as exc:  # the store is down: findable by text now, vectors on the retry
+            if not indexed:
+                await self._upsert(batch, None, model_id)
+            self._fail(batch, f"storing vectors failed: {exc!r}")
+            return
+        self.last_error = None  # embedded and stored: whatever failed before has recovered
         await self._upsert(batch, vectors, model_id)
 
-    async def _embed(self, batch: list[PendingItem], embedder: Embedder | None) -> np.ndarray | None:
+    async def _embed(
+        self, batch: list[PendingItem], embedder: Embedder | None, model_id: str
+    ) -> tuple[np.ndarray | None, bool]:
+        """(vectors or None, whether the texts were already indexed without vectors). A slow
+        embedder (past ``lexical_after_s``) gets the texts indexed lexically while it works; a
+        failed one gets them indexed before the failure is recorded (so an error seen in
+        ``stats`` means the items are findable by text)."""
         if embedder is None:
-            return None
+            await self._upsert(batch, None, model_id)
+            return None, True
+        task = asyncio.ensure_future(asyncio.to_thread(embedder.embed, [i.text for i in batch]))
+        indexed = False
+        if not (await asyncio.wait({task}, timeout=self._lexical_after_s))[0]:
+            await self._upsert(batch, None, model_id)
+            indexed = True
         try:
-            vectors = await asyncio.to_thread(embedder.embed, [i.text for i in batch])
+            vectors = await task
         except Exception as exc:
+            if not indexed:
+                await self._upsert(batch, None, model_id)
             self._fail(batch, f"embedding failed: {exc!r}")
             try:
                 await self._store.call("mark_embedding_failed", [(i.namespace, i.doc_id) for i in batch], repr(exc))
             except Exception:
                 log.warning("could not mark %d items as failed to embed", len(batch))
-            return None
+            return None, True
         self.embedded += len(batch)
-        return vectors
+        return vectors, indexed
 
     async def _upsert(self, batch: list[PendingItem], vectors: np.ndarray | None, model_id: str) -> None:
         from memray.index.base import IndexItem
@@ -157,7 +186,8 @@ class EmbeddingPipeline:
         self.failures += 1
         self.last_error = reason
         log.warning("%s (%d items); retrying with backoff", reason, len(batch))
-        self._retry.extend(batch)
+        queued = {(i.namespace, i.doc_id) for i in self._queue}  # a newer version is queued
+        self._retry.extend(i for i in batch if (i.namespace, i.doc_id) not in queued)
         if self._retry_task is None:
             self._retry_task = asyncio.get_running_loop().create_task(self._retry_loop())
 

@@ -13,6 +13,7 @@ naming it; an error raised inside an actor is re-raised as itself.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from typing import Any
 
@@ -24,11 +25,15 @@ from memray.conversation.host import ConversationHost
 from memray.embedding import build_embedder
 from memray.errors import UnavailableError
 from memray.ids import stable_hash
-from memray.index.shard import VectorShard
+from memray.index.recovery import RecoveringShard, Scan, ShardKeeper
 from memray.runtime.deploy import shard_path
+from memray.store.base import IndexRow
 from memray.store.history import HistoryStore
+from memray.store.rows import Namespace
 
 __all__ = ["RayRef", "RayDeployment", "ensure_ray"]
+
+log = logging.getLogger(__name__)
 
 
 class RayRef:
@@ -70,11 +75,14 @@ class StoreActor(HistoryStore):
         self.open()
 
 
-class ShardActor(VectorShard):
-    """Loads its snapshot when the actor starts or restarts; the host's pipeline and the
-    recovery sweep bring it level with the store."""
+class ShardActor(RecoveringShard):
+    """Loads its snapshot when the actor starts or restarts, then a :class:`ShardKeeper` thread
+    brings it level with the store (searches degrade until then) and snapshots it every
+    ``config.snapshot_every_s`` (see :mod:`memray.index.recovery` for why a thread)."""
 
-    def __init__(self, shard_id: int, path: str, dim: int, model_id: str, config: IndexConfig) -> None:
+    def __init__(
+        self, shard_id: int, path: str, dim: int, model_id: str, config: IndexConfig, store: RayRef, shards: int,
+    ) -> None:
         # Ray restarts an actor with the arguments it was created with; a re-embedding job may have
         # cut over to another model since: the data directory's record wins (path = <root>/vectors/shard-i).
         from memray.embedding.active import read_active_model
@@ -82,8 +90,28 @@ class ShardActor(VectorShard):
         record = read_active_model(os.path.dirname(os.path.dirname(path)))
         if record is not None:
             dim, model_id = record.dim, record.model_id
-        super().__init__(shard_id, path, dim, model_id, config)
+        super().__init__(shard_id, path, dim, model_id, config, recovering=True)
         self.open()
+        self._keeper = ShardKeeper(self._call_self, self._scan(store.handle, shards), config.snapshot_every_s)
+        self._keeper.start(f"memray-shard-{shard_id}-keeper")
+
+    @staticmethod
+    def _call_self(method: str, *args: Any) -> Any:
+        """Run ``method`` as a call on this actor's own handle: queued with every other call."""
+        return ray.get(getattr(ray.get_runtime_context().current_actor, method).remote(*args))
+
+    def _scan(self, store: Any, shards: int) -> Scan:
+        def scan(after: tuple[Namespace, str] | None, limit: int) -> list[IndexRow]:
+            rows: list[IndexRow] = ray.get(
+                store.scan_index_rows.remote(self.shard_id, shards, self.model_id, after, limit, True)
+            )
+            return rows
+
+        return scan
+
+    def close(self) -> None:
+        self._keeper.stop(timeout_s=0)  # never join: its pending call on this actor waits for us
+        super().close()
 
 
 class RayDeployment:
@@ -113,7 +141,9 @@ class RayDeployment:
         self.store = RayRef(store, "history store")
         self.shards = [
             RayRef(
-                ray.remote(ShardActor).options(**self._options(f"shard-{i}")).remote(i, shard_path(cfg, i), dim, model_id, cfg.index),
+                ray.remote(ShardActor).options(**self._options(f"shard-{i}")).remote(
+                    i, shard_path(cfg, i), dim, model_id, cfg.index, self.store, cfg.shards
+                ),
                 f"shard {i}",
             )
             for i in range(cfg.shards)
@@ -131,7 +161,16 @@ class RayDeployment:
         self.create()
         await self.store.call("ping")
         await asyncio.gather(*(s.call("ping") for s in self.shards))
+        await asyncio.gather(*(self._recovered(s) for s in self.shards))
         await asyncio.gather(*(h.call("start") for h in self.hosts))
+
+    async def _recovered(self, shard: RayRef, timeout_s: float = 30.0) -> None:
+        """Wait (bounded) for a shard's first catch-up with the store, so a fresh ``open`` does
+        not answer its first searches degraded; past the bound it carries on (degraded)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while await shard.call("is_recovering") and loop.time() < deadline:
+            await asyncio.sleep(0.05)
 
     async def stop(self, terminate: bool) -> None:
         """Flush; with ``terminate`` also close and kill every actor."""
@@ -139,8 +178,15 @@ class RayDeployment:
             await asyncio.gather(*(h.call("flush") for h in self.hosts))
             await asyncio.gather(*(s.call("snapshot") for s in self.shards))
             return
-        await asyncio.gather(*(h.call("close") for h in self.hosts))
-        await asyncio.gather(*(s.call("close") for s in self.shards))
-        await self.store.call("close")
-        for ref in [*self.hosts, *self.shards, self.store]:
-            ray.kill(ref.handle, no_restart=True)
+        try:
+            await asyncio.gather(*(h.call("close") for h in self.hosts))
+            # a shard's close is only a snapshot (indexes are derived data): one that is down or
+            # restarting must not keep the store from closing nor the actors from being killed
+            closed = await asyncio.gather(*(s.call("close") for s in self.shards), return_exceptions=True)
+            for shard, result in zip(self.shards, closed):
+                if isinstance(result, Exception):
+                    log.warning("%s did not close cleanly (%r); it recovers from the store", shard.label, result)
+            await self.store.call("close")
+        finally:
+            for ref in [*self.hosts, *self.shards, self.store]:
+                ray.kill(ref.handle, no_restart=True)

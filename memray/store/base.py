@@ -36,7 +36,7 @@ class IndexRow(NamedTuple):
 
     namespace: Namespace
     doc_id: str
-    vector: Any  # float32[dim]
+    vector: Any  # float32[dim]; None for an item not (yet) embedded with the model
     text: str
     recency: float  # seq for messages, timestamp for entries: later wins ties
 
@@ -121,10 +121,13 @@ class HistoryStoreAPI(Protocol):
         ...
 
     def scan_index_rows(
-        self, shard: int, shards: int, model_id: str, after: tuple[Namespace, str] | None, limit: int
+        self, shard: int, shards: int, model_id: str, after: tuple[Namespace, str] | None, limit: int,
+        unembedded: bool = False,
     ) -> list[IndexRow]:
         """Page through the items of one shard (user_hash % shards == shard) that have a vector of
-        ``model_id``, ordered by (namespace, doc_id), starting after ``after``."""
+        ``model_id``, ordered by (namespace, doc_id), starting after ``after``. With
+        ``unembedded``, items with text but no such vector come too, with ``vector=None`` (a
+        recovering shard indexes them lexically)."""
         ...
 
     # -- working memory and summaries -----------------------------------------------------

@@ -134,9 +134,10 @@ class HistoryStore:
         return items.missing_embeddings(self._db, model_id, refs)
 
     def scan_index_rows(
-        self, shard: int, shards: int, model_id: str, after: tuple[Namespace, str] | None, limit: int
+        self, shard: int, shards: int, model_id: str, after: tuple[Namespace, str] | None, limit: int,
+        unembedded: bool = False,
     ) -> list[IndexRow]:
-        return items.scan_index_rows(self._db, shard, shards, model_id, after, limit)
+        return items.scan_index_rows(self._db, shard, shards, model_id, after, limit, unembedded)
 
     # -- working memory and summaries -----------------------------------------------------
     def get_working_memory(self, app: str, user_id: str, scope: WMScope, conversation_id: str | None) -> tuple[str | None, int]:

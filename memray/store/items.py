@@ -193,13 +193,20 @@ def missing_embeddings(db: Database, model_id: str, refs: list[tuple[Namespace, 
 
 
 def scan_index_rows(
-    db: Database, shard: int, shards: int, model_id: str, after: tuple[Namespace, str] | None, limit: int
+    db: Database, shard: int, shards: int, model_id: str, after: tuple[Namespace, str] | None, limit: int,
+    unembedded: bool = False,
 ) -> list[IndexRow]:
-    """One page of a shard's vectors of ``model_id``, ordered by (namespace, doc_id)."""
+    """One page of a shard's vectors of ``model_id``, ordered by (namespace, doc_id).
+
+    With ``unembedded`` the page also holds the shard's items with non-empty text and no vector
+    of ``model_id`` (never embedded, failed, or changed since), with ``vector=None``: a shard that
+    recovers from the store indexes them lexically until the embedder catches up."""
     if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
         raise ValidationError("shards", shards, "must be a positive integer")
     if not isinstance(shard, int) or not 0 <= shard < shards:
         raise ValidationError("shard", shard, f"must be in [0, {shards})")
+    if unembedded:
+        return _scan_items(db, shard, shards, model_id, after, limit)
     params: list[Any] = [model_id, shards, shards, shards, shard]
     cursor = ""
     if after is not None:
@@ -217,10 +224,36 @@ def scan_index_rows(
     return _index_rows(table)
 
 
+def _scan_items(
+    db: Database, shard: int, shards: int, model_id: str, after: tuple[Namespace, str] | None, limit: int
+) -> list[IndexRow]:
+    """:func:`scan_index_rows` driven by the items (messages and entries), each with its vector
+    of ``model_id`` or none."""
+    params: list[Any] = [shards, shards, shards, shard, shards, shards, shards, shard, model_id]
+    cursor = ""
+    if after is not None:
+        cursor = "AND (i.app, i.user_id, i.kind, i.scope, i.doc_id) > (?, ?, ?, ?, ?)"
+        params.extend([*after[0], after[1]])
+    table = db.arrow(f"""
+        SELECT i.app, i.user_id, i.kind, i.scope, i.doc_id, x.vector, i.text, i.recency FROM (
+          SELECT app, user_id, 'conv' AS kind, conversation_id AS scope, id AS doc_id, text,
+                 CAST(seq AS DOUBLE) AS recency FROM messages WHERE ((user_hash % ?) + ?) % ? = ?
+          UNION ALL
+          SELECT app, user_id, 'entry', coalesce(project_id, ''), id, text, timestamp
+          FROM entries WHERE ((user_hash % ?) + ?) % ? = ?) i
+        LEFT JOIN embeddings x ON x.model_id = ? AND x.app = i.app AND x.user_id = i.user_id
+          AND x.kind = i.kind AND x.scope = i.scope AND x.doc_id = i.doc_id
+        WHERE (i.text <> '' OR x.vector IS NOT NULL) {cursor}
+        ORDER BY i.app, i.user_id, i.kind, i.scope, i.doc_id LIMIT {int(limit)}""", params)
+    return _index_rows(table)
+
+
 def _index_rows(table: pa.Table) -> list[IndexRow]:
     vec = table["vector"].combine_chunks()
     flat = vec.values.to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
     offsets = vec.offsets.to_numpy()
+    valid = vec.is_valid().to_numpy(zero_copy_only=False) if vec.null_count else None
     cols: Sequence[list[Any]] = [table[c].to_pylist() for c in ("app", "user_id", "kind", "scope", "doc_id", "text", "recency")]
-    return [IndexRow(Namespace(a, u, k, s), d, flat[offsets[i]:offsets[i + 1]], t, float(r))
+    return [IndexRow(Namespace(a, u, k, s), d,
+                     flat[offsets[i]:offsets[i + 1]] if valid is None or valid[i] else None, t, float(r))
             for i, (a, u, k, s, d, t, r) in enumerate(zip(*cols))]

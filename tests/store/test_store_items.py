@@ -106,3 +106,33 @@ def test_scan_index_rows_shards_by_python_modulo_and_pages(store: HistoryStore) 
         assert len(seen) == len(set(seen)) == 80
     with pytest.raises(ValidationError):
         store.scan_index_rows(3, 3, "h", None, 10)
+
+
+def test_scan_index_rows_unembedded_brings_items_without_vectors(store: HistoryStore) -> None:
+    users = [f"user-{i}" for i in range(12)]
+    for u in users:
+        key = ConversationKey("app", u, "c")
+        store.append_messages([msg(1, key), msg(2, key), msg(3, key, text="")])
+        store.put_embeddings([EmbeddingRow(conversation_namespace(key), "m1", "h", np.ones(2))])
+    store.put_entries([entry("e1", project="P"), entry("e2", text="")])
+    store.put_embeddings([EmbeddingRow(conversation_namespace(ConversationKey("app", "user-0", "c")), "m2", "other", np.ones(2))])
+    for shards in (1, 3):
+        got: list = []
+        for shard in range(shards):
+            page = store.scan_index_rows(shard, shards, "h", None, 5, unembedded=True)
+            part = list(page)
+            while page:
+                page = store.scan_index_rows(shard, shards, "h", (part[-1].namespace, part[-1].doc_id), 5, unembedded=True)
+                part += page
+            assert all(user_hash(r.namespace.app, r.namespace.user_id) % shards == shard for r in part)
+            keys = [(r.namespace, r.doc_id) for r in part]
+            assert keys == sorted(keys)
+            got += part
+        # m1 with its vector, m2 (a vector of another model only) and e1 without; empty texts skipped
+        assert sorted((r.namespace.user_id, r.doc_id, r.vector is None) for r in got) == sorted(
+            [(u, "m1", False) for u in users] + [(u, "m2", True) for u in users] + [("u1", "e1", True)])
+        by = {(r.namespace.user_id, r.doc_id): r for r in got}
+        assert by[("user-3", "m1")].vector.tolist() == [1.0, 1.0] and by[("user-3", "m2")].recency == 2.0
+        assert by[("u1", "e1")].namespace == entry_namespace("app", "u1", "P")
+    # the default keeps its contract: vectors of the model only
+    assert len(store.scan_index_rows(0, 1, "h", None, 100)) == len(users)

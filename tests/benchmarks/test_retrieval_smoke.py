@@ -1,0 +1,51 @@
+"""The retrieval benchmarks run at a tiny size, so they cannot rot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks import retrieval_data, retrieval_eval, vector_recall
+
+
+def test_retrieval_set_is_deterministic_and_committed_as_generated() -> None:
+    small = retrieval_data.generate(users=2, sessions=3, turns=8, facts=3, seed=1)
+    assert small == retrieval_data.generate(users=2, sessions=3, turns=8, facts=3, seed=1)
+    turns = {r["id"]: r for r in small if r["type"] == "turn"}
+    questions = [r for r in small if r["type"] == "question"]
+    assert len(turns) == 2 * 3 * 8 and len(questions) == 6
+    for q in questions:  # every evidence turn is a user turn of that user, stated before the last session
+        ev = turns[q["evidence"][0]]
+        assert ev["role"] == "user" and ev["user"] == q["user"] and ev["session"] != "s2"
+    committed = retrieval_data.load()
+    assert committed == retrieval_data.generate()  # the JSONL is exactly what the script writes
+    assert sum(r["type"] == "question" for r in committed) == 300
+
+
+def test_retrieval_eval_prints_one_json_line_and_plots(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    png = tmp_path / "eval.png"
+    result = retrieval_eval.main(["--users", "3", "--plot", str(png)])
+    line = capsys.readouterr().out.strip()
+    assert "\n" not in line and json.loads(line) == result
+    assert result["questions"] == 18 and result["users"] == 3
+    hash_result = result["embedders"]["hash"]
+    for mode in retrieval_eval.MODES:
+        r = hash_result[mode]
+        assert 0.0 <= r["recall@1"] <= r["recall@5"] <= r["recall@10"] <= 1.0
+    assert hash_result["hybrid"]["recall@10"] > result["floor_recent"]["recall@10"]
+    assert png.stat().st_size > 0
+    with pytest.raises(SystemExit, match="base-url"):
+        retrieval_eval.main(["--users", "1", "--embedders", "openai"])
+
+
+def test_vector_recall_prints_one_json_line(capsys: pytest.CaptureFixture[str]) -> None:
+    result = vector_recall.main(["--n", "3000", "--dim", "16", "--big", "4", "--small-size", "100",
+                                 "--exact-threshold", "200", "--queries", "10", "--app-queries", "5"])
+    line = capsys.readouterr().out.strip()
+    assert "\n" not in line and json.loads(line) == result
+    assert result["hnsw_namespaces"] == 4 and sum(result["vectors_per_shard"]) == 3000
+    for name in ("scoped_hnsw", "scoped_exact", "app_wide"):
+        assert 0.8 <= result[name]["recall_at_10"] <= 1.0
+        assert result[name]["latency"]["p50_ms"] > 0 and result[name]["floor_exact_latency"]["p50_ms"] > 0

@@ -1,0 +1,149 @@
+"""Shard recovery without Ray: a RecoveringShard and a ShardKeeper against a real DuckDB store."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memray.config import IndexConfig
+from memray.errors import UnavailableError
+from memray.ids import ConversationKey
+from memray.index import IndexItem
+from memray.index.recovery import RecoveringShard, ShardKeeper
+from memray.store.history import HistoryStore
+from memray.store.rows import EmbeddingRow, Namespace, conversation_namespace, user_hash
+from tests.store.conftest import msg
+
+DIM = 8
+MODEL = "h"
+SHARDS = 2
+
+
+def users_on(shard: int, n: int) -> list[str]:
+    return [u for u in (f"user-{i}" for i in range(100)) if user_hash("app", u) % SHARDS == shard][:n]
+
+
+def vec(i: int) -> np.ndarray:
+    v = np.zeros(DIM, dtype=np.float32)
+    v[i % DIM] = 1.0
+    return v
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    s = HistoryStore(str(tmp_path / "h.duckdb"))
+    s.open()
+    yield s
+    s.close()
+
+
+def make_shard(tmp_path: Path, recovering: bool = True) -> RecoveringShard:
+    shard = RecoveringShard(0, str(tmp_path / "shard"), DIM, MODEL, IndexConfig(exact_threshold=4), recovering)
+    shard.open()
+    return shard
+
+
+def keeper_for(shard: RecoveringShard, store: HistoryStore, page: int = 3, **kw) -> ShardKeeper:
+    scan = lambda after, limit: store.scan_index_rows(0, SHARDS, MODEL, after, limit, True)  # noqa: E731
+    return ShardKeeper(lambda m, *a: getattr(shard, m)(*a), scan, kw.pop("every", 60.0), page_size=page, **kw)
+
+
+def fill(store: HistoryStore, users: list[str], n: int, embedded: int) -> list[tuple[Namespace, str]]:
+    """``n`` messages per user, the first ``embedded`` with a vector of MODEL."""
+    refs = []
+    for u in users:
+        key = ConversationKey("app", u, "c")
+        store.append_messages([msg(i, key, text=f"{u} likes topic{i} number {i}") for i in range(1, n + 1)])
+        store.put_embeddings([EmbeddingRow(conversation_namespace(key), f"m{i}", MODEL, vec(i)) for i in range(1, embedded + 1)])
+        refs += [(conversation_namespace(key), f"m{i}") for i in range(1, n + 1)]
+    return refs
+
+
+def test_recovery_catches_up_with_the_store_and_serves_again(tmp_path: Path, store: HistoryStore) -> None:
+    users = users_on(0, 3)
+    refs = fill(store, users, 6, embedded=4)
+    old = make_shard(tmp_path, recovering=False)
+    ns0 = conversation_namespace(ConversationKey("app", users[0], "c"))
+    old.upsert([IndexItem(ns0, "m1", vec(1), "stale text", 1.0, '{"old": true}'),
+                IndexItem(ns0, "gone", vec(2), "deleted from the store", 9.0, "{}")], MODEL)
+    old.snapshot()
+
+    shard = make_shard(tmp_path)  # the restart: snapshot loaded, not level yet
+    with pytest.raises(UnavailableError, match="shard 0 unavailable: recovering"):
+        shard.search_user("app", users[0], "conv", vec(1), "topic1", 5, "hybrid")
+    report = keeper_for(shard, store).recover()
+
+    assert not shard.is_recovering()
+    assert sorted(shard.inventory()) == sorted(refs)
+    assert report == (len(refs), len(refs), 1)  # m1 was stale, "gone" deleted
+    assert shard.stats()["vectors"] == 4 * len(users)
+    assert "m1" not in shard._spaces[ns0].payload  # the old item JSON is not served any more
+    unembedded = shard.search_user("app", users[1], "conv", None, "topic6", 3, "lexical")
+    assert [h.doc_id for h in unembedded][:1] == ["m6"]  # never embedded, found lexically
+    by_vector = shard.search_user("app", users[2], "conv", vec(3), "", 1, "vector")
+    assert [h.doc_id for h in by_vector] == ["m3"]
+
+
+def test_writes_during_the_pass_are_kept(tmp_path: Path, store: HistoryStore) -> None:
+    users = users_on(0, 2)
+    fill(store, users, 5, embedded=5)
+    shard = make_shard(tmp_path)
+    ns = conversation_namespace(ConversationKey("app", users[0], "c"))
+    pages = 0
+
+    def scan(after, limit):
+        nonlocal pages
+        pages += 1
+        if pages == 2:  # the pipeline indexes a new message mid-pass (durable after the scan began)
+            shard.upsert([IndexItem(ns, "late", vec(0), "late message", 99.0, "{}")], MODEL)
+        return store.scan_index_rows(0, SHARDS, MODEL, after, limit, True)
+
+    ShardKeeper(lambda m, *a: getattr(shard, m)(*a), scan, 60.0, page_size=3).recover()
+    assert (ns, "late") in shard.inventory()
+    assert len(shard.inventory()) == 11
+
+
+def test_snapshot_if_changed_skips_clean_shards(tmp_path: Path) -> None:
+    shard = make_shard(tmp_path, recovering=False)
+    assert shard.snapshot_if_changed() is False
+    ns = Namespace("app", "u", "conv", "c")
+    shard.upsert([IndexItem(ns, "a", vec(0), "alpha", 1.0, "")], MODEL)
+    assert shard.snapshot_if_changed() is True
+    first = shard.stats()["snapshot"]
+    assert shard.snapshot_if_changed() is False and shard.stats()["snapshot"] == first
+    shard.drop("app", "u")  # a namespace that went is a change too
+    assert shard.snapshot_if_changed() is True
+    reopened = make_shard(tmp_path, recovering=False)
+    assert reopened.inventory() == [] and reopened.snapshot_if_changed() is False
+
+
+def test_keeper_retries_until_the_store_answers_then_snapshots(tmp_path: Path, store: HistoryStore) -> None:
+    users = users_on(0, 1)
+    refs = fill(store, users, 3, embedded=1)
+    shard = make_shard(tmp_path)
+    lock = threading.Lock()  # the keeper's calls are serialised, as on an actor
+    failures = [2]
+
+    def scan(after, limit):
+        if failures[0]:
+            failures[0] -= 1
+            raise UnavailableError("history store", "restarting")
+        return store.scan_index_rows(0, SHARDS, MODEL, after, limit, True)
+
+    def call(method, *args):
+        with lock:
+            return getattr(shard, method)(*args)
+
+    keeper = ShardKeeper(call, scan, snapshot_every_s=0.05, retry_s=0.01).start()
+    try:
+        deadline = time.monotonic() + 10
+        while (keeper.report is None or keeper.snapshots == 0) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        keeper.stop(timeout_s=5)
+    assert failures == [0] and keeper.report is not None and keeper.snapshots >= 1
+    assert sorted(make_shard(tmp_path, recovering=False).inventory()) == sorted(refs)  # from the snapshot

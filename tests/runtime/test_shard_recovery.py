@@ -1,0 +1,75 @@
+"""A shard actor that dies is restarted by Ray, catches up with the store, and misses nothing."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import memray
+from memray.ids import ConversationKey
+from memray.store.rows import conversation_namespace, user_hash
+
+pytestmark = pytest.mark.ray
+
+SHARDS = 2
+APP = "rec"
+
+
+def users_on(shard: int, n: int) -> list[str]:
+    return [u for u in (f"user-{i}" for i in range(200)) if user_hash(APP, u) % SHARDS == shard][:n]
+
+
+def turns(user: str, start: int, n: int) -> list[dict[str, str]]:
+    return [{"role": "user", "content": f"{user} note {i}: the parcel code is zebra{i}"} for i in range(start, start + n)]
+
+
+def poll(check, timeout_s: float = 60.0, every_s: float = 0.2):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = check()
+        if result or time.monotonic() > deadline:
+            return result
+        time.sleep(every_s)
+
+
+def test_killed_shard_degrades_then_recovers_everything(ray_session, tmp_path) -> None:
+    import ray
+
+    config = memray.MemoryConfig(path=str(tmp_path / "m"), mode="ray", hosts=1, shards=SHARDS, debounce_ms=20)
+    mem = memray.open(config=config)
+    try:
+        victims, others = users_on(1, 3), users_on(0, 2)
+        convs = {u: mem.conversation(user_id=u, conversation_id="c", app=APP) for u in victims + others}
+        for u, conv in convs.items():
+            conv.add(turns(u, 0, 5))
+        assert mem.wait_indexed(30)
+        shard_ref = mem.deployment.shards[1]
+        assert mem._router.shard_of(APP, victims[0]) == 1
+
+        ray.kill(shard_ref.handle, no_restart=False)
+        during = convs[victims[0]].search("parcel code zebra2", limit=3, scope="user")
+        assert during.degraded and "shard 1" in (during.reason or "")
+        assert convs[others[0]].search("parcel code zebra2", limit=3).degraded is False  # the other shard serves
+
+        for u, conv in convs.items():  # writes go on during the outage: durable, indexed later
+            conv.add(turns(u, 5, 3))
+        mem.flush()
+
+        def level() -> bool:
+            res = convs[victims[1]].search("zebra7", limit=10, mode="lexical")
+            return not res.degraded and any(h.message.text.endswith("zebra7") for h in res)
+
+        assert poll(level), "shard 1 did not come back level with the store"
+        assert mem.wait_indexed(30)
+        store, held = mem.deployment.store, set(mem._run(shard_ref.call("inventory")))
+        for u in victims:
+            key = ConversationKey(APP, u, "c")
+            rows = mem._run(store.call("get_messages", key))
+            assert len(rows) == 8
+            assert {(conversation_namespace(key), r.id) for r in rows} <= held
+        for u in victims:  # complete by vector too: every message of the user has its vector back
+            hits = convs[u].search(f"{u} note 6: the parcel code is zebra6", limit=8, mode="vector")
+            assert not hits.degraded and len(hits) == 8 and hits[0].message.text.endswith("zebra6")
+    finally:
+        mem.close(terminate=True)
