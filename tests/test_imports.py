@@ -9,7 +9,7 @@ CORES = [
     "memray.conversation.buffer", "memray.conversation.persist", "memray.conversation.core",
     "memray.conversation.host", "memray.conversation.recall", "memray.store.history",
     "memray.embedding", "memray.index.shard", "memray.index.router", "memray.runtime.local",
-    "memray.runtime.deploy",
+    "memray.runtime.deploy", "memray.metrics",
 ]
 
 

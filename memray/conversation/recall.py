@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Literal
+import time
+from typing import TYPE_CHECKING, Any, Literal
 
 from memray.conversation.context import assemble
 from memray.conversation.working_memory import WorkingMemory, render_instructions
 from memray.ids import ConversationKey
+from memray.metrics import DEGRADED_RECALLS, SEARCH_LATENCY
 from memray.models import Context, Hit, Message, RetrievalMode
 from memray.runtime.ref import ActorRef
 from memray.store.rows import conversation_namespace, row_to_message
@@ -51,32 +53,52 @@ class Recall:
         self, key: ConversationKey, query: str, limit: int, min_score: float | None = None,
         mode: RetrievalMode | None = None, scope: Scope = "conversation",
     ) -> SearchResults:
-        mode = mode or self._mode
-        if self._embedder is None and mode != "lexical":
-            mode = "lexical"  # no embedder: semantic recall degrades to lexical (documented)
-        vector = None
-        if mode != "lexical":
-            assert self._embedder is not None
-            vector = (await asyncio.to_thread(self._embedder.embed, [query]))[0]
+        t0 = time.perf_counter()
+        mode, vector = await self._query(query, mode)
         if scope == "conversation":
             result = await self._router.search([conversation_namespace(key)], vector, query, limit, mode, min_score)
         else:
             result = await self._router.search_user(key.app, key.user_id, "conv", vector, query, limit, mode, min_score)
-        out = SearchResults(await self._hydrate(key, result.hits))
-        out.degraded, out.reason = result.degraded, result.reason
-        return out
+        out = SearchResults(await self._hydrate(result.hits))
+        return _finish(out, result.degraded, result.reason, scope, t0)
 
-    async def _hydrate(self, key: ConversationKey, hits: list[ShardHit]) -> list[Hit]:
-        """Hits as messages: from the shard's payload, or from the store where it has none."""
-        missing = [(h.namespace.scope, h.doc_id) for h in hits if not h.payload]
-        rows = await self._store.call("fetch_messages", key.app, key.user_id, missing) if missing else []
-        by_ref = {(r.conversation_id, r.id): row_to_message(r) for r in rows}
+    async def search_app(
+        self, app: str, query: str, limit: int, min_score: float | None = None, mode: RetrievalMode | None = None,
+    ) -> SearchResults:
+        """Every conversation of ``app`` (all users): fans out to every shard, merges the top ``limit``."""
+        t0 = time.perf_counter()
+        mode, vector = await self._query(query, mode)
+        result = await self._router.search_app(app, "conv", vector, query, limit, mode, min_score)
+        out = SearchResults(await self._hydrate(result.hits))
+        return _finish(out, result.degraded, result.reason, "app", t0)
+
+    async def _query(self, query: str, mode: RetrievalMode | None) -> tuple[RetrievalMode, Any]:
+        """The mode to search in and the query's vector (None in lexical mode)."""
+        mode = mode or self._mode
+        if self._embedder is None and mode != "lexical":
+            mode = "lexical"  # no embedder: semantic recall degrades to lexical (documented)
+        if mode == "lexical":
+            return mode, None
+        assert self._embedder is not None
+        return mode, (await asyncio.to_thread(self._embedder.embed, [query]))[0]
+
+    async def _hydrate(self, hits: list[ShardHit]) -> list[Hit]:
+        """Hits as messages: from the shard's payload, or from the store where it has none
+        (one store call per user whose hits lack a payload)."""
+        missing: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        for h in hits:
+            if not h.payload:
+                missing.setdefault((h.namespace.app, h.namespace.user_id), []).append((h.namespace.scope, h.doc_id))
+        by_ref: dict[tuple[str, str, str, str], Message] = {}
+        for (app, user_id), refs in missing.items():
+            for r in await self._store.call("fetch_messages", app, user_id, refs):
+                by_ref[(app, user_id, r.conversation_id, r.id)] = row_to_message(r)
         out = []
         for h in hits:
-            ref = (h.namespace.scope, h.doc_id)
-            msg = Message.model_validate_json(h.payload) if h.payload else by_ref.get(ref)
+            ns = h.namespace
+            msg = Message.model_validate_json(h.payload) if h.payload else by_ref.get((ns.app, ns.user_id, ns.scope, h.doc_id))
             if msg is not None:  # a hit deleted meanwhile is dropped
-                out.append(Hit(message=msg, score=h.score, conversation_id=ref[0]))
+                out.append(Hit(message=msg, score=h.score, conversation_id=ns.scope))
         return out
 
     async def context(
@@ -105,6 +127,8 @@ class Recall:
         if isinstance(extras, BaseException):
             degraded, reason = True, (reason + "; " if reason else "") + f"summary/working memory unavailable: {extras!r}"
         ctx = assemble(recent, hits, merge, summary, wm, token_budget)
+        if isinstance(recalled, BaseException) or isinstance(extras, BaseException):  # (a degraded search counted itself)
+            DEGRADED_RECALLS.inc(1, {"scope": "context"})
         return ctx.model_copy(update={"degraded": degraded, "reason": reason})
 
     async def _extras(self, key: ConversationKey, wm: WorkingMemory) -> tuple[str | None, str | None]:
@@ -112,3 +136,11 @@ class Recall:
         state, note = await asyncio.gather(self._store.call("get_summary", key), wm.get())
         block = render_instructions(wm.spec, note.text) if note.content is not None else None
         return (state.text if state is not None else None), block
+
+
+def _finish(out: SearchResults, degraded: bool, reason: str | None, scope: str, t0: float) -> SearchResults:
+    out.degraded, out.reason = degraded, reason
+    SEARCH_LATENCY.observe(time.perf_counter() - t0, {"scope": scope})
+    if degraded:
+        DEGRADED_RECALLS.inc(1, {"scope": scope})
+    return out

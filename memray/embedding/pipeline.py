@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Callable, NamedTuple
 
 import numpy as np
 
+from memray.metrics import EMBEDDING_FAILURES
 from memray.runtime.ref import ActorRef
 from memray.store.rows import EmbeddingRow, Namespace
 
@@ -109,6 +110,7 @@ class EmbeddingPipeline:
         try:
             vectors = await asyncio.to_thread(self._embedder.embed, [i.text for i in batch])
         except Exception as exc:
+            EMBEDDING_FAILURES.inc(len(batch))
             self._fail(batch, f"embedding failed: {exc!r}")
             try:
                 await self._store.call("mark_embedding_failed", [(i.namespace, i.doc_id) for i in batch], repr(exc))
