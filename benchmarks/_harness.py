@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import platform
 import random
@@ -66,7 +67,7 @@ def pct_ms(seconds: Sequence[float]) -> dict[str, float]:
     n = len(xs)
 
     def at(q: float) -> float:
-        return round(xs[min(n - 1, max(0, int(q * n + 0.5) - 1))] * 1000.0, 3)
+        return round(xs[min(n - 1, max(0, math.ceil(q * n) - 1))] * 1000.0, 3)
 
     return {"p50_ms": at(0.50), "p95_ms": at(0.95), "p99_ms": at(0.99), "n": n}
 

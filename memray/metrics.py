@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import math
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -201,7 +202,7 @@ def percentiles(values: Sequence[float], qs: Sequence[float] = (50, 95, 99)) -> 
         return {f"p{q:g}": 0.0 for q in qs}
     ordered = sorted(values)
     n = len(ordered)
-    return {f"p{q:g}": ordered[min(n - 1, max(0, int(round(q / 100.0 * n + 0.5)) - 1))] for q in qs}
+    return {f"p{q:g}": ordered[min(n - 1, max(0, math.ceil(q / 100.0 * n) - 1))] for q in qs}
 
 
 MESSAGES_COMMITTED = Counter("memray_messages_committed", "Messages committed to the history store", ("host",))
