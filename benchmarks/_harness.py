@@ -201,7 +201,7 @@ def _pyplot() -> Any:
 def plot_bars(path: str, title: str, labels: list[str], series: dict[str, list[float]], ylabel: str, log_y: bool = False) -> None:
     """Grouped bars: one group per label, one bar per series."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.6 * len(labels) * max(1, len(series)) / 2), 4.2), dpi=90)
+    fig, ax = plt.subplots(figsize=(min(14.0, max(6.0, 0.35 * len(labels) * max(1, len(series)) / 2)), 5.0), dpi=90)
     width = 0.8 / max(1, len(series))
     for i, (name, values) in enumerate(series.items()):
         ax.bar([x + i * width for x in range(len(labels))], values, width, label=name)
