@@ -281,6 +281,19 @@ class Memory:
 
         return await verify_user_deleted(self.deployment, self.service_core, self.config, app, user_id)
 
+    # -- app-wide recall -------------------------------------------------------------------
+    def search_app(self, app: str, query: str, limit: int = 5, mode: RetrievalMode | None = None,
+                   min_score: float | None = None) -> SearchResults:
+        """Search every conversation of every user of ``app`` (an explicit app-wide operation:
+        it fans out to every shard). Scores as in :meth:`ConversationHandle.search`."""
+        validate_id("app", app)
+        return self._run(self._recall.search_app(app, _query(query), _limit(limit) or 0, min_score, mode))
+
+    async def asearch_app(self, app: str, query: str, limit: int = 5, mode: RetrievalMode | None = None,
+                          min_score: float | None = None) -> SearchResults:
+        validate_id("app", app)
+        return await self._arun(self._recall.search_app(app, _query(query), _limit(limit) or 0, min_score, mode))
+
     # -- conversations of a user ----------------------------------------------------------
     def list_conversations(self, user_id: str, app: str = "default", order: str = "updated_desc", limit: int = 50, offset: int = 0) -> list[ConversationInfo]:
         validate_id("user_id", user_id)

@@ -14,7 +14,7 @@ import random
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from memray.ids import ConversationKey
 from memray.memory import Memory
@@ -64,13 +64,25 @@ def _script(agent: int, turn: int, rng: random.Random) -> tuple[str, str]:
     return (f"Tell me something new about {topic}; I started {topic} last month (turn {turn}).", colour)
 
 
-async def simulate(mem: Memory, agents: int, turns: int, app: str = "sim", seed: int = 7) -> SimulationReport:
-    """Run the simulation on ``mem`` and verify the store against what was acknowledged."""
+#: Benchmark hooks: ``decorate(agent, turn, text) -> text`` rewrites a user message before it is
+#: added; ``on_ack(turn, handles, seqs)`` runs (awaited) right after the users' add_many returns.
+Decorate = Callable[[int, int, str], str]
+OnAck = Callable[[int, list[Any], list[list[int]]], Awaitable[None]]
+
+
+async def simulate(
+    mem: Memory, agents: int, turns: int, app: str = "sim", seed: int = 7,
+    decorate: Decorate | None = None, on_ack: OnAck | None = None,
+) -> SimulationReport:
+    """Run the simulation on ``mem`` and verify the store against what was acknowledged.
+    ``extras`` holds the tick latencies (a tick: the users' add_many, every agent's context(),
+    the replies' add_many)."""
     rng = random.Random(seed)
     convs = [mem.conversation(user_id=f"agent-{a}", conversation_id="main", app=app) for a in range(agents)]
     acked: dict[ConversationKey, dict[str, int]] = {c.key: {} for c in convs}
     add_lat: list[float] = []
     recall_lat: list[float] = []
+    tick_lat: list[float] = []
     hits = asked = degraded = 0
     start = time.perf_counter()
 
@@ -86,17 +98,21 @@ async def simulate(mem: Memory, agents: int, turns: int, app: str = "sim", seed:
 
     for turn in range(turns):
         lines = [_script(a, turn, rng) for a in range(agents)]
-        users = [{"id": f"t{turn}-u", "role": "user", "content": text} for text, _ in lines]
-        t0 = time.perf_counter()
+        said = [decorate(a, turn, text) if decorate else text for a, (text, _) in enumerate(lines)]
+        users = [{"id": f"t{turn}-u", "role": "user", "content": text} for text in said]
+        t0 = tick0 = time.perf_counter()
         seqs = await mem.aadd_many([(c, [u]) for c, u in zip(convs, users)])
         add_lat.append(time.perf_counter() - t0)
         for c, s in zip(convs, seqs):
             acked[c.key][f"t{turn}-u"] = s[0]
+        if on_ack is not None:
+            await on_ack(turn, convs, seqs)
         await asyncio.gather(*(recall(i, text, expect, turn) for i, (text, expect) in enumerate(lines)))
         replies = [{"id": f"t{turn}-a", "role": "assistant", "content": f"Noted ({turn}): {text[:60]}"} for text, _ in lines]
         t0 = time.perf_counter()
         seqs = await mem.aadd_many([(c, [r]) for c, r in zip(convs, replies)])
         add_lat.append(time.perf_counter() - t0)
+        tick_lat.append(time.perf_counter() - tick0)
         for c, s in zip(convs, seqs):
             acked[c.key][f"t{turn}-a"] = s[0]
     elapsed = time.perf_counter() - start
@@ -109,6 +125,8 @@ async def simulate(mem: Memory, agents: int, turns: int, app: str = "sim", seed:
         recall_p50_ms=round(_pct(recall_lat, 0.5), 2), recall_p99_ms=round(_pct(recall_lat, 0.99), 2),
         recall_hit_rate=round(hits / asked, 3) if asked else 1.0, degraded=degraded,
         verified=missing == 0 and extra == 0, missing=missing, extra=extra,
+        extras={"tick_p50_ms": round(_pct(tick_lat, 0.5), 2), "tick_p99_ms": round(_pct(tick_lat, 0.99), 2),
+                "ticks": len(tick_lat)},
     )
 
 

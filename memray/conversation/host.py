@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from typing import Any
 
 from memray.config import EmbedderConfig, MemoryConfig
@@ -28,6 +29,7 @@ from memray.conversation.persist import PersistChain
 from memray.embedding.pipeline import EmbeddingPipeline, PendingItem
 from memray.errors import ClosedError
 from memray.ids import ConversationKey
+from memray.metrics import LagRecorder
 from memray.models import Message
 from memray.runtime.ref import ActorRef
 from memray.store.base import ConversationSnapshot
@@ -48,6 +50,7 @@ class ConversationHost:
         self._loading: dict[ConversationKey, asyncio.Future[Conversation]] = {}
         self._closed = False
         self._started = False
+        self._lag = LagRecorder(str(host_id))
 
     async def start(self) -> None:
         """Build the embedder, router, committer and pipeline (in the actor's own process).
@@ -126,6 +129,7 @@ class ConversationHost:
     async def add(self, key: ConversationKey, messages: list[Message], durable: bool = False) -> list[int]:
         conv = await self._get(key)
         seqs = conv.add(messages)
+        self._lag.acked(key, [m.id for m in messages])
         if durable:
             await conv.chain.flush()
         return seqs
@@ -135,6 +139,9 @@ class ConversationHost:
         convs = await self._get_many([k for k, _ in batch])
         by_key = {c.key: c for c in convs}
         out = [by_key[k].add(msgs) for k, msgs in batch]
+        now = time.monotonic()
+        for k, msgs in batch:
+            self._lag.acked(k, [m.id for m in msgs], now)
         if durable:
             await asyncio.gather(*(c.chain.flush() for c in by_key.values()))
         return out
@@ -154,6 +161,7 @@ class ConversationHost:
             conv.buffer.mark_pending(ids)
             raise
         conv.buffer.settle(ids)
+        self._lag.committed(conv.key, ids)
         corrected = {c[3] for c in corrections}
         for mid in corrected:  # an id the store already held: it keeps its original seq
             conv.buffer.discard(mid)
@@ -225,6 +233,7 @@ class ConversationHost:
             return
         conv.deleted = True
         conv.buffer.drain()
+        self._lag.forget(key)
         await conv.chain.close()
         ns = conversation_namespace(key)
         self._pipeline.forget(lambda n: n == ns)
@@ -288,6 +297,12 @@ class ConversationHost:
 
     async def ping(self) -> bool:
         return True
+
+    async def durable_lag(self, reset: bool = False, samples: bool = False) -> dict[str, Any]:
+        """Acknowledged → committed lag of this host's messages since the last reset: count,
+        p50/p95/p99/max in seconds (measured in the host, per message), and ``pending``
+        (acknowledged, not yet durable); ``samples`` adds every lag kept."""
+        return self._lag.summary(reset, samples)
 
     async def close(self) -> None:
         """Flush every conversation, drain the embedding pipeline, stop."""

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Callable, Literal
+import time
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from memray.conversation.context import assemble
 from memray.conversation.working_memory import WorkingMemory, render_instructions
 from memray.errors import EmbeddingError
 from memray.ids import ConversationKey
+from memray.metrics import DEGRADED_RECALLS, SEARCH_LATENCY
 from memray.models import Context, Hit, Message, RetrievalMode
 from memray.runtime.ref import ActorRef
 from memray.store.rows import conversation_namespace, row_to_message
@@ -59,40 +61,59 @@ class Recall:
         self, key: ConversationKey, query: str, limit: int, min_score: float | None = None,
         mode: RetrievalMode | None = None, scope: Scope = "conversation",
     ) -> SearchResults:
-        if self.before_search is not None:
-            self.before_search()
-        embedder = self._embedder  # one model for this query, whatever happens meanwhile
-        mode = mode or self._mode
-        if embedder is None and mode != "lexical":
-            mode = "lexical"  # no embedder: semantic recall degrades to lexical (documented)
-        vector, model_id, failed = None, None, None
-        if mode != "lexical":
-            assert embedder is not None
-            try:
-                vector = (await asyncio.to_thread(embedder.embed, [query]))[0]
-                model_id = embedder.model_id
-            except EmbeddingError as exc:  # the embedder is down or misconfigured: lexical only
-                mode, failed = "lexical", f"query embedding failed, lexical results only: {exc}"
+        t0 = time.perf_counter()
+        mode, vector, model_id, failed = await self._query(query, mode)
         if scope == "conversation":
             result = await self._router.search([conversation_namespace(key)], vector, query, limit, mode, min_score, model_id)
         else:
             result = await self._router.search_user(key.app, key.user_id, "conv", vector, query, limit, mode, min_score, model_id)
-        out = SearchResults(await self._hydrate(key, result.hits))
-        reasons = [r for r in (failed, result.reason) if r]
-        out.degraded, out.reason = result.degraded or failed is not None, "; ".join(reasons) or None
-        return out
+        out = SearchResults(await self._hydrate(result.hits))
+        return _finish(out, result.degraded, result.reason, failed, scope, t0)
 
-    async def _hydrate(self, key: ConversationKey, hits: list[ShardHit]) -> list[Hit]:
-        """Hits as messages: from the shard's payload, or from the store where it has none."""
-        missing = [(h.namespace.scope, h.doc_id) for h in hits if not h.payload]
-        rows = await self._store.call("fetch_messages", key.app, key.user_id, missing) if missing else []
-        by_ref = {(r.conversation_id, r.id): row_to_message(r) for r in rows}
+    async def search_app(
+        self, app: str, query: str, limit: int, min_score: float | None = None, mode: RetrievalMode | None = None,
+    ) -> SearchResults:
+        """Every conversation of ``app`` (all users): fans out to every shard, merges the top ``limit``."""
+        t0 = time.perf_counter()
+        mode, vector, model_id, failed = await self._query(query, mode)
+        result = await self._router.search_app(app, "conv", vector, query, limit, mode, min_score, model_id)
+        out = SearchResults(await self._hydrate(result.hits))
+        return _finish(out, result.degraded, result.reason, failed, "app", t0)
+
+    async def _query(
+        self, query: str, mode: RetrievalMode | None
+    ) -> tuple[RetrievalMode, Any, str | None, str | None]:
+        """(mode, query vector, its model id, why the embedder could not be used). No embedder:
+        lexical (documented, not degraded); a failing embedder: lexical, and the reason."""
+        if self.before_search is not None:
+            self.before_search()
+        embedder = self._embedder  # one model for this query, whatever happens meanwhile
+        mode = mode or self._mode
+        if embedder is None or mode == "lexical":
+            return "lexical", None, None, None
+        try:
+            vector = (await asyncio.to_thread(embedder.embed, [query]))[0]
+        except EmbeddingError as exc:  # the embedder is down or misconfigured: lexical only
+            return "lexical", None, None, f"query embedding failed, lexical results only: {exc}"
+        return mode, vector, embedder.model_id, None
+
+    async def _hydrate(self, hits: list[ShardHit]) -> list[Hit]:
+        """Hits as messages: from the shard's payload, or from the store where it has none
+        (one store call per user whose hits lack a payload)."""
+        missing: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        for h in hits:
+            if not h.payload:
+                missing.setdefault((h.namespace.app, h.namespace.user_id), []).append((h.namespace.scope, h.doc_id))
+        by_ref: dict[tuple[str, str, str, str], Message] = {}
+        for (app, user_id), refs in missing.items():
+            for r in await self._store.call("fetch_messages", app, user_id, refs):
+                by_ref[(app, user_id, r.conversation_id, r.id)] = row_to_message(r)
         out = []
         for h in hits:
-            ref = (h.namespace.scope, h.doc_id)
-            msg = Message.model_validate_json(h.payload) if h.payload else by_ref.get(ref)
+            ns = h.namespace
+            msg = Message.model_validate_json(h.payload) if h.payload else by_ref.get((ns.app, ns.user_id, ns.scope, h.doc_id))
             if msg is not None:  # a hit deleted meanwhile is dropped
-                out.append(Hit(message=msg, score=h.score, conversation_id=ref[0]))
+                out.append(Hit(message=msg, score=h.score, conversation_id=ns.scope))
         return out
 
     async def context(
@@ -121,6 +142,8 @@ class Recall:
         if isinstance(extras, BaseException):
             degraded, reason = True, (reason + "; " if reason else "") + f"summary/working memory unavailable: {extras!r}"
         ctx = assemble(recent, hits, merge, summary, wm, token_budget)
+        if isinstance(recalled, BaseException) or isinstance(extras, BaseException):  # (a degraded search counted itself)
+            DEGRADED_RECALLS.inc(1, {"scope": "context"})
         return ctx.model_copy(update={"degraded": degraded, "reason": reason})
 
     async def _extras(self, key: ConversationKey, wm: WorkingMemory) -> tuple[str | None, str | None]:
@@ -128,3 +151,14 @@ class Recall:
         state, note = await asyncio.gather(self._store.call("get_summary", key), wm.get())
         block = render_instructions(wm.spec, note.text) if note.content is not None else None
         return (state.text if state is not None else None), block
+
+
+def _finish(
+    out: SearchResults, degraded: bool, reason: str | None, failed: str | None, scope: str, t0: float
+) -> SearchResults:
+    reasons = [r for r in (failed, reason) if r]
+    out.degraded, out.reason = degraded or failed is not None, "; ".join(reasons) or None
+    SEARCH_LATENCY.observe(time.perf_counter() - t0, {"scope": scope})
+    if degraded:
+        DEGRADED_RECALLS.inc(1, {"scope": scope})
+    return out

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Callable, Collection, NamedTuple
 
 import numpy as np
 
+from memray.metrics import EMBEDDING_FAILURES
 from memray.runtime.ref import ActorRef
 from memray.store.rows import EmbeddingRow, Namespace
 
@@ -161,6 +162,7 @@ class EmbeddingPipeline:
         except Exception as exc:
             if not indexed:
                 await self._upsert(batch, None, model_id)
+            EMBEDDING_FAILURES.inc(len(batch))
             self._fail(batch, f"embedding failed: {exc!r}")
             try:
                 await self._store.call("mark_embedding_failed", [(i.namespace, i.doc_id) for i in batch], repr(exc))

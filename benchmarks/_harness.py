@@ -1,0 +1,234 @@
+"""Shared pieces of the benchmarks: machine description, git sha, percentiles, one-line JSON
+output, concurrent-client timing, Ray start-up and the no-op actor the floors call, and plots.
+
+Every benchmark prints exactly one JSON line on stdout (``emit``); progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import platform
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+__all__ = [
+    "git_sha", "machine", "pct_ms", "emit", "log", "run_clients", "host_calls", "time_calls", "ratio", "common_args",
+    "start_ray", "Sink", "words", "sentence", "plot_bars", "plot_lines",
+]
+
+_T0 = time.perf_counter()
+
+
+def git_sha() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=os.path.dirname(os.path.abspath(__file__)))
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, timeout=5, cwd=os.path.dirname(os.path.abspath(__file__)))
+        return (out.stdout.strip() or "unknown") + ("-dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def machine() -> dict[str, Any]:
+    """CPU count, RAM, Python, platform and the load average at the time (this box is shared)."""
+    ram = 0
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    ram = int(line.split()[1]) * 1024
+                    break
+    except OSError:
+        pass
+    try:
+        load = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        load = []
+    return {
+        "cpu_count": os.cpu_count(), "ram_gib": round(ram / 2**30, 1), "python": platform.python_version(),
+        "platform": platform.platform(terse=True), "load_avg": load,
+    }
+
+
+def pct_ms(seconds: Sequence[float]) -> dict[str, float]:
+    """p50/p95/p99 (nearest rank) of latencies given in seconds, as milliseconds."""
+    if not seconds:
+        return {"p50_ms": 0.0, "p95_ms": 0.0, "p99_ms": 0.0, "n": 0}
+    xs = sorted(seconds)
+    n = len(xs)
+
+    def at(q: float) -> float:
+        return round(xs[min(n - 1, max(0, math.ceil(q * n) - 1))] * 1000.0, 3)
+
+    return {"p50_ms": at(0.50), "p95_ms": at(0.95), "p99_ms": at(0.99), "n": n}
+
+
+def ratio(value: float, floor: float) -> float | None:
+    return round(value / floor, 3) if floor > 0 else None
+
+
+def log(msg: str) -> None:
+    print(f"[{time.perf_counter() - _T0:7.1f}s] {msg}", file=sys.stderr, flush=True)
+
+
+def emit(benchmark: str, params: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
+    """Print the one JSON line: benchmark, parameters, git sha, machine, results."""
+    line = {"benchmark": benchmark, "git_sha": git_sha(), "machine": machine(), "params": params, **results}
+    print(json.dumps(line), flush=True)
+    return line
+
+
+async def run_clients(clients: int, calls: int, fn: Callable[[int], Awaitable[Any]]) -> tuple[list[float], float]:
+    """``clients`` concurrent loops sharing ``calls`` calls of ``fn(i)``; returns each call's
+    latency (s) and the wall time (s)."""
+    lat: list[float] = []
+    counter = iter(range(calls))
+
+    async def client() -> None:
+        for i in counter:
+            t0 = time.perf_counter()
+            await fn(i)
+            lat.append(time.perf_counter() - t0)
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(clients)))
+    return lat, time.perf_counter() - t0
+
+
+def host_calls(mem: Any, method: str, *args: Any) -> Any:
+    """Call ``method`` on every host of ``mem``; await the result (a list, one per host)."""
+
+    async def all_hosts() -> list[Any]:
+        return list(await asyncio.gather(*(h.call(method, *args) for h in mem.deployment.hosts)))
+
+    return mem._arun(all_hosts())
+
+
+def time_calls(calls: int, fn: Callable[[int], Any]) -> list[float]:
+    """Latency (s) of ``calls`` sequential synchronous calls of ``fn(i)``."""
+    out = []
+    for i in range(calls):
+        t0 = time.perf_counter()
+        fn(i)
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def common_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--mode", choices=["ray", "inprocess"], default="ray", help="memray mode (floors follow it)")
+    parser.add_argument("--address", default=None, help="Ray cluster to join (default: start a local Ray)")
+    parser.add_argument("--plot", default=None, help="write a PNG here")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--dir", default=None, help="data directory (default: a temporary one)")
+
+
+def start_ray(address: str | None) -> bool:
+    """Start (or join) Ray with metrics exported every second; True if this call started it."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    kwargs: dict[str, Any] = {"namespace": "memray-bench", "log_to_driver": False, "ignore_reinit_error": True}
+    if address:
+        ray.init(address=address, **kwargs)
+    else:
+        ray.init(num_cpus=os.cpu_count(), include_dashboard=False,
+                 _system_config={"metrics_report_interval_ms": 1000}, **kwargs)
+    return True
+
+
+class Sink:
+    """The floor's actor: methods that do nothing, so a call costs only Ray's round trip and the
+    (de)serialisation of its arguments."""
+
+    def noop(self, *args: Any) -> int:
+        return 0
+
+    def ping(self) -> bool:
+        return True
+
+
+class AsyncSink:
+    """:class:`Sink` as an async actor (like a ``ConversationHost``: many calls in flight)."""
+
+    async def noop(self, *args: Any) -> int:
+        return 0
+
+    async def ping(self) -> bool:
+        return True
+
+
+# -- text -------------------------------------------------------------------------------------
+
+_VOCAB = [w for w in (
+    "astronomy garden jazz bike sourdough chess sailing pottery bees origami robot bird ink kayak ferment "
+    "river mountain coffee tea piano violin novel poem recipe oven bread cheese wine train flight hotel "
+    "budget invoice meeting deadline launch release bug test deploy server cluster memory vector index "
+    "query search shard actor token model prompt agent tool result error retry backoff latency throughput "
+    "colour crimson teal amber violet olive indigo coral saffron slate jade lisbon osaka nairobi quito "
+    "tallinn hobart cusco bergen tbilisi monday tuesday friday weekend summer winter morning evening"
+).split()]
+
+
+def words(rng: random.Random, n: int) -> list[str]:
+    return [rng.choice(_VOCAB) for _ in range(n)]
+
+
+def sentence(rng: random.Random, n: int = 12) -> str:
+    return " ".join(words(rng, n))
+
+
+# -- plots ------------------------------------------------------------------------------------
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_bars(path: str, title: str, labels: list[str], series: dict[str, list[float]], ylabel: str, log_y: bool = False) -> None:
+    """Grouped bars: one group per label, one bar per series."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(min(14.0, max(6.0, 0.35 * len(labels) * max(1, len(series)) / 2)), 5.0), dpi=90)
+    width = 0.8 / max(1, len(series))
+    for i, (name, values) in enumerate(series.items()):
+        ax.bar([x + i * width for x in range(len(labels))], values, width, label=name)
+    ax.set_xticks([x + 0.4 - width / 2 for x in range(len(labels))])
+    ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    if log_y:
+        ax.set_yscale("log")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def plot_lines(path: str, title: str, xs: list[float], series: dict[str, list[float]], xlabel: str, ylabel: str,
+               log_y: bool = False) -> None:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=90)
+    for name, ys in series.items():
+        ax.plot(xs[: len(ys)], ys, marker="o", label=name)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    if log_y:
+        ax.set_yscale("log")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

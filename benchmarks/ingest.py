@@ -1,0 +1,245 @@
+"""Ingest: messages/s acknowledged and durable lag, for ``add_many`` and for per-conversation ``add``.
+
+    python -m benchmarks.ingest --conversations 10000 --hosts 4 --messages 200000 --batch 10000 \
+        --clients 64 --add-messages 20000 --plot benchmarks/results/ingest.png
+
+Phases (after a warm-up round that loads every conversation into its host):
+
+1. ``aadd_many``: ``--messages`` messages, one per conversation per batch, ``--batch`` messages
+   per call, ``--inflight`` calls in flight; acknowledged = the call returned (``durable=False``).
+2. ``aadd``: ``--clients`` concurrent asyncio clients, each adding one message at a time to its
+   own conversations, ``--add-messages`` in all.
+
+Durable lag (acknowledged → committed) is measured inside the hosts, per message
+(``ConversationHost.durable_lag``), so it is exact. Floors, measured in the same run:
+
+- Ray no-op calls: the same payloads, split per host the same way, to no-op async actors (one per
+  host), with the same pipelining / the same client concurrency (``--mode inprocess``: the same
+  calls to in-process objects through ``LocalRef``).
+- DuckDB: ``HistoryStore.append_messages`` of the same rows on a fresh file, in batches of the
+  average group-commit size of phase 1, and a raw ``INSERT INTO t SELECT * FROM arrow`` of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import shutil
+import tempfile
+import time
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+import memray
+from benchmarks._harness import (
+    AsyncSink, common_args, emit, host_calls, log, pct_ms, plot_bars, ratio, run_clients, sentence, start_ray,
+)
+from memray.ids import ConversationKey
+from memray.models import Message
+from memray.runtime.ref import ActorRef
+from memray.store.history import HistoryStore
+from memray.store.rows import MessageRow, message_to_row
+
+
+def make_batches(keys: list[ConversationKey], total: int, batch: int, rng: random.Random, tag: str) -> list[list[tuple[ConversationKey, list[Message]]]]:
+    """``total`` messages, one per conversation per batch, cycling through ``keys``."""
+    texts = [sentence(rng, 12) for _ in range(256)]
+    out, cur = [], []
+    for n in range(total):
+        key = keys[n % len(keys)]
+        cur.append((key, [Message(id=f"{tag}-{n}", role="user" if n % 2 else "assistant", parts=texts[n % 256])]))  # type: ignore[arg-type]
+        if len(cur) == batch:
+            out.append(cur)
+            cur = []
+    if cur:
+        out.append(cur)
+    return out
+
+
+async def pipelined(batches: list[Any], inflight: int, call: Any) -> float:
+    """Issue ``call(batch)`` for every batch with at most ``inflight`` outstanding; seconds."""
+    sem = asyncio.Semaphore(inflight)
+
+    async def one(b: Any) -> None:
+        async with sem:
+            await call(b)
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(one(b) for b in batches))
+    return time.perf_counter() - t0
+
+
+async def lags(mem: memray.Memory, reset: bool) -> dict[str, Any]:
+    """Merge every host's durable-lag samples; ``reset`` clears them."""
+    parts = await host_calls(mem, "durable_lag", reset, True)
+    samples = [x for p in parts for x in p["samples"]]
+    out = pct_ms(samples)
+    out["max_ms"] = round(max(samples) * 1000, 3) if samples else 0.0
+    return out
+
+
+def sinks(mode: str, hosts: int) -> list[ActorRef]:
+    if mode == "ray":
+        import ray
+
+        from memray.runtime.actors import RayRef
+
+        cls = ray.remote(AsyncSink).options(num_cpus=0, max_concurrency=10_000)
+        refs: list[ActorRef] = [RayRef(cls.remote(), f"sink {i}") for i in range(hosts)]
+    else:
+        from memray.runtime.local import LocalRef
+
+        refs = [LocalRef(AsyncSink(), f"sink {i}") for i in range(hosts)]
+    return refs
+
+
+def split(batch: list[tuple[ConversationKey, list[Message]]], hosts: int) -> dict[int, list[tuple[ConversationKey, list[Message]]]]:
+    groups: dict[int, list[tuple[ConversationKey, list[Message]]]] = {}
+    for key, msgs in batch:
+        groups.setdefault(key.route(hosts), []).append((key, msgs))
+    return groups
+
+
+async def floor_ray(refs: list[ActorRef], batches: list[Any], inflight: int, per_conv: list[tuple[ConversationKey, Message]],
+                    clients: int) -> dict[str, Any]:
+    await asyncio.gather(*(r.call("ping") for r in refs))
+    n = len(refs)
+
+    async def many(batch: Any) -> None:
+        await asyncio.gather(*(refs[h].call("noop", g, False) for h, g in split(batch, n).items()))
+
+    secs = await pipelined(batches, inflight, many)
+    total = sum(len(b) for b in batches)
+    lat, wall = await run_clients(clients, len(per_conv), lambda i: refs[per_conv[i][0].route(n)].call("noop", per_conv[i][0], [per_conv[i][1]], False))
+    return {"add_many_msgs_per_s": round(total / secs), "add_msgs_per_s": round(len(per_conv) / wall), "add_latency": pct_ms(lat)}
+
+
+def floor_duckdb(tmp: str, rows: list[MessageRow], batch: int) -> dict[str, Any]:
+    chunks = [rows[i : i + batch] for i in range(0, len(rows), batch)]
+    store = HistoryStore(os.path.join(tmp, "floor-store.duckdb"))
+    store.open()
+    t0 = time.perf_counter()
+    for c in chunks:
+        store.append_messages(c)
+    store_rate = len(rows) / (time.perf_counter() - t0)
+    store.close()
+    con = duckdb.connect(os.path.join(tmp, "floor-raw.duckdb"))
+    names = MessageRow._fields
+    con.execute("CREATE TABLE t (" + ", ".join(
+        f"{n} {'BIGINT' if n == 'seq' else 'DOUBLE' if n == 'created_at' else 'VARCHAR'}" for n in names) + ")")
+    t0 = time.perf_counter()
+    for c in chunks:
+        tbl = pa.table(dict(zip(names, (pa.array(col) for col in zip(*c)))))  # noqa: F841 (DuckDB reads it by name)
+        con.execute("BEGIN")
+        con.execute("INSERT INTO t SELECT * FROM tbl")
+        con.execute("COMMIT")
+    raw_rate = len(rows) / (time.perf_counter() - t0)
+    con.close()
+    return {"history_store_rows_per_s": round(store_rate), "raw_arrow_insert_rows_per_s": round(raw_rate), "batch_rows": batch}
+
+
+async def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
+    rng = random.Random(args.seed)
+    cfg = memray.MemoryConfig(path=os.path.join(root, "mem"), mode=args.mode, hosts=args.hosts, shards=args.shards,
+                              address=args.address, embedder=memray.EmbedderConfig(kind=args.embedder))
+    mem = memray.open(config=cfg)
+    try:
+        keys = [ConversationKey.of("bench", f"user-{c % max(1, args.conversations // 4)}", f"conv-{c}") for c in range(args.conversations)]
+        log(f"warm-up: loading {len(keys)} conversations")
+        for warm in make_batches(keys, len(keys), args.batch, rng, "warm"):
+            await mem.aadd_many(warm)
+        await mem.aflush()
+        await lags(mem, True)
+        batches = make_batches(keys, args.messages, args.batch, rng, "many")
+        log(f"add_many: {args.messages} messages in {len(batches)} calls")
+        commits0 = sum(s["commits"] for s in await host_calls(mem, "stats"))
+        secs = await pipelined(batches, args.inflight, mem.aadd_many)
+        t_ack = time.perf_counter()
+        await mem.aflush()
+        flushed_s = time.perf_counter() - t_ack
+        stats = await host_calls(mem, "stats")
+        commits = sum(s["commits"] for s in stats) - commits0
+        many_lag = await lags(mem, True)
+        per_conv = [(keys[n % len(keys)], Message(id=f"one-{n}", role="user", parts=sentence(rng, 12))) for n in range(args.add_messages)]  # type: ignore[arg-type]
+        handles = {k: mem.conversation(k.user_id, k.conversation_id, k.app) for k in keys}
+        log(f"add: {args.add_messages} messages from {args.clients} clients")
+        lat, wall = await run_clients(args.clients, len(per_conv), lambda i: handles[per_conv[i][0]].aadd([per_conv[i][1]]))
+        await mem.aflush()
+        add_lag = await lags(mem, True)
+        log("floors: no-op calls")
+        floor_calls = await floor_ray(sinks(args.mode, args.hosts), batches, args.inflight, per_conv, args.clients)
+    finally:
+        await mem.aclose()
+    rows = []
+    for b in batches:
+        for key, msgs in b:
+            m = msgs[0].model_copy(update={"seq": 1})
+            rows.append(message_to_row(key, m))
+    group = max(1, round(args.messages / max(1, commits)))
+    log(f"floors: DuckDB, {len(rows)} rows in batches of {group}")
+    floor_db = floor_duckdb(root, rows, group)
+    many_rate = args.messages / secs
+    add_rate = len(per_conv) / wall
+    return {
+        "add_many": {
+            "msgs_per_s": round(many_rate), "seconds": round(secs, 3), "flush_after_ack_s": round(flushed_s, 3),
+            "group_commits": commits, "avg_rows_per_commit": group, "durable_lag": many_lag,
+            "ratio_to_ray_noop": ratio(many_rate, floor_calls["add_many_msgs_per_s"]),
+            "ratio_to_history_store": ratio(many_rate, floor_db["history_store_rows_per_s"]),
+            "ratio_to_raw_arrow_insert": ratio(many_rate, floor_db["raw_arrow_insert_rows_per_s"]),
+        },
+        "add": {
+            "msgs_per_s": round(add_rate), "latency": pct_ms(lat), "durable_lag": add_lag,
+            "ratio_to_noop": ratio(add_rate, floor_calls["add_msgs_per_s"]),
+        },
+        "floor": {"calls": floor_calls, "calls_kind": "ray no-op async actors" if args.mode == "ray" else "in-process LocalRef no-op",
+                  "duckdb": floor_db},
+        "targets": {
+            "add_many_msgs_per_s_min": 20_000, "durable_lag_p99_ms_max": 1000,
+            "add_many_ok": many_rate >= 20_000, "lag_ok": many_lag["p99_ms"] <= 1000,
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--conversations", type=int, default=10_000)
+    ap.add_argument("--hosts", type=int, default=4)
+    ap.add_argument("--shards", type=int, default=2)
+    ap.add_argument("--messages", type=int, default=200_000, help="messages through add_many")
+    ap.add_argument("--batch", type=int, default=10_000, help="messages per add_many call")
+    ap.add_argument("--inflight", type=int, default=4, help="add_many calls in flight")
+    ap.add_argument("--clients", type=int, default=64, help="concurrent per-conversation add clients")
+    ap.add_argument("--add-messages", type=int, default=20_000, help="messages through per-conversation add")
+    ap.add_argument("--embedder", choices=["hash", "none"], default="hash")
+    common_args(ap)
+    args = ap.parse_args(argv)
+    started = start_ray(args.address) if args.mode == "ray" else False
+    root = args.dir or tempfile.mkdtemp(prefix="memray-ingest-")
+    try:
+        results = asyncio.run(run(args, root))
+    finally:
+        if args.dir is None:
+            shutil.rmtree(root, ignore_errors=True)
+        if started:
+            import ray
+
+            ray.shutdown()
+    params = {k: v for k, v in vars(args).items() if k not in ("plot", "dir")}
+    if args.plot:
+        m, f = results["add_many"], results["floor"]
+        plot_bars(args.plot, "ingest: messages/s (acknowledged) vs floors", ["add_many", "add (per conversation)"], {
+            "memray": [m["msgs_per_s"], results["add"]["msgs_per_s"]],
+            "floor: no-op calls": [f["calls"]["add_many_msgs_per_s"], f["calls"]["add_msgs_per_s"]],
+            "floor: HistoryStore.append": [f["duckdb"]["history_store_rows_per_s"], 0],
+            "floor: raw Arrow insert": [f["duckdb"]["raw_arrow_insert_rows_per_s"], 0],
+        }, "messages/s", log_y=True)
+    return emit("ingest", params, results)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,212 @@
+"""Many agents: tick latency, messages/s, durable and searchable lag, memory per idle conversation,
+and a final check that the store holds exactly what was acknowledged.
+
+    python -m benchmarks.simulate_agents --agents 1000 --turns 5 --plot benchmarks/results/simulate_agents.png
+    python -m benchmarks.simulate_agents --agents 10000 --turns 3 --hosts 4
+    python -m benchmarks.simulate_agents --address ray://head:10001 ...   # on a cluster
+
+The simulation is :func:`memray.simulation.simulate` (the ``memray demo`` job): every tick each
+agent adds a user message (one ``add_many`` for all agents), calls ``context()``, and adds an
+assistant reply (one more ``add_many``); at the end the store is read directly and compared with
+every acknowledged (id, seq). This benchmark adds:
+
+- durable lag (ack → commit) per message, measured inside the hosts (``durable_lag``);
+- searchable lag: each tick ``--probes`` agents get a unique marker word in their message; from
+  the ack, a poller searches that conversation for the marker every ``--poll-ms`` until the
+  message comes back (write → commit → embed → index);
+- memory per idle conversation: the data is reopened with fresh hosts; the sum of the hosts'
+  RSS (``stats()["rss_bytes"]``, distinct processes) is read before and after loading all N
+  conversations (``add_many`` with no messages loads them in bulk; the first 5% load before the
+  first reading, so one-time costs are not counted); the difference divided by N,
+  minus the text the conversations' buffers hold (estimated from a sample of conversations).
+
+Floors, same run: a Ray no-op round trip per agent per tick (``--mode inprocess``: a LocalRef
+call), i.e. ``--agents`` pipelined no-op calls to one async actor per host: the least a tick
+that touches every agent through Ray can cost without batching.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import tempfile
+import time
+from typing import Any
+
+import memray
+from benchmarks._harness import common_args, emit, host_calls, log, pct_ms, plot_bars, ratio, run_clients, start_ray
+from benchmarks.ingest import sinks
+from memray.ids import ConversationKey
+from memray.simulation import simulate
+
+APP = "sim"
+
+
+class SearchableProbe:
+    """Marks a few agents' messages per tick and measures ack → found by search."""
+
+    def __init__(self, mem: memray.Memory, probes: int, poll_s: float, timeout_s: float = 60.0) -> None:
+        self.mem = mem
+        self.probes = probes
+        self.poll_s = poll_s
+        self.timeout_s = timeout_s
+        self.lags: list[float] = []
+        self.timeouts = 0
+        self.tasks: list[asyncio.Task[None]] = []
+        self.agents = 1
+
+    def marker(self, agent: int, turn: int) -> str:
+        return f"zqmark{turn}x{agent}"
+
+    def probed(self, agent: int, turn: int) -> bool:
+        step = max(1, self.agents // max(1, self.probes))
+        return agent % step == turn % step and agent // step < self.probes
+
+    def decorate(self, agent: int, turn: int, text: str) -> str:
+        return f"{text} {self.marker(agent, turn)}" if self.probed(agent, turn) else text
+
+    async def on_ack(self, turn: int, handles: list[Any], seqs: list[list[int]]) -> None:
+        t_ack = time.perf_counter()
+        for agent, handle in enumerate(handles):
+            if self.probed(agent, turn):
+                self.tasks.append(asyncio.create_task(self._poll(handle, self.marker(agent, turn), f"t{turn}-u", t_ack)))
+
+    async def _poll(self, handle: Any, marker: str, msg_id: str, t_ack: float) -> None:
+        while time.perf_counter() - t_ack < self.timeout_s:
+            hits = await handle.asearch(marker, limit=3)
+            if any(h.message.id == msg_id for h in hits):
+                self.lags.append(time.perf_counter() - t_ack)
+                return
+            await asyncio.sleep(self.poll_s)
+        self.timeouts += 1
+
+    async def finish(self) -> dict[str, Any]:
+        await asyncio.gather(*self.tasks)
+        return {**pct_ms(self.lags), "timeouts": self.timeouts}
+
+
+async def noop_floor(mode: str, hosts: int, agents: int) -> dict[str, Any]:
+    refs = sinks(mode, hosts)
+    keys = [ConversationKey.of(APP, f"agent-{a}", "main") for a in range(agents)]
+    await asyncio.gather(*(r.call("ping") for r in refs))
+    t0 = time.perf_counter()
+    await asyncio.gather(*(refs[k.route(hosts)].call("noop", k) for k in keys))
+    one = time.perf_counter() - t0
+    lat, _ = await run_clients(1, 200, lambda i: refs[0].call("ping"))
+    return {"tick_of_noop_calls_ms": round(one * 1000, 2), "round_trip": pct_ms(lat)}
+
+
+async def rss_per_conversation(cfg: memray.MemoryConfig, agents: int, turns: int) -> dict[str, Any]:
+    """Reopen with fresh hosts; RSS before/after loading every conversation, per conversation."""
+    mem = memray.open(config=cfg)
+    try:
+        keys = [ConversationKey.of(APP, f"agent-{a}", "main") for a in range(agents)]
+
+        async def rss() -> tuple[int, int]:
+            stats = await host_calls(mem, "stats")
+            by_pid = {s["pid"]: s["rss_bytes"] for s in stats}
+            return sum(by_pid.values()), sum(s["conversations"] for s in stats)
+
+        warm = max(10, len(keys) // 20)  # one-time costs (imports, first allocations) land here
+        await mem.aadd_many([(k, []) for k in keys[:warm]])
+        await asyncio.sleep(0.2)
+        before, n0 = await rss()
+        for i in range(warm, len(keys), 5000):
+            await mem.aadd_many([(k, []) for k in keys[i : i + 5000]])
+        await asyncio.sleep(0.5)
+        after, n1 = await rss()
+        sample = keys[:: max(1, len(keys) // 100)]
+        texts = 0
+        for k in sample:
+            msgs = await mem.conversation(k.user_id, k.conversation_id, k.app).amessages(limit=cfg.buffer_window)
+            texts += sum(len(m.text.encode()) for m in msgs)
+        content = texts / len(sample)
+        loaded = max(1, n1 - n0)
+        per = (after - before) / loaded
+        return {"conversations_loaded": n1 - n0, "rss_before_mib": round(before / 2**20, 1),
+                "rss_after_mib": round(after / 2**20, 1), "rss_per_conversation_bytes": round(per),
+                "content_bytes_per_conversation": round(content), "overhead_per_conversation_bytes": round(per - content),
+                "messages_per_conversation": 2 * turns}
+    finally:
+        mem.close(terminate=True)
+
+
+async def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
+    cfg = memray.MemoryConfig(path=os.path.join(root, "mem"), mode=args.mode, hosts=args.hosts, shards=args.shards,
+                              address=args.address)
+    mem = memray.open(config=cfg)
+    try:
+        probe = SearchableProbe(mem, args.probes, args.poll_ms / 1000.0)
+        probe.agents = args.agents
+        await host_calls(mem, "durable_lag", True)
+        log(f"simulating {args.agents} agents x {args.turns} turns")
+        report = await simulate(mem, args.agents, args.turns, app=APP, seed=args.seed,
+                                decorate=probe.decorate, on_ack=probe.on_ack)
+        searchable = await probe.finish()
+        parts = await host_calls(mem, "durable_lag", True, True)
+        samples = [x for p in parts for x in p["samples"]]
+        durable = {**pct_ms(samples), "max_ms": round(max(samples) * 1000, 2) if samples else 0.0}
+        floor = await noop_floor(args.mode, args.hosts, args.agents)
+    finally:
+        await mem.aclose()
+    mem_stats: dict[str, Any] = {}
+    if not args.skip_rss:
+        log("memory per idle conversation")
+        mem_stats = await rss_per_conversation(cfg, args.agents, args.turns)
+    tick_p50 = report.extras["tick_p50_ms"]
+    return {
+        "ticks": report.extras["ticks"], "tick_p50_ms": tick_p50, "tick_p99_ms": report.extras["tick_p99_ms"],
+        "messages": report.messages, "seconds": report.seconds, "messages_per_s": report.messages_per_s,
+        "add_many_p50_ms": report.add_p50_ms, "add_many_p99_ms": report.add_p99_ms,
+        "context_p50_ms": report.recall_p50_ms, "context_p99_ms": report.recall_p99_ms,
+        "recall_hit_rate": report.recall_hit_rate, "degraded": report.degraded,
+        "durable_lag": durable, "searchable_lag": searchable, "memory": mem_stats,
+        "verified": report.verified, "missing": report.missing, "unexpected": report.extra,
+        "floor": {**floor, "kind": "ray no-op round trips, one per agent" if args.mode == "ray" else "in-process LocalRef no-op calls"},
+        "tick_ratio_to_noop_tick": ratio(tick_p50, floor["tick_of_noop_calls_ms"]),
+        "targets": {
+            "durable_lag_p99_ok": durable["p99_ms"] <= 1000,
+            "idle_overhead_ok": bool(mem_stats) and mem_stats["overhead_per_conversation_bytes"] <= 16 * 1024,
+            "exactly_acknowledged": report.verified,
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--agents", type=int, default=1000)
+    ap.add_argument("--turns", type=int, default=5)
+    ap.add_argument("--hosts", type=int, default=4)
+    ap.add_argument("--shards", type=int, default=2)
+    ap.add_argument("--probes", type=int, default=4, help="agents per tick whose message is polled for by search")
+    ap.add_argument("--poll-ms", type=float, default=25.0)
+    ap.add_argument("--skip-rss", action="store_true", help="skip the memory-per-conversation phase")
+    common_args(ap)
+    args = ap.parse_args(argv)
+    started = start_ray(args.address) if args.mode == "ray" else False
+    root = args.dir or tempfile.mkdtemp(prefix="memray-sim-")
+    try:
+        results = asyncio.run(run(args, root))
+    finally:
+        if args.dir is None:
+            shutil.rmtree(root, ignore_errors=True)
+        if started:
+            import ray
+
+            ray.shutdown()
+    if args.plot:
+        plot_bars(args.plot, f"{args.agents} agents: latencies (ms)", ["tick", "context()", "add_many", "durable lag", "searchable lag"], {
+            "p50": [results["tick_p50_ms"], results["context_p50_ms"], results["add_many_p50_ms"],
+                    results["durable_lag"]["p50_ms"], results["searchable_lag"]["p50_ms"]],
+            "p99": [results["tick_p99_ms"], results["context_p99_ms"], results["add_many_p99_ms"],
+                    results["durable_lag"]["p99_ms"], results["searchable_lag"]["p99_ms"]],
+            "floor: no-op tick": [results["floor"]["tick_of_noop_calls_ms"], 0, 0, 0, 0],
+        }, "ms", log_y=True)
+    params = {k: v for k, v in vars(args).items() if k not in ("plot", "dir")}
+    return emit("simulate_agents", params, results)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""Each benchmark of issue 7 runs at tiny size (inprocess mode: no Ray start-up) and prints one
+JSON line with its figures and its floor, so none of them rots."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+CASES = {
+    "ingest": ["--conversations", "100", "--messages", "1000", "--batch", "250", "--add-messages", "200",
+               "--clients", "8", "--hosts", "2"],
+    "recall_latency": ["--n", "600", "--shards", "1,2", "--clients", "1,4", "--queries", "16", "--recall-queries", "5",
+                       "--conversations", "12", "--users", "4"],
+    "simulate_agents": ["--agents", "30", "--turns", "3", "--hosts", "2", "--probes", "2"],
+}
+
+
+def run_bench(name: str, args: list[str], tmp_path: Path) -> dict:
+    png = tmp_path / f"{name}.png"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-m", f"benchmarks.{name}", "--mode", "inprocess", "--plot", str(png), *args],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = [line for line in out.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1, out.stdout
+    assert png.stat().st_size > 1000
+    result = json.loads(lines[0])
+    assert result["benchmark"] == name
+    assert result["machine"]["cpu_count"] >= 1 and result["git_sha"]
+    return result
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_benchmark_prints_one_json_line_with_its_floor(name: str, tmp_path: Path) -> None:
+    result = run_bench(name, CASES[name], tmp_path)
+    if name == "ingest":
+        assert result["add_many"]["msgs_per_s"] > 0 and result["add_many"]["durable_lag"]["n"] == 1000
+        assert result["add"]["durable_lag"]["n"] == 200
+        assert result["floor"]["duckdb"]["raw_arrow_insert_rows_per_s"] > 0
+        assert result["add_many"]["ratio_to_raw_arrow_insert"] is not None
+    elif name == "recall_latency":
+        assert [(r["n"], r["shards"]) for r in result["results"]] == [(600, 1), (600, 2)]
+        for row in result["results"]:
+            assert set(row["clients"]) == {"1", "4"}
+            for ops in row["clients"].values():
+                assert ops["search_conversation"]["n"] == 16 and ops["ray_ping"]["p50_ms"] > 0
+                assert ops["search_user"]["ratio_p50_to_floor_sum"] is not None
+            assert row["recall_at_10"]["conversation"] == 1.0  # small namespaces are searched exactly
+            assert row["recall_at_10"]["app"] == 1.0
+    else:
+        assert result["verified"] is True and result["missing"] == 0 and result["unexpected"] == 0
+        assert result["messages"] == 30 * 3 * 2
+        assert result["searchable_lag"]["n"] + result["searchable_lag"]["timeouts"] == 3 * 2
+        assert result["searchable_lag"]["timeouts"] == 0
+        assert result["durable_lag"]["n"] == 180
+        assert result["memory"]["conversations_loaded"] > 0
