@@ -21,7 +21,7 @@ from memray.models import (
 )
 from memray.runtime.deploy import Deployment, LocalDeployment
 from memray.runtime.local import LoopThread
-from memray.runtime.ref import ActorRef
+from memray.runtime.ref import ActorRef, RetryingRef
 from memray.service.handle import MemoryServiceHandle
 from memray.service.longterm import MemoryService
 
@@ -181,8 +181,9 @@ class Memory:
         return MemoryServiceHandle(self)
 
     def host_for(self, key: ConversationKey) -> ActorRef:
+        """The host of ``key``; calls to it are retried while Ray restarts it (they are idempotent)."""
         hosts = self.deployment.hosts
-        return hosts[key.route(len(hosts))]
+        return RetryingRef(hosts[key.route(len(hosts))])
 
     # -- conversations ----------------------------------------------------------------------
     def conversation(
@@ -219,7 +220,7 @@ class Memory:
         for i, (key, _) in enumerate(batch):
             groups.setdefault(key.route(len(hosts)), []).append(i)
         results = await asyncio.gather(
-            *(hosts[h].call("add_many", [batch[i] for i in idx], durable) for h, idx in groups.items())
+            *(RetryingRef(hosts[h]).call("add_many", [batch[i] for i in idx], durable) for h, idx in groups.items())
         )
         out: list[list[int]] = [[] for _ in batch]
         for idx, seqs in zip(groups.values(), results):

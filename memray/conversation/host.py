@@ -71,7 +71,7 @@ class ConversationHost:
         self._router = ShardRouter(self._shards)
         self._embedder = build_embedder(self.config.embedder)
         self._pipeline = EmbeddingPipeline(
-            self._embedder, self._store, self._router, batch_size=self.config.embedder.batch_size
+            self._embedder, self._store, self._router, batch_size=max(self.config.embedder.batch_size, 2048)
         )
         summarizer = build_summarizer(self.config.summarizer)
         self._keeper = None if summarizer is None else SummaryKeeper(self._store, summarizer, self.config.summarizer, estimate_tokens)

@@ -13,8 +13,12 @@ naming it; an error raised inside an actor is re-raised as itself.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
 import os
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import ray
@@ -67,12 +71,64 @@ def ensure_ray(config: MemoryConfig) -> bool:
     return True
 
 
+class _PriorityGate:
+    """One call at a time into the store, most urgent first: message commits (what durable lag
+    waits for), then reads and other writes, then background work (vectors, scans, exports).
+    Under load the background waits; nothing is reordered within a level."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._busy = False
+        self._waiting = [0, 0, 0]
+
+    @contextlib.contextmanager
+    def hold(self, level: int) -> Iterator[None]:
+        with self._cond:
+            self._waiting[level] += 1
+            while self._busy or any(self._waiting[:level]):
+                self._cond.wait()
+            self._waiting[level] -= 1
+            self._busy = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
+
+
+_URGENT = {"append_messages"}
+_BACKGROUND = {
+    "put_embeddings", "mark_embedding_failed", "pending_embeddings", "missing_embeddings",
+    "scan_index_rows", "export_parquet", "purge_exports",
+}
+
+
 class StoreActor(HistoryStore):
-    """Opens its file when the actor starts, and again when Ray restarts it."""
+    """Opens its file when the actor starts, and again when Ray restarts it. A threaded actor
+    whose calls pass one at a time through a :class:`_PriorityGate` (see :func:`_gated`)."""
 
     def __init__(self, path: str) -> None:
         super().__init__(path)
+        self._gate = _PriorityGate()
         self.open()
+
+
+def _gated(name: str) -> Callable[..., Any]:
+    method = getattr(HistoryStore, name)
+    level = 0 if name in _URGENT else 2 if name in _BACKGROUND else 1
+
+    @functools.wraps(method)
+    def call(self: StoreActor, *args: Any, **kwargs: Any) -> Any:
+        with self._gate.hold(level):
+            return method(self, *args, **kwargs)
+
+    return call
+
+
+for _name, _member in vars(HistoryStore).items():
+    if callable(_member) and not _name.startswith("_") and _name != "open":
+        setattr(StoreActor, _name, _gated(_name))
 
 
 class ShardActor(RecoveringShard):
@@ -137,7 +193,7 @@ class RayDeployment:
         dim = embedder.dim if embedder is not None else cfg.embedder.dim
         model_id = embedder.model_id if embedder is not None else "none"
         pin = {"resources": {cfg.store_resource: 0.01}} if cfg.store_resource else {}
-        store = ray.remote(StoreActor).options(**self._options("store", max_concurrency=1, **pin)).remote(cfg.store_path)
+        store = ray.remote(StoreActor).options(**self._options("store", max_concurrency=32, **pin)).remote(cfg.store_path)
         self.store = RayRef(store, "history store")
         self.shards = [
             RayRef(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-__all__ = ["ActorRef"]
+__all__ = ["ActorRef", "RetryingRef"]
 
 
 class ActorRef(Protocol):
@@ -23,3 +23,37 @@ class ActorRef(Protocol):
         Raises :class:`memray.errors.UnavailableError` naming ``label`` if the actor is down.
         """
         ...
+
+
+class RetryingRef:
+    """An :class:`ActorRef` that retries calls while the actor is restarting.
+
+    Only for actors whose calls are idempotent: a host's ``add`` carries message ids assigned by
+    the caller, so an ``add`` retried after its actor died (acknowledgement lost or not) merges
+    into the same messages instead of duplicating them.
+    """
+
+    def __init__(self, ref: ActorRef, timeout_s: float = 30.0, backoff_s: float = 0.05) -> None:
+        self.ref = ref
+        self.label = ref.label
+        self._timeout_s = timeout_s
+        self._backoff_s = backoff_s
+
+    async def call(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
+        import asyncio
+
+        from memray.errors import UnavailableError
+
+        loop = asyncio.get_running_loop()
+        deadline, delay = loop.time() + self._timeout_s, self._backoff_s
+        while True:
+            try:
+                return await self.ref.call(method, *args, **kwargs)
+            except UnavailableError:
+                if loop.time() + delay > deadline:
+                    raise
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    def __getattr__(self, name: str) -> Any:  # e.g. ``.handle`` of a Ray ref
+        return getattr(self.ref, name)
