@@ -21,6 +21,7 @@ from memray.errors import EmbeddingError
 from memray.ids import ConversationKey
 from memray.metrics import DEGRADED_RECALLS, SEARCH_LATENCY
 from memray.models import Context, Hit, Message, RetrievalMode
+from memray.runtime.batch import Coalescer
 from memray.runtime.ref import ActorRef
 from memray.store.rows import conversation_namespace, row_to_message
 
@@ -52,6 +53,9 @@ class Recall:
         self._mode = default_mode
         #: Called before each search (the facade checks there whether the active model changed).
         self.before_search: Callable[[], None] | None = None
+        self._extras_batch: Coalescer[tuple[ConversationKey, str], tuple[str | None, str | None]] = Coalescer(
+            lambda requests: self._store.call("context_extras", requests)
+        )
 
     def set_embedder(self, embedder: Embedder | None) -> None:
         """Embed queries with ``embedder`` from now on (after a re-embedding cutover)."""
@@ -147,10 +151,12 @@ class Recall:
         return ctx.model_copy(update={"degraded": degraded, "reason": reason})
 
     async def _extras(self, key: ConversationKey, wm: WorkingMemory) -> tuple[str | None, str | None]:
-        """The summary text and the working-memory block (None when there is none)."""
-        state, note = await asyncio.gather(self._store.call("get_summary", key), wm.get())
+        """The summary text and the working-memory block (None when there is none): one store
+        call for all the context() calls running at once (see :class:`Coalescer`)."""
+        summary, raw = await self._extras_batch.get((key, wm.spec.scope))
+        note = wm.value_of(raw, 0)
         block = render_instructions(wm.spec, note.text) if note.content is not None else None
-        return (state.text if state is not None else None), block
+        return summary, block
 
 
 def _finish(

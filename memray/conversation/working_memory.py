@@ -192,6 +192,10 @@ class WorkingMemory:
         )
         return WorkingMemoryValue(content=self._decode(raw), version=version)
 
+    def value_of(self, raw: str | None, version: int) -> WorkingMemoryValue:
+        """The value a stored ``raw`` string stands for (as :meth:`get` would return it)."""
+        return WorkingMemoryValue(content=self._decode(raw), version=version)
+
     def _decode(self, raw: str | None) -> dict[str, Any] | str | None:
         if raw is None or self.spec.format != "json":
             return raw

@@ -144,6 +144,10 @@ class HistoryStoreAPI(Protocol):
 
     def get_summary(self, key: ConversationKey) -> SummaryState | None: ...
 
+    def context_extras(self, requests: list[tuple[ConversationKey, WMScope]]) -> list[tuple[str | None, str | None]]:
+        """(summary text, working-memory content of the given scope) per request, in one call."""
+        ...
+
     def put_summary(self, key: ConversationKey, text: str, through_seq: int, expected_version: int) -> int:
         """Like put_working_memory: compare-and-set on version; returns the new version."""
         ...

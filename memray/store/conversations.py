@@ -219,3 +219,31 @@ def put_summary(db: Database, key: ConversationKey, text: str, through_seq: int,
         db.sql("INSERT INTO summaries VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                [*params, text, through_seq, current + 1, time.time(), user_hash(key.app, key.user_id)])
     return current + 1
+
+
+def context_extras(db: Database, requests: list[tuple[ConversationKey, WMScope]]) -> list[tuple[str | None, str | None]]:
+    """(summary text, working-memory content of the requested scope) for many conversations in
+    two queries: what ``context()`` needs besides messages, batched across concurrent callers."""
+    if not requests:
+        return []
+    import pyarrow as pa
+
+    wanted = pa.table({
+        "i": list(range(len(requests))),
+        "app": [k.app for k, _ in requests], "user_id": [k.user_id for k, _ in requests],
+        "conversation_id": [k.conversation_id for k, _ in requests],
+        "scope": [scope for _, scope in requests],
+        "wm_conversation_id": [k.conversation_id if scope == "conversation" else "" for k, scope in requests],
+    })
+    db.con.register("_ctx", wanted)
+    try:
+        summaries = db.sql("SELECT w.i, s.text FROM summaries s JOIN _ctx w USING (app, user_id, conversation_id)").fetchall()
+        notes = db.sql(
+            "SELECT w.i, m.content FROM working_memory m JOIN _ctx w ON m.app = w.app AND m.user_id = w.user_id "
+            "AND m.scope = w.scope AND m.conversation_id = w.wm_conversation_id"
+        ).fetchall()
+    finally:
+        db.con.unregister("_ctx")
+    summary = dict(summaries)
+    note = dict(notes)
+    return [(summary.get(i), note.get(i)) for i in range(len(requests))]

@@ -56,6 +56,10 @@ class HistoryStore:
     def load_conversation(self, key: ConversationKey, window: int) -> ConversationSnapshot:
         return conv.load_conversation(self._db, key, window)
 
+    def context_extras(self, requests: list[tuple[ConversationKey, WMScope]]) -> list[tuple[str | None, str | None]]:
+        """(summary text, working-memory content) per (conversation, working-memory scope)."""
+        return conv.context_extras(self._db, requests)
+
     def load_conversations(self, keys: list[ConversationKey], window: int) -> list[ConversationSnapshot]:
         """Snapshots of many conversations at once, in the order of ``keys``."""
         return conv.load_conversations(self._db, keys, window)

@@ -105,3 +105,15 @@ def test_delete_conversation_cascades_and_spares_the_rest(store: HistoryStore) -
     assert len(store.get_messages(other)) == 1
     assert [r.doc_id for r in store.scan_index_rows(0, 1, "h", None, 10)] == ["m1"]
     assert store.delete_conversation(KEY)["messages"] == 0
+
+
+def test_context_extras_answers_many_conversations_in_one_call(store):
+    from memray.ids import ConversationKey
+
+    a, b, c = (ConversationKey("app", "u", cid) for cid in ("a", "b", "c"))
+    store.put_summary(a, "summary of a", 3, 0)
+    store.put_working_memory("app", "u", "conversation", "a", "note a", 0)
+    store.put_working_memory("app", "u", "user", None, "user note", 0)
+    got = store.context_extras([(a, "conversation"), (b, "user"), (c, "conversation"), (a, "user")])
+    assert got == [("summary of a", "note a"), (None, "user note"), (None, None), ("summary of a", "user note")]
+    assert store.context_extras([]) == []
