@@ -219,6 +219,10 @@ class ConversationHost:
         rows = await self._store.call("get_messages", key, limit, before_seq, after_seq, roles, metadata)
         return overlay([row_to_message(r) for r in rows], conv.buffer.unsettled(), limit, keep)
 
+    async def recent_many(self, requests: list[tuple[ConversationKey, int]]) -> list[list[Message]]:
+        """The most recent ``limit`` messages of many conversations (context() calls, batched)."""
+        return list(await asyncio.gather(*(self.messages(key, limit) for key, limit in requests)))
+
     async def last_seq(self, key: ConversationKey) -> tuple[int, int]:
         """(last assigned seq, last durable seq)."""
         conv = await self._get(key)

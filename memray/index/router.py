@@ -19,6 +19,7 @@ from typing import Any, NamedTuple, TypeVar
 from memray.index.base import IndexItem, ShardHit
 from memray.index.fusion import top_hits
 from memray.index.shard import Mode
+from memray.runtime.batch import Coalescer
 from memray.runtime.ref import ActorRef
 from memray.store.rows import Namespace, user_hash
 
@@ -46,6 +47,7 @@ class ShardRouter:
     """Routes upserts, deletes, drops and searches to ``shards`` (``ActorRef``\\ s to shards)."""
 
     def __init__(self, shards: list[ActorRef]) -> None:
+        self._batches: dict[int, Coalescer[tuple[str, tuple[Any, ...]], Any]] = {}
         if not shards:
             raise ValueError("ShardRouter needs at least one shard")
         self.shards = shards
@@ -111,13 +113,24 @@ class ShardRouter:
         calls = {s: ("search_app", (app, kind, vector, text, k, mode, min_score, model_id)) for s in range(len(self.shards))}
         return await self._gather(calls, k, min_score)
 
+    async def _search_on(self, shard: int, call: tuple[str, tuple[Any, ...]]) -> list[ShardHit]:
+        """One search on ``shard``, batched with the searches other callers make at the same time
+        into one ``search_many`` actor call."""
+        batch = self._batches.get(shard)
+        if batch is None:
+            ref = self.shards[shard]
+            batch = self._batches[shard] = Coalescer(lambda requests: ref.call("search_many", requests), max_batch=256)
+        result = await batch.get(call)
+        if isinstance(result, BaseException):
+            raise result
+        hits: list[ShardHit] = result
+        return hits
+
     async def _gather(
         self, calls: dict[int, tuple[str, tuple[Any, ...]]], k: int, min_score: float | None
     ) -> RouterResult:
         order = list(calls)
-        results = await asyncio.gather(
-            *(self.shards[s].call(calls[s][0], *calls[s][1]) for s in order), return_exceptions=True
-        )
+        results = await asyncio.gather(*(self._search_on(s, calls[s]) for s in order), return_exceptions=True)
         hits: list[ShardHit] = []
         failures: list[str] = []
         for s, result in zip(order, results):

@@ -445,6 +445,20 @@ class VectorShard:
             return top_hits(self._lexical_hits(spaces, text, k), k, min_score)
         return self._hybrid(spaces, query, text, k, min_score, retired)
 
+    def search_many(self, requests: list[tuple[str, tuple[Any, ...]]]) -> list[Any]:
+        """Many searches in one call: each request is ``(method, args)`` for :meth:`search`,
+        :meth:`search_user` or :meth:`search_app`; a failing one returns its error in its place
+        (callers batch the searches of many concurrent agents into one actor call)."""
+        if any(method not in ("search", "search_user", "search_app") for method, _ in requests):
+            raise ValidationError("requests", [m for m, _ in requests], "only search, search_user and search_app batch")
+        out: list[Any] = []
+        for method, args in requests:
+            try:
+                out.append(getattr(self, method)(*args))
+            except Exception as exc:
+                out.append(exc)
+        return out
+
     def search_user(
         self, app: str, user_id: str, kind: str, vector: Any, text: str, k: int, mode: Mode,
         min_score: float | None = None, model_id: str | None = None,
