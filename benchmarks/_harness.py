@@ -21,7 +21,7 @@ from typing import Any
 
 __all__ = [
     "git_sha", "machine", "pct_ms", "emit", "log", "run_clients", "host_calls", "time_calls", "ratio", "common_args",
-    "start_ray", "Sink", "words", "sentence", "plot_bars", "plot_lines",
+    "start_ray", "in_data_dir", "Sink", "words", "sentence", "plot_bars", "plot_lines",
 ]
 
 _T0 = time.perf_counter()
@@ -144,6 +144,25 @@ def start_ray(address: str | None) -> bool:
         ray.init(num_cpus=os.cpu_count(), include_dashboard=False,
                  _system_config={"metrics_report_interval_ms": 1000}, **kwargs)
     return True
+
+
+def in_data_dir(args: argparse.Namespace, prefix: str, work: Callable[[str], Any]) -> Any:
+    """Run ``work(root)`` with Ray started if the benchmark's mode needs it, in ``args.dir`` or a
+    temporary data directory that is removed after; Ray is shut down if this started it."""
+    import shutil
+    import tempfile
+
+    started = start_ray(args.address) if args.mode == "ray" else False
+    root = args.dir or tempfile.mkdtemp(prefix=prefix)
+    try:
+        return work(root)
+    finally:
+        if args.dir is None:
+            shutil.rmtree(root, ignore_errors=True)
+        if started:
+            import ray
+
+            ray.shutdown()
 
 
 class Sink:

@@ -26,8 +26,6 @@ import argparse
 import asyncio
 import os
 import random
-import shutil
-import tempfile
 import time
 from typing import Any
 
@@ -36,7 +34,8 @@ import pyarrow as pa
 
 import memray
 from benchmarks._harness import (
-    AsyncSink, common_args, emit, host_calls, log, pct_ms, plot_bars, ratio, run_clients, sentence, start_ray,
+    in_data_dir,
+    AsyncSink, common_args, emit, host_calls, log, pct_ms, plot_bars, ratio, run_clients, sentence,
 )
 from memray.ids import ConversationKey
 from memray.models import Message
@@ -218,17 +217,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--embedder", choices=["hash", "none"], default="hash")
     common_args(ap)
     args = ap.parse_args(argv)
-    started = start_ray(args.address) if args.mode == "ray" else False
-    root = args.dir or tempfile.mkdtemp(prefix="memray-ingest-")
-    try:
-        results = asyncio.run(run(args, root))
-    finally:
-        if args.dir is None:
-            shutil.rmtree(root, ignore_errors=True)
-        if started:
-            import ray
-
-            ray.shutdown()
+    results = in_data_dir(args, "memray-ingest-", lambda root: asyncio.run(run(args, root)))
     params = {k: v for k, v in vars(args).items() if k not in ("plot", "dir")}
     if args.plot:
         m, f = results["add_many"], results["floor"]

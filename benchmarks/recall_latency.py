@@ -31,8 +31,6 @@ import argparse
 import asyncio
 import os
 import random
-import shutil
-import tempfile
 import time
 from typing import Any
 
@@ -40,7 +38,8 @@ import numpy as np
 
 import memray
 from benchmarks._harness import (
-    common_args, emit, log, pct_ms, plot_bars, ratio, run_clients, sentence, start_ray, time_calls,
+    in_data_dir,
+    common_args, emit, log, pct_ms, plot_bars, ratio, run_clients, sentence, time_calls,
 )
 from memray.embedding.base import build_embedder
 from memray.ids import ConversationKey
@@ -259,17 +258,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args.n = [int(x) for x in str(args.n).split(",")]
     args.shards = [int(x) for x in str(args.shards).split(",")]
     args.clients = [int(x) for x in str(args.clients).split(",")]
-    started = start_ray(args.address) if args.mode == "ray" else False
-    root = args.dir or tempfile.mkdtemp(prefix="memray-recall-")
-    try:
-        rows = [one_config(args, root, n, s) for n in args.n for s in args.shards]
-    finally:
-        if args.dir is None:
-            shutil.rmtree(root, ignore_errors=True)
-        if started:
-            import ray
-
-            ray.shutdown()
+    rows = in_data_dir(args, "memray-recall-", lambda root: [one_config(args, root, n, s) for n in args.n for s in args.shards])
     if args.plot:
         plot(args.plot, rows)
     params = {k: v for k, v in vars(args).items() if k not in ("plot", "dir")}

@@ -30,13 +30,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
-import tempfile
 import time
 from typing import Any
 
 import memray
-from benchmarks._harness import common_args, emit, host_calls, log, pct_ms, plot_bars, ratio, run_clients, start_ray
+from benchmarks._harness import in_data_dir, common_args, emit, host_calls, log, pct_ms, plot_bars, ratio, run_clients
 from benchmarks.ingest import sinks
 from memray.ids import ConversationKey
 from memray.simulation import simulate
@@ -185,17 +183,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--skip-rss", action="store_true", help="skip the memory-per-conversation phase")
     common_args(ap)
     args = ap.parse_args(argv)
-    started = start_ray(args.address) if args.mode == "ray" else False
-    root = args.dir or tempfile.mkdtemp(prefix="memray-sim-")
-    try:
-        results = asyncio.run(run(args, root))
-    finally:
-        if args.dir is None:
-            shutil.rmtree(root, ignore_errors=True)
-        if started:
-            import ray
-
-            ray.shutdown()
+    results = in_data_dir(args, "memray-sim-", lambda root: asyncio.run(run(args, root)))
     if args.plot:
         plot_bars(args.plot, f"{args.agents} agents: latencies (ms)", ["tick", "context()", "add_many", "durable lag", "searchable lag"], {
             "p50": [results["tick_p50_ms"], results["context_p50_ms"], results["add_many_p50_ms"],
