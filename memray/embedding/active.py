@@ -14,12 +14,12 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
 import time
 
 from pydantic import BaseModel, ConfigDict
 
 from memray.config import EmbedderConfig, MemoryConfig
+from memray.files import atomic_write
 
 __all__ = ["ActiveModel", "MODEL_FILE", "read_active_model", "write_active_model", "resolve_config", "ModelWatcher"]
 
@@ -59,22 +59,7 @@ def write_active_model(root: str, embedder: EmbedderConfig, model_id: str, dim: 
     record = ActiveModel(model_id=model_id, dim=dim, embedder=embedder, updated_at=time.time())
     path = model_file(root)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".model.", dir=os.path.dirname(path))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(record.model_dump_json())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    dfd = os.open(os.path.dirname(path), os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    atomic_write(path, lambda fh: fh.write(record.model_dump_json().encode("utf-8")))
     return record
 
 

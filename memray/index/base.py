@@ -11,8 +11,6 @@ hnswlib's own format. Every file is written to a temporary name, fsynced, then `
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
@@ -20,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memray.errors import ModelMismatchError, ValidationError
+from memray.files import atomic_write, fsync_dir
 from memray.store.rows import Namespace
 
 __all__ = [
@@ -133,36 +132,9 @@ def empty_result(q: int) -> tuple[Labels, Matrix]:
 # -- atomic files ------------------------------------------------------------------------------
 
 
-def fsync_dir(directory: str | Path) -> None:
-    """Make a rename or a new entry in ``directory`` durable (no-op where unsupported)."""
-    try:
-        fd = os.open(str(directory), os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path``: temp file in the same folder, fsync, ``os.replace``, fsync the
-    folder. Durable when it returns; a crash leaves either the old file or the new one."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    fsync_dir(path.parent)
+    """Write ``data`` to ``path`` durably (see :func:`memray.files.atomic_write`)."""
+    atomic_write(path, lambda fh: fh.write(data))
 
 
 def atomic_write_json(path: str | Path, obj: Any) -> None:
@@ -172,19 +144,7 @@ def atomic_write_json(path: str | Path, obj: Any) -> None:
 
 def atomic_save_npy(path: str | Path, arr: npt.NDArray[Any]) -> None:
     """An ``.npy`` file (``allow_pickle=False``) with the guarantee of :func:`atomic_write_bytes`."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.save(fh, arr, allow_pickle=False)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    fsync_dir(path.parent)
+    atomic_write(path, lambda fh: np.save(fh, arr, allow_pickle=False))
 
 
 def read_json(path: str | Path) -> Any:

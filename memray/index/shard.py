@@ -50,7 +50,7 @@ import pyarrow.parquet as pq
 
 from memray.config import IndexConfig
 from memray.errors import ModelMismatchError, ValidationError
-from memray.index.base import IndexItem, ShardHit, atomic_write_json, fsync_dir, read_json
+from memray.index.base import IndexItem, ShardHit, atomic_save_npy, atomic_write_json, fsync_dir, read_json
 from memray.index.exact import ExactIndex
 from memray.index.fusion import hybrid_scores, lexical_score, top_hits, vector_score
 from memray.index.hnsw import HnswIndex
@@ -175,10 +175,7 @@ def _pack(spaces: list[_Space], directory: Path, previous: Path | None, dim: int
     # Plain encoding: a raw byte scan of the snapshot (erasure verification) sees every id and text.
     pq.write_table(pa.table(cols, schema=_ITEM_SCHEMA), directory / "items.parquet", compression="none", use_dictionary=False)
     matrix = np.concatenate(blocks) if blocks else np.zeros((0, dim), dtype=np.float32)
-    with open(directory / "vectors.npy", "wb") as f:
-        np.save(f, matrix, allow_pickle=False)
-        f.flush()
-        os.fsync(f.fileno())
+    atomic_save_npy(directory / "vectors.npy", matrix)
     with open(directory / "items.parquet", "rb+") as f:
         os.fsync(f.fileno())
     return table

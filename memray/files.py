@@ -1,0 +1,44 @@
+"""Durable file writes shared by every core that persists outside DuckDB (shard snapshots,
+the active-model record): temp file in the same folder, fsync, ``os.replace``, fsync the folder."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO
+
+__all__ = ["atomic_write", "fsync_dir"]
+
+
+def fsync_dir(directory: str | Path) -> None:
+    """Make a rename or a new entry in ``directory`` durable (no-op where unsupported)."""
+    try:
+        fd = os.open(str(directory), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> None:
+    """Write ``path`` through ``write(file)``. Durable when it returns; a crash at any point
+    leaves either the old file or the new one, never a torn one."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    fsync_dir(path.parent)
