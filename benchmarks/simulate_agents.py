@@ -148,7 +148,7 @@ async def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
         durable = {**pct_ms(samples), "max_ms": round(max(samples) * 1000, 2) if samples else 0.0}
         floor = await noop_floor(args.mode, args.hosts, args.agents)
     finally:
-        await mem.aclose()
+        await mem.aclose(terminate=True)  # the memory phase needs fresh hosts
     mem_stats: dict[str, Any] = {}
     if not args.skip_rss:
         log("memory per idle conversation")

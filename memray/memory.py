@@ -140,8 +140,8 @@ class Memory:
             await self._service.close()
         await deployment.stop(terminate)
 
-    async def aclose(self) -> None:
-        await asyncio.to_thread(self.close)
+    async def aclose(self, terminate: bool | None = None) -> None:
+        await asyncio.to_thread(self.close, terminate)
 
     def __enter__(self) -> Memory:
         return self
