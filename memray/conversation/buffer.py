@@ -91,7 +91,7 @@ class MessageBuffer:
 
     def drain(self) -> list[Message]:
         """The pending messages, in seq order, once: they move from pending to in flight."""
-        out = [m for i, m in self._messages.items() if i in self._pending]
+        out = [self._messages[i] for i in self._pending]
         self._inflight |= self._pending
         self._pending.clear()
         out.sort(key=lambda m: m.seq or 0)
