@@ -131,16 +131,17 @@ class EmbeddingPipeline:
         vectors, indexed = await self._embed(batch, embedder, model_id)
         if vectors is None:
             return
-        try:
-            rows = [EmbeddingRow(i.namespace, i.doc_id, model_id, v) for i, v in zip(batch, vectors)]
-            await self._store.call("put_embeddings", rows)
-        except Exception as exc:  # the store is down: findable by text now, vectors on the retry
-            if not indexed:
-                await self._upsert(batch, None, model_id)
-            self._fail(batch, f"storing vectors failed: {exc!r}")
+        # The shard and the store take the vectors at once: a message is searchable without
+        # waiting behind the store's queue (the store copy is what a rebuilt shard reads).
+        rows = [EmbeddingRow(i.namespace, i.doc_id, model_id, v) for i, v in zip(batch, vectors)]
+        stored, _ = await asyncio.gather(self._store.call("put_embeddings", rows), self._upsert(batch, vectors, model_id),
+                                         return_exceptions=True)
+        if isinstance(stored, BaseException):  # the store is down: retried, and indexed already
+            if not isinstance(stored, Exception):
+                raise stored
+            self._fail(batch, f"storing vectors failed: {stored!r}")
             return
         self.last_error = None  # embedded and stored: whatever failed before has recovered
-        await self._upsert(batch, vectors, model_id)
 
     async def _embed(
         self, batch: list[PendingItem], embedder: Embedder | None, model_id: str
