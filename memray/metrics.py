@@ -219,7 +219,7 @@ class LagRecorder:
     the store committed it. Memory: one float per message not yet durable, plus the kept lags
     (at most ``keep``; the oldest half is dropped when full)."""
 
-    def __init__(self, host: str = "0", keep: int = 1_000_000) -> None:
+    def __init__(self, host: str = "0", keep: int = 200_000) -> None:
         self._host = {"host": host}
         self._keep = keep
         self._acked: dict[Any, dict[str, float]] = {}
@@ -227,6 +227,9 @@ class LagRecorder:
         self.count = 0
 
     def acked(self, key: Any, ids: Iterable[str], now: float | None = None) -> None:
+        ids = list(ids)
+        if not ids:
+            return  # nothing acknowledged: no entry (an idle conversation must cost nothing here)
         t = time.monotonic() if now is None else now
         pending = self._acked.get(key)
         if pending is None:

@@ -36,8 +36,10 @@ class MessageBuffer:
     def __init__(self, window: int = 32) -> None:
         self._window = window
         self._messages: dict[str, Message] = {}  # id -> message, in seq order (insertion order)
-        self._pending: set[str] = set()
-        self._inflight: set[str] = set()
+        # Dicts used as ordered sets: an empty dict costs 64 bytes, an empty set 216, and an idle
+        # conversation holds two of them.
+        self._pending: dict[str, None] = {}
+        self._inflight: dict[str, None] = {}
         self._calls: dict[str, str] = {}  # tool_call_id -> id of the message holding the call
         self.evicted = False  # whether any message has left the buffer (it no longer holds all)
 
@@ -81,7 +83,7 @@ class MessageBuffer:
 
     def _put(self, stored: Message) -> None:
         self._messages[stored.id] = stored
-        self._pending.add(stored.id)
+        self._pending[stored.id] = None
         self._index_calls(stored)
         self._evict()
 
@@ -92,30 +94,33 @@ class MessageBuffer:
     def drain(self) -> list[Message]:
         """The pending messages, in seq order, once: they move from pending to in flight."""
         out = [self._messages[i] for i in self._pending]
-        self._inflight |= self._pending
-        self._pending.clear()
+        self._inflight.update(self._pending)
+        self._pending = {}
         out.sort(key=lambda m: m.seq or 0)
         return out
 
     def settle(self, ids: list[str]) -> None:
         """The write of ``ids`` committed: they are durable and may be evicted."""
-        self._inflight.difference_update(ids)
+        for i in ids:
+            self._inflight.pop(i, None)
         self._evict()
 
     def mark_pending(self, ids: list[str]) -> None:
         """The write of ``ids`` failed: pending again (ids no longer held are ignored)."""
-        self._inflight.difference_update(ids)
-        self._pending.update(i for i in ids if i in self._messages)
+        for i in ids:
+            self._inflight.pop(i, None)
+            if i in self._messages:
+                self._pending[i] = None
 
     def unsettled(self) -> list[Message]:
         """Messages the store may not hold yet (pending or in flight), in seq order."""
-        ids = self._pending | self._inflight
+        ids = {**self._pending, **self._inflight}
         return sorted((self._messages[i] for i in ids), key=lambda m: m.seq or 0)
 
     def discard(self, message_id: str) -> None:
         """Forget a message entirely (it is durable elsewhere and out of the tail)."""
-        self._pending.discard(message_id)
-        self._inflight.discard(message_id)
+        self._pending.pop(message_id, None)
+        self._inflight.pop(message_id, None)
         msg = self._messages.pop(message_id, None)
         if msg is not None:
             self._unindex_calls(msg)
@@ -135,12 +140,12 @@ class MessageBuffer:
 
     def checkpoint(self) -> BufferCheckpoint:
         """A snapshot; in-flight messages count as pending (their write may not land)."""
-        return BufferCheckpoint(tuple(self._messages.values()), frozenset(self._pending | self._inflight))
+        return BufferCheckpoint(tuple(self._messages.values()), frozenset({**self._pending, **self._inflight}))
 
     def restore(self, cp: BufferCheckpoint) -> None:
         self._messages = {m.id: m for m in cp.messages}
-        self._pending = set(cp.pending)
-        self._inflight = set()
+        self._pending = dict.fromkeys(cp.pending)
+        self._inflight = {}
         self._calls = {}
         for m in cp.messages:
             self._index_calls(m)
@@ -149,7 +154,7 @@ class MessageBuffer:
         excess = len(self._messages) - self._window
         if excess <= 0:
             return
-        busy = self._pending | self._inflight
+        busy = {**self._pending, **self._inflight}
         for mid in [i for i in self._messages if i not in busy][:excess]:
             self._unindex_calls(self._messages.pop(mid))
             self.evicted = True

@@ -18,26 +18,53 @@ __all__ = ["Conversation", "matches"]
 
 
 class Conversation:
-    __slots__ = ("key", "buffer", "chain", "last_seq", "whole", "deleted", "unsummarized_tokens", "summarizing")
+    """One conversation's state. Its persist chain is made on its first write (``make_chain``,
+    shared by every conversation of a host): an idle conversation costs no timer, task or chain."""
 
-    def __init__(self, key: ConversationKey, buffer: MessageBuffer, chain: PersistChain, last_seq: int, whole: bool) -> None:
+    __slots__ = ("key", "buffer", "_chain", "_make_chain", "last_seq", "whole", "deleted", "unsummarized_tokens", "summarizing")
+
+    def __init__(
+        self, key: ConversationKey, buffer: MessageBuffer, make_chain: Callable[[Conversation], PersistChain],
+        last_seq: int, whole: bool,
+    ) -> None:
         self.key = key
         self.buffer = buffer
-        self.chain = chain
+        self._chain: PersistChain | None = None
+        self._make_chain = make_chain
         self.last_seq = last_seq
         self.whole = whole  # the buffer was loaded with the whole conversation (fewer rows than its window)
         self.deleted = False
         self.unsummarized_tokens = -1  # unknown until the summary keeper has looked
         self.summarizing = False
 
+    @property
+    def chain(self) -> PersistChain:
+        if self._chain is None:
+            self._chain = self._make_chain(self)
+            self._chain.last_durable_seq = self.last_seq  # everything before the first write is durable
+        return self._chain
+
+    @property
+    def durable_seq(self) -> int:
+        return self._chain.last_durable_seq if self._chain is not None else self.last_seq
+
+    async def flush(self, timeout_s: float | None = None) -> None:
+        if self._chain is not None:
+            await self._chain.flush(timeout_s)
+
+    async def close(self) -> None:
+        if self._chain is not None:
+            await self._chain.close()
+
     def add(self, messages: list[Message]) -> list[int]:
         """Merge ``messages`` into the buffer, assigning seqs to new ids; schedule persistence."""
+        chain = self.chain
         seqs = []
         for msg in messages:
             if self.buffer.target_of(msg) is None:
                 self.last_seq += 1
             seqs.append(self.buffer.add(msg, self.last_seq).seq or 0)
-        self.chain.schedule()
+        chain.schedule()
         return seqs
 
     def covers(self, before_seq: int | None, limit: int | None) -> bool:

@@ -115,15 +115,16 @@ class ConversationHost:
         buffer = MessageBuffer(window)
         for row in snap.recent:
             buffer.put_durable(row_to_message(row))
-        conv = Conversation(key, buffer, None, snap.last_seq, whole=len(snap.recent) < window)  # type: ignore[arg-type]
+        conv = Conversation(key, buffer, self._make_chain, snap.last_seq, whole=len(snap.recent) < window)
         if snap.last_seq == 0:
             conv.unsummarized_tokens = 0  # a new conversation: count as it grows, no store read
-        conv.chain = PersistChain(
+        return conv
+
+    def _make_chain(self, conv: Conversation) -> PersistChain:
+        return PersistChain(
             lambda: self._write(conv), self.config.debounce_ms / 1000.0,
             self.config.retry_backoff_s, self.config.retry_backoff_max_s,
         )
-        conv.chain.last_durable_seq = snap.last_seq
-        return conv
 
     # -- writes -----------------------------------------------------------------------------
     async def add(self, key: ConversationKey, messages: list[Message], durable: bool = False) -> list[int]:
@@ -131,7 +132,7 @@ class ConversationHost:
         seqs = conv.add(messages)
         self._lag.acked(key, [m.id for m in messages])
         if durable:
-            await conv.chain.flush()
+            await conv.flush()
         return seqs
 
     async def add_many(self, batch: list[tuple[ConversationKey, list[Message]]], durable: bool = False) -> list[list[int]]:
@@ -143,17 +144,17 @@ class ConversationHost:
         for k, msgs in batch:
             self._lag.acked(k, [m.id for m in msgs], now)
         if durable:
-            await asyncio.gather(*(c.chain.flush() for c in by_key.values()))
+            await asyncio.gather(*(c.flush() for c in by_key.values()))
         return out
 
     async def _write(self, conv: Conversation) -> int:
         """Persist what ``conv`` has pending; return the highest seq now durable."""
         if conv.deleted:
             conv.buffer.drain()
-            return conv.chain.last_durable_seq
+            return conv.durable_seq
         msgs = conv.buffer.drain()
         if not msgs:
-            return conv.chain.last_durable_seq
+            return conv.durable_seq
         ids = [m.id for m in msgs]
         try:
             corrections = await self._committer.submit([message_to_row(conv.key, m) for m in msgs])
@@ -166,7 +167,7 @@ class ConversationHost:
         for mid in corrected:  # an id the store already held: it keeps its original seq
             conv.buffer.discard(mid)
         self._after_commit(conv, msgs)
-        return max((m.seq or 0) for m in msgs if m.id not in corrected) if len(corrected) < len(msgs) else conv.chain.last_durable_seq
+        return max((m.seq or 0) for m in msgs if m.id not in corrected) if len(corrected) < len(msgs) else conv.durable_seq
 
     def _after_commit(self, conv: Conversation, msgs: list[Message]) -> None:
         ns = conversation_namespace(conv.key)
@@ -182,7 +183,7 @@ class ConversationHost:
     async def _summarize(self, conv: Conversation) -> None:
         assert self._keeper is not None
         try:
-            await self._keeper.maybe_update(conv.key, conv.chain.last_durable_seq)
+            await self._keeper.maybe_update(conv.key, conv.durable_seq)
             counted = self._keeper.pending_tokens(conv.key)
             conv.unsummarized_tokens = counted if counted is not None else 0
         except Exception as exc:  # the summary is retried on the next write
@@ -197,7 +198,7 @@ class ConversationHost:
         convs = [self._conversations[key]] if key is not None and key in self._conversations else (
             [] if key is not None else list(self._conversations.values())
         )
-        await asyncio.gather(*(c.chain.flush(timeout_s) for c in convs))
+        await asyncio.gather(*(c.flush(timeout_s) for c in convs))
 
     async def wait_indexed(self, timeout_s: float | None = None) -> bool:
         """Flush, then wait until every durable message has been embedded and indexed (False on
@@ -226,7 +227,7 @@ class ConversationHost:
     async def last_seq(self, key: ConversationKey) -> tuple[int, int]:
         """(last assigned seq, last durable seq)."""
         conv = await self._get(key)
-        return conv.last_seq, conv.chain.last_durable_seq
+        return conv.last_seq, conv.durable_seq
 
     # -- deletes ----------------------------------------------------------------------------
     async def evict(self, key: ConversationKey) -> None:
@@ -238,7 +239,7 @@ class ConversationHost:
         conv.deleted = True
         conv.buffer.drain()
         self._lag.forget(key)
-        await conv.chain.close()
+        await conv.close()
         ns = conversation_namespace(key)
         self._pipeline.forget(lambda n: n == ns)
         if self._keeper is not None:
