@@ -134,6 +134,10 @@ def _bulk(mem: Any, target: EmbedderConfig, model_id: str, state: dict[str, Any]
     ctx.enable_progress_bars = False
     gpus = 1 if target.kind == "local" and ray.cluster_resources().get("GPU", 0) >= 1 else 0  # type: ignore[no-untyped-call]
     store_name = f"{mem.deployment.prefix}:store"
+    total = float(ray.cluster_resources().get("CPU", 1.0))  # type: ignore[no-untyped-call]
+    if cpus * workers > total - 0.5:  # an actor pool holding every CPU starves Ray Data's read tasks
+        cpus = max(0.1, (total - 0.5) / workers)
+        log(f"{workers} workers x {cpus:.2f} CPUs each, leaving room for the read tasks ({total:g} CPUs in all)")
     done: set[str] = set(state["files_done"])
     embedded, batches = 0, 0
     for table, files in _export_files(mem.config.exports_path).items():
