@@ -36,7 +36,9 @@ _KIND = "exact"
 class ExactIndex:
     """Exact cosine search over L2-normalised vectors (see :class:`memray.index.base.VectorIndex`)."""
 
-    def __init__(self, dim: int, capacity: int = 16) -> None:
+    def __init__(self, dim: int, capacity: int = 2) -> None:
+        # Small by default: a shard holds one exact index per conversation, and 16 rows of 256
+        # floats each made 10k idle conversations cost 160 MB before they held anything.
         self._dim = dim
         self._mat: Matrix = np.zeros((max(capacity, 1), dim), dtype=np.float32)
         self._labels: Labels = np.zeros(max(capacity, 1), dtype=np.int64)
