@@ -74,7 +74,7 @@ class Memory:
             from memray.runtime.actors import RayDeployment, ensure_ray
 
             self._started_ray = ensure_ray(self.config)
-            deployment: Deployment = RayDeployment(self.config)
+            deployment: Deployment = RayDeployment(self.config)  # type: ignore[assignment]  # RayRef is an ActorRef; lists are invariant
         else:
             deployment = LocalDeployment(self.config)
         await deployment.start()
@@ -99,7 +99,8 @@ class Memory:
             self._embedder = build_embedder(record.embedder)
             self.config = self.config.model_copy(update={"embedder": record.embedder})
             self._recall.set_embedder(self._embedder)
-            self._service.set_embedder(self._embedder)
+            if self._service is not None:
+                self._service.set_embedder(self._embedder)
 
     def export(self, root: str | None = None) -> dict[str, Any]:
         """Export messages and entries to hive-partitioned Parquet under ``root`` (default

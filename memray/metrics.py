@@ -66,6 +66,8 @@ class _Metric:
         self._ray: Any = None  # the ray.util.metrics object, made on the first export in this process
         _REGISTRY[name] = self
 
+    _pending: Any  # what is waiting for the next push to Ray (each subclass keeps its own shape)
+
     def _push(self) -> None:
         raise NotImplementedError
 

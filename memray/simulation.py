@@ -94,7 +94,7 @@ async def simulate(
         degraded += ctx.degraded
         if turn % 3 == 2:
             asked += 1
-            hits += any(expect in (m.parts[0].text if m.parts and hasattr(m.parts[0], "text") else "") for m in ctx.messages)  # type: ignore[union-attr]
+            hits += any(expect in (m.parts[0].text if m.parts and hasattr(m.parts[0], "text") else "") for m in ctx.messages)
 
     for turn in range(turns):
         lines = [_script(a, turn, rng) for a in range(agents)]

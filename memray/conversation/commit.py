@@ -38,7 +38,8 @@ class GroupCommitter:
     async def _run(self) -> None:
         try:
             while self._queue:
-                batch, size = [], 0
+                batch: list[tuple[list[MessageRow], asyncio.Future[list[Correction]]]] = []
+                size = 0
                 while self._queue and (not batch or size + len(self._queue[0][0]) <= self._max_rows):
                     rows, fut = self._queue.pop(0)
                     batch.append((rows, fut))

@@ -213,7 +213,9 @@ class ConversationHost:
         after_seq: int | None = None, roles: list[str] | None = None, metadata: dict[str, Any] | None = None,
     ) -> list[Message]:
         conv = await self._get(key)
-        keep = lambda m: matches(m, before_seq, after_seq, roles, metadata)  # noqa: E731
+        def keep(m: Message) -> bool:
+            return matches(m, before_seq, after_seq, roles, metadata)
+
         if after_seq is None and roles is None and not metadata and conv.covers(before_seq, limit):
             held = [m for m in conv.buffer.recent() if keep(m)]
             return held[-limit:] if limit else held if limit is None else []

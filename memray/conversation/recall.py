@@ -107,7 +107,10 @@ class Recall:
     def _embed_batch(self, embedder: Embedder) -> Coalescer[str, Any]:
         """Queries of concurrent searches embedded in one batch (4x the throughput of one by one)."""
         if self._embedding is None or self._embedding[0] is not embedder:
-            batch: Coalescer[str, Any] = Coalescer(lambda queries: asyncio.to_thread(embedder.embed, queries), max_batch=512)
+            async def embed(queries: list[str]) -> list[Any]:
+                return list(await asyncio.to_thread(embedder.embed, queries))
+
+            batch: Coalescer[str, Any] = Coalescer(embed, max_batch=512)
             self._embedding = (embedder, batch)
         return self._embedding[1]
 
@@ -145,13 +148,14 @@ class Recall:
         recent_call = self._recent(host, key, limit)
         extras_call = self._extras(key, wm)
         if not query or semantic_limit <= 0:
-            recent, extras = await asyncio.gather(recent_call, extras_call)
-            return assemble(recent, [], merge, extras[0], extras[1], token_budget)
+            only_recent, (summary_text, note) = await asyncio.gather(recent_call, extras_call)
+            return assemble(only_recent, [], merge, summary_text, note, token_budget)
         recall_call = self.search(key, query, semantic_limit + limit, None, mode, scope)
-        recent, extras, recalled = await asyncio.gather(recent_call, extras_call, recall_call, return_exceptions=True)
-        if isinstance(recent, BaseException):
-            raise recent
-        summary, wm = extras if not isinstance(extras, BaseException) else (None, None)
+        got_recent, extras, recalled = await asyncio.gather(recent_call, extras_call, recall_call, return_exceptions=True)
+        if isinstance(got_recent, BaseException):
+            raise got_recent
+        recent = got_recent
+        summary, block = (None, None) if isinstance(extras, BaseException) else extras
         degraded, reason = False, None
         hits: list[Message] = []
         if isinstance(recalled, BaseException):
@@ -162,7 +166,7 @@ class Recall:
             degraded, reason = recalled.degraded, recalled.reason
         if isinstance(extras, BaseException):
             degraded, reason = True, (reason + "; " if reason else "") + f"summary/working memory unavailable: {extras!r}"
-        ctx = assemble(recent, hits, merge, summary, wm, token_budget)
+        ctx = assemble(recent, hits, merge, summary, block, token_budget)
         if isinstance(recalled, BaseException) or isinstance(extras, BaseException):  # (a degraded search counted itself)
             DEGRADED_RECALLS.inc(1, {"scope": "context"})
         return ctx.model_copy(update={"degraded": degraded, "reason": reason})

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Callable, Collection, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, Collection, NamedTuple
 
 import numpy as np
 
@@ -134,8 +134,10 @@ class EmbeddingPipeline:
         # The shard and the store take the vectors at once: a message is searchable without
         # waiting behind the store's queue (the store copy is what a rebuilt shard reads).
         rows = [EmbeddingRow(i.namespace, i.doc_id, model_id, v) for i, v in zip(batch, vectors)]
-        stored, _ = await asyncio.gather(self._store.call("put_embeddings", rows), self._upsert(batch, vectors, model_id),
-                                         return_exceptions=True)
+        results: tuple[Any, Any] = await asyncio.gather(
+            self._store.call("put_embeddings", rows), self._upsert(batch, vectors, model_id), return_exceptions=True
+        )
+        stored = results[0]
         if isinstance(stored, BaseException):  # the store is down: retried, and indexed already
             if not isinstance(stored, Exception):
                 raise stored

@@ -10,8 +10,9 @@ from memray.errors import ConflictError, NotFoundError, ValidationError
 from memray.ids import ConversationKey, validate_id
 from memray.store.base import ConversationSnapshot, SummaryState, WMScope
 from memray.store.database import Database
-from memray.store.messages import MESSAGE_COLUMNS, get_messages
+from memray.store.messages import get_messages
 from memray.store.rows import MessageRow
+from memray.store.schema import MESSAGE_COLUMNS
 from memray.store.rows import user_hash
 
 __all__ = [
