@@ -132,9 +132,9 @@ class Memory:
             self._service = None
             self._loop.stop()
             if self._started_ray:
-                import ray
+                from memray.runtime.actors import shutdown_ray
 
-                ray.shutdown()
+                shutdown_ray()
 
     async def _stop(self, deployment: Deployment, terminate: bool) -> None:
         if self._service is not None:

@@ -26,7 +26,7 @@ import bisect
 import math
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 __all__ = [
@@ -45,9 +45,22 @@ _REGISTRY: dict[str, _Metric] = {}
 _scheduled = False
 
 
+#: Makes the Ray metric behind a series: ``(kind, name, description, tag_keys, boundaries)`` ->
+#: a ``ray.util.metrics`` object. Set by :mod:`memray.runtime.actors`, the one module that imports
+#: ray; without it (in-process mode, no Ray) the metrics stay in memory.
+_backend: Callable[[str, str, str, tuple[str, ...], list[float] | None], Any] | None = None
+
+
+def set_backend(make: Callable[[str, str, str, tuple[str, ...], list[float] | None], Any] | None) -> None:
+    global _backend
+    _backend = make
+
+
 def ray_active() -> bool:
-    """True when this process runs inside an initialised Ray (driver or worker)."""
+    """True when this process runs inside an initialised Ray (driver or worker) that can export."""
     ray = sys.modules.get("ray")
+    if _backend is None:
+        return False
     try:
         return ray is not None and bool(ray.is_initialized())
     except Exception:  # a half-imported or blocked ray: no export
@@ -96,9 +109,8 @@ class Counter(_Metric):
         if not pending:
             return
         if self._ray is None:
-            from ray.util import metrics as ray_metrics
-
-            self._ray = ray_metrics.Counter(self.name, description=self.description, tag_keys=self.tag_keys)
+            assert _backend is not None
+            self._ray = _backend("counter", self.name, self.description, self.tag_keys, None)
         for key, value in pending.items():
             self._ray.inc(value, tags=dict(key) or None)
 
@@ -140,11 +152,8 @@ class Histogram(_Metric):
         if not any(pending.values()):
             return
         if self._ray is None:
-            from ray.util import metrics as ray_metrics
-
-            self._ray = ray_metrics.Histogram(
-                self.name, description=self.description, boundaries=self.boundaries, tag_keys=self.tag_keys
-            )
+            assert _backend is not None
+            self._ray = _backend("histogram", self.name, self.description, self.tag_keys, self.boundaries)
         for key, values in pending.items():
             stride = max(1, -(-len(values) // MAX_SAMPLES_PER_EXPORT))
             for v in values[::stride]:

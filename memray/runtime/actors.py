@@ -23,7 +23,9 @@ from typing import Any
 
 import ray
 from ray.exceptions import RayActorError, RayTaskError
+from ray.util import metrics as ray_metrics
 
+from memray import metrics
 from memray.config import IndexConfig, MemoryConfig
 from memray.conversation.host import ConversationHost
 from memray.embedding import build_embedder
@@ -35,7 +37,7 @@ from memray.store.base import IndexRow
 from memray.store.history import HistoryStore
 from memray.store.rows import Namespace
 
-__all__ = ["RayRef", "RayDeployment", "ensure_ray"]
+__all__ = ["RayRef", "RayDeployment", "ensure_ray", "shutdown_ray"]
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +59,19 @@ class RayRef:
             raise
         except RayActorError as exc:
             raise UnavailableError(self.label, str(exc).splitlines()[0] if str(exc) else "actor died") from exc
+
+
+def _ray_metric(kind: str, name: str, description: str, tag_keys: tuple[str, ...], boundaries: list[float] | None) -> Any:
+    if kind == "counter":
+        return ray_metrics.Counter(name, description=description, tag_keys=tag_keys)
+    return ray_metrics.Histogram(name, description=description, boundaries=boundaries or [], tag_keys=tag_keys)
+
+
+metrics.set_backend(_ray_metric)  # every process that runs memray actors imports this module
+
+
+def shutdown_ray() -> None:
+    ray.shutdown()
 
 
 def ensure_ray(config: MemoryConfig) -> bool:
