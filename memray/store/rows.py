@@ -4,10 +4,10 @@ columns without per-row dicts. Converters to and from the public records live he
 from __future__ import annotations
 
 import json
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from memray.ids import ConversationKey, stable_hash
-from memray.models import MemoryEntry, Message
+from memray.models import DataPart, MemoryEntry, Message, Part, ReasoningPart, Role, TextPart, ToolPart
 
 __all__ = [
     "Namespace",
@@ -92,16 +92,21 @@ def message_to_row(key: ConversationKey, msg: Message) -> MessageRow:
     )
 
 
+_PART_TYPES: dict[str, type[Part]] = {"text": TextPart, "reasoning": ReasoningPart, "tool": ToolPart, "data": DataPart}
+# One "fields set" per record class, shared by every record built from a stored row (they set
+# every field). Pydantic copies it before changing it (model_copy), and memray never assigns to a
+# record's attribute, so sharing it is safe; it saves two 216-byte sets per message, which is a
+# quarter of what an idle conversation's buffered messages cost.
+_ALL_FIELDS: dict[type[Any], set[str]] = {cls: set(cls.model_fields) for cls in (Message, *_PART_TYPES.values())}
+
+
 def row_to_message(row: MessageRow) -> Message:
-    return Message.model_validate(
-        {
-            "id": row.id,
-            "role": row.role,
-            "parts": json.loads(row.parts_json),
-            "created_at": row.created_at,
-            "metadata": json.loads(row.metadata_json),
-            "seq": row.seq,
-        }
+    """The message a stored row holds. Rows were validated on their way into the store, so the
+    records are constructed without validating again."""
+    parts = [_PART_TYPES[p["type"]].model_construct(_ALL_FIELDS[_PART_TYPES[p["type"]]], **p) for p in json.loads(row.parts_json)]
+    return Message.model_construct(
+        _ALL_FIELDS[Message], id=row.id, role=cast(Role, row.role), parts=parts, created_at=row.created_at,
+        metadata=json.loads(row.metadata_json), seq=row.seq,
     )
 
 
