@@ -130,14 +130,6 @@ class MessageBuffer:
         msgs = sorted(self._messages.values(), key=lambda m: m.seq or 0)
         return msgs if limit is None else msgs[-limit:] if limit else []
 
-    def pending(self) -> list[Message]:
-        return sorted((self._messages[i] for i in self._pending), key=lambda m: m.seq or 0)
-
-    @property
-    def oldest_seq(self) -> int | None:
-        """The seq of the oldest message held: the buffer holds every message from it on."""
-        return min((m.seq or 0 for m in self._messages.values()), default=None)
-
     def checkpoint(self) -> BufferCheckpoint:
         """A snapshot; in-flight messages count as pending (their write may not land)."""
         return BufferCheckpoint(tuple(self._messages.values()), frozenset({**self._pending, **self._inflight}))

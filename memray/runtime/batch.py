@@ -18,9 +18,15 @@ V = TypeVar("V")
 
 
 class Coalescer(Generic[K, V]):
-    def __init__(self, fetch: Callable[[list[K]], Awaitable[list[V]]], max_batch: int = 4096) -> None:
+    def __init__(
+        self, fetch: Callable[[list[K]], Awaitable[list[V]]], max_batch: int = 4096,
+        weight: Callable[[K], int] = lambda _: 1,
+    ) -> None:
+        """``fetch`` answers a list of requests in order; a batch holds requests of at most
+        ``max_batch`` total ``weight`` (one each by default), and always at least one."""
         self._fetch = fetch
         self._max_batch = max_batch
+        self._weight = weight
         self._pending: list[tuple[K, asyncio.Future[V]]] = []
         self._task: asyncio.Task[None] | None = None
 
@@ -36,7 +42,8 @@ class Coalescer(Generic[K, V]):
         try:
             while self._pending:
                 await asyncio.sleep(0)  # let the callers of this turn join the batch
-                batch, self._pending = self._pending[: self._max_batch], self._pending[self._max_batch :]
+                n = self._take()
+                batch, self._pending = self._pending[:n], self._pending[n:]
                 try:
                     results = await self._fetch([request for request, _ in batch])
                 except Exception as exc:
@@ -49,3 +56,12 @@ class Coalescer(Generic[K, V]):
                         fut.set_result(result)
         finally:
             self._task = None
+
+    def _take(self) -> int:
+        """How many of the pending requests the next batch takes."""
+        total = 0
+        for n, (request, _) in enumerate(self._pending):
+            total += self._weight(request)
+            if n and total > self._max_batch:
+                return n
+        return len(self._pending)

@@ -35,3 +35,18 @@ def test_a_failed_call_fails_its_batch_only():
         assert await batch.get(1) == 1  # still usable
 
     asyncio.run(main())
+
+
+def test_weighted_batches_stay_under_the_limit_but_take_at_least_one():
+    sizes: list[int] = []
+
+    async def fetch(requests: list[list[int]]) -> list[int]:
+        sizes.append(sum(len(r) for r in requests))
+        return [len(r) for r in requests]
+
+    async def main() -> list[int]:
+        batch: Coalescer[list[int], int] = Coalescer(fetch, max_batch=5, weight=len)
+        return list(await asyncio.gather(*(batch.get([0] * n) for n in (3, 2, 4, 9, 1))))
+
+    assert asyncio.run(main()) == [3, 2, 4, 9, 1]
+    assert sizes == [5, 4, 9, 1]
