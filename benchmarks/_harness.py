@@ -226,6 +226,10 @@ def plot_bars(path: str, title: str, labels: list[str], series: dict[str, list[f
         ax.bar([x + i * width for x in range(len(labels))], values, width, label=name)
     ax.set_xticks([x + 0.4 - width / 2 for x in range(len(labels))])
     ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
+    _finish(plt, fig, ax, path, title, ylabel, log_y)
+
+
+def _finish(plt: Any, fig: Any, ax: Any, path: str, title: str, ylabel: str, log_y: bool) -> None:
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     if log_y:
@@ -243,11 +247,4 @@ def plot_lines(path: str, title: str, xs: list[float], series: dict[str, list[fl
     for name, ys in series.items():
         ax.plot(xs[: len(ys)], ys, marker="o", label=name)
     ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
-    if log_y:
-        ax.set_yscale("log")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    _finish(plt, fig, ax, path, title, ylabel, log_y)
