@@ -33,7 +33,7 @@ from memray.metrics import LagRecorder
 from memray.models import Message
 from memray.runtime.ref import ActorRef
 from memray.store.base import ConversationSnapshot
-from memray.store.rows import conversation_namespace, message_to_row, row_to_message
+from memray.store.rows import MessageRow, conversation_namespace, message_payload, message_to_row, row_to_message
 
 __all__ = ["ConversationHost"]
 
@@ -156,26 +156,28 @@ class ConversationHost:
         if not msgs:
             return conv.durable_seq
         ids = [m.id for m in msgs]
+        rows = [message_to_row(conv.key, m) for m in msgs]
         try:
-            corrections = await self._committer.submit([message_to_row(conv.key, m) for m in msgs])
+            corrections = await self._committer.submit(rows)
         except BaseException:
             conv.buffer.mark_pending(ids)
             raise
         conv.buffer.settle(ids)
         self._lag.committed(conv.key, ids)
-        corrected = {c[3] for c in corrections}
+        corrected = {c[3]: c for c in corrections}
         for mid in corrected:  # an id the store already held: it keeps its original seq
             conv.buffer.discard(mid)
-        self._after_commit(conv, msgs)
+        rows = [r._replace(seq=corrected[r.id][4], created_at=corrected[r.id][5]) if r.id in corrected else r for r in rows]
+        self._after_commit(conv, rows)
         return max((m.seq or 0) for m in msgs if m.id not in corrected) if len(corrected) < len(msgs) else conv.durable_seq
 
-    def _after_commit(self, conv: Conversation, msgs: list[Message]) -> None:
+    def _after_commit(self, conv: Conversation, rows: list[MessageRow]) -> None:
         ns = conversation_namespace(conv.key)
-        self._pipeline.submit([PendingItem(ns, m.id, m.text, float(m.seq or 0), m.model_dump_json()) for m in msgs if m.text])
+        self._pipeline.submit([PendingItem(ns, r.id, r.text, float(r.seq), message_payload(r)) for r in rows if r.text])
         if self._keeper is None:
             return
         if conv.unsummarized_tokens >= 0:
-            conv.unsummarized_tokens += sum(self._estimate(m.text) for m in msgs)
+            conv.unsummarized_tokens += sum(self._estimate(r.text) for r in rows)
         if (conv.unsummarized_tokens < 0 or conv.unsummarized_tokens >= self.config.summarizer.trigger_tokens) and not conv.summarizing:
             conv.summarizing = True
             asyncio.get_running_loop().create_task(self._summarize(conv))
