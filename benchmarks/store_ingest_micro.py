@@ -51,7 +51,7 @@ def floor_rate(path: str, batches: list[list[MessageRow]]) -> float:
         f"{n} {'BIGINT' if n == 'seq' else 'DOUBLE' if n == 'created_at' else 'VARCHAR'}" for n in names) + ")")
 
     def insert(rows: list[MessageRow]) -> None:
-        tbl = pa.table(dict(zip(names, (pa.array(c) for c in zip(*rows)))))
+        tbl = pa.table(dict(zip(names, (pa.array(c) for c in zip(*rows)))))  # noqa: F841 (DuckDB reads it by name)
         con.execute("BEGIN")
         con.execute("INSERT INTO t SELECT * FROM tbl")
         con.execute("COMMIT")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable

@@ -10,7 +10,6 @@ from memray.errors import ConflictError, NotFoundError, ValidationError
 from memray.ids import ConversationKey, validate_id
 from memray.store.base import ConversationSnapshot, SummaryState, WMScope
 from memray.store.database import Database
-from memray.store.messages import get_messages
 from memray.store.rows import MessageRow
 from memray.store.schema import MESSAGE_COLUMNS
 from memray.store.rows import user_hash
@@ -108,13 +107,7 @@ def update_conversation(
 
 
 def load_conversation(db: Database, key: ConversationKey, window: int) -> ConversationSnapshot:
-    if isinstance(window, bool) or not isinstance(window, int) or window < 0:
-        raise ValidationError("window", window, "must be a non-negative integer")
-    info = get_conversation(db, key)
-    if info is None:
-        return ConversationSnapshot(False, 0, [])
-    recent = get_messages(db, key, limit=window) if window else []
-    return ConversationSnapshot(True, int(info["last_seq"]), recent)
+    return load_conversations(db, [key], window)[0]
 
 
 def load_conversations(db: Database, keys: list[ConversationKey], window: int) -> list[ConversationSnapshot]:
