@@ -126,13 +126,16 @@ def test_slow_endpoint_makes_texts_findable_before_vectors_arrive(open_mem, open
     conv = mem.conversation(user_id="u3", conversation_id="c")
     conv.add({"role": "user", "content": "warm up"}, durable=True)
     assert mem.wait_indexed(30)  # the embedder's client is up
-    openai_server.hang_next(1, seconds=8, path="/v1/embeddings")
+    openai_server.hang_next(1, seconds=120, path="/v1/embeddings")
+    before = openai_server.count("/v1/embeddings")
     conv.add({"role": "user", "content": FACTS[1]}, durable=True)
+    assert poll(lambda: openai_server.count("/v1/embeddings") > before, 60)  # the pipeline's request is held
 
     def by_text() -> bool:
         return [h.message.text for h in conv.search("budget review Thursday", limit=1, mode="lexical")] == [FACTS[1]]
 
-    assert poll(by_text, 5)  # while the request still hangs
+    assert poll(by_text, 60)  # while the request still hangs
     assert FACTS[1] not in [h.message.text for h in conv.search("budget review", limit=5, mode="vector")]  # no vector yet
-    assert mem.wait_indexed(30)
+    openai_server.release()
+    assert mem.wait_indexed(60)
     assert [h.message.text for h in conv.search("budget review Thursday", limit=1, mode="vector")] == [FACTS[1]]

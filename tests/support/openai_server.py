@@ -108,6 +108,7 @@ class FakeOpenAIServer:
         self._state = _State()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        self._released = threading.Event()
         self._embedders: dict[int, HashEmbedder] = {}
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -159,11 +160,16 @@ class FakeOpenAIServer:
             self._state.sticky = _Action("fail", status, None, path=path)
 
     def hang_next(self, n: int = 1, seconds: float = 5.0, path: str | None = None) -> None:
-        """Hold the next ``n`` requests ``seconds`` (released early by :meth:`stop`), then
-        answer them normally."""
+        """Hold the next ``n`` requests ``seconds`` (released early by :meth:`release` or
+        :meth:`stop`), then answer them normally."""
+        self._released.clear()
         with self._lock:
             for _ in range(n):
                 self._state.script.append(_Action("hang", seconds=seconds, path=path))
+
+    def release(self) -> None:
+        """Let every held request go on now."""
+        self._released.set()
 
     def clear_failures(self) -> None:
         with self._lock:
@@ -270,7 +276,9 @@ class _Handler(BaseHTTPRequestHandler):
         if action is None:
             return False
         if action.kind == "hang":
-            self.fake._stopping.wait(action.seconds)
+            deadline = time.monotonic() + action.seconds
+            while time.monotonic() < deadline and not self.fake._stopping.is_set() and not self.fake._released.is_set():
+                self.fake._released.wait(0.05)
             return False
         headers = {}
         if action.retry_after_s is not None:
