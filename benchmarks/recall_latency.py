@@ -45,6 +45,7 @@ from memray.embedding.base import build_embedder
 from memray.ids import ConversationKey
 from memray.index.exact import ExactIndex
 from memray.index.fusion import top_hits
+from memray.index.search import Mode, Query
 from memray.index.shard import VectorShard
 from memray.runtime.deploy import shard_path
 from memray.store.rows import conversation_namespace, user_hash
@@ -104,23 +105,25 @@ def local_shards(mem: memray.Memory, cfg: memray.MemoryConfig, dim: int, model_i
     return out
 
 
-def inprocess_floor(shards: list[VectorShard], embedder: Any, corpus: Corpus, qs: list[tuple[int, str]], k: int, mode: str) -> dict[str, Any]:
+def inprocess_floor(shards: list[VectorShard], embedder: Any, corpus: Corpus, qs: list[tuple[int, str]], k: int, mode: Mode,
+                    calibration: tuple[float, float]) -> dict[str, Any]:
+    model_id = embedder.model_id
     def shard_of(key: ConversationKey) -> VectorShard:
         return shards[user_hash(key.app, key.user_id) % len(shards)]
 
     def conv(i: int) -> None:
         key = corpus.keys[qs[i][0]]
         vec = embedder.embed([qs[i][1]])[0] if mode != "lexical" else None
-        shard_of(key).search([conversation_namespace(key)], vec, qs[i][1], k, mode)
+        shard_of(key).search([conversation_namespace(key)], Query(qs[i][1], vec, k, mode, None, model_id, *calibration))
 
     def user(i: int) -> None:
         key = corpus.keys[qs[i][0]]
         vec = embedder.embed([qs[i][1]])[0] if mode != "lexical" else None
-        shard_of(key).search_user(key.app, key.user_id, "conv", vec, qs[i][1], k, mode)
+        shard_of(key).search_user(key.app, key.user_id, "conv", Query(qs[i][1], vec, k, mode, None, model_id, *calibration))
 
     def app(i: int) -> None:
         vec = embedder.embed([qs[i][1]])[0] if mode != "lexical" else None
-        hits = [h for s in shards for h in s.search_app(APP, "conv", vec, qs[i][1], k, mode)]
+        hits = [h for s in shards for h in s.search_app(APP, "conv", Query(qs[i][1], vec, k, mode, None, model_id, *calibration)).hits]
         top_hits(hits, k)
 
     return {
@@ -148,10 +151,10 @@ def recall_at_k(mem: memray.Memory, corpus: Corpus, embedder: Any, count: int, k
             conv_ix[c].add(members[c], vectors[members[c]])
         truth = {f"m{i}" for i in conv_ix[c].search(v, k)[0][0].tolist()}
         key = corpus.keys[c]
-        got = {h.message.id for h in mem.conversation(key.user_id, key.conversation_id, key.app).search(q, limit=k, mode="vector")}
+        got = {h.message.id for h in mem.conversation(key.user_id, key.conversation_id, key.app).search(q, limit=k, mode="vector", min_score=0.0)}
         conv_r.append(len(truth & got) / max(1, len(truth)))
         truth = {f"m{i}" for i in everything.search(v, k)[0][0].tolist()}
-        got = {h.message.id for h in mem.search_app(APP, q, limit=k, mode="vector")}
+        got = {h.message.id for h in mem.search_app(APP, q, limit=k, mode="vector", min_score=0.0)}
         app_r.append(len(truth & got) / max(1, len(truth)))
     return {"conversation": round(float(np.mean(conv_r)), 4), "app": round(float(np.mean(app_r)), 4)}
 
@@ -182,8 +185,9 @@ async def measure_clients(mem: memray.Memory, corpus: Corpus, clients: int, quer
 
 
 def one_config(args: argparse.Namespace, root: str, n: int, shards: int) -> dict[str, Any]:
+    # neighbour support off: recall@k is measured against exact nearest neighbours
     cfg = memray.MemoryConfig(path=os.path.join(root, f"n{n}-s{shards}"), mode=args.mode, hosts=args.hosts,
-                              shards=shards, address=args.address)
+                              shards=shards, address=args.address, index=memray.IndexConfig(neighbour_weight=0.0))
     embedder = build_embedder(cfg.embedder)
     assert embedder is not None
     corpus = Corpus(n, args.users, args.conversations, args.seed)
@@ -194,7 +198,7 @@ def one_config(args: argparse.Namespace, root: str, n: int, shards: int) -> dict
         log(f"filled in {fill_s:.1f}s; in-process floor")
         local = local_shards(mem, cfg, embedder.dim, embedder.model_id)
         floor_qs = corpus.queries(args.queries)
-        floor = inprocess_floor(local, embedder, corpus, floor_qs, args.k, cfg.index.mode)
+        floor = inprocess_floor(local, embedder, corpus, floor_qs, args.k, cfg.index.mode, mem._encoder.calibration)
         del local
         per_clients = {}
         for c in args.clients:

@@ -35,6 +35,7 @@ from benchmarks.index_crossover import git_sha
 from memray.config import IndexConfig
 from memray.index.base import IndexItem
 from memray.index.router import ShardRouter
+from memray.index.search import Query
 from memray.index.shard import VectorShard
 from memray.runtime.local import LocalRef
 from memray.runtime.ref import ActorRef
@@ -118,7 +119,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     users, sizes = layout(args.n, args.shards, args.big, args.big_share, args.small_size)
     data = make_data(rng, sizes, args.dim, args.spread)
     offsets = np.concatenate([[0], np.cumsum(sizes)])
-    cfg = IndexConfig(exact_threshold=args.exact_threshold, hnsw_ef=args.ef)
+    cfg = IndexConfig(exact_threshold=args.exact_threshold, hnsw_ef=args.ef, neighbour_weight=0.0)  # against exact kNN
     tmp = tempfile.mkdtemp(prefix="memray-vector-recall-")
     shards = [VectorShard(i, os.path.join(tmp, f"s{i}"), args.dim, "bench", cfg) for i in range(args.shards)]
     t0 = time.perf_counter()
@@ -146,7 +147,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for q, i in zip(qs, idx):
                 ns = Namespace(APP, users[i], "conv", "c")
                 t0 = time.perf_counter()
-                res = loop.run_until_complete(router.search([ns], q, "", K, "vector"))
+                res = loop.run_until_complete(router.search([ns], Query("", q, K, "vector", 0.0, None, -1.0)))
                 times.append(time.perf_counter() - t0)
                 lo, hi = int(offsets[i]), int(offsets[i + 1])
                 t0 = time.perf_counter()
@@ -160,7 +161,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         got = []
         for q in qs:
             t0 = time.perf_counter()
-            res = loop.run_until_complete(router.search_app(APP, "conv", q, "", K, "vector"))
+            res = loop.run_until_complete(router.search_app(APP, "conv", Query("", q, K, "vector", 0.0, None, -1.0)))
             times.append(time.perf_counter() - t0)
             got.append({int(h.doc_id) for h in res.hits})
         t0 = time.perf_counter()

@@ -14,6 +14,9 @@ from typing import Any, Coroutine, TypeVar
 from memray.config import MemoryConfig
 from memray.conversation.recall import Merge, Recall, Scope, SearchResults
 from memray.conversation.working_memory import WMMode, WorkingMemory, WorkingMemorySpec, WorkingMemoryValue
+from memray.embedding.base import Embedder
+from memray.embedding.calibration import Calibration
+from memray.embedding.query import QueryEncoder
 from memray.errors import ClosedError, ValidationError
 from memray.ids import ConversationKey, validate_id
 from memray.models import (
@@ -81,14 +84,29 @@ class Memory:
         self._deployment = deployment
         self._embedder = build_embedder(self.config.embedder)
         self._router = ShardRouter(deployment.shards)
-        self._recall = Recall(self._embedder, self._router, deployment.store, self.config.index.mode)
+        self._encoder = QueryEncoder(self._embedder, await asyncio.to_thread(self._calibration, self._embedder))
+        self._recall = Recall(self._encoder, self._router, deployment.store, self.config.index.mode, self.host_for)
         self._service = MemoryService(
-            deployment.store, self._router, self._embedder, self.config.index.mode,
+            deployment.store, self._router, self._encoder, self.config.index.mode,
             batch_size=self.config.embedder.batch_size, backoff_s=self.config.retry_backoff_s,
             backoff_max_s=self.config.retry_backoff_max_s,
         )
         self._recall.before_search = self._check_model
         self._service.before_search = self._check_model
+
+    def _calibration(self, embedder: Embedder | None) -> Calibration:
+        """``embedder``'s relevance threshold and vector weight (measured once per model and data
+        directory, :mod:`memray.embedding.calibration`), with the configured overrides."""
+        from memray.embedding.calibration import calibration_of
+
+        if embedder is None:
+            return Calibration(1.0, 0.0)
+        threshold, weight = calibration_of(self.config.root, embedder)
+        if self.config.embedder.min_similarity is not None:
+            threshold = self.config.embedder.min_similarity
+        if self.config.index.vector_weight is not None:
+            weight = self.config.index.vector_weight
+        return Calibration(threshold, weight)
 
     def _check_model(self) -> None:
         """Switch the query embedder if a re-embedding job recorded a new model (one ``stat``)."""
@@ -98,7 +116,7 @@ class Memory:
         if record is not None and record.embedder != self.config.embedder:
             self._embedder = build_embedder(record.embedder)
             self.config = self.config.model_copy(update={"embedder": record.embedder})
-            self._recall.set_embedder(self._embedder)
+            self._encoder.set_embedder(self._embedder, self._calibration(self._embedder))
             if self._service is not None:
                 self._service.set_embedder(self._embedder)
 
@@ -227,7 +245,13 @@ class Memory:
         for idx, seqs in zip(groups.values(), results):
             for i, s in zip(idx, seqs):
                 out[i] = s
+        self._recall.note_written(key for key, _ in batch)
         return out
+
+    async def _add(self, key: ConversationKey, messages: list[Message], durable: bool) -> list[int]:
+        seqs: list[int] = await self.host_for(key).call("add", key, messages, durable)
+        self._recall.note_written([key])
+        return seqs
 
     def flush(self) -> None:
         """Make everything acknowledged so far durable, in every conversation."""
@@ -328,10 +352,10 @@ class ConversationHandle:
     # writes
     def add(self, messages: Iterable[MessageInput] | MessageInput, durable: bool = False) -> list[int]:
         """Add messages; returns their seqs. ``durable=True`` returns after the store commit."""
-        return self._mem._run(self._host.call("add", self.key, self._mem._coerce(messages), durable))
+        return self._mem._run(self._mem._add(self.key, self._mem._coerce(messages), durable))
 
     async def aadd(self, messages: Iterable[MessageInput] | MessageInput, durable: bool = False) -> list[int]:
-        return await self._mem._arun(self._host.call("add", self.key, self._mem._coerce(messages), durable))
+        return await self._mem._arun(self._mem._add(self.key, self._mem._coerce(messages), durable))
 
     def flush(self) -> None:
         self._mem._run(self._host.call("flush", self.key))
@@ -359,23 +383,27 @@ class ConversationHandle:
         return await self._mem._arun(self._mem._recall.search(self.key, _query(query), _limit(limit) or 0, min_score, mode, scope))
 
     def context(self, query: str | None = None, limit: int = 10, semantic_limit: int = 5, merge: Merge = "append",
-                scope: Scope = "conversation", token_budget: int | None = None, mode: RetrievalMode | None = None) -> Context:
-        """Recent messages + recalled ones + summary + working memory, for the next prompt."""
-        return self._mem._run(self._context(query, limit, semantic_limit, merge, scope, token_budget, mode))
+                scope: Scope = "conversation", token_budget: int | None = None, mode: RetrievalMode | None = None,
+                min_score: float | None = None) -> Context:
+        """Recent messages + recalled ones + summary + working memory, for the next prompt.
+        Recalled messages are relevant ones only (``min_score=None``: score above 0; README
+        "Scores"); a query about nothing in the history recalls nothing."""
+        return self._mem._run(self._context(query, limit, semantic_limit, merge, scope, token_budget, mode, min_score))
 
     async def acontext(self, query: str | None = None, limit: int = 10, semantic_limit: int = 5, merge: Merge = "append",
-                       scope: Scope = "conversation", token_budget: int | None = None, mode: RetrievalMode | None = None) -> Context:
-        return await self._mem._arun(self._context(query, limit, semantic_limit, merge, scope, token_budget, mode))
+                       scope: Scope = "conversation", token_budget: int | None = None, mode: RetrievalMode | None = None,
+                       min_score: float | None = None) -> Context:
+        return await self._mem._arun(self._context(query, limit, semantic_limit, merge, scope, token_budget, mode, min_score))
 
     def _context(self, query: str | None, limit: int, semantic_limit: int, merge: Merge, scope: Scope,
-                 token_budget: int | None, mode: RetrievalMode | None) -> Coroutine[Any, Any, Context]:
+                 token_budget: int | None, mode: RetrievalMode | None, min_score: float | None) -> Coroutine[Any, Any, Context]:
         if query is not None:
             _query(query)
         if merge not in ("append", "prepend", "interleave"):
             raise ValidationError("merge", merge, "unknown strategy", "use append, prepend or interleave")
         return self._mem._recall.context(
             self._host, self.key, self.working_memory.core, query, _limit(limit) or 0, _limit(semantic_limit) or 0,
-            merge, scope, token_budget, mode,
+            merge, scope, token_budget, mode, min_score,
         )
 
     # summary and metadata

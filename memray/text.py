@@ -16,6 +16,17 @@ Tokenization rules (:func:`tokenize`)
   is not a word character (spaces, punctuation, ASCII symbols, joiners) is dropped.
 * Any string is safe: there is no query syntax and nothing raises.
 
+Index terms (:func:`index_terms`)
+--------------------------------
+What BM25 indexes and a lexical query matches: the tokens above, from the text with English
+contraction endings removed (``'ll 're 've 'd 'm 's 't``: "I'll" must not become the word "ill",
+nor "we'll" "well"), without English function words (:data:`STOPWORDS`, the usual list of ~150:
+"the", "my", "what", "did"...), and with Latin-script words reduced to their Snowball (Porter 2)
+English stem (``"painted"``, ``"paintings"`` → ``"paint"``). A match on "my" or "the" is not evidence that a text is about the query; a match on
+"paint" is, whichever form either side used. Other scripts (CJK pairs, Cyrillic words...) are
+kept as tokenized. Measured on LoCoMo (``benchmarks/retrieval_eval.py``): stop words and stems
+took BM25 recall@10 from 0.54 to 0.63 over the same texts.
+
 Token estimate (:func:`estimate_tokens`)
 ----------------------------------------
 An approximation of BPE tokenizers (cl100k/o200k style) that does not undercount CJK the way
@@ -30,9 +41,11 @@ An approximation of BPE tokenizers (cl100k/o200k style) that does not undercount
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
+from typing import Any
 
-__all__ = ["tokenize", "estimate_tokens", "CJK_RANGES"]
+__all__ = ["tokenize", "index_terms", "STOPWORDS", "estimate_tokens", "CJK_RANGES"]
 
 #: Han, Kana and Hangul code points (the katakana middle dot U+30FB, a punctuation mark, is left
 #: out so it separates words).
@@ -114,6 +127,56 @@ def _emit_compound(word: str, out: list[str]) -> None:
 def _emit_cjk(run: str, out: list[str]) -> None:
     out.extend(run)
     out.extend(run[i : i + 2] for i in range(len(run) - 1))
+
+
+#: English function words: never index terms (see the module docstring).
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing don down during each few for from further
+    had has have having he her here hers herself him himself his how i if in into is it its itself
+    just me more most my myself no nor not now of off on once only or other our ours ourselves out
+    over own same she should so some such than that the their theirs them themselves then there
+    these they this those through to too under until up very was we were what when where which
+    while who whom why will with would you your yours yourself yourselves s t d ll m o re ve y ain
+    aren couldn didn doesn hadn hasn haven isn ma mightn mustn needn shan shouldn wasn weren won
+    wouldn dont didnt doesnt isnt arent wasnt werent cant couldnt wouldnt shouldnt wont hasnt
+    havent hadnt im ive youre youve youd theyre theyve weve hes shes thats whats theres lets""".split()
+)
+_LATIN_WORD = re.compile(r"[a-z]+")
+_STEMS: dict[str, str] = {}
+_MAX_STEMS = 200_000
+_stemmer: Any = None
+_stem_lock = threading.Lock()
+
+
+def _stem(word: str) -> str:
+    """The Snowball English stem of an ASCII lowercase word (memoised; the table is bounded)."""
+    stem = _STEMS.get(word)
+    if stem is None:
+        global _stemmer
+        with _stem_lock:  # the Snowball stemmer keeps state between calls: one thread at a time
+            if _stemmer is None:
+                import snowballstemmer
+
+                _stemmer = snowballstemmer.stemmer("english")
+            stem = str(_stemmer.stemWord(word))
+        if len(_STEMS) >= _MAX_STEMS:
+            _STEMS.clear()
+        _STEMS[word] = stem
+    return stem
+
+
+_CONTRACTION = re.compile(r"(?<=[A-Za-z])['\u2019\u02bc](?:ll|re|ve|d|m|s|t)\b", re.IGNORECASE)
+
+
+def index_terms(text: str) -> list[str]:
+    """The terms BM25 indexes for ``text``, and a query matches (rules in the module docstring)."""
+    out: list[str] = []
+    for token in tokenize(_CONTRACTION.sub(" ", text)):
+        if token in STOPWORDS:
+            continue
+        out.append(_stem(token) if _LATIN_WORD.fullmatch(token) else token)
+    return out
 
 
 def estimate_tokens(text: str) -> int:

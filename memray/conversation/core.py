@@ -21,7 +21,10 @@ class Conversation:
     """One conversation's state. Its persist chain is made on its first write (``make_chain``,
     shared by every conversation of a host): an idle conversation costs no timer, task or chain."""
 
-    __slots__ = ("key", "buffer", "_chain", "_make_chain", "last_seq", "whole", "deleted", "unsummarized_tokens", "summarizing")
+    __slots__ = (
+        "key", "buffer", "_chain", "_make_chain", "last_seq", "whole", "deleted", "unsummarized_tokens", "summarizing",
+        "unindexed", "indexed_stamp",
+    )
 
     def __init__(
         self, key: ConversationKey, buffer: MessageBuffer, make_chain: Callable[[Conversation], PersistChain],
@@ -36,6 +39,8 @@ class Conversation:
         self.deleted = False
         self.unsummarized_tokens = -1  # unknown until the summary keeper has looked
         self.summarizing = False
+        self.unindexed: dict[str, Message] | None = None  # the read-your-writes tail (memray.conversation.tail)
+        self.indexed_stamp = 0
 
     @property
     def chain(self) -> PersistChain:
@@ -63,7 +68,12 @@ class Conversation:
         for msg in messages:
             if self.buffer.target_of(msg) is None:
                 self.last_seq += 1
-            seqs.append(self.buffer.add(msg, self.last_seq).seq or 0)
+            stored = self.buffer.add(msg, self.last_seq)
+            seqs.append(stored.seq or 0)
+            if stored.text:  # the read-your-writes tail (memray.conversation.tail): until indexed
+                if self.unindexed is None:
+                    self.unindexed = {}
+                self.unindexed[stored.id] = stored
         chain.schedule()
         return seqs
 

@@ -26,6 +26,7 @@ from memray.conversation.buffer import MessageBuffer
 from memray.conversation.commit import GroupCommitter
 from memray.conversation.core import Conversation, matches, overlay
 from memray.conversation.persist import PersistChain
+from memray.conversation.tail import Tail, TailKeeper
 from memray.embedding.pipeline import EmbeddingPipeline, PendingItem
 from memray.errors import ClosedError
 from memray.ids import ConversationKey
@@ -33,7 +34,9 @@ from memray.metrics import LagRecorder
 from memray.models import Message
 from memray.runtime.ref import ActorRef
 from memray.store.base import ConversationSnapshot
-from memray.store.rows import MessageRow, conversation_namespace, message_payload, message_to_row, row_to_message
+from memray.store.rows import (
+    MessageRow, Namespace, conversation_namespace, message_payload, message_to_row, row_to_message,
+)
 
 __all__ = ["ConversationHost"]
 
@@ -73,6 +76,7 @@ class ConversationHost:
         self._pipeline = EmbeddingPipeline(
             self._embedder, self._store, self._router, batch_size=max(self.config.embedder.batch_size, 2048)
         )
+        self._pipeline.on_indexed = self._on_indexed
         summarizer = build_summarizer(self.config.summarizer)
         self._keeper = None if summarizer is None else SummaryKeeper(self._store, summarizer, self.config.summarizer, estimate_tokens)
         if self.host_id == 0:
@@ -224,9 +228,31 @@ class ConversationHost:
         rows = await self._store.call("get_messages", key, limit, before_seq, after_seq, roles, metadata)
         return overlay([row_to_message(r) for r in rows], conv.buffer.unsettled(), limit, keep)
 
-    async def recent_many(self, requests: list[tuple[ConversationKey, int]]) -> list[list[Message]]:
-        """The most recent ``limit`` messages of many conversations (context() calls, batched)."""
-        return list(await asyncio.gather(*(self.messages(key, limit) for key, limit in requests)))
+    async def recent_many(self, requests: list[tuple[ConversationKey, int]]) -> list[tuple[list[Message], Tail]]:
+        """The most recent ``limit`` messages of many conversations, each with its read-your-writes
+        tail (context() calls, batched)."""
+        recent = await asyncio.gather(*(self.messages(key, limit) for key, limit in requests))
+        return [(msgs, self._tail(key)) for msgs, (key, _) in zip(recent, requests)]
+
+    async def tails(self, keys: list[ConversationKey]) -> list[Tail]:
+        """The read-your-writes tail of each conversation (:mod:`memray.conversation.tail`): the
+        messages acknowledged that the index may not hold yet. A conversation this host has not
+        loaded has none (loading it is not needed to know that)."""
+        return [self._tail(key) for key in keys]
+
+    def _tail(self, key: ConversationKey) -> Tail:
+        conv = self._conversations.get(key)
+        return TailKeeper.tail(conv) if conv is not None else Tail([], 0)
+
+    def _on_indexed(self, items: list[PendingItem], stamp: int) -> None:
+        """The shards confirmed ``items``: they leave their conversations' tails."""
+        by_ns: dict[Namespace, list[PendingItem]] = {}
+        for item in items:
+            by_ns.setdefault(item.namespace, []).append(item)
+        for ns, group in by_ns.items():
+            conv = self._conversations.get(ConversationKey(ns.app, ns.user_id, ns.scope))
+            if conv is not None and ns.kind == "conv":
+                TailKeeper.indexed(conv, group, stamp)
 
     async def last_seq(self, key: ConversationKey) -> tuple[int, int]:
         """(last assigned seq, last durable seq)."""

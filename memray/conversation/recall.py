@@ -1,11 +1,21 @@
 """`Recall`: search and context assembly for a conversation, run where the caller is.
 
-A scoped search is one call to one shard (the query is embedded in the caller's process), plus
-one store read to hydrate the hits: that is the whole distance from the floor (a round trip to a
-shard). ``context()`` asks the host for the recent messages while the shard answers the recall,
-concurrently. Any failure on the recall path gives the recent messages with ``degraded=True``
-and a reason; it never raises to the agent. A query the embedder cannot embed (endpoint down,
-wrong dimension) is searched lexically, flagged ``degraded`` with the embedder's error as reason.
+A scoped search is one call to one shard (the query is embedded in the caller's process by the
+:class:`~memray.embedding.query.QueryEncoder`), made while the conversation's host is asked for
+the read-your-writes tail (:mod:`memray.conversation.tail`): the messages acknowledged that the
+shard may not hold yet, scored here with the shard's BM25 statistics. So a search or context
+right after an ``add`` finds what it added, without waiting for indexing. Hits carry the message
+JSON the shard keeps, so they need no store read (the store is read only for items a rebuilt
+shard holds without it).
+
+Scope ``"user"`` searches every conversation of the user on their shard; its read-your-writes
+tail covers the handle's own conversation and every other conversation this process wrote to
+(:meth:`Recall.note_written`); writes made by other processes to other conversations of the
+user are found once indexed (normally well under a second).
+
+``context()`` asks the host for the recent messages (with the tail) while the shard answers the
+recall, concurrently. Any failure on the recall path gives the recent messages with
+``degraded=True`` and a reason; it never raises to the agent.
 """
 
 from __future__ import annotations
@@ -13,23 +23,26 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, Callable, Literal
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
 
 from memray.conversation.context import assemble
+from memray.conversation.tail import Tail, score_tail
 from memray.conversation.working_memory import WorkingMemory, render_instructions
-from memray.errors import EmbeddingError
+from memray.embedding.query import Encoded, QueryEncoder
 from memray.ids import ConversationKey
+from memray.index.base import ShardHit
+from memray.index.fusion import hit_order
 from memray.metrics import DEGRADED_RECALLS, SEARCH_LATENCY
 from memray.models import Context, Hit, Message, RetrievalMode
 from memray.runtime.batch import Coalescer
 from memray.runtime.ref import ActorRef
-from memray.store.rows import conversation_namespace, row_to_message
+from memray.store.rows import Namespace, conversation_namespace, row_to_message
 
 if TYPE_CHECKING:
-    from memray.embedding.base import Embedder
-    from memray.index.base import ShardHit
-    from memray.index.router import ShardRouter
+    from memray.index.router import RouterResult, ShardRouter
 
 __all__ = ["Recall", "SearchResults", "Scope", "Merge"]
 
@@ -37,6 +50,11 @@ log = logging.getLogger(__name__)
 
 Scope = Literal["conversation", "user"]
 Merge = Literal["append", "prepend", "interleave"]
+#: How long a conversation this process wrote to stays in user-wide read-your-writes without a
+#: search confirming its tail empty (a bound on memory for writers that never search).
+WRITTEN_TTL_S = 60.0
+
+Tails = dict[ConversationKey, Tail]
 
 
 class SearchResults(list[Hit]):
@@ -47,86 +65,148 @@ class SearchResults(list[Hit]):
 
 
 class Recall:
-    def __init__(self, embedder: Embedder | None, router: ShardRouter, store: ActorRef, default_mode: RetrievalMode) -> None:
-        self._embedder = embedder
+    def __init__(
+        self, encoder: QueryEncoder, router: ShardRouter, store: ActorRef, default_mode: RetrievalMode,
+        host_for: Callable[[ConversationKey], ActorRef],
+    ) -> None:
+        self.encoder = encoder
         self._router = router
         self._store = store
         self._mode = default_mode
+        self._host_for = host_for
         #: Called before each search (the facade checks there whether the active model changed).
         self.before_search: Callable[[], None] | None = None
-        self._embedding: tuple[Embedder, Coalescer[str, Any]] | None = None
-        self._recent_batches: dict[str, Coalescer[tuple[ConversationKey, int], list[Message]]] = {}
+        self._written: dict[tuple[str, str], dict[ConversationKey, float]] = {}
+        self._recent_batches: dict[str, Coalescer[tuple[ConversationKey, int], tuple[list[Message], Tail]]] = {}
+        self._tail_batches: dict[str, Coalescer[ConversationKey, Tail]] = {}
         self._extras_batch: Coalescer[tuple[ConversationKey, str], tuple[str | None, str | None]] = Coalescer(
             lambda requests: self._store.call("context_extras", requests)
         )
 
-    def set_embedder(self, embedder: Embedder | None) -> None:
-        """Embed queries with ``embedder`` from now on (after a re-embedding cutover)."""
-        self._embedder = embedder
+    def note_written(self, keys: Iterable[ConversationKey]) -> None:
+        """This process acknowledged writes to ``keys``: user-wide searches cover their tails."""
+        now = time.monotonic()
+        for key in keys:
+            self._written.setdefault((key.app, key.user_id), {})[key] = now
 
+    # -- search -----------------------------------------------------------------------------
     async def search(
         self, key: ConversationKey, query: str, limit: int, min_score: float | None = None,
         mode: RetrievalMode | None = None, scope: Scope = "conversation",
     ) -> SearchResults:
-        t0 = time.perf_counter()
-        mode, vector, model_id, failed = await self._query(query, mode)
-        if scope == "conversation":
-            result = await self._router.search([conversation_namespace(key)], vector, query, limit, mode, min_score, model_id)
-        else:
-            result = await self._router.search_user(key.app, key.user_id, "conv", vector, query, limit, mode, min_score, model_id)
-        out = SearchResults(await self._hydrate(result.hits))
-        return _finish(out, result.degraded, result.reason, failed, scope, t0)
+        watched = self._watched(key, scope)
+        return await self._search(key, query, limit, min_score, mode, scope, self._tails(watched), watched)
 
     async def search_app(
         self, app: str, query: str, limit: int, min_score: float | None = None, mode: RetrievalMode | None = None,
     ) -> SearchResults:
-        """Every conversation of ``app`` (all users): fans out to every shard, merges the top ``limit``."""
+        """Every conversation of ``app`` (all users): fans out to every shard, merges the top
+        ``limit``. Sees what is indexed (no read-your-writes tail: that would ask every host)."""
         t0 = time.perf_counter()
-        mode, vector, model_id, failed = await self._query(query, mode)
-        result = await self._router.search_app(app, "conv", vector, query, limit, mode, min_score, model_id)
-        out = SearchResults(await self._hydrate(result.hits))
-        return _finish(out, result.degraded, result.reason, failed, "app", t0)
+        encoded = await self._encode(query, mode)
+        result = await self._router.search_app(app, "conv", encoded.query(query, limit, min_score))
+        out = SearchResults(await self._hydrate(result.hits, {}))
+        return _finish(out, result.degraded, result.reason, encoded.failed, "app", t0)
 
-    async def _query(
-        self, query: str, mode: RetrievalMode | None
-    ) -> tuple[RetrievalMode, Any, str | None, str | None]:
-        """(mode, query vector, its model id, why the embedder could not be used). No embedder:
-        lexical (documented, not degraded); a failing embedder: lexical, and the reason."""
+    def _watched(self, key: ConversationKey, scope: Scope) -> list[ConversationKey]:
+        if scope == "conversation":
+            return [key]
+        written = self._written.get((key.app, key.user_id), {})
+        horizon = time.monotonic() - WRITTEN_TTL_S
+        for old in [k for k, t in written.items() if t < horizon]:
+            del written[old]
+        return list(dict.fromkeys([key, *written]))
+
+    async def _encode(self, query: str, mode: RetrievalMode | None) -> Encoded:
         if self.before_search is not None:
             self.before_search()
-        embedder = self._embedder  # one model for this query, whatever happens meanwhile
-        mode = mode or self._mode
-        if embedder is None or mode == "lexical":
-            return "lexical", None, None, None
-        try:
-            vector = await self._embed_batch(embedder).get(query)
-        except EmbeddingError as exc:  # the embedder is down or misconfigured: lexical only
-            return "lexical", None, None, f"query embedding failed, lexical results only: {exc}"
-        return mode, vector, embedder.model_id, None
+        return await self.encoder.encode(query, mode or self._mode)
 
-    def _embed_batch(self, embedder: Embedder) -> Coalescer[str, Any]:
-        """Queries of concurrent searches embedded in one batch (4x the throughput of one by one)."""
-        if self._embedding is None or self._embedding[0] is not embedder:
-            async def embed(queries: list[str]) -> list[Any]:
-                return list(await asyncio.to_thread(embedder.embed, queries))
+    async def _search(
+        self, key: ConversationKey, query: str, limit: int, min_score: float | None, mode: RetrievalMode | None,
+        scope: Scope, tails_call: Awaitable[Tails], watched: list[ConversationKey],
+    ) -> SearchResults:
+        t0 = time.perf_counter()
+        encoded = await self._encode(query, mode)
+        watch = tuple(conversation_namespace(k) for k in watched)
+        request = encoded.query(query, limit, min_score, watch)
 
-            batch: Coalescer[str, Any] = Coalescer(embed, max_batch=512)
-            self._embedding = (embedder, batch)
-        return self._embedding[1]
+        def run() -> Awaitable[RouterResult]:
+            if scope == "conversation":
+                return self._router.search([conversation_namespace(key)], request)
+            return self._router.search_user(key.app, key.user_id, "conv", request)
 
-    def _recent(self, host: ActorRef, key: ConversationKey, limit: int) -> Awaitable[list[Message]]:
-        """The host's recent messages, batched with the other context() calls to that host."""
-        batch = self._recent_batches.get(host.label)
+        result, tails = await asyncio.gather(run(), tails_call, return_exceptions=True)
+        if isinstance(result, BaseException):
+            raise result
+        tail_failure = None
+        if isinstance(tails, BaseException):
+            if not isinstance(tails, Exception):
+                raise tails
+            tail_failure, tails = f"messages not yet indexed were not searched (their host failed: {tails})", {}
+        elif any(t.stamp > result.stamps.get(conversation_namespace(k), 0) for k, t in tails.items()):
+            result = await run()  # the host saw an upsert confirmed that the shard's answer predates
+        self._settle_written(key, tails)
+        hits, from_tail = self._merge(result.hits, tails, encoded, request, result.stats)
+        out = SearchResults(await self._hydrate(hits, from_tail))
+        reason = "; ".join(r for r in (result.reason, tail_failure) if r) or None
+        return _finish(out, result.degraded or tail_failure is not None, reason, encoded.failed, scope, t0)
+
+    def _settle_written(self, key: ConversationKey, tails: Tails) -> None:
+        written = self._written.get((key.app, key.user_id))
+        if written:
+            for k, tail in tails.items():
+                if not tail.messages:
+                    written.pop(k, None)
+            if not written:
+                del self._written[(key.app, key.user_id)]
+
+    def _merge(
+        self, hits: list[ShardHit], tails: Tails, encoded: Encoded, request: Any, stats: Any,
+    ) -> tuple[list[ShardHit], dict[tuple[Namespace, str], Message]]:
+        """The shard's hits and the tails' scored messages, best ``request.k`` first. A message in
+        a tail is newer than (or absent from) the shard's copy: the tail's version wins."""
+        pending = [(conversation_namespace(k), m) for k, t in tails.items() for m in t.messages]
+        if not pending:
+            return hits, {}
+        msgs = [m for _, m in pending]
+        vectors = None
+        embedder = self.encoder.embedder
+        if encoded.vector is not None and embedder is not None and getattr(embedder, "recomputable", False):
+            vectors = np.asarray(embedder.embed([m.text for m in msgs]), dtype=np.float32)
+        scores = score_tail(msgs, request, stats, vectors)
+        from_tail = {(ns, m.id): m for ns, m in pending}
+        merged = [h for h in hits if (Namespace(*h.namespace), h.doc_id) not in from_tail]
+        floor = request.min_score
+        for (ns, msg), score in zip(pending, scores):
+            if score > 0.0 if floor is None else score >= floor:
+                merged.append(ShardHit(ns, msg.id, score, float(msg.seq or 0), ""))
+        merged.sort(key=hit_order)
+        return merged[: request.k], from_tail
+
+    def _tails(self, keys: list[ConversationKey]) -> Awaitable[Tails]:
+        """The read-your-writes tails of ``keys`` from their hosts (batched per host)."""
+        async def fetch() -> Tails:
+            got = await asyncio.gather(*(self._tail_batch(self._host_for(k)).get(k) for k in keys))
+            return dict(zip(keys, got))
+
+        return fetch()
+
+    def _tail_batch(self, host: ActorRef) -> Coalescer[ConversationKey, Tail]:
+        batch = self._tail_batches.get(host.label)
         if batch is None:
-            batch = self._recent_batches[host.label] = Coalescer(lambda requests: host.call("recent_many", requests))
-        return batch.get((key, limit))
+            async def fetch(keys: list[ConversationKey]) -> list[Tail]:
+                return [Tail(*t) for t in await host.call("tails", keys)]
 
-    async def _hydrate(self, hits: list[ShardHit]) -> list[Hit]:
-        """Hits as messages: from the shard's payload, or from the store where it has none
-        (one store call per user whose hits lack a payload)."""
+            batch = self._tail_batches[host.label] = Coalescer(fetch)
+        return batch
+
+    async def _hydrate(self, hits: list[ShardHit], from_tail: dict[tuple[Namespace, str], Message]) -> list[Hit]:
+        """Hits as messages: from the tail, from the shard's payload, or from the store where it
+        has none (one store call per user whose hits lack a payload)."""
         missing: dict[tuple[str, str], list[tuple[str, str]]] = {}
         for h in hits:
-            if not h.payload:
+            if not h.payload and (Namespace(*h.namespace), h.doc_id) not in from_tail:
                 missing.setdefault((h.namespace.app, h.namespace.user_id), []).append((h.namespace.scope, h.doc_id))
         by_ref: dict[tuple[str, str, str, str], Message] = {}
         for (app, user_id), refs in missing.items():
@@ -134,27 +214,47 @@ class Recall:
                 by_ref[(app, user_id, r.conversation_id, r.id)] = row_to_message(r)
         out = []
         for h in hits:
-            ns = h.namespace
-            msg = Message.model_validate_json(h.payload) if h.payload else by_ref.get((ns.app, ns.user_id, ns.scope, h.doc_id))
+            ns = Namespace(*h.namespace)
+            msg = from_tail.get((ns, h.doc_id))
+            if msg is None:
+                msg = Message.model_validate_json(h.payload) if h.payload else by_ref.get((ns.app, ns.user_id, ns.scope, h.doc_id))
             if msg is not None:  # a hit deleted meanwhile is dropped
                 out.append(Hit(message=msg, score=h.score, conversation_id=ns.scope))
         return out
 
+    # -- context ----------------------------------------------------------------------------
+    def _recent(self, host: ActorRef, key: ConversationKey, limit: int) -> Awaitable[tuple[list[Message], Tail]]:
+        """The host's recent messages and tail, batched with the other context() calls to that host."""
+        batch = self._recent_batches.get(host.label)
+        if batch is None:
+            async def fetch(requests: list[tuple[ConversationKey, int]]) -> list[tuple[list[Message], Tail]]:
+                return [(msgs, Tail(*tail)) for msgs, tail in await host.call("recent_many", requests)]
+
+            batch = self._recent_batches[host.label] = Coalescer(fetch)
+        return batch.get((key, limit))
+
     async def context(
         self, host: ActorRef, key: ConversationKey, wm: WorkingMemory, query: str | None, limit: int = 10, semantic_limit: int = 5,
         merge: Merge = "append", scope: Scope = "conversation", token_budget: int | None = None,
-        mode: RetrievalMode | None = None,
+        mode: RetrievalMode | None = None, min_score: float | None = None,
     ) -> Context:
-        recent_call = self._recent(host, key, limit)
+        recent_call = asyncio.ensure_future(self._recent(host, key, limit))
         extras_call = self._extras(key, wm)
         if not query or semantic_limit <= 0:
-            only_recent, (summary_text, note) = await asyncio.gather(recent_call, extras_call)
+            (only_recent, _), (summary_text, note) = await asyncio.gather(recent_call, extras_call)
             return assemble(only_recent, [], merge, summary_text, note, token_budget)
-        recall_call = self.search(key, query, semantic_limit + limit, None, mode, scope)
+        watched = self._watched(key, scope)
+
+        async def tails() -> Tails:  # this conversation's tail comes with its recent messages
+            others = [k for k in watched if k != key]
+            own, rest = await asyncio.gather(recent_call, self._tails(others))
+            return {key: own[1], **rest}
+
+        recall_call = self._search(key, query, semantic_limit + limit, min_score, mode, scope, tails(), watched)
         got_recent, extras, recalled = await asyncio.gather(recent_call, extras_call, recall_call, return_exceptions=True)
         if isinstance(got_recent, BaseException):
             raise got_recent
-        recent = got_recent
+        recent = got_recent[0]
         summary, block = (None, None) if isinstance(extras, BaseException) else extras
         degraded, reason = False, None
         hits: list[Message] = []

@@ -1,18 +1,26 @@
 """`EmbeddingPipeline`: write first, then embed.
 
 Items reach the pipeline only after the store has committed them. The pipeline embeds them in
-batches off the event loop, stores the vectors (the store is the truth indexes are rebuilt
-from), then upserts them into the vector shards. If embedding fails the items are still indexed
-lexically, marked failed in the store, and retried with backoff; if it is slow (past
+batches off the event loop, then stores the vectors (the store is the truth indexes are rebuilt
+from) and upserts them into the vector shards, both at once. If embedding fails the items are
+still indexed lexically, marked failed in the store, and retried with backoff; if it is slow (past
 ``lexical_after_s``) they are indexed lexically while it runs, so a hanging endpoint does not keep
-durable messages out of search. The backfill job fills any gap left by a crash. A failure here
-never loses or blocks a message.
+durable messages out of search. If the store or a shard refuses the batch (down, restarting) the
+batch is retried with backoff too, until both hold it: ``wait_idle(retries=True)`` returns only
+then. The backfill job fills any gap left by a crash. A failure here never loses or blocks a
+message.
+
+Every shard upsert carries a **stamp** (increasing, starting from the wall clock in nanoseconds,
+so a restarted host's stamps follow its predecessor's), and ``on_indexed(items, stamp)`` is told
+of every upsert the shards confirmed: the conversation host keeps its read-your-writes tails with
+it (:mod:`memray.conversation.tail`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING, Any, Callable, Collection, NamedTuple
 
 import numpy as np
@@ -60,6 +68,9 @@ class EmbeddingPipeline:
         self.embedded = 0
         self.failures = 0
         self.last_error: str | None = None
+        self._stamp = time.time_ns()
+        #: Told of every upsert the shards confirmed: ``on_indexed(items, stamp)``.
+        self.on_indexed: Callable[[list[PendingItem], int], None] | None = None
 
     @property
     def model_id(self) -> str:
@@ -128,7 +139,7 @@ class EmbeddingPipeline:
     async def _process(self, batch: list[PendingItem]) -> None:
         embedder = self._embedder  # one model per batch, even if set_embedder runs meanwhile
         model_id = embedder.model_id if embedder is not None else "none"
-        vectors, indexed = await self._embed(batch, embedder, model_id)
+        vectors = await self._embed(batch, embedder, model_id)
         if vectors is None:
             return
         # The shard and the store take the vectors at once: a message is searchable without
@@ -137,24 +148,27 @@ class EmbeddingPipeline:
         results: tuple[Any, Any] = await asyncio.gather(
             self._store.call("put_embeddings", rows), self._upsert(batch, vectors, model_id), return_exceptions=True
         )
-        stored = results[0]
-        if isinstance(stored, BaseException):  # the store is down: retried, and indexed already
-            if not isinstance(stored, Exception):
-                raise stored
+        stored, indexed = results
+        for result in results:
+            if isinstance(result, BaseException) and not isinstance(result, Exception):
+                raise result
+        if isinstance(stored, Exception):  # the store is down: retried (the shard may hold them already)
             self._fail(batch, f"storing vectors failed: {stored!r}")
-            return
-        self.last_error = None  # embedded and stored: whatever failed before has recovered
+        elif indexed is not True:  # a shard is down: retried until it takes them
+            self._fail(batch, f"indexing failed: {indexed!r}")
+        else:
+            self.last_error = None  # embedded, stored and indexed: whatever failed before has recovered
 
-    async def _embed(
-        self, batch: list[PendingItem], embedder: Embedder | None, model_id: str
-    ) -> tuple[np.ndarray | None, bool]:
-        """(vectors or None, whether the texts were already indexed without vectors). A slow
-        embedder (past ``lexical_after_s``) gets the texts indexed lexically while it works; a
-        failed one gets them indexed before the failure is recorded (so an error seen in
-        ``stats`` means the items are findable by text)."""
+    async def _embed(self, batch: list[PendingItem], embedder: Embedder | None, model_id: str) -> np.ndarray | None:
+        """The vectors, or None when there are none to store (no embedder: the texts are indexed
+        lexically; a failure: retried). A slow embedder (past ``lexical_after_s``) gets the texts
+        indexed lexically while it works; a failed one gets them indexed before the failure is
+        recorded (so an error seen in ``stats`` means the items are findable by text)."""
         if embedder is None:
-            await self._upsert(batch, None, model_id)
-            return None, True
+            indexed = await self._upsert(batch, None, model_id)
+            if indexed is not True:
+                self._fail(batch, f"indexing failed: {indexed!r}")
+            return None
         task = asyncio.ensure_future(asyncio.to_thread(embedder.embed, [i.text for i in batch]))
         indexed = False
         if not (await asyncio.wait({task}, timeout=self._lexical_after_s))[0]:
@@ -171,21 +185,28 @@ class EmbeddingPipeline:
                 await self._store.call("mark_embedding_failed", [(i.namespace, i.doc_id) for i in batch], repr(exc))
             except Exception:
                 log.warning("could not mark %d items as failed to embed", len(batch))
-            return None, True
+            return None
         self.embedded += len(batch)
-        return vectors, indexed
+        return vectors
 
-    async def _upsert(self, batch: list[PendingItem], vectors: np.ndarray | None, model_id: str) -> None:
+    async def _upsert(self, batch: list[PendingItem], vectors: np.ndarray | None, model_id: str) -> bool | Exception:
+        """Upsert ``batch`` into the shards; True once they hold it, else the error (logged)."""
         from memray.index.base import IndexItem
 
+        self._stamp += 1
+        stamp = self._stamp
         items = [
-            IndexItem(i.namespace, i.doc_id, None if vectors is None else vectors[n], i.text, i.recency, i.payload)
+            IndexItem(i.namespace, i.doc_id, None if vectors is None else vectors[n], i.text, i.recency, i.payload, stamp)
             for n, i in enumerate(batch)
         ]
         try:
             await self._router.upsert(items, model_id)
-        except Exception as exc:  # a shard is down: it rebuilds these from the store when it is back
-            log.warning("indexing %d items failed (%r); the shard recovers them from the store", len(items), exc)
+        except Exception as exc:  # a shard is down: the batch is retried (and the shard recovers from the store)
+            log.warning("indexing %d items failed (%r); retrying", len(items), exc)
+            return exc
+        if self.on_indexed is not None:
+            self.on_indexed(batch, stamp)
+        return True
 
     def _fail(self, batch: list[PendingItem], reason: str) -> None:
         self.failures += 1

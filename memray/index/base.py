@@ -51,6 +51,7 @@ class IndexItem(NamedTuple):
     text: str
     recency: float  # seq for messages, timestamp for entries: the later wins ties
     payload: str = ""  # the item as JSON, returned with hits so they need no store read
+    stamp: int = 0  # the indexing stamp of a conversation host's upsert (read-your-writes)
 
 
 class ShardHit(NamedTuple):

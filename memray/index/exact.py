@@ -110,6 +110,12 @@ class ExactIndex:
         rows = np.take_along_axis(top, order, axis=1)
         return self._labels[rows].astype(np.int64), np.take_along_axis(top_sims, order, axis=1)
 
+    def scan(self, query: Any) -> tuple[Labels, Matrix]:
+        """Every live label and its cosine with one ``query`` vector (unsorted, 1-d)."""
+        n = len(self._row)
+        sims = self._mat[:n] @ as_queries(query, self._dim)[0]
+        return self._labels[:n].copy(), sims
+
     def items(self) -> tuple[Labels, Matrix]:
         n = len(self._row)
         return self._labels[:n].copy(), self._mat[:n].copy()

@@ -31,8 +31,8 @@ from typing import Any, NamedTuple
 
 from memray.config import IndexConfig
 from memray.errors import UnavailableError
-from memray.index.base import ShardHit
-from memray.index.shard import Mode, VectorShard
+from memray.index.search import Query, ShardReply
+from memray.index.shard import VectorShard
 from memray.store.base import IndexRow
 from memray.store.rows import Namespace
 
@@ -100,26 +100,11 @@ class RecoveringShard(VectorShard):
         if self.recovering:
             raise UnavailableError(f"shard {self.shard_id}", "recovering: catching up with the store")
 
-    def search(
-        self, namespaces: list[Namespace], vector: Any, text: str, k: int, mode: Mode,
-        min_score: float | None = None, model_id: str | None = None,
-    ) -> list[ShardHit]:
+    def search(self, namespaces: list[Namespace], query: Query) -> ShardReply:
+        """:meth:`VectorShard.search` (which ``search_user``/``search_app`` go through), refused
+        while recovering."""
         self._guard()
-        return super().search(namespaces, vector, text, k, mode, min_score, model_id)
-
-    def search_user(
-        self, app: str, user_id: str, kind: str, vector: Any, text: str, k: int, mode: Mode,
-        min_score: float | None = None, model_id: str | None = None,
-    ) -> list[ShardHit]:
-        self._guard()
-        return super().search_user(app, user_id, kind, vector, text, k, mode, min_score, model_id)
-
-    def search_app(
-        self, app: str, kind: str, vector: Any, text: str, k: int, mode: Mode,
-        min_score: float | None = None, model_id: str | None = None,
-    ) -> list[ShardHit]:
-        self._guard()
-        return super().search_app(app, kind, vector, text, k, mode, min_score, model_id)
+        return super().search(namespaces, query)
 
 
 class ShardKeeper:

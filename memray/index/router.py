@@ -3,7 +3,8 @@
 A user's namespaces all live on shard ``user_hash(app, user_id) % n`` (the rule the store uses
 too), so a user-scoped search touches one shard; :meth:`ShardRouter.search_app` fans out to every
 shard concurrently and merges the top ``k`` by score (see :mod:`memray.index.fusion` for what
-scores mean and why merging hybrid scores across shards is an approximation).
+scores mean). Scores are absolute, so hits of different shards merge by them directly; BM25
+statistics are per shard, so an app-wide lexical score is BM25 over that shard's part of the app.
 
 Writes propagate errors (the caller retries; the store stays the truth). Searches never raise:
 a shard that fails (down: ``UnavailableError``, or any other error) contributes nothing and the
@@ -18,7 +19,8 @@ from typing import Any, NamedTuple, TypeVar
 
 from memray.index.base import IndexItem, ShardHit
 from memray.index.fusion import top_hits
-from memray.index.shard import Mode
+from memray.index.lexical import Bm25Stats
+from memray.index.search import Query, ShardReply
 from memray.runtime.batch import Coalescer
 from memray.runtime.ref import ActorRef
 from memray.store.rows import Namespace, user_hash
@@ -32,6 +34,8 @@ class RouterResult(NamedTuple):
     hits: list[ShardHit]
     degraded: bool
     reason: str | None
+    stats: Bm25Stats  # of everything searched (see ShardReply)
+    stamps: dict[Namespace, int]  # indexing stamps of the query's watched namespaces
 
 
 async def _all(calls: Iterable[Awaitable[T]]) -> list[T]:
@@ -87,33 +91,21 @@ class ShardRouter:
 
     # -- reads ----------------------------------------------------------------------------
 
-    async def search(
-        self, namespaces: list[Namespace], vector: Any, text: str, k: int, mode: Mode,
-        min_score: float | None = None, model_id: str | None = None,
-    ) -> RouterResult:
-        """Search ``namespaces`` (normally one user's, hence one shard). ``model_id``: the query
-        vector's model (shards answer from that model's indexes only; see VectorShard.search)."""
+    async def search(self, namespaces: list[Namespace], query: Query) -> RouterResult:
+        """Search ``namespaces`` (normally one user's, hence one shard). ``query.model_id``: the
+        query vector's model (shards answer from that model's indexes only; see VectorShard.search)."""
         groups = self._group(namespaces, lambda ns: ns)
-        calls = {s: ("search", (part, vector, text, k, mode, min_score, model_id)) for s, part in groups.items()}
-        return await self._gather(calls, k, min_score)
+        return await self._gather({s: ("search", (part, query)) for s, part in groups.items()}, query)
 
-    async def search_user(
-        self, app: str, user_id: str, kind: str, vector: Any, text: str, k: int, mode: Mode,
-        min_score: float | None = None, model_id: str | None = None,
-    ) -> RouterResult:
+    async def search_user(self, app: str, user_id: str, kind: str, query: Query) -> RouterResult:
         """Search every namespace of one user and ``kind``: one shard."""
-        calls = {self.shard_of(app, user_id): ("search_user", (app, user_id, kind, vector, text, k, mode, min_score, model_id))}
-        return await self._gather(calls, k, min_score)
+        return await self._gather({self.shard_of(app, user_id): ("search_user", (app, user_id, kind, query))}, query)
 
-    async def search_app(
-        self, app: str, kind: str, vector: Any, text: str, k: int, mode: Mode,
-        min_score: float | None = None, model_id: str | None = None,
-    ) -> RouterResult:
+    async def search_app(self, app: str, kind: str, query: Query) -> RouterResult:
         """Search every namespace of ``app`` and ``kind`` on every shard; merge the top ``k``."""
-        calls = {s: ("search_app", (app, kind, vector, text, k, mode, min_score, model_id)) for s in range(len(self.shards))}
-        return await self._gather(calls, k, min_score)
+        return await self._gather({s: ("search_app", (app, kind, query)) for s in range(len(self.shards))}, query)
 
-    async def _search_on(self, shard: int, call: tuple[str, tuple[Any, ...]]) -> list[ShardHit]:
+    async def _search_on(self, shard: int, call: tuple[str, tuple[Any, ...]]) -> ShardReply:
         """One search on ``shard``, batched with the searches other callers make at the same time
         into one ``search_many`` actor call."""
         batch = self._batches.get(shard)
@@ -123,15 +115,14 @@ class ShardRouter:
         result = await batch.get(call)
         if isinstance(result, BaseException):
             raise result
-        hits: list[ShardHit] = result
-        return hits
+        return ShardReply(*result)
 
-    async def _gather(
-        self, calls: dict[int, tuple[str, tuple[Any, ...]]], k: int, min_score: float | None
-    ) -> RouterResult:
+    async def _gather(self, calls: dict[int, tuple[str, tuple[Any, ...]]], query: Query) -> RouterResult:
         order = list(calls)
         results = await asyncio.gather(*(self._search_on(s, calls[s]) for s in order), return_exceptions=True)
         hits: list[ShardHit] = []
+        stats: list[Bm25Stats] = []
+        stamps: dict[Namespace, int] = {}
         failures: list[str] = []
         for s, result in zip(order, results):
             if isinstance(result, BaseException):
@@ -139,6 +130,9 @@ class ShardRouter:
                     raise result  # CancelledError, KeyboardInterrupt: not a shard failure
                 failures.append(f"{self.shards[s].label} failed: {type(result).__name__}: {result}")
             else:
-                hits.extend(ShardHit(*hit) for hit in result)
+                hits.extend(ShardHit(*hit) for hit in result.hits)
+                stats.append(Bm25Stats(*result.stats))
+                for ns, stamp in result.stamps.items():
+                    stamps[Namespace(*ns)] = max(stamp, stamps.get(Namespace(*ns), 0))
         reason = "; ".join(failures) if failures else None
-        return RouterResult(top_hits(hits, k, min_score), bool(failures), reason)
+        return RouterResult(top_hits(hits, query.k, query.min_score), bool(failures), reason, Bm25Stats.merge(stats), stamps)

@@ -1,11 +1,10 @@
 """`VectorShard`: the vector and lexical indexes of many namespaces, as one actor's core.
 
-Each namespace (``memray.store.rows.Namespace``) holds its own :class:`LexicalIndex` and its own
-vector index: an :class:`ExactIndex` while it has fewer than ``IndexConfig.exact_threshold``
+Each namespace (a :class:`~memray.index.space.Space`) holds its own :class:`LexicalIndex` and its
+own vector index: an :class:`ExactIndex` while it has fewer than ``IndexConfig.exact_threshold``
 vectors, promoted to an :class:`HnswIndex` once it reaches it, and demoted back to exact when
-deletes bring it under half the threshold (the hysteresis stops flapping). Doc ids (message or
-entry ids) map to int64 labels through a per-namespace dict (a counter, never a hash, so labels
-cannot collide); each item keeps a recency float for tie-breaks.
+deletes bring it under half the threshold (the hysteresis stops flapping). Searches are scored by
+:mod:`memray.index.search` (what a score means: :mod:`memray.index.fusion`).
 
 Vectors are L2-normalised here before indexing and before a query (a zero vector stays zero), so
 similarities are cosines whatever the caller sent. Upserting an item with ``vector=None`` updates
@@ -42,7 +41,7 @@ import os
 import shutil
 from collections import Counter
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -50,76 +49,25 @@ import pyarrow.parquet as pq
 
 from memray.config import IndexConfig
 from memray.errors import ModelMismatchError, ValidationError
-from memray.index.base import IndexItem, ShardHit, atomic_save_npy, atomic_write_json, fsync_dir, read_json
+from memray.index.base import IndexItem, atomic_save_npy, atomic_write_json, fsync_dir, read_json
 from memray.index.exact import ExactIndex
-from memray.index.fusion import hybrid_scores, lexical_score, top_hits, vector_score
 from memray.index.hnsw import HnswIndex
-from memray.index.lexical import LexicalIndex
+from memray.index.lexical import Bm25Stats
+from memray.index.search import Mode, Query, ShardReply, search_spaces
+from memray.index.space import Space, normalise
 from memray.store.base import IndexRow
 from memray.store.rows import Namespace
-from memray.text import tokenize
+from memray.text import index_terms
 
-__all__ = ["VectorShard", "Mode", "HYBRID_DEPTH"]
+__all__ = ["VectorShard", "Mode", "LEXICAL_VERSION"]
 
 log = logging.getLogger(__name__)
 
-Mode = Literal["vector", "lexical", "hybrid"]
 Ref = tuple[Namespace, str]
-#: How deep each ranked list goes before hybrid fusion (at least ``k``).
-HYBRID_DEPTH = 50
+#: What the lexical indexes hold (2: stemmed content terms, memray.text.index_terms). A snapshot
+#: of another version is discarded and rebuilt from the store, like one of another model.
+LEXICAL_VERSION = 2
 _CURRENT = "CURRENT"
-
-
-def _normalise(vectors: Any, dim: int) -> np.ndarray:
-    arr = np.asarray(vectors, dtype=np.float32)
-    arr = arr.reshape(1, -1) if arr.ndim == 1 else arr
-    norms = np.linalg.norm(arr, axis=1, keepdims=True)
-    return np.ascontiguousarray(arr / np.where(norms > 0, norms, 1.0), dtype=np.float32)
-
-
-class _Space:
-    """One namespace: label map, recency, lexical index and vector index."""
-
-    def __init__(self, namespace: Namespace, uid: int, dim: int) -> None:
-        self.namespace = namespace
-        self.uid = uid
-        self.labels: dict[str, int] = {}
-        self.docs: dict[int, str] = {}
-        self.recency: dict[str, float] = {}
-        self.payload: dict[str, str] = {}
-        self.next_label = 0
-        self.vectors: ExactIndex | HnswIndex = ExactIndex(dim)
-        self.staged: ExactIndex | HnswIndex | None = None  # the next model's vectors (not snapshotted)
-        self.retired: ExactIndex | HnswIndex | None = None  # the previous model's, until released
-        self.lexical = LexicalIndex()
-        self.dirty = True
-
-    def __len__(self) -> int:
-        return len(self.labels)
-
-    def label_of(self, doc_id: str) -> int:
-        label = self.labels.get(doc_id)
-        if label is None:
-            label = self.next_label
-            self.next_label += 1
-            self.labels[doc_id] = label
-            self.docs[label] = doc_id
-        return label
-
-    def remove(self, doc_id: str) -> bool:
-        label = self.labels.pop(doc_id, None)
-        if label is None:
-            return False
-        del self.docs[label]
-        del self.recency[doc_id]
-        self.payload.pop(doc_id, None)
-        self.lexical.delete(doc_id)
-        for index in (self.vectors, self.staged, self.retired):
-            if index is not None:
-                index.delete(np.array([label], dtype=np.int64))
-        self.dirty = True
-        return True
-
 
 
 def _link_tree(src: Path, dst: Path) -> None:
@@ -139,7 +87,7 @@ _ITEM_SCHEMA = pa.schema([
 ])
 
 
-def _pack(spaces: list[_Space], directory: Path, previous: Path | None, dim: int) -> list[list[Any]]:
+def _pack(spaces: list[Space], directory: Path, previous: Path | None, dim: int) -> list[list[Any]]:
     """Write every namespace into ``directory``: one ``items.parquet`` row per item, the vectors
     of exact namespaces in one ``vectors.npy``, each HNSW namespace in ``hnsw-<uid>/`` (hard-linked
     from ``previous`` when unchanged). Returns the namespace table for ``shard.json``.
@@ -181,10 +129,10 @@ def _pack(spaces: list[_Space], directory: Path, previous: Path | None, dim: int
     return table
 
 
-def _unpack(directory: Path, table: list[list[Any]], dim: int, num_threads: int) -> list[_Space]:
-    spaces: dict[int, _Space] = {}
+def _unpack(directory: Path, table: list[list[Any]], dim: int, num_threads: int) -> list[Space]:
+    spaces: dict[int, Space] = {}
     for app, user_id, kind_, scope, uid, next_label, kind in table:
-        space = _Space(Namespace(app, user_id, kind_, scope), int(uid), dim)
+        space = Space(Namespace(app, user_id, kind_, scope), int(uid), dim)
         space.next_label = int(next_label)
         if kind == "hnsw":
             space.vectors = HnswIndex.load(str(directory / f"hnsw-{uid}"), num_threads=num_threads)
@@ -198,7 +146,7 @@ def _unpack(directory: Path, table: list[list[Any]], dim: int, num_threads: int)
         space = spaces[uid]
         space.labels[doc] = label
         space.docs[label] = doc
-        space.recency[doc] = recency
+        space.set_recency(doc, recency)
         if payload:
             space.payload[doc] = payload
         space.lexical.add_terms(doc, json.loads(terms))
@@ -223,7 +171,7 @@ class VectorShard:
         self.model_id = model_id
         self.config = config
         self.num_threads = 1
-        self._spaces: dict[Namespace, _Space] = {}
+        self._spaces: dict[Namespace, Space] = {}
         self._by_user: dict[tuple[str, str], set[Namespace]] = {}
         self._next_uid = 0
         self._snap_seq = 0
@@ -237,8 +185,8 @@ class VectorShard:
 
     def open(self) -> None:
         """Load the latest committed snapshot, if any, and remove leftovers of unfinished or
-        superseded ones. A snapshot of another model or dimension is discarded (indexes are
-        derived data: :meth:`reconcile` refills them from the store)."""
+        superseded ones. A snapshot of another model, dimension or lexical version is discarded
+        (indexes are derived data: :meth:`reconcile` refills them from the store)."""
         root = Path(self.path)
         root.mkdir(parents=True, exist_ok=True)
         current = root / _CURRENT
@@ -246,8 +194,9 @@ class VectorShard:
             name = str(read_json(current)["snapshot"])
             meta = read_json(root / name / "shard.json")
             self._snap_seq = int(meta["seq"])
-            if meta["dim"] != self.dim or meta["model_id"] != self.model_id:
-                self.discarded_snapshot = f"{name}: model {meta['model_id']!r} dim {meta['dim']}"
+            lexical = meta.get("lexical", 1)
+            if meta["dim"] != self.dim or meta["model_id"] != self.model_id or lexical != LEXICAL_VERSION:
+                self.discarded_snapshot = f"{name}: model {meta['model_id']!r} dim {meta['dim']} lexical v{lexical}"
                 log.warning("shard %d: discarding snapshot %s", self.shard_id, self.discarded_snapshot)
                 current.unlink()
             else:
@@ -264,7 +213,7 @@ class VectorShard:
     def ping(self) -> bool:
         return True
 
-    def _attach(self, space: _Space) -> None:
+    def _attach(self, space: Space) -> None:
         self._spaces[space.namespace] = space
         ns = space.namespace
         self._by_user.setdefault((ns.app, ns.user_id), set()).add(ns)
@@ -294,7 +243,7 @@ class VectorShard:
                         f"{self.shard_id} (model {model_id!r}, dim {dim}); re-embed with "
                         "the index's model (run the backfill job)"
                     )
-            checked.append((IndexItem(ns, item.doc_id, vec, item.text, float(item.recency), item.payload), vec))
+            checked.append((IndexItem(ns, item.doc_id, vec, item.text, float(item.recency), item.payload, int(item.stamp)), vec))
         return checked
 
     def _target_dim(self, model_id: str) -> int:
@@ -308,10 +257,10 @@ class VectorShard:
             "re-embed with the index's model (run the backfill job)"
         )
 
-    def _space(self, ns: Namespace) -> _Space:
+    def _space(self, ns: Namespace) -> Space:
         space = self._spaces.get(ns)
         if space is None:
-            space = _Space(ns, self._next_uid, self.dim)
+            space = Space(ns, self._next_uid, self.dim)
             if self._stage is not None:
                 space.staged = ExactIndex(self._stage[1])
             self._next_uid += 1
@@ -332,12 +281,13 @@ class VectorShard:
             self._seen.update((item.namespace, item.doc_id) for item, _ in checked)
         return len(checked)
 
-    def _upsert_space(self, space: _Space, group: list[tuple[IndexItem, Any]], staged: bool = False) -> None:
+    def _upsert_space(self, space: Space, group: list[tuple[IndexItem, Any]], staged: bool = False) -> None:
         labels: list[int] = []
         vectors: list[Any] = []
         for item, vec in group:
             label = space.label_of(item.doc_id)
-            space.recency[item.doc_id] = item.recency
+            space.set_recency(item.doc_id, item.recency)
+            space.stamp = max(space.stamp, item.stamp)
             if item.payload:
                 space.payload[item.doc_id] = item.payload
             space.lexical.add(item.doc_id, item.text)
@@ -346,14 +296,14 @@ class VectorShard:
                 vectors.append(vec)
         if labels and staged:
             assert space.staged is not None and self._stage is not None
-            space.staged.add(np.array(labels, dtype=np.int64), _normalise(np.stack(vectors), self._stage[1]))
+            space.staged.add(np.array(labels, dtype=np.int64), normalise(np.stack(vectors), self._stage[1]))
             space.staged = self._fit(space.staged)
         elif labels:
-            space.vectors.add(np.array(labels, dtype=np.int64), _normalise(np.stack(vectors), self.dim))
+            space.vectors.add(np.array(labels, dtype=np.int64), normalise(np.stack(vectors), self.dim))
         space.dirty = True
         self._resize(space)
 
-    def _resize(self, space: _Space) -> None:
+    def _resize(self, space: Space) -> None:
         space.vectors = self._fit(space.vectors)
 
     def _fit(self, index: ExactIndex | HnswIndex) -> ExactIndex | HnswIndex:
@@ -406,41 +356,38 @@ class VectorShard:
 
     # -- reads ----------------------------------------------------------------------------
 
-    def search(
-        self, namespaces: list[Namespace], vector: Any, text: str, k: int, mode: Mode,
-        min_score: float | None = None, model_id: str | None = None,
-    ) -> list[ShardHit]:
+    def search(self, namespaces: list[Namespace], query: Query) -> ShardReply:
         """Search the given namespaces together; scores as in :mod:`memray.index.fusion`.
-        Unknown namespaces are skipped; ``vector=None`` in vector mode returns nothing.
-        ``model_id`` names the query vector's model: the active one (or None), or the one retired
-        by the last cutover (answered from its indexes); any other raises ModelMismatchError."""
-        if mode not in ("vector", "lexical", "hybrid"):
-            raise ValidationError("mode", mode, "must be 'vector', 'lexical' or 'hybrid'")
-        retired = model_id is not None and model_id != self.model_id
-        if retired and (self._retired is None or self._retired[0] != model_id):
+        Unknown namespaces are skipped; a query without a vector in vector mode finds nothing.
+        ``query.model_id`` names the query vector's model: the active one (or None), or the one
+        retired by the last cutover (answered from its indexes); any other raises
+        ModelMismatchError."""
+        query = Query(*query)
+        if query.mode not in ("vector", "lexical", "hybrid"):
+            raise ValidationError("mode", query.mode, "must be 'vector', 'lexical' or 'hybrid'")
+        retired = query.model_id is not None and query.model_id != self.model_id
+        if retired and (self._retired is None or self._retired[0] != query.model_id):
             raise ModelMismatchError(
-                f"query embedded with model {model_id!r} but shard {self.shard_id} indexes "
+                f"query embedded with model {query.model_id!r} but shard {self.shard_id} indexes "
                 f"{self.model_id!r}; embed the query with the index's model (reopen memray)"
             )
         model, dim = self._retired if retired and self._retired else (self.model_id, self.dim)
-        query = None
-        if vector is not None and mode != "lexical":
-            query = np.asarray(vector, dtype=np.float32).reshape(-1)
-            if query.shape[0] != dim:
+        vector = None
+        if query.vector is not None and query.mode != "lexical":
+            vector = np.asarray(query.vector, dtype=np.float32).reshape(-1)
+            if vector.shape[0] != dim:
                 raise ModelMismatchError(
-                    f"query vector of dim {query.shape[0]} does not fit shard {self.shard_id} "
+                    f"query vector of dim {vector.shape[0]} does not fit shard {self.shard_id} "
                     f"(model {model!r}, dim {dim}); embed the query with the index's model"
                 )
-            query = _normalise(query, dim)
+            vector = normalise(vector, dim)[0]
         spaces = [self._spaces[ns] for ns in dict.fromkeys(Namespace(*n) for n in namespaces) if ns in self._spaces]
-        if k <= 0 or not spaces:
-            return []
-        if mode == "vector":
-            hits = self._vector_hits(spaces, query, k, retired) if query is not None else []
-            return top_hits(hits, k, min_score)
-        if mode == "lexical":
-            return top_hits(self._lexical_hits(spaces, text, k), k, min_score)
-        return self._hybrid(spaces, query, text, k, min_score, retired)
+        stamps = {Namespace(*ns): self._spaces[Namespace(*ns)].stamp if Namespace(*ns) in self._spaces else 0
+                  for ns in query.watch}
+        if query.k <= 0 or not spaces or (query.mode == "vector" and vector is None):
+            return ShardReply([], Bm25Stats(0, 0, {}), stamps)
+        hits, stats = search_spaces(spaces, query, vector, retired, self.config)
+        return ShardReply(hits, stats, stamps)
 
     def search_many(self, requests: list[tuple[str, tuple[Any, ...]]]) -> list[Any]:
         """Many searches in one call: each request is ``(method, args)`` for :meth:`search`,
@@ -456,56 +403,15 @@ class VectorShard:
                 out.append(exc)
         return out
 
-    def search_user(
-        self, app: str, user_id: str, kind: str, vector: Any, text: str, k: int, mode: Mode,
-        min_score: float | None = None, model_id: str | None = None,
-    ) -> list[ShardHit]:
+    def search_user(self, app: str, user_id: str, kind: str, query: Query) -> ShardReply:
         """:meth:`search` over every namespace of one user and ``kind`` (all their conversations)."""
         namespaces = [ns for ns in self._by_user.get((app, user_id), ()) if ns.kind == kind]
-        return self.search(namespaces, vector, text, k, mode, min_score, model_id)
+        return self.search(namespaces, query)
 
-    def search_app(
-        self, app: str, kind: str, vector: Any, text: str, k: int, mode: Mode,
-        min_score: float | None = None, model_id: str | None = None,
-    ) -> list[ShardHit]:
+    def search_app(self, app: str, kind: str, query: Query) -> ShardReply:
         """:meth:`search` over every namespace of ``app`` and ``kind`` on this shard."""
         namespaces = [ns for ns in self._spaces if ns.app == app and ns.kind == kind]
-        return self.search(namespaces, vector, text, k, mode, min_score, model_id)
-
-    def _vector_hits(self, spaces: list[_Space], query: Any, depth: int, retired: bool = False) -> list[ShardHit]:
-        hits = []
-        for space in spaces:
-            index = space.retired if retired else space.vectors
-            if index is None:  # a namespace created after the cutover has no retired vectors
-                continue
-            labels, sims = index.search(query, depth)
-            for label, sim in zip(labels[0].tolist(), sims[0].tolist()):
-                doc = space.docs[label]
-                hits.append(ShardHit(space.namespace, doc, vector_score(sim), space.recency[doc], space.payload.get(doc, "")))
-        return hits
-
-    def _lexical_hits(self, spaces: list[_Space], text: str, depth: int) -> list[ShardHit]:
-        hits = []
-        for space in spaces:
-            for doc, bm25 in space.lexical.search(text, depth):
-                hits.append(ShardHit(space.namespace, doc, lexical_score(bm25), space.recency[doc], space.payload.get(doc, "")))
-        return hits
-
-    def _hybrid(
-        self, spaces: list[_Space], query: Any, text: str, k: int, min_score: float | None, retired: bool = False
-    ) -> list[ShardHit]:
-        depth = max(k, HYBRID_DEPTH)
-        lists: list[list[tuple[Namespace, str]]] = []
-        if query is not None:
-            lists.append([(h.namespace, h.doc_id) for h in top_hits(self._vector_hits(spaces, query, depth, retired), depth)])
-        if tokenize(text) or query is None:
-            lists.append([(h.namespace, h.doc_id) for h in top_hits(self._lexical_hits(spaces, text, depth), depth)])
-        fused = hybrid_scores(lists)
-        hits = [
-            ShardHit(ns, doc, score, self._spaces[ns].recency[doc], self._spaces[ns].payload.get(doc, ""))
-            for (ns, doc), score in fused.items()
-        ]
-        return top_hits(hits, k, min_score)
+        return self.search(namespaces, query)
 
     def inventory(self) -> list[Ref]:
         """Every (namespace, doc_id) held."""
@@ -572,10 +478,10 @@ class VectorShard:
             for row in group:
                 if row.doc_id not in space.labels:
                     space.label_of(row.doc_id)
-                    space.recency[row.doc_id] = float(row.recency)
+                    space.set_recency(row.doc_id, float(row.recency))
                     space.lexical.add(row.doc_id, row.text)
             labels = np.array([space.labels[r.doc_id] for r in group], dtype=np.int64)
-            vectors = _normalise(np.stack([np.asarray(r.vector, dtype=np.float32).reshape(-1) for r in group]), dim)
+            vectors = normalise(np.stack([np.asarray(r.vector, dtype=np.float32).reshape(-1) for r in group]), dim)
             if vectors.shape[1] != dim:
                 raise ModelMismatchError(
                     f"vectors of dim {vectors.shape[1]} do not fit the staged model {model_id!r} (dim {dim})"
@@ -649,7 +555,7 @@ class VectorShard:
             return True
         if row.vector is not None and label not in space.vectors:
             return True
-        return space.lexical.terms(row.doc_id) != dict(Counter(tokenize(row.text)))
+        return space.lexical.terms(row.doc_id) != dict(Counter(index_terms(row.text)))
 
     def end_reconcile(self) -> int:
         """Finish a recovery pass: delete every item not seen since :meth:`begin_reconcile`
@@ -675,7 +581,7 @@ class VectorShard:
         table = _pack(list(self._spaces.values()), tmp, previous, self.dim)
         atomic_write_json(tmp / "shard.json", {
             "shard_id": self.shard_id, "dim": self.dim, "model_id": self.model_id,
-            "seq": self._snap_seq, "next_uid": self._next_uid, "spaces": table,
+            "seq": self._snap_seq, "next_uid": self._next_uid, "spaces": table, "lexical": LEXICAL_VERSION,
         })
         fsync_dir(tmp)
         os.replace(tmp, root / name)

@@ -34,11 +34,12 @@ that literally contain the query's words. A query with no tokens (``""``, ``"?!"
 with :class:`~memray.errors.ValidationError`: use ``delete_project`` or ``delete_user`` to delete
 everything.
 
-Search: ``score`` and ``min_score`` mean exactly what :mod:`memray.index.fusion` says (in [0, 1];
-vector: clipped cosine, lexical: ``bm25 / (bm25 + 4)``, hybrid: normalised reciprocal rank
-fusion). Results are ranked by score, then recency (the entry's timestamp, later first), then id:
-deterministic. A query with no tokens returns no results in every mode (nearest neighbours of
-nothing would be arbitrary). Any text is a safe query: there is no query syntax.
+Search: ``score`` and ``min_score`` mean exactly what :mod:`memray.index.fusion` says (in [0, 1],
+0 = not relevant; by default only relevant entries come back, so a query about something the
+user never stored returns nothing). Results are ranked by score, then recency (the entry's
+timestamp, later first), then id: deterministic. A query with no tokens returns no results in
+every mode (nearest neighbours of nothing would be arbitrary). Any text is a safe query: there is
+no query syntax.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from collections.abc import Iterable, Sequence
 from typing import Callable, TYPE_CHECKING, Any
 
 from memray.embedding.pipeline import EmbeddingPipeline, PendingItem
+from memray.embedding.query import QueryEncoder
 from memray.errors import ValidationError
 from memray.ids import validate_id, validate_project_id
 from memray.models import MemoryEntry, MemoryResult, RetrievalMode, SearchMemoryResponse, SearchRequest
@@ -141,22 +143,22 @@ class MemoryService:
     """The long-term memory service (see the module docstring). All methods are coroutines."""
 
     def __init__(
-        self, store: ActorRef, router: ShardRouter, embedder: Embedder | None, default_mode: RetrievalMode = "hybrid",
+        self, store: ActorRef, router: ShardRouter, encoder: QueryEncoder, default_mode: RetrievalMode = "hybrid",
         batch_size: int = 256, backoff_s: float = 0.5, backoff_max_s: float = 30.0, index_timeout_s: float = 60.0,
     ) -> None:
         self._store = store
         self._router = router
-        self._embedder = embedder
+        self._encoder = encoder
         self._mode = default_mode
         self._index_timeout_s = index_timeout_s
-        self._pipeline = EmbeddingPipeline(embedder, store, router, batch_size, backoff_s, backoff_max_s)
+        self._pipeline = EmbeddingPipeline(encoder.embedder, store, router, batch_size, backoff_s, backoff_max_s)
         self._locks: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = weakref.WeakValueDictionary()
         #: Called before each search (the facade checks for a re-embedding cutover there).
         self.before_search: Callable[[], None] | None = None
 
     def set_embedder(self, embedder: Embedder | None) -> None:
-        """Embed entries and queries with ``embedder`` from now on (after a re-embedding cutover)."""
-        self._embedder = embedder
+        """Embed entries with ``embedder`` from now on (after a re-embedding cutover; queries
+        follow the shared :class:`~memray.embedding.query.QueryEncoder`)."""
         self._pipeline.set_embedder(embedder)
 
     @property
@@ -246,27 +248,11 @@ class MemoryService:
             namespaces.append(entry_namespace(app, user_id, project_id))
         if self.before_search is not None:
             self.before_search()
-        embedder = self._embedder  # one model for this query, whatever happens meanwhile
-        mode, vector, reason = await self._query_vector(embedder, req.query, req.mode or self._mode)
-        model_id = embedder.model_id if vector is not None and embedder is not None else None
-        result = await self._router.search(namespaces, vector, req.query, limit, mode, min_score, model_id)
+        encoded = await self._encoder.encode(req.query, req.mode or self._mode)
+        result = await self._router.search(namespaces, encoded.query(req.query, limit, min_score))
         memories = await self._hydrate(app, user_id, [h for h in result.hits if Namespace(*h.namespace) in namespaces])
-        reasons = [r for r in (reason, result.reason) if r]
+        reasons = [r for r in (encoded.failed, result.reason) if r]
         return SearchMemoryResponse(memories=memories, degraded=bool(reasons), reason="; ".join(reasons) or None)
-
-    async def _query_vector(
-        self, embedder: Embedder | None, query: str, mode: RetrievalMode
-    ) -> tuple[RetrievalMode, Any, str | None]:
-        """(mode, query vector, reason): no embedder → lexical (documented, not degraded); a
-        failing embedder → lexical, flagged degraded."""
-        if mode == "lexical" or embedder is None:
-            return "lexical", None, None
-        try:
-            vector = (await asyncio.to_thread(embedder.embed, [query]))[0]
-        except Exception as exc:
-            log.warning("embedding the query failed (%r); searching lexically", exc)
-            return "lexical", None, f"query embedding failed, lexical only: {type(exc).__name__}: {exc}"
-        return mode, vector, None
 
     async def _hydrate(self, app: str, user_id: str, hits: Sequence[ShardHit]) -> list[MemoryResult]:
         """Hits as results: from the shard's payload, or from the store where it has none."""

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from memray.index.fusion import lexical_score
-from memray.index.lexical import LexicalIndex
+from memray.index.lexical import Bm25Stats, LexicalIndex, ideal_bm25
+from memray.text import index_terms
 
 
 @pytest.fixture
@@ -57,7 +58,54 @@ def test_scores_rank_and_are_positive(index: LexicalIndex) -> None:
     assert ids(hits)[0] == "d1"
     assert all(score > 0 for _, score in hits)
     assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
-    assert 0 < lexical_score(hits[0][1]) < 1
+    terms = index_terms("dark mode editor")
+    ideal = ideal_bm25(terms, index.stats(terms))
+    assert 0 < lexical_score(hits[1][1], ideal) < lexical_score(hits[0][1], ideal) <= 1
+
+
+def test_a_text_holding_the_whole_query_scores_about_one_whatever_the_collection_size() -> None:
+    for filler in (0, 200):
+        ix = LexicalIndex()
+        ix.add("hit", "I prefer dark mode")
+        for i in range(filler):
+            ix.add(f"f{i}", f"unrelated note number {i} about the weather")
+        terms = index_terms("dark mode")
+        score = lexical_score(ix.scores(terms)["hit"], ideal_bm25(terms, ix.stats(terms)))
+        assert score == pytest.approx(1.0, abs=0.15)
+
+
+def test_a_query_term_the_collection_lacks_lowers_the_score() -> None:
+    ix = LexicalIndex()
+    ix.add("a", "the tent is blue")
+    ix.add("b", "a red kite")
+    both = index_terms("blue tent")
+    with_absent = index_terms("blue tent zeppelin")
+    full = lexical_score(ix.scores(both)["a"], ideal_bm25(both, ix.stats(both)))
+    partial = lexical_score(ix.scores(with_absent)["a"], ideal_bm25(with_absent, ix.stats(with_absent)))
+    assert 0 < partial < full
+
+
+def test_function_words_match_nothing_and_word_forms_match_each_other() -> None:
+    ix = LexicalIndex()
+    ix.add("p", "She painted two paintings of the harbour")
+    ix.add("c", "I'll be there, we'll see")
+    assert ix.search("what is it that they were?", 5) == []  # only function words
+    assert ids(ix.search("painting", 5)) == ["p"] and ids(ix.search("paints", 5)) == ["p"]
+    assert ix.search("ill", 5) == [] and ix.search("well", 5) == []  # contractions are not words
+
+
+def test_stats_of_many_namespaces_score_as_one_index_over_their_union() -> None:
+    texts = {"a1": "kiwi jam recipe", "a2": "jam session tonight", "b1": "kiwi birds of new zealand",
+             "b2": "recipe for bread", "b3": "kiwi kiwi kiwi"}
+    union, part_a, part_b = LexicalIndex(), LexicalIndex(), LexicalIndex()
+    for doc, text in texts.items():
+        union.add(doc, text)
+        (part_a if doc.startswith("a") else part_b).add(doc, text)
+    terms = index_terms("kiwi jam recipe")
+    stats = Bm25Stats.merge([part_a.stats(terms), part_b.stats(terms)])
+    assert stats == union.stats(terms)
+    merged = {**part_a.scores(terms, stats), **part_b.scores(terms, stats)}
+    assert merged == pytest.approx(union.scores(terms))
 
 
 def test_delete_removes_from_results_and_stats(index: LexicalIndex) -> None:

@@ -16,6 +16,7 @@ from memray.index import IndexItem
 from memray.index.recovery import RecoveringShard, ShardKeeper
 from memray.store.history import HistoryStore
 from memray.store.rows import EmbeddingRow, Namespace, conversation_namespace, user_hash
+from tests.index.conftest import find, find_user
 from tests.store.conftest import msg
 
 DIM = 8
@@ -74,7 +75,7 @@ def test_recovery_catches_up_with_the_store_and_serves_again(tmp_path: Path, sto
 
     shard = make_shard(tmp_path)  # the restart: snapshot loaded, not level yet
     with pytest.raises(UnavailableError, match="shard 0 unavailable: recovering"):
-        shard.search_user("app", users[0], "conv", vec(1), "topic1", 5, "hybrid")
+        find_user(shard, "app", users[0], "conv", vec(1), "topic1", 5, "hybrid")
     report = keeper_for(shard, store).recover()
 
     assert not shard.is_recovering()
@@ -82,9 +83,9 @@ def test_recovery_catches_up_with_the_store_and_serves_again(tmp_path: Path, sto
     assert report == (len(refs), len(refs), 1)  # m1 was stale, "gone" deleted
     assert shard.stats()["vectors"] == 4 * len(users)
     assert "m1" not in shard._spaces[ns0].payload  # the old item JSON is not served any more
-    unembedded = shard.search_user("app", users[1], "conv", None, "topic6", 3, "lexical")
+    unembedded = find_user(shard, "app", users[1], "conv", None, "topic6", 3, "lexical")
     assert [h.doc_id for h in unembedded][:1] == ["m6"]  # never embedded, found lexically
-    by_vector = shard.search_user("app", users[2], "conv", vec(3), "", 1, "vector")
+    by_vector = find_user(shard, "app", users[2], "conv", vec(3), "", 1, "vector")
     assert [h.doc_id for h in by_vector] == ["m3"]
 
 

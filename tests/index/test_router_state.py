@@ -19,7 +19,7 @@ from memray.config import IndexConfig
 from memray.index import IndexItem, ShardHit, ShardRouter, VectorShard
 from memray.runtime.local import LocalRef
 from memray.store.rows import Namespace
-from tests.index.conftest import clustered
+from tests.index.conftest import clustered, query
 
 DIM = 32
 MODEL = "hash-v1"
@@ -118,7 +118,8 @@ class ShardedIndexMachine(RuleBasedStateMachine):
     def vector_search(self, data: st.DataObject, q: int, many: bool) -> None:
         ns = data.draw(st.sampled_from(sorted(self.oracle)))
         asked = [n for n in self.oracle if n.app == ns.app and n.user_id == ns.user_id] if many else [ns]
-        res = self.run(self.router.search(asked, QUERIES[q], "", 10, "vector"))
+        # threshold -1: every vector scores (cos + 1) / 2 > 0, so none is cut by the relevance floor
+        res = self.run(self.router.search(asked, query(QUERIES[q], "", 10, "vector", threshold=-1.0)))
         assert not res.degraded
         self._check_scope(res.hits, asked)
         sims = sorted(
@@ -128,7 +129,7 @@ class ShardedIndexMachine(RuleBasedStateMachine):
         truth = sims[:10]
         assert len(res.hits) == len(truth)
         if truth:
-            floor = max(0.0, truth[-1]) - 1e-5  # tie-safe: any hit as close as the 10th counts
+            floor = (truth[-1] + 1.0) / 2.0 - 1e-5  # tie-safe: any hit as close as the 10th counts
             self.expected += len(truth)
             self.found += sum(1 for h in res.hits if h.score >= floor)
 
@@ -137,7 +138,7 @@ class ShardedIndexMachine(RuleBasedStateMachine):
     def text_search(self, data: st.DataObject, word: str, mode: str) -> None:
         ns = data.draw(st.sampled_from(sorted(self.oracle)))
         asked = [n for n in self.oracle if n.app == ns.app and n.user_id == ns.user_id]
-        res = self.run(self.router.search(asked, QUERIES[0], word, 10, mode))  # type: ignore[arg-type]
+        res = self.run(self.router.search(asked, query(QUERIES[0], word, 10, mode)))  # type: ignore[arg-type]
         assert not res.degraded
         self._check_scope(res.hits, asked)
         assert all(0.0 <= h.score <= 1.0 for h in res.hits)
@@ -145,7 +146,7 @@ class ShardedIndexMachine(RuleBasedStateMachine):
     @precondition(lambda self: bool(self.oracle))
     @rule(app=apps, kind=st.sampled_from(["conv", "entry"]))
     def app_search(self, app: str, kind: str) -> None:
-        res = self.run(self.router.search_app(app, kind, QUERIES[1], "alpha", 10, "hybrid"))
+        res = self.run(self.router.search_app(app, kind, query(QUERIES[1], "alpha", 10, "hybrid")))
         assert not res.degraded
         self._check_scope(res.hits, [n for n in self.oracle if n.app == app and n.kind == kind])
 

@@ -12,7 +12,7 @@ from memray.errors import ModelMismatchError
 from memray.index import IndexItem, ShardHit, VectorShard
 from memray.store.base import IndexRow
 from memray.store.rows import Namespace
-from tests.index.conftest import clustered, unit
+from tests.index.conftest import WEIGHT, clustered, find, find_app, find_user, unit
 
 DIM = 16
 MODEL = "hash-v1"
@@ -51,13 +51,13 @@ def test_promotion_and_demotion_keep_results(tmp_path: Path) -> None:
         target.upsert(items(NS, vecs)[20:], MODEL)
     assert shard.stats()["hnsw_namespaces"] == 1 and oracle.stats()["hnsw_namespaces"] == 0
     for q in queries:
-        assert doc_ids(shard.search([NS], q, "", 10, "vector")) == doc_ids(oracle.search([NS], q, "", 10, "vector"))
+        assert doc_ids(find(shard, [NS], q, "", 10, "vector")) == doc_ids(find(oracle, [NS], q, "", 10, "vector"))
     refs = [(NS, f"m{i}") for i in range(110)]
     assert shard.delete(refs) == 110 and oracle.delete(refs) == 110
     assert shard.stats()["hnsw_namespaces"] == 0  # 10 < 30 // 2: back to exact
     for q in queries:
-        got = shard.search([NS], q, "", 10, "vector")
-        assert doc_ids(got) == doc_ids(oracle.search([NS], q, "", 10, "vector")) and len(got) == 10
+        got = find(shard, [NS], q, "", 10, "vector", min_score=0.0)  # no relevance floor: all ten
+        assert doc_ids(got) == doc_ids(find(oracle, [NS], q, "", 10, "vector", min_score=0.0)) and len(got) == 10
 
 
 def test_wrong_model_or_dim_raises_and_writes_nothing(tmp_path: Path) -> None:
@@ -70,7 +70,7 @@ def test_wrong_model_or_dim_raises_and_writes_nothing(tmp_path: Path) -> None:
         shard.upsert(bad, MODEL)
     assert shard.stats()["items"] == 0
     with pytest.raises(ModelMismatchError):
-        shard.search([NS], np.ones(DIM - 1, dtype=np.float32), "", 3, "vector")
+        find(shard, [NS], np.ones(DIM - 1, dtype=np.float32), "", 3, "vector")
     assert pickle.loads(pickle.dumps(ModelMismatchError("re-embed"))).args == ("re-embed",)
 
 
@@ -80,45 +80,71 @@ def test_upsert_replaces_and_none_vector_keeps_old(tmp_path: Path) -> None:
     shard.upsert([IndexItem(NS, "a", eye[0], "apples", 1.0), IndexItem(NS, "b", eye[1], "bananas", 2.0)], MODEL)
     shard.upsert([IndexItem(NS, "a", None, "cherries", 3.0)], MODEL)  # text only: vector stays
     assert shard.stats()["items"] == 2 and shard.stats()["vectors"] == 2
-    assert doc_ids(shard.search([NS], None, "cherries", 5, "lexical")) == ["a"]
-    assert shard.search([NS], None, "apples", 5, "lexical") == []
-    top = shard.search([NS], eye[0], "", 1, "vector")[0]
+    assert doc_ids(find(shard, [NS], None, "cherries", 5, "lexical")) == ["a"]
+    assert find(shard, [NS], None, "apples", 5, "lexical") == []
+    top = find(shard, [NS], eye[0], "", 1, "vector")[0]
     assert top.doc_id == "a" and top.score == pytest.approx(1.0) and top.recency == 3.0
     shard.upsert([IndexItem(NS, "a", eye[2], "cherries", 3.0)], MODEL)
-    assert shard.search([NS], eye[2], "", 1, "vector")[0].doc_id == "a"
+    assert find(shard, [NS], eye[2], "", 1, "vector")[0].doc_id == "a"
 
 
-def test_scores_modes_and_min_score(tmp_path: Path) -> None:
-    shard = make(tmp_path)
+def test_scores_modes_relevance_floor_and_min_score(tmp_path: Path) -> None:
+    shard = VectorShard(0, str(tmp_path / "shard"), DIM, MODEL, IndexConfig(neighbour_weight=0.0))
+    shard.open()
     v = np.zeros((3, DIM), dtype=np.float32)
     v[0, 0] = 1.0
     v[1, :2] = [0.8, 0.6]  # cosine 0.8 with e0
     v[2, 1] = 1.0  # cosine 0 with e0
     shard.upsert(items(NS, v, texts=["dark mode", "light theme", "dark chocolate dark"]), MODEL)
     q = np.eye(DIM, dtype=np.float32)[0]
-    hits = shard.search([NS], q, "", 5, "vector")
-    assert doc_ids(hits) == ["m0", "m1", "m2"]
-    assert [round(h.score, 5) for h in hits] == [1.0, 0.8, 0.0]  # cosine, clipped; not (cos+1)/2
-    assert doc_ids(shard.search([NS], q, "", 5, "vector", min_score=0.7)) == ["m0", "m1"]
-    lex = shard.search([NS], None, "dark mode", 5, "lexical")
-    assert doc_ids(lex) == ["m0", "m2"] and all(0 < h.score < 1 for h in lex)
-    hyb = shard.search([NS], q, "dark mode", 5, "hybrid")
-    assert hyb[0].doc_id == "m0" and hyb[0].score == pytest.approx(1.0)  # first in both lists
-    assert all(0 <= h.score <= 1 for h in hyb)
-    only_lex = shard.search([NS], None, "dark mode", 5, "hybrid")  # no vector: lexical list only
-    assert only_lex[0].doc_id == "m0" and only_lex[0].score == pytest.approx(1.0)
-    assert shard.search([NS], None, "dark", 5, "vector") == []
-    assert shard.search([NS], q, '"?-', 5, "lexical") == []
+    hits = find(shard, [NS], q, "", 5, "vector")  # threshold 0: the score is the cosine, clipped
+    assert doc_ids(hits) == ["m0", "m1"] and [round(h.score, 5) for h in hits] == [1.0, 0.8]
+    # the relevance threshold rescales: (cos - t) / (1 - t), and cos <= t is no hit at all
+    assert [round(h.score, 5) for h in find(shard, [NS], q, "", 5, "vector", threshold=0.6)] == [1.0, 0.5]
+    assert doc_ids(find(shard, [NS], q, "", 5, "vector", threshold=0.9)) == ["m0"]
+    assert doc_ids(find(shard, [NS], q, "", 5, "vector", min_score=0.9)) == ["m0"]
+    assert doc_ids(find(shard, [NS], q, "", 5, "vector", min_score=0.0)) == ["m0", "m1", "m2"]  # floor lifted
+    lex = find(shard, [NS], None, "dark mode", 5, "lexical")
+    assert doc_ids(lex) == ["m0", "m2"] and 0 < lex[1].score < lex[0].score <= 1
+    hyb = find(shard, [NS], q, "dark mode", 5, "hybrid")
+    got = {h.doc_id: h.score for h in hyb}  # m1 by its vector alone, m2 by its words alone
+    assert doc_ids(hyb)[0] == "m0" and set(got) == {"m0", "m1", "m2"}
+    assert lex[0].score == pytest.approx(1.0)  # holds every query term
+    assert got["m0"] == pytest.approx((1 - WEIGHT) * lex[0].score + WEIGHT * 1.0)
+    assert got["m1"] == pytest.approx(WEIGHT * 0.8)
+    assert got["m2"] == pytest.approx((1 - WEIGHT) * lex[1].score)
+    only_lex = find(shard, [NS], None, "dark mode", 5, "hybrid")  # no vector: the lexical part only
+    assert doc_ids(only_lex) == ["m0", "m2"]
+    assert find(shard, [NS], None, "dark", 5, "vector") == []
+    assert find(shard, [NS], q, '"?-', 5, "lexical") == []
+    assert find(shard, [NS], None, "what is it?", 5, "lexical") == []  # function words match nothing
+    assert find(shard, [NS], None, "programming rust", 5, "hybrid") == []  # unrelated: nothing
+
+
+def test_neighbour_support_raises_relevant_messages_next_to_relevant_ones(tmp_path: Path) -> None:
+    shard = make(tmp_path)
+    e = np.eye(DIM, dtype=np.float32)
+    texts = ["which tent should I buy", "the blue tent is lighter", "tent poles bent in the storm", "unrelated chat"]
+    shard.upsert([IndexItem(NS, f"m{i}", e[i], t, float(i)) for i, t in enumerate(texts)], MODEL)
+    plain = VectorShard(1, str(tmp_path / "plain"), DIM, MODEL, IndexConfig(neighbour_weight=0.0))
+    plain.upsert([IndexItem(NS, f"m{i}", e[i], t, float(i)) for i, t in enumerate(texts)], MODEL)
+    with_support = {h.doc_id: h.score for h in find(shard, [NS], None, "tent storm", 5, "lexical")}
+    without = {h.doc_id: h.score for h in find(plain, [NS], None, "tent storm", 5, "lexical")}
+    assert set(with_support) == set(without) == {"m0", "m1", "m2"}  # m3 is not lifted in: not relevant
+    weight = IndexConfig().neighbour_weight
+    assert with_support["m1"] == pytest.approx(without["m1"] + weight * max(without["m0"], without["m2"]) * (1 - without["m1"]))
+    assert with_support["m0"] > without["m0"] and with_support["m1"] > without["m1"]
+    assert without["m2"] > max(without["m0"], without["m1"]) and with_support["m2"] >= without["m2"]
 
 
 def test_ties_break_by_recency_then_doc_id(tmp_path: Path) -> None:
     shard = make(tmp_path)
     e = np.eye(DIM, dtype=np.float32)[0]
     shard.upsert([
-        IndexItem(NS, "b", e, "same", 1.0), IndexItem(NS, "a", e, "same", 1.0), IndexItem(NS, "c", e, "same", 5.0),
+        IndexItem(NS, "b", e, "twin", 1.0), IndexItem(NS, "a", e, "twin", 1.0), IndexItem(NS, "c", e, "twin", 9.0),
     ], MODEL)
-    assert doc_ids(shard.search([NS], e, "", 3, "vector")) == ["c", "a", "b"]
-    assert doc_ids(shard.search([NS], None, "same", 3, "lexical")) == ["c", "a", "b"]
+    assert doc_ids(find(shard, [NS], e, "", 3, "vector")) == ["c", "a", "b"]
+    assert doc_ids(find(shard, [NS], None, "twin", 3, "lexical")) == ["c", "a", "b"]
 
 
 def test_multi_namespace_search_stays_in_its_namespaces(tmp_path: Path) -> None:
@@ -127,12 +153,12 @@ def test_multi_namespace_search_stays_in_its_namespaces(tmp_path: Path) -> None:
     vecs = unit(rng, 30, DIM)
     shard.upsert(items(NS, vecs[:10], "a") + items(NS2, vecs[10:20], "b") + items(OTHER, vecs[20:], "c"), MODEL)
     for mode in ("vector", "lexical", "hybrid"):
-        hits = shard.search([NS, NS2], vecs[25], "message", 30, mode)
+        hits = find(shard, [NS, NS2], vecs[25], "message", 30, mode, min_score=0.0)
         assert {h.namespace for h in hits} <= {NS, NS2} and len(hits) == 20
         assert len({(h.namespace, h.doc_id) for h in hits}) == len(hits)
-    assert {h.namespace for h in shard.search_app("app", "conv", vecs[0], "message", 50, "vector")} == {NS, NS2, OTHER}
-    assert shard.search_app("app", "entry", vecs[0], "message", 50, "vector") == []
-    assert shard.search([Namespace("app", "nobody", "conv", "x")], vecs[0], "m", 5, "hybrid") == []
+    assert {h.namespace for h in find_app(shard, "app", "conv", vecs[0], "message", 50, "vector")} == {NS, NS2, OTHER}
+    assert find_app(shard, "app", "entry", vecs[0], "message", 50, "vector") == []
+    assert find(shard, [Namespace("app", "nobody", "conv", "x")], vecs[0], "m", 5, "hybrid") == []
 
 
 def test_drop_and_count_user(tmp_path: Path) -> None:
@@ -165,11 +191,11 @@ def test_snapshot_open_round_trip(tmp_path: Path) -> None:
     assert sorted(again.inventory()) == sorted(shard.inventory())
     for mode in ("vector", "lexical", "hybrid"):
         q = big[7]
-        assert again.search([NS, NS2, OTHER], q, "message 深色", 10, mode) == \
-            shard.search([NS, NS2, OTHER], q, "message 深色", 10, mode)
+        assert find(again, [NS, NS2, OTHER], q, "message 深色", 10, mode) == \
+            find(shard, [NS, NS2, OTHER], q, "message 深色", 10, mode)
     assert sorted(os.listdir(tmp_path / "shard")) == ["CURRENT", again.stats()["snapshot"]]
     again.upsert([IndexItem(NS, "m3", big[3], "back", 100.0)], MODEL)
-    assert again.search([NS], big[3], "", 1, "vector")[0].doc_id == "m3"
+    assert find(again, [NS], big[3], "", 1, "vector")[0].doc_id == "m3"
 
 
 def test_open_discards_other_model_and_crash_leftovers(tmp_path: Path) -> None:
@@ -205,7 +231,7 @@ def test_drop_then_snapshot_leaves_no_byte_of_the_user(tmp_path: Path) -> None:
     shard.upsert(items(victim[1], unit(rng, 2, DIM), "victim-entry-", ["qwerty private note"] * 2), MODEL)
     shard.upsert(items(keeper, unit(rng, 3, DIM), "keeper-msg-", ["plain keeper text"] * 3), MODEL)
     shard.snapshot()
-    needles = [b"victim-user-7f3a", b"victim-conv-9", b"victim-msg-", b"victim-entry-", b"zyxwv", b"qwerty", "秘密".encode()]
+    needles = [b"victim-user-7f3a", b"victim-conv-9", b"victim-msg-", b"victim-entry-", b"zyxwv", b"qwert", "秘密".encode()]
     keeper_needles = [b"keeper-user-1b2c", b"keeper-msg-", b"keeper"]
     root = tmp_path / "shard"
     assert _scan(root, needles) == set(needles)  # the scan does see the data while it is there
@@ -231,5 +257,5 @@ def test_reconcile_fills_missing_and_prunes_extra(tmp_path: Path) -> None:
     assert shard.reconcile(rows[3:]) == 2  # m4, m5 missing (m3's vector is there already)
     assert shard.end_reconcile() == 1  # "gone"
     assert sorted(doc for _, doc in shard.inventory()) == [f"m{i}" for i in range(6)]
-    assert doc_ids(shard.search([NS], None, "edited", 3, "lexical")) == ["m1"]
+    assert doc_ids(find(shard, [NS], None, "edited", 3, "lexical")) == ["m1"]
     assert shard.reconcile(rows) == 0 and shard.ping()

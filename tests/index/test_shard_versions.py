@@ -13,7 +13,7 @@ from memray.errors import ModelMismatchError
 from memray.index import IndexItem, VectorShard
 from memray.store.base import IndexRow
 from memray.store.rows import Namespace
-from tests.index.conftest import unit
+from tests.index.conftest import find, find_app, find_user, unit
 
 OLD, NEW = "old-16", "new-8"
 NS = Namespace("app", "u1", "conv", "c1")
@@ -42,20 +42,20 @@ def test_staged_vectors_are_invisible_until_cutover_then_only_they_answer(tmp_pa
     assert shard.stage_begin(NEW, 8)
     assert shard.stage_upsert(rows(new, range(40)), NEW) == 40
     assert shard.stats()["staged_vectors"] == 40
-    hit = shard.search([NS], old[3], "", 1, "vector")  # active: the old model
+    hit = find(shard, [NS], old[3], "", 1, "vector")  # active: the old model
     assert hit[0].doc_id == "m3"
     with pytest.raises(ModelMismatchError):
-        shard.search([NS], new[3], "", 1, "vector")  # a new-model query before the cutover
+        find(shard, [NS], new[3], "", 1, "vector")  # a new-model query before the cutover
     assert shard.cutover(NEW)
     stats = shard.stats()
     assert (stats["model_id"], stats["dim"], stats["staged_model_id"], stats["retired_model_id"]) == (NEW, 8, None, OLD)
-    assert shard.search([NS], new[5], "", 1, "vector", model_id=NEW)[0].doc_id == "m5"
-    assert shard.search([NS], new[5], "", 1, "vector")[0].payload == '{"i": 5}'  # payloads are shared
+    assert find(shard, [NS], new[5], "", 1, "vector", model_id=NEW)[0].doc_id == "m5"
+    assert find(shard, [NS], new[5], "", 1, "vector")[0].payload == '{"i": 5}'  # payloads are shared
     # a driver still on the old model is answered from the retired indexes, not a mix
-    assert shard.search([NS], old[7], "", 1, "vector", model_id=OLD)[0].doc_id == "m7"
+    assert find(shard, [NS], old[7], "", 1, "vector", model_id=OLD)[0].doc_id == "m7"
     shard.retire_release()
     with pytest.raises(ModelMismatchError):
-        shard.search([NS], old[7], "", 1, "vector", model_id=OLD)
+        find(shard, [NS], old[7], "", 1, "vector", model_id=OLD)
 
 
 def test_upserts_of_the_staged_model_go_to_the_stage_and_others_are_refused(tmp_path: Path) -> None:
@@ -64,12 +64,12 @@ def test_upserts_of_the_staged_model_go_to_the_stage_and_others_are_refused(tmp_
     shard.stage_upsert(rows(new, range(10)), NEW)
     extra = unit(np.random.default_rng(1), 1, 8)[0]
     shard.upsert([IndexItem(NS, "late", extra, "late words", 99.0)], NEW)  # a host already switched
-    assert shard.search([NS], None, "late words", 1, "lexical")[0].doc_id == "late"  # text is live now
+    assert find(shard, [NS], None, "late words", 1, "lexical")[0].doc_id == "late"  # text is live now
     with pytest.raises(ModelMismatchError):
         shard.upsert([IndexItem(NS, "x", extra, "x", 1.0)], "third-8")
     shard.delete([(NS, "m0")])
     shard.cutover(NEW)
-    assert shard.search([NS], extra, "", 1, "vector")[0].doc_id == "late"
+    assert find(shard, [NS], extra, "", 1, "vector")[0].doc_id == "late"
     assert shard.stats()["vectors"] == 10  # 10 staged + late - deleted m0
     with pytest.raises(ModelMismatchError):
         shard.upsert([IndexItem(NS, "y", old[0], "y", 1.0)], OLD)  # the old model is gone for writes
@@ -88,7 +88,7 @@ def test_cutover_is_idempotent_snapshots_on_the_new_model_and_needs_a_stage(tmp_
     reopened = VectorShard(0, shard.path, 8, NEW, IndexConfig(exact_threshold=30))
     reopened.open()
     assert reopened.stats()["vectors"] == 40
-    assert reopened.search([NS], new[9], "", 1, "vector")[0].doc_id == "m9"
+    assert find(reopened, [NS], new[9], "", 1, "vector")[0].doc_id == "m9"
 
 
 def test_stage_abort_drops_the_stage(tmp_path: Path) -> None:

@@ -88,7 +88,9 @@ def test_no_operation_sequence_leaks_across_scopes(inproc, ops):
             model.rows.update({e.id: Row(a, u, p, session, e.text) for e in entries})
         elif kind == "search":
             word, mode = item[2], item[3]
-            resp = svc.search(SearchRequest(query=word, user_id=u, app_name=app, project_id=p, mode=mode, limit=100))
+            floor = None if mode == "lexical" else 0.0  # vector/hybrid: no relevance floor, every item ranks
+            resp = svc.search(SearchRequest(query=word, user_id=u, app_name=app, project_id=p, mode=mode, limit=100,
+                                            min_score=floor))
             got = {r.entry.id for r in resp.memories}
             visible = model.visible(a, u, p)
             assert got <= set(visible), f"leak: {got - set(visible)}"

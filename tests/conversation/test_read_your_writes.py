@@ -1,0 +1,119 @@
+"""Read-your-writes and relevance, end to end in both modes.
+
+The persist debounce is set to a minute, so nothing written here reaches the store, the embedder
+or a shard during a test unless the test flushes: a search that finds a message just added can
+only have found it in the conversation's read-your-writes tail (memray.conversation.tail).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+import memray
+from memray import SearchRequest
+from memray.config import EmbedderConfig
+
+MODES = ["inprocess", pytest.param("ray", marks=pytest.mark.ray)]
+APP = "ryw"
+
+
+@pytest.fixture(scope="module", params=MODES)
+def mem(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[memray.Memory]:
+    if request.param == "ray":
+        request.getfixturevalue("ray_session")
+    path = str(tmp_path_factory.mktemp(f"ryw-{request.param}"))
+    m = memray.open(config=memray.MemoryConfig(path=path, mode=request.param, hosts=2, shards=2, debounce_ms=60_000))
+    yield m
+    m.close(terminate=True)
+
+
+def chat(n: int, fact_at: int, fact: str) -> list[dict[str, str]]:
+    turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"small talk number {i} about the weekend"}
+             for i in range(n)]
+    turns[fact_at] = {"role": "user", "content": fact}
+    return turns
+
+
+def fresh(mem: memray.Memory, user: str | None = None) -> memray.ConversationHandle:
+    return mem.conversation(user_id=user or uuid.uuid4().hex[:8], conversation_id=uuid.uuid4().hex[:8], app=APP)
+
+
+def test_a_message_just_added_is_found_by_search_and_context_without_waiting(mem):
+    conv = fresh(mem)
+    seqs = conv.add(chat(30, 3, "My niece keeps a purple elephant plush on her bed."))
+    hits = conv.search("purple elephant", limit=3)
+    assert [h.message.seq for h in hits][:1] == [seqs[3]] and not hits.degraded
+    ctx = conv.context("what plush toy does my niece have?", limit=5, semantic_limit=2)
+    assert [m.seq for m in ctx.messages[:5]] == seqs[-5:]  # the recent window: the fact is not in it
+    assert ctx.recalled_ids[:1] == [hits[0].message.id] and not ctx.degraded
+
+
+def test_an_update_is_searched_in_its_newest_version(mem):
+    conv = fresh(mem)
+    conv.add({"id": "m1", "role": "assistant", "content": "The meeting is in the blue room."})
+    conv.flush()
+    assert mem.wait_indexed(30)
+    conv.add({"id": "m1", "role": "assistant", "content": "Correction: the meeting moved to the cellar."})
+    hits = conv.search("cellar", limit=3)
+    assert [h.message.id for h in hits] == ["m1"] and "cellar" in hits[0].message.text
+
+
+def test_user_wide_search_sees_the_callers_other_conversations(mem):
+    user = uuid.uuid4().hex[:8]
+    writer, reader = fresh(mem, user), fresh(mem, user)
+    writer.add(chat(8, 5, "The spare key hides under the third flowerpot."))
+    reader.add({"role": "user", "content": "hello there"})
+    assert [h.conversation_id for h in reader.search("spare key flowerpot", limit=2, scope="user")][:1] == [
+        writer.key.conversation_id]
+    assert reader.search("spare key flowerpot", limit=2) == []  # conversation scope stays in its conversation
+
+
+def test_a_query_about_nothing_in_memory_returns_nothing(mem):
+    conv = fresh(mem)
+    conv.add([{"role": "user", "content": "The weather is sunny"}, {"role": "assistant", "content": "Enjoy the sun!"}])
+    conv.flush()
+    assert mem.wait_indexed(30)
+    for scope in ("conversation", "user"):
+        for mode in ("hybrid", "vector", "lexical"):
+            assert conv.search("programming rust", scope=scope, mode=mode) == [], (scope, mode)
+    ctx = conv.context("programming rust", limit=1, semantic_limit=5)
+    assert ctx.recalled_ids == [] and not ctx.degraded
+    assert len(conv.search("programming rust", min_score=0.0)) == 2  # the floor can be lifted
+    svc = mem.memory_service
+    user = uuid.uuid4().hex[:8]
+    svc.add_session(APP, user, "s", ["The weather is sunny"])
+    assert svc.search(SearchRequest(query="programming rust", user_id=user, app_name=APP)).memories == []
+    assert [m.entry.text for m in svc.search(SearchRequest(query="sunny weather", user_id=user, app_name=APP)).memories] == [
+        "The weather is sunny"]
+
+
+def test_context_min_score_drops_weak_recalls(mem):
+    conv = fresh(mem)
+    conv.add(chat(20, 2, "Our tent is a blue two-person dome tent."))
+    weak = conv.context("blue dome tent for two people camping gear", limit=2, semantic_limit=5)
+    assert weak.recalled_ids
+    scores = {h.message.id: h.score for h in conv.search("blue dome tent for two people camping gear", limit=10)}
+    strict = conv.context("blue dome tent for two people camping gear", limit=2, semantic_limit=5,
+                          min_score=max(scores.values()) + 1e-9)
+    assert strict.recalled_ids == []
+
+
+def test_a_failing_embedder_leaves_the_lexical_tail_and_says_degraded(tmp_path, openai_server):
+    config = memray.MemoryConfig(
+        path=str(tmp_path / "m"), mode="inprocess", hosts=1, shards=1, debounce_ms=60_000,
+        embedder=EmbedderConfig(kind="openai", model="fake-embed", dim=64, base_url=openai_server.url, max_retries=0,
+                                timeout_s=2, cache_size=0),
+    )
+    with memray.open(config=config) as m:
+        openai_server.fail_always(503)
+        conv = fresh(m)
+        seqs = conv.add(chat(12, 1, "The boat is moored at pier nineteen."))
+        hits = conv.search("which pier is the boat at?", limit=2)
+        assert [h.message.seq for h in hits][:1] == [seqs[1]]
+        assert hits.degraded and "query embedding failed" in (hits.reason or "")
+        ctx = conv.context("which pier is the boat at?", limit=3, semantic_limit=1)
+        assert ctx.recalled_ids == [hits[0].message.id] and ctx.degraded
+        openai_server.clear_failures()

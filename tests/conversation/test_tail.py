@@ -1,0 +1,107 @@
+"""The read-your-writes tail, piece by piece: what a host keeps, how the caller scores it, and the
+stamp check that closes the race between a shard's answer and the host's (module doc of
+memray.conversation.tail)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from memray.conversation.recall import Recall
+from memray.conversation.tail import Tail, TailKeeper, score_tail
+from memray.embedding.calibration import Calibration
+from memray.embedding.pipeline import PendingItem
+from memray.embedding.query import QueryEncoder
+from memray.ids import ConversationKey
+from memray.index.base import ShardHit
+from memray.index.lexical import Bm25Stats, LexicalIndex
+from memray.index.router import RouterResult
+from memray.index.search import Query
+from memray.models import Message
+from memray.store.rows import conversation_namespace
+from memray.text import index_terms
+from memray.conversation.buffer import MessageBuffer
+from memray.conversation.core import Conversation
+from memray.conversation.persist import PersistChain
+
+KEY = ConversationKey("app", "u", "c")
+NS = conversation_namespace(KEY)
+
+
+def msg(i: int, text: str) -> Message:
+    return Message(id=f"m{i}", role="user", parts=[{"type": "text", "text": text}], seq=i)  # type: ignore[list-item]
+
+
+def make_conversation(key: ConversationKey) -> Conversation:
+    async def write() -> int:
+        return 0
+
+    return Conversation(key, MessageBuffer(8), lambda conv: PersistChain(write, debounce_s=60.0), 0, whole=True)
+
+
+def test_a_conversation_keeps_what_it_acknowledged_until_the_shard_confirms_that_version() -> None:
+    asyncio.run(_keeps_until_confirmed())
+
+
+async def _keeps_until_confirmed() -> None:
+    conv = make_conversation(KEY)
+    conv.add([msg(0, "first draft"), msg(0, "ignored: same id, merged"), Message(id="t", role="tool", parts=[])])
+    assert [m.id for m in TailKeeper.tail(conv).messages] == ["m0"]  # a message without text is never indexed
+    stored = TailKeeper.tail(conv).messages[0]
+    conv.add([msg(0, "second draft")])  # a newer version, acknowledged before the old one is confirmed
+    TailKeeper.indexed(conv, [PendingItem(NS, "m0", stored.text, 1.0)], stamp=7)
+    tail = TailKeeper.tail(conv)
+    assert [m.text for m in tail.messages] == ["second draft"] and tail.stamp == 7  # the newer version stays
+    TailKeeper.indexed(conv, [PendingItem(NS, "m0", "second draft", 1.0)], stamp=9)
+    assert TailKeeper.tail(conv) == Tail([], 9) and conv.unindexed is None
+
+
+def test_tail_scores_are_the_shards_scores_over_the_union() -> None:
+    """Scoring the tail with the shard's statistics gives what one index over everything would."""
+    indexed = {"a": "kiwi jam on toast", "b": "a walk in the park", "c": "park the car near the jam factory"}
+    pending = [msg(10, "jam jars for the kiwi harvest"), msg(11, "nothing relevant")]
+    shard, union = LexicalIndex(), LexicalIndex()
+    for doc, text in indexed.items():
+        shard.add(doc, text)
+        union.add(doc, text)
+    for m in pending:
+        union.add(m.id, m.text)
+    query = Query("kiwi jam", mode="lexical")
+    terms = index_terms(query.text)
+    got = score_tail(pending, query, shard.stats(terms), None)
+    from memray.index.fusion import lexical_score
+    from memray.index.lexical import ideal_bm25
+
+    want = lexical_score(union.scores(terms)["m10"], ideal_bm25(terms, union.stats(terms)))
+    assert got[0] == want and got[1] == 0.0
+
+
+class FakeRouter:
+    """A shard that has just applied the upsert the host confirmed: its first answer predates it
+    (stamp 3, message missing), the second includes it (stamp 5). A fake, not a mock: the race is
+    between two processes and cannot be timed from a test."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def search(self, namespaces: list[Any], query: Query) -> RouterResult:
+        self.calls += 1
+        if self.calls == 1:
+            return RouterResult([], False, None, Bm25Stats(1, 3, {}), {NS: 3})
+        payload = msg(4, "the code word is tangerine").model_dump_json()
+        return RouterResult([ShardHit(NS, "m4", 0.9, 4.0, payload)], False, None, Bm25Stats(2, 6, {"tangerin": 1}), {NS: 5})
+
+
+class FakeHost:
+    label = "host 0"
+
+    async def call(self, method: str, *args: Any) -> Any:
+        assert method == "tails"
+        return [Tail([], 5) for _ in args[0]]  # confirmed with stamp 5, so no longer in the tail
+
+
+def test_a_shard_answer_older_than_the_hosts_confirmation_is_asked_again() -> None:
+    router = FakeRouter()
+    recall = Recall(QueryEncoder(None, Calibration(1.0, 0.0)), router, None, "hybrid", lambda key: FakeHost())  # type: ignore[arg-type]
+    hits = asyncio.run(recall.search(KEY, "tangerine", 3))
+    assert router.calls == 2 and [h.message.id for h in hits] == ["m4"]
