@@ -40,8 +40,8 @@ every write before it in the batch.
   every namespace under the prefix, best first, ``score`` = memray's score; only relevant items
   come back (LangGraph's in-memory store ranks every item, relevant or not). ``filter`` (exact
   values, nested objects, ``$eq $ne $gt $gte $lt $lte``) applies to the ranked items, then
-  ``offset``/``limit``. Without a query: the items under the prefix, newest update first, filtered
-  and paged; ``score`` None.
+  ``offset``/``limit``. Without a query: the items under the prefix, newest update first (ties in
+  a fixed order, so pages never overlap), filtered and paged; ``score`` None.
 * ``ListNamespacesOp``: namespaces holding items, prefix/suffix conditions with ``"*"``
   wildcards, ``max_depth`` truncation, sorted, paged.
 
@@ -200,12 +200,16 @@ class MemrayStore(BaseStore):
         return items[0] if items else None
 
     async def _search(self, op: SearchOp) -> list[SearchItem]:
+        if op.limit <= 0:
+            return []
         scopes = await self._scopes(op.namespace_prefix)
         if op.query and tokenize(op.query):
             return await self._ranked(op, scopes)
-        listed = await asyncio.gather(*(self._core.list_entries(self.app, u, _encode(ns)) for u, ns in scopes))
+        per_scope = None if op.filter else op.offset + op.limit  # newest first per scope: enough to merge
+        listed = await asyncio.gather(*(self._core.list_entries(self.app, u, _encode(ns), per_scope)
+                                        for u, ns in scopes))
         rows = [r for part in listed for r in part if _meta(r) and _passes(_meta(r)["value"], op.filter)]
-        rows.sort(key=lambda r: (-_meta(r)["updated_at"], tuple(_meta(r)["namespace"]), _meta(r)["key"]))
+        rows.sort(key=lambda r: (r.entry.timestamp, r.entry.id), reverse=True)  # the store's own order
         return [_item(r, SearchItem) for r in rows[op.offset:op.offset + op.limit]]
 
     async def _ranked(self, op: SearchOp, scopes: list[tuple[str, Namespace]]) -> list[SearchItem]:

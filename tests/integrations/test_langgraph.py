@@ -252,3 +252,12 @@ def test_a_namespace_too_long_for_a_project_id_is_rejected_before_writing(mem, a
     with pytest.raises(InvalidNamespaceError, match="256"):
         store.batch([PutOp(("ok",), "k", {"v": 1}), PutOp(("x" * 300,), "k", {"v": 1})])
     assert store.get(("ok",), "k") is None
+
+
+def test_pages_of_a_listing_never_overlap_even_when_items_share_a_timestamp(mem, app):
+    store = MemrayStore(mem, app=app)
+    store.batch([PutOp(("p", str(i % 2)), f"k{i}", {"i": i}) for i in range(16)])  # one write time for all
+    pages = [store.search(("p",), limit=2, offset=o) for o in range(0, 18, 2)]
+    keys = [i.key for page in pages for i in page]
+    assert sorted(keys) == sorted(f"k{i}" for i in range(16)) and len(keys) == 16
+    assert store.search(("p",), limit=0) == []
