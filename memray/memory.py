@@ -406,6 +406,15 @@ class ConversationHandle:
             merge, scope, token_budget, mode, min_score,
         )
 
+    def delete_messages(self, ids: Iterable[str]) -> dict[str, int]:
+        """Delete these messages (ids the conversation does not hold are ignored): from the
+        buffer, the store, the vectors and the Parquet exports. Seqs are never reused; a summary
+        that already folded them in keeps them until it is rebuilt. Returns counts per store."""
+        return self._mem._run(self._host.call("delete_messages", self.key, _message_ids(ids)))
+
+    async def adelete_messages(self, ids: Iterable[str]) -> dict[str, int]:
+        return await self._mem._arun(self._host.call("delete_messages", self.key, _message_ids(ids)))
+
     # summary and metadata
     def summary(self) -> str | None:
         """The current summary of the older history, or None."""
@@ -492,6 +501,12 @@ def _limit(limit: int | None) -> int | None:
     if limit is not None and (not isinstance(limit, int) or limit < 0):
         raise ValidationError("limit", limit, "must be a non-negative integer or None")
     return limit
+
+
+def _message_ids(ids: Iterable[str]) -> list[str]:
+    if isinstance(ids, str):
+        raise ValidationError("ids", ids, "must be a list of message ids, not one string", "pass [message_id]")
+    return [validate_id("message.id", i) for i in dict.fromkeys(ids)]
 
 
 def _query(query: object) -> str:

@@ -275,6 +275,24 @@ class ConversationHost:
         if self._keeper is not None:
             self._keeper.forget(key)
 
+    async def delete_messages(self, key: ConversationKey, ids: list[str], timeout_s: float = 60.0) -> dict[str, int]:
+        """Delete some messages of a conversation: from its buffer, from the store (with their
+        vectors and exported rows) and from the shards. The conversation's writes are flushed
+        first, so no pending write lands after the delete; queued embedding work for the
+        messages is dropped and a batch in flight allowed to land before the vectors go. Seqs
+        are not reused. Returns counts per store, ``vectors`` included."""
+        conv = await self._get(key)
+        await conv.flush(timeout_s)
+        for message_id in ids:
+            conv.buffer.discard(message_id)
+        ns = conversation_namespace(key)
+        refs = [(ns, i) for i in ids]
+        self._pipeline.forget_items(refs)
+        await self._pipeline.wait_idle(timeout_s)
+        counts: dict[str, int] = await self._store.call("delete_messages", key, ids)
+        counts["vectors"] = await self._router.delete(refs)
+        return counts
+
     async def evict_user(self, app: str, user_id: str, timeout_s: float = 60.0) -> int:
         """Forget every conversation of the user held here and their queued embedding work, and
         let an embedding batch already in flight land (so ``delete_user`` can remove what it

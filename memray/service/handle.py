@@ -8,10 +8,12 @@ entries, vectors, exports, caches), with its receipt.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from memray.models import DeletionProof, DeletionReceipt, MemoryResult, SearchMemoryResponse, SearchRequest
+from memray.models import (
+    DeletionProof, DeletionReceipt, MemoryResult, RetrievalMode, SearchMemoryResponse, SearchRequest,
+)
 from memray.service.longterm import EntryInput, MemoryService
 
 if TYPE_CHECKING:
@@ -58,6 +60,15 @@ class MemoryServiceHandle:
     async def aadd_entry_to_project(self, app: str, user_id: str, project_id: str, entry: EntryInput) -> str:
         return await self._mem._arun(self.core.add_entry_to_project(app, user_id, project_id, entry))
 
+    def add_entries(self, app: str, user_id: str, entries: Iterable[EntryInput], project_id: str | None = None,
+                    session_id: str | None = None) -> list[str]:
+        """Store several entries (global, or in ``project_id``); same ids replace; returns ids."""
+        return self._mem._run(self.core.add_entries(app, user_id, list(entries), project_id, session_id))
+
+    async def aadd_entries(self, app: str, user_id: str, entries: Iterable[EntryInput], project_id: str | None = None,
+                           session_id: str | None = None) -> list[str]:
+        return await self._mem._arun(self.core.add_entries(app, user_id, list(entries), project_id, session_id))
+
     # -- reads ------------------------------------------------------------------------------
     def search(self, request: SearchRequest | dict[str, Any]) -> SearchMemoryResponse:
         """``project_id=None``: global entries only; ``P``: global plus P's. ``limit`` None → 10."""
@@ -73,7 +84,48 @@ class MemoryServiceHandle:
                            project_id: str | None = None) -> list[MemoryResult]:
         return await self._mem._arun(self.core.list_recent(app, user_id, limit, project_id))
 
+    def search_projects(self, app: str, user_id: str, query: str, project_ids: Sequence[str | None],
+                        limit: int | None = None, min_score: float | None = None,
+                        mode: RetrievalMode | None = None) -> SearchMemoryResponse:
+        """Search exactly the listed scopes (``None``: global entries) of one user."""
+        return self._mem._run(self.core.search_projects(app, user_id, query, project_ids, limit, min_score, mode))
+
+    async def asearch_projects(self, app: str, user_id: str, query: str, project_ids: Sequence[str | None],
+                               limit: int | None = None, min_score: float | None = None,
+                               mode: RetrievalMode | None = None) -> SearchMemoryResponse:
+        return await self._mem._arun(self.core.search_projects(app, user_id, query, project_ids, limit, min_score, mode))
+
+    def get_entries(self, app: str, user_id: str, ids: Sequence[str]) -> list[MemoryResult]:
+        """Entries by id, in the order asked; ids not stored are skipped."""
+        return self._mem._run(self.core.get_entries(app, user_id, ids))
+
+    async def aget_entries(self, app: str, user_id: str, ids: Sequence[str]) -> list[MemoryResult]:
+        return await self._mem._arun(self.core.get_entries(app, user_id, ids))
+
+    def list_entries(self, app: str, user_id: str, project_id: str | None = None,
+                     limit: int | None = None) -> list[MemoryResult]:
+        """Every entry of exactly one scope (global, or P's alone), newest first."""
+        return self._mem._run(self.core.list_entries(app, user_id, project_id, limit))
+
+    async def alist_entries(self, app: str, user_id: str, project_id: str | None = None,
+                            limit: int | None = None) -> list[MemoryResult]:
+        return await self._mem._arun(self.core.list_entries(app, user_id, project_id, limit))
+
+    def list_projects(self, app: str, user_id: str | None = None) -> list[tuple[str, str]]:
+        """(user_id, project_id) of every project holding entries in ``app`` (or of one user)."""
+        return self._mem._run(self.core.list_projects(app, user_id))
+
+    async def alist_projects(self, app: str, user_id: str | None = None) -> list[tuple[str, str]]:
+        return await self._mem._arun(self.core.list_projects(app, user_id))
+
     # -- deletes ----------------------------------------------------------------------------
+    def delete_entries_by_id(self, app: str, user_id: str, ids: Sequence[str]) -> dict[str, int]:
+        """Delete these entries, whatever their scope; unknown ids are ignored."""
+        return self._mem._run(self.core.delete_entries_by_id(app, user_id, ids))
+
+    async def adelete_entries_by_id(self, app: str, user_id: str, ids: Sequence[str]) -> dict[str, int]:
+        return await self._mem._arun(self.core.delete_entries_by_id(app, user_id, ids))
+
     def delete_entries(self, app: str, user_id: str, query: str) -> dict[str, int]:
         """Global entries containing every word of ``query``; projects untouched."""
         return self._mem._run(self.core.delete_entries(app, user_id, query))

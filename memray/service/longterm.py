@@ -194,6 +194,19 @@ class MemoryService:
         """Store one entry in ``project_id``. Returns its id."""
         return (await self._add(app, user_id, [entry], None, validate_project_id(project_id), replace=False))[0]
 
+    async def add_entries(
+        self, app: str, user_id: str, entries: Iterable[EntryInput], project_id: str | None = None,
+        session_id: str | None = None,
+    ) -> list[str]:
+        """Store several entries at once, globally or in ``project_id``, each replacing a stored
+        entry with the same id. ``session_id`` tags them with a session (``delete_session``
+        removes them) without replacing what the session stored before. Returns their ids."""
+        parsed = coerce_entries(entries)
+        if not parsed:
+            return []
+        project = None if project_id is None else validate_project_id(project_id)
+        return await self._add(app, user_id, parsed, session_id, project, replace=False)
+
     async def _add(
         self, app: str, user_id: str, entries: Iterable[EntryInput], session_id: str | None, project_id: str | None,
         replace: bool,
@@ -239,17 +252,34 @@ class MemoryService:
         project_id = None if req.project_id is None else validate_project_id(req.project_id)
         limit = _validate_limit(req.limit)
         min_score = _validate_min_score(req.min_score)
-        if not isinstance(req.query, str):
-            raise ValidationError("query", req.query, "must be a string")
-        if not tokenize(req.query):
+        scopes: list[str | None] = [None] if project_id is None else [None, project_id]
+        return await self._search(app, user_id, req.query, scopes, limit, min_score, req.mode)
+
+    async def search_projects(
+        self, app: str, user_id: str, query: str, project_ids: Sequence[str | None], limit: int | None = None,
+        min_score: float | None = None, mode: RetrievalMode | None = None,
+    ) -> SearchMemoryResponse:
+        """Like :meth:`search`, over exactly the scopes listed (``None``: the global entries):
+        ``search`` always includes the global entries, this includes only what is asked for.
+        Ranked and scored as ``search``; no scopes, no results."""
+        validate_id("app", app)
+        validate_id("user_id", user_id)
+        scopes = [None if p is None else validate_project_id(p) for p in dict.fromkeys(project_ids)]
+        return await self._search(app, user_id, query, scopes, _validate_limit(limit), _validate_min_score(min_score), mode)
+
+    async def _search(
+        self, app: str, user_id: str, query: str, scopes: list[str | None], limit: int, min_score: float | None,
+        mode: RetrievalMode | None,
+    ) -> SearchMemoryResponse:
+        if not isinstance(query, str):
+            raise ValidationError("query", query, "must be a string")
+        if not tokenize(query) or not scopes:
             return SearchMemoryResponse(memories=[])
-        namespaces = [entry_namespace(app, user_id, None)]
-        if project_id is not None:
-            namespaces.append(entry_namespace(app, user_id, project_id))
+        namespaces = [entry_namespace(app, user_id, p) for p in scopes]
         if self.before_search is not None:
             self.before_search()
-        encoded = await self._encoder.encode(req.query, req.mode or self._mode)
-        result = await self._router.search(namespaces, encoded.query(req.query, limit, min_score))
+        encoded = await self._encoder.encode(query, mode or self._mode)
+        result = await self._router.search(namespaces, encoded.query(query, limit, min_score))
         memories = await self._hydrate(app, user_id, [h for h in result.hits if Namespace(*h.namespace) in namespaces])
         reasons = [r for r in (encoded.failed, result.reason) if r]
         return SearchMemoryResponse(memories=memories, degraded=bool(reasons), reason="; ".join(reasons) or None)
@@ -281,8 +311,35 @@ class MemoryService:
             calls.append(self._store.call("list_entries", app, user_id, validate_project_id(project_id), None, False, n))
         rows = [r for part in await asyncio.gather(*calls) for r in part]
         rows.sort(key=lambda r: (r.timestamp, r.id), reverse=True)
-        return [MemoryResult(entry=row_to_entry(r), score=0.0, session_id=r.session_id, project_id=r.project_id)
-                for r in rows[:n]]
+        return [_unscored(r) for r in rows[:n]]
+
+    async def list_entries(self, app: str, user_id: str, project_id: str | None = None,
+                           limit: int | None = None) -> list[MemoryResult]:
+        """Every entry of exactly one scope, newest first: the global entries (``project_id=None``)
+        or P's alone (unlike :meth:`list_recent`, which adds the global ones). ``limit`` None: all."""
+        validate_id("app", app)
+        validate_id("user_id", user_id)
+        n = None if limit is None else _validate_limit(limit)
+        project = None if project_id is None else validate_project_id(project_id)
+        rows: list[EntryRow] = await self._store.call("list_entries", app, user_id, project, None, False, n)
+        return [_unscored(r) for r in rows]
+
+    async def get_entries(self, app: str, user_id: str, ids: Sequence[str]) -> list[MemoryResult]:
+        """Entries by id, in the order of ``ids``; ids not stored are skipped. ``score`` is 0.0."""
+        validate_id("app", app)
+        validate_id("user_id", user_id)
+        wanted = [validate_id("entry.id", i) for i in ids]
+        rows: list[EntryRow] = await self._store.call("get_entries", app, user_id, wanted) if wanted else []
+        return [_unscored(r) for r in rows]
+
+    async def list_projects(self, app: str, user_id: str | None = None) -> list[tuple[str, str]]:
+        """(user_id, project_id) of every project holding entries in ``app`` — of one user when
+        ``user_id`` is given — sorted. An explicit app-wide read when ``user_id`` is None."""
+        validate_id("app", app)
+        if user_id is not None:
+            validate_id("user_id", user_id)
+        projects: list[tuple[str, str]] = await self._store.call("entry_projects", app, user_id)
+        return projects
 
     # -- deletes ----------------------------------------------------------------------------
     async def delete_entries(self, app: str, user_id: str, query: str) -> dict[str, int]:
@@ -306,6 +363,16 @@ class MemoryService:
         async with self.user_lock(app, user_id):
             rows: list[EntryRow] = await self._store.call("list_entries", app, user_id, project_id, None, False, None)
             return await self._delete_rows(app, user_id, [r for r in rows if entry_matches(wanted, r.text)])
+
+    async def delete_entries_by_id(self, app: str, user_id: str, ids: Sequence[str]) -> dict[str, int]:
+        """Delete these entries (whatever their scope) with their vectors; ids not stored are
+        ignored. Returns ``{"entries": n, "vectors": m}``."""
+        validate_id("app", app)
+        validate_id("user_id", user_id)
+        wanted = [validate_id("entry.id", i) for i in ids]
+        async with self.user_lock(app, user_id):
+            rows = await self._store.call("get_entries", app, user_id, wanted) if wanted else []
+            return await self._delete_rows(app, user_id, rows)
 
     async def delete_project(self, app: str, user_id: str, project_id: str) -> dict[str, int]:
         """Delete every entry of ``project_id`` (global entries and other projects untouched)."""
@@ -373,6 +440,10 @@ class MemoryService:
         picked up by the next start's sweep or the backfill job."""
         await self._pipeline.wait_idle(self._index_timeout_s)
         await self._pipeline.close()
+
+
+def _unscored(row: EntryRow) -> MemoryResult:
+    return MemoryResult(entry=row_to_entry(row), score=0.0, session_id=row.session_id, project_id=row.project_id)
 
 
 def _parse_request(data: Any) -> SearchRequest:

@@ -104,6 +104,11 @@ class HistoryStoreAPI(Protocol):
         memory, summary. Returns counts per table."""
         ...
 
+    def delete_messages(self, key: ConversationKey, ids: list[str]) -> dict[str, int]:
+        """Delete some messages of the conversation with their vectors (and exported rows);
+        the conversation and its last seq stay. Returns counts per table."""
+        ...
+
     # -- embeddings -----------------------------------------------------------------------
     def put_embeddings(self, rows: list[EmbeddingRow]) -> int:
         """Upsert vectors by (namespace, doc_id, model_id) and mark their messages/entries
@@ -165,6 +170,10 @@ class HistoryStoreAPI(Protocol):
         all_projects: bool = False, limit: int | None = None,
     ) -> list[EntryRow]:
         """Newest first. ``project_id=None`` and not ``all_projects``: global entries only."""
+        ...
+
+    def entry_projects(self, app: str, user_id: str | None = None) -> list[tuple[str, str]]:
+        """Distinct (user_id, project_id) holding entries in ``app`` (one user's if given), sorted."""
         ...
 
     def delete_entries(self, app: str, user_id: str, ids: list[str]) -> int: ...

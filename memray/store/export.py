@@ -94,11 +94,13 @@ def purge_exports(db: Database, root: str, app: str, user_id: str) -> int:
     return removed
 
 
-def purge_conversation(db: Database, root: str, app: str, user_id: str, conversation_id: str) -> int:
-    """Rebuild the partition of a deleted conversation's messages; returns rows removed."""
+def purge_conversation(db: Database, root: str, app: str, user_id: str, conversation_id: str,
+                       ids: list[str] | None = None) -> int:
+    """Rebuild the partition of a deleted conversation's messages (or of its deleted messages
+    ``ids``); returns rows removed."""
     root = os.path.abspath(root)
     b = bucket_of(app, user_id)
-    removed = _count(_partition_dir(root, "messages", app, b), user_id, conversation_id)
+    removed = _count(_partition_dir(root, "messages", app, b), user_id, conversation_id, ids)
     _rebuild(db, root, sorted(set(_recover(root)) | {("messages", app, b)}), db.version)
     return removed
 
@@ -107,12 +109,14 @@ def _partition_dir(root: str, table: str, app: str, bucket: int) -> str:
     return os.path.join(root, table, "app=" + urllib.parse.quote(app, safe=""), f"bucket={bucket}")
 
 
-def _count(path: str, user_id: str, conversation_id: str | None) -> int:
+def _count(path: str, user_id: str, conversation_id: str | None, ids: list[str] | None = None) -> int:
     if not os.path.isdir(path):
         return 0
     cond = ds.field("user_id") == user_id
     if conversation_id is not None:
         cond = cond & (ds.field("conversation_id") == conversation_id)
+    if ids is not None:
+        cond = cond & ds.field("id").isin(ids)
     return int(ds.dataset(path, format="parquet").count_rows(filter=cond))
 
 

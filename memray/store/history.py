@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 from typing import Any, Literal
 
+import pyarrow as pa
+
 from memray.ids import ConversationKey, validate_id
 from memray.store import conversations as conv
 from memray.store import export, items, messages
@@ -115,8 +117,30 @@ class HistoryStore:
                                                  "AND scope = 'conversation'", k),
                 "conversations": self._db.count(f"DELETE FROM conversations WHERE {where}", k),
             }
-        counts["export_rows"] = sum(export.purge_conversation(self._db, r, *k)
+        counts["export_rows"] = sum(export.purge_conversation(self._db, r, key.app, key.user_id, key.conversation_id)
                                     for r in export.export_roots(self._db) if os.path.isdir(r))
+        return counts
+
+    def delete_messages(self, key: ConversationKey, ids: list[str]) -> dict[str, int]:
+        """Delete some messages of a conversation with their vectors in one transaction, then
+        purge them from every Parquet export root. The conversation and its ``last_seq`` stay
+        (seqs are never reused). Returns counts (``messages``, ``embeddings``, ``export_rows``).
+        Durable on return."""
+        k = [validate_id("app", key.app), validate_id("user_id", key.user_id),
+             validate_id("conversation_id", key.conversation_id)]
+        wanted = [validate_id("message.id", i) for i in dict.fromkeys(ids)]
+        if not wanted:
+            return {"messages": 0, "embeddings": 0, "export_rows": 0}
+        with self._db.transaction(_gone=pa.table({"id": pa.array(wanted, pa.string())})):
+            counts = {
+                "embeddings": self._db.count("DELETE FROM embeddings e USING _gone g WHERE e.app = ? AND "
+                                             "e.user_id = ? AND e.kind = 'conv' AND e.scope = ? AND e.doc_id = g.id", k),
+                "messages": self._db.count("DELETE FROM messages m USING _gone g WHERE m.app = ? AND m.user_id = ? "
+                                           "AND m.conversation_id = ? AND m.id = g.id", k),
+            }
+        roots = [r for r in export.export_roots(self._db) if os.path.isdir(r)] if counts["messages"] else []
+        counts["export_rows"] = sum(export.purge_conversation(self._db, r, key.app, key.user_id, key.conversation_id, wanted)
+                                    for r in roots)
         return counts
 
     # -- embeddings -----------------------------------------------------------------------
@@ -177,6 +201,10 @@ class HistoryStore:
         """Newest first. Not ``all_projects``: ``project_id=None`` → global entries only,
         ``project_id=P`` → P's entries only. ``session_id`` narrows further."""
         return items.list_entries(self._db, app, user_id, project_id, session_id, all_projects, limit)
+
+    def entry_projects(self, app: str, user_id: str | None = None) -> list[tuple[str, str]]:
+        """Distinct (user_id, project_id) holding entries in ``app`` (one user's if given)."""
+        return items.entry_projects(self._db, app, user_id)
 
     def delete_entries(self, app: str, user_id: str, ids: list[str]) -> int:
         """Delete entries and their vectors; returns entries deleted. Durable on return."""

@@ -15,7 +15,7 @@ from memray.store.rows import EmbeddingRow, EntryRow, Namespace
 from memray.store.schema import ENTRY_COLUMNS, embedding_batch, entry_batch, ref_batch
 
 __all__ = [
-    "put_entries", "get_entries", "list_entries", "delete_entries", "put_embeddings",
+    "put_entries", "get_entries", "list_entries", "entry_projects", "delete_entries", "put_embeddings",
     "mark_embedding_failed", "pending_embeddings", "missing_embeddings", "scan_index_rows",
 ]
 
@@ -111,6 +111,18 @@ def list_entries(
             raise ValidationError("limit", limit, "must be a non-negative integer or None")
         query += f" LIMIT {limit}"
     return [EntryRow._make(r) for r in db.sql(query, params).fetchall()]
+
+
+def entry_projects(db: Database, app: str, user_id: str | None = None) -> list[tuple[str, str]]:
+    """The distinct (user_id, project_id) that hold entries in ``app`` (of one user when
+    ``user_id`` is given), sorted; global entries (no project) are not listed."""
+    where, params = ["app = ?", "project_id IS NOT NULL"], [validate_id("app", app)]
+    if user_id is not None:
+        where.append("user_id = ?")
+        params.append(validate_id("user_id", user_id))
+    rows = db.sql(f"SELECT DISTINCT user_id, project_id FROM entries WHERE {' AND '.join(where)} "
+                  "ORDER BY user_id, project_id", params).fetchall()
+    return [(str(u), str(p)) for u, p in rows]
 
 
 def delete_entries(db: Database, app: str, user_id: str, ids: list[str]) -> int:
