@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import retrieval_data, retrieval_eval, vector_recall
+from benchmarks import locomo, retrieval_data, retrieval_eval, vector_recall
 
 
 def test_retrieval_set_is_deterministic_and_committed_as_generated() -> None:
@@ -26,18 +26,44 @@ def test_retrieval_set_is_deterministic_and_committed_as_generated() -> None:
 
 def test_retrieval_eval_prints_one_json_line_and_plots(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     png = tmp_path / "eval.png"
-    result = retrieval_eval.main(["--users", "3", "--plot", str(png)])
+    result = retrieval_eval.main(["--datasets", "synthetic", "--users", "3", "--plot", str(png)])
     line = capsys.readouterr().out.strip()
     assert "\n" not in line and json.loads(line) == result
-    assert result["questions"] == 18 and result["users"] == 3
-    hash_result = result["embedders"]["hash"]
+    synthetic = result["datasets"]["synthetic"]
+    assert synthetic["questions"] == 18 and synthetic["users"] == 3
+    hash_result = synthetic["embedders"]["hash"]
     for mode in retrieval_eval.MODES:
         r = hash_result[mode]
         assert 0.0 <= r["recall@1"] <= r["recall@5"] <= r["recall@10"] <= 1.0
-    assert hash_result["hybrid"]["recall@10"] > result["floor_recent"]["recall@10"]
+        assert hash_result["ratio_to_bm25"][mode] == round(r["recall@10"] / synthetic["floor_bm25"]["recall@10"], 3)
+    assert hash_result["hybrid"]["recall@10"] > synthetic["floor_recent"]["recall@10"]
+    assert 0.0 < hash_result["threshold"] < 1.0
     assert png.stat().st_size > 0
     with pytest.raises(SystemExit, match="base-url"):
-        retrieval_eval.main(["--users", "1", "--embedders", "openai"])
+        retrieval_eval.main(["--datasets", "synthetic", "--users", "1", "--embedders", "openai"])
+
+
+def test_locomo_loads_as_retrieval_records(tmp_path: Path) -> None:
+    """A LoCoMo-shaped file (the real one is not redistributed): speakers, captions, evidence."""
+    sample = {"sample_id": "conv-x", "conversation": {
+        "speaker_a": "Ana", "speaker_b": "Ben",
+        "session_2": [{"speaker": "Ben", "dia_id": "D2:1", "text": "Back from Lisbon!"}],
+        "session_2_date_time": "1 May 2023",
+        "session_1": [{"speaker": "Ana", "dia_id": "D1:1", "text": "Look at my dog", "blip_caption": "a photo of a dog"},
+                      {"speaker": "Ben", "dia_id": "D1:2", "text": "Cute!"}]},
+        "qa": [{"question": "Where did Ben travel?", "answer": "Lisbon", "evidence": ["D2:1", "D9:9"], "category": 1},
+               {"question": "Unanswerable?", "answer": "x", "evidence": [], "category": 5}]}
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps([sample]))
+    records, warning = locomo.load(path)
+    assert warning is not None and "sha256" in warning  # not the file the README's numbers are for
+    turns = [r for r in records if r["type"] == "turn"]
+    assert [(t["session"], t["id"], t["role"], t["text"]) for t in turns] == [
+        ("session_1", "conv-x:D1:1", "user", "Ana: Look at my dog [shares a photo: a photo of a dog]"),
+        ("session_1", "conv-x:D1:2", "assistant", "Ben: Cute!"),
+        ("session_2", "conv-x:D2:1", "assistant", "Ben: Back from Lisbon!"),
+    ]
+    assert [q["evidence"] for q in records if q["type"] == "question"] == [["conv-x:D2:1"]]
 
 
 def test_vector_recall_prints_one_json_line(capsys: pytest.CaptureFixture[str]) -> None:
