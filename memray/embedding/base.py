@@ -25,6 +25,10 @@ class Embedder(Protocol):
     of different ids never share an index. ``embed`` returns float32 ``[len(texts), dim]`` with
     L2-normalised rows in input order; an empty list gives shape ``(0, dim)``. Failures raise
     :class:`memray.errors.EmbeddingError`.
+
+    An embedder may also declare ``recomputable = True``: deterministic and cheap enough that a
+    caller embeds a text itself rather than wait for its stored vector (the hash embedder; the
+    read-your-writes tail is then scored by vector too). Absent means False.
     """
 
     @property

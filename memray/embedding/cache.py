@@ -134,6 +134,10 @@ class CachedEmbedder:
     def dim(self) -> int:
         return self.embedder.dim
 
+    @property
+    def recomputable(self) -> bool:
+        return bool(getattr(self.embedder, "recomputable", False))
+
     def embed(self, texts: list[str]) -> Vector:
         """Embed ``texts`` (see :class:`memray.embedding.base.Embedder`)."""
         model_id, dim = self.model_id, self.dim

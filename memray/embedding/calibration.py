@@ -304,6 +304,10 @@ CORPUS: dict[str, tuple[str, ...]] = {
 def calibrate(embedder: Any) -> Calibration:
     """The threshold that :data:`QUANTILE` of cross-topic pairs of :data:`CORPUS` stay below, and
     the vector weight from the share of same-topic pairs above it (module docstring)."""
+    from memray.embedding.cache import CachedEmbedder
+
+    if isinstance(embedder, CachedEmbedder):  # 160 calibration sentences would only crowd the cache
+        embedder = embedder.embedder
     texts = [s for sentences in CORPUS.values() for s in sentences]
     topic = np.repeat(np.arange(len(CORPUS)), [len(s) for s in CORPUS.values()])
     vectors = np.asarray(embedder.embed(texts), dtype=np.float64)

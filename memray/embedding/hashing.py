@@ -118,7 +118,11 @@ class HashEmbedder:
     """Deterministic feature-hashing embedder. ``model_id`` is ``hash-v1-{dim}``.
 
     Thread-safe: one lock guards the token table; ``embed`` may be called from many threads.
+    ``recomputable``: deterministic and cheap (microseconds per text), so a caller may embed a
+    text itself rather than wait for its stored vector.
     """
+
+    recomputable = True
 
     def __init__(self, dim: int = 256, max_vocab: int = 262_144) -> None:
         if not 8 <= dim <= 65_536:

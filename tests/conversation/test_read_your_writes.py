@@ -117,3 +117,17 @@ def test_a_failing_embedder_leaves_the_lexical_tail_and_says_degraded(tmp_path, 
         ctx = conv.context("which pier is the boat at?", limit=3, semantic_limit=1)
         assert ctx.recalled_ids == [hits[0].message.id] and ctx.degraded
         openai_server.clear_failures()
+
+
+def test_the_tail_is_scored_by_vector_too_when_the_embedder_is_recomputable(mem):
+    """The hash embedder is cheap: the caller embeds the tail itself, so a just-added message
+    is found in vector mode, with the same score the shard gives it once indexed."""
+    conv = fresh(mem)
+    conv.add(chat(6, 2, "Grandma's lemon drizzle cake recipe uses three lemons."))
+    before = conv.search("lemon drizzle cake recipe", limit=1, mode="vector")
+    assert [h.message.text for h in before] == ["Grandma's lemon drizzle cake recipe uses three lemons."]
+    conv.flush()
+    assert mem.wait_indexed(30)
+    after = conv.search("lemon drizzle cake recipe", limit=1, mode="vector")
+    assert [h.message.id for h in after] == [before[0].message.id]
+    assert after[0].score == pytest.approx(before[0].score, abs=1e-5)
