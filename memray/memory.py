@@ -85,7 +85,8 @@ class Memory:
         self._embedder = build_embedder(self.config.embedder)
         self._router = ShardRouter(deployment.shards)
         self._encoder = QueryEncoder(self._embedder, await asyncio.to_thread(self._calibration, self._embedder))
-        self._recall = Recall(self._encoder, self._router, deployment.store, self.config.index.mode, self.host_for)
+        self._recall = Recall(self._encoder, self._router, deployment.store, self.config.index.mode, self.host_for,
+                              self.config.index.neighbour_weight)
         self._service = MemoryService(
             deployment.store, self._router, self._encoder, self.config.index.mode,
             batch_size=self.config.embedder.batch_size, backoff_s=self.config.retry_backoff_s,

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from memray.conversation.context import assemble
-from memray.conversation.tail import Tail, score_tail
+from memray.conversation.tail import Tail, score_tail, support_neighbours
 from memray.conversation.working_memory import WorkingMemory, render_instructions
 from memray.embedding.query import Encoded, QueryEncoder
 from memray.ids import ConversationKey
@@ -67,13 +67,14 @@ class SearchResults(list[Hit]):
 class Recall:
     def __init__(
         self, encoder: QueryEncoder, router: ShardRouter, store: ActorRef, default_mode: RetrievalMode,
-        host_for: Callable[[ConversationKey], ActorRef],
+        host_for: Callable[[ConversationKey], ActorRef], neighbour_weight: float = 0.0,
     ) -> None:
         self.encoder = encoder
         self._router = router
         self._store = store
         self._mode = default_mode
         self._host_for = host_for
+        self._neighbour_weight = neighbour_weight
         #: Called before each search (the facade checks there whether the active model changed).
         self.before_search: Callable[[], None] | None = None
         self._written: dict[tuple[str, str], dict[ConversationKey, float]] = {}
@@ -177,6 +178,13 @@ class Recall:
         scores = score_tail(msgs, request, stats, vectors)
         from_tail = {(ns, m.id): m for ns, m in pending}
         merged = [h for h in hits if (Namespace(*h.namespace), h.doc_id) not in from_tail]
+        if self._neighbour_weight > 0.0:  # as the shard does (memray.index.fusion)
+            for ns in {ns for ns, _ in pending}:
+                at = [n for n, (n_ns, _) in enumerate(pending) if n_ns == ns]
+                known = {int(h.recency): h.score for h in merged if Namespace(*h.namespace) == ns}
+                for n, score in zip(at, support_neighbours([msgs[n].seq or 0 for n in at], [scores[n] for n in at],
+                                                           known, self._neighbour_weight)):
+                    scores[n] = score
         floor = request.min_score
         for (ns, msg), score in zip(pending, scores):
             if score > 0.0 if floor is None else score >= floor:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from memray.index.fusion import hybrid_score, lexical_score, vector_score
+from memray.index.fusion import hybrid_score, lexical_score, neighbour_support, vector_score
 from memray.index.lexical import Bm25Stats, bm25, ideal_bm25
 from memray.index.search import Query
 from memray.models import Message
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from memray.conversation.core import Conversation
     from memray.embedding.pipeline import PendingItem
 
-__all__ = ["Tail", "TailKeeper", "score_tail"]
+__all__ = ["Tail", "TailKeeper", "score_tail", "support_neighbours"]
 
 
 class Tail(NamedTuple):
@@ -90,3 +90,11 @@ def score_tail(messages: list[Message], query: Query, stats: Bm25Stats, vectors:
         else:
             out.append(hybrid_score(lexical, vec, query.vector_weight))
     return out
+
+
+def support_neighbours(seqs: list[int], scores: list[float], known: dict[int, float], weight: float) -> list[float]:
+    """``scores`` of tail messages (by ``seqs``, one conversation) with neighbour support
+    (:func:`memray.index.fusion.neighbour_support`): a neighbour's score comes from the tail
+    itself or from ``known`` (the shard's scores of that conversation's messages by seq)."""
+    by_seq = {**known, **dict(zip(seqs, scores))}
+    return [neighbour_support(s, max(by_seq.get(q - 1, 0.0), by_seq.get(q + 1, 0.0)), weight) for q, s in zip(seqs, scores)]
