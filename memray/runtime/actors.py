@@ -29,7 +29,7 @@ from memray import metrics
 from memray.config import IndexConfig, MemoryConfig
 from memray.conversation.host import ConversationHost
 from memray.embedding import build_embedder
-from memray.errors import UnavailableError
+from memray.errors import DeadLetterError, UnavailableError
 from memray.ids import stable_hash
 from memray.index.recovery import RecoveringShard, Scan, ShardKeeper
 from memray.runtime.deploy import shard_path
@@ -112,7 +112,7 @@ class _PriorityGate:
                 self._cond.notify_all()
 
 
-_URGENT = {"append_messages"}
+_URGENT = {"append_messages", "commit_messages", "record_dead_letters", "resolve_acknowledged"}
 _BACKGROUND = {
     "put_embeddings", "mark_embedding_failed", "pending_embeddings", "missing_embeddings",
     "scan_index_rows", "export_parquet", "purge_exports",
@@ -243,21 +243,44 @@ class RayDeployment:
         while await shard.call("is_recovering") and loop.time() < deadline:
             await asyncio.sleep(0.05)
 
-    async def stop(self, terminate: bool) -> None:
-        """Flush; with ``terminate`` also close and kill every actor."""
+    async def stop(self, terminate: bool) -> list[dict[str, Any]]:
+        """Flush; with ``terminate`` also close and kill every actor. Every wait is bounded (an
+        actor that is down or restarting cannot hold a driver's close); returns the hosts'
+        reports of what they could not persist."""
+        bound = self.config.write_timeout_s + 30.0
         if not terminate:
-            await asyncio.gather(*(h.call("flush") for h in self.hosts))
-            await asyncio.gather(*(s.call("snapshot") for s in self.shards))
-            return
+            flushed = await _bounded([h.call("flush") for h in self.hosts], bound)
+            await _bounded([s.call("snapshot") for s in self.shards], bound)
+            return [{"host": h.label, "error": f"{type(r).__name__}: {r}",
+                     "dead_letters": len(r.letters) if isinstance(r, DeadLetterError) else 0}
+                    for h, r in zip(self.hosts, flushed) if isinstance(r, BaseException)]
+        reports: list[dict[str, Any]] = []
         try:
-            await asyncio.gather(*(h.call("close") for h in self.hosts))
+            closed = await _bounded([h.call("close") for h in self.hosts], bound)
+            for host, result in zip(self.hosts, closed):
+                if isinstance(result, BaseException):
+                    reports.append({"host": host.label, "error": f"{type(result).__name__}: {result}"})
+                else:
+                    reports.append(result)
             # a shard's close is only a snapshot (indexes are derived data): one that is down or
             # restarting must not keep the store from closing nor the actors from being killed
-            closed = await asyncio.gather(*(s.call("close") for s in self.shards), return_exceptions=True)
+            closed = await _bounded([s.call("close") for s in self.shards], 60.0)
             for shard, result in zip(self.shards, closed):
-                if isinstance(result, Exception):
+                if isinstance(result, BaseException):
                     log.warning("%s did not close cleanly (%r); it recovers from the store", shard.label, result)
-            await self.store.call("close")
+            stored = await _bounded([self.store.call("close")], 60.0)
+            if isinstance(stored[0], BaseException):
+                log.warning("the history store did not close cleanly (%r); its WAL is replayed on the next open", stored[0])
         finally:
             for ref in [*self.hosts, *self.shards, self.store]:
-                ray.kill(ref.handle, no_restart=True)
+                with contextlib.suppress(Exception):
+                    ray.kill(ref.handle, no_restart=True)
+        return reports
+
+
+async def _bounded(calls: list[Any], timeout_s: float) -> list[Any]:
+    """Await ``calls`` together; each result, or its exception (TimeoutError past ``timeout_s``)."""
+    async def one(call: Any) -> Any:
+        return await asyncio.wait_for(call, timeout_s)
+
+    return list(await asyncio.gather(*(one(c) for c in calls), return_exceptions=True))

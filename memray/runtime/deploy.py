@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Protocol
+from typing import Any, Protocol
 
 from memray.config import MemoryConfig
 from memray.runtime.local import LocalRef
@@ -27,7 +27,10 @@ class Deployment(Protocol):
     hosts: list[ActorRef]
 
     async def start(self) -> None: ...
-    async def stop(self, terminate: bool) -> None: ...
+    async def stop(self, terminate: bool) -> list[dict[str, Any]]:
+        """Flush (and with ``terminate`` stop every core), within a bound; returns the hosts'
+        close reports (``unpersisted``, ``dead_letters``, ``error``)."""
+        ...
 
 
 class LocalDeployment:
@@ -56,10 +59,13 @@ class LocalDeployment:
         await asyncio.gather(*(s.call("open") for s in self.shards))
         await asyncio.gather(*(h.call("start") for h in self.hosts))
 
-    async def stop(self, terminate: bool = True) -> None:
-        await asyncio.gather(*(h.call("close") for h in self.hosts))
-        await asyncio.gather(*(s.call("close") for s in self.shards))
-        await self.store.call("close")
-        for ref in [self.store, *self.shards, *self.hosts]:
-            assert isinstance(ref, LocalRef)
-            ref.shutdown()
+    async def stop(self, terminate: bool = True) -> list[dict[str, Any]]:
+        try:
+            reports: list[dict[str, Any]] = list(await asyncio.gather(*(h.call("close") for h in self.hosts)))
+            await asyncio.gather(*(s.call("close") for s in self.shards))
+        finally:
+            await self.store.call("close")
+            for ref in [self.store, *self.shards, *self.hosts]:
+                assert isinstance(ref, LocalRef)
+                ref.shutdown()
+        return reports

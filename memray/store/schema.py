@@ -69,10 +69,14 @@ DDL = (
         text VARCHAR NOT NULL, summarized_through_seq BIGINT NOT NULL, version BIGINT NOT NULL,
         updated_at DOUBLE NOT NULL, user_hash BIGINT NOT NULL)""",
     """CREATE TABLE IF NOT EXISTS export_state (root VARCHAR, watermark BIGINT, exported_at DOUBLE)""",
+    """CREATE TABLE IF NOT EXISTS dead_letters (
+        app VARCHAR NOT NULL, user_id VARCHAR NOT NULL, conversation_id VARCHAR NOT NULL,
+        id VARCHAR NOT NULL, seq BIGINT NOT NULL, kind VARCHAR NOT NULL, error VARCHAR NOT NULL,
+        payload VARCHAR NOT NULL, recorded_at DOUBLE NOT NULL, user_hash BIGINT NOT NULL)""",
 )
 
 #: Tables that hold user data, in cascade order (children first).
-TABLES = ("embeddings", "messages", "summaries", "working_memory", "conversations", "entries")
+TABLES = ("embeddings", "messages", "summaries", "working_memory", "conversations", "entries", "dead_letters")
 
 MESSAGE_COLUMNS = MessageRow._fields
 ENTRY_COLUMNS = EntryRow._fields
