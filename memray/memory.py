@@ -134,7 +134,8 @@ class Memory:
     def export(self, root: str | None = None) -> dict[str, Any]:
         """Export messages and entries to hive-partitioned Parquet under ``root`` (default
         ``config.exports_path``), incrementally; returns the manifest (rows, files, watermark).
-        Layout: ``<root>/{messages,entries}/app=<app>/bucket=<n>/part-*.parquet``; read it with
+        Layout: ``<root>/{messages,entries}/app_key=<key>/bucket=<n>/part-*.parquet``, every file
+        holding the ``app`` column (``key`` is the app, or a prefix and a hash of a long one); read it with
         ``ray.data.read_parquet`` or DuckDB's ``read_parquet(..., hive_partitioning=true)``."""
         return self._run(self._export(root))
 
