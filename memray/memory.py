@@ -87,6 +87,10 @@ class Memory:
             self._loop.run(self._start())
         except BaseException:
             self._loop.stop()
+            if self._connected_ray:  # a local Ray started for nothing stops; a joined one is left
+                from memray.runtime.actors import shutdown_ray
+
+                shutdown_ray()
             raise
         return self
 

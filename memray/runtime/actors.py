@@ -17,6 +17,7 @@ import contextlib
 import functools
 import logging
 import os
+import re
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -29,11 +30,12 @@ from memray import metrics
 from memray.config import IndexConfig, MemoryConfig
 from memray.conversation.host import ConversationHost
 from memray.embedding import build_embedder
-from memray.errors import DeadLetterError, UnavailableError
+from memray.errors import DeadLetterError, StoreError, UnavailableError
 from memray.ids import stable_hash
 from memray.index.recovery import RecoveringShard, Scan, ShardKeeper
 from memray.runtime.deploy import shard_path
 from memray.store.base import IndexRow
+from memray.store.database import check_not_in_use
 from memray.store.history import HistoryStore
 from memray.store.rows import Namespace
 
@@ -58,7 +60,11 @@ class RayRef:
                 raise cause from None
             raise
         except RayActorError as exc:
-            raise UnavailableError(self.label, str(exc).splitlines()[0] if str(exc) else "actor died") from exc
+            detail = _ANSI.sub("", str(exc)).strip()
+            raise UnavailableError(self.label, detail.splitlines()[0] if detail else "actor died") from exc
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # Ray colours its error text for terminals
 
 
 def _ray_metric(kind: str, name: str, description: str, tag_keys: tuple[str, ...], boundaries: list[float] | None) -> Any:
@@ -82,6 +88,9 @@ def ensure_ray(config: MemoryConfig) -> bool:
     if config.address:
         ray.init(address=config.address, **kwargs)
     else:
+        # a Ray of our own cannot share a store another process holds: say so now, not after
+        # starting Ray and its actors (tens of seconds on a small machine)
+        check_not_in_use(config.store_path)
         ray.init(num_cpus=config.num_cpus or os.cpu_count(), include_dashboard=False, **kwargs)
     return True
 
@@ -121,12 +130,32 @@ _BACKGROUND = {
 
 class StoreActor(HistoryStore):
     """Opens its file when the actor starts, and again when Ray restarts it. A threaded actor
-    whose calls pass one at a time through a :class:`_PriorityGate` (see :func:`_gated`)."""
+    whose calls pass one at a time through a :class:`_PriorityGate` (see :func:`_gated`).
 
-    def __init__(self, path: str) -> None:
+    If the file cannot be opened (another process holds it), the actor does not fail its
+    creation — Ray would restart it over and over while callers wait — but answers every call
+    with that StoreError, at once."""
+
+    def __init__(self, path: str, namespace: str = "") -> None:
         super().__init__(path)
         self._gate = _PriorityGate()
-        self.open()
+        self._open_error: StoreError | None = None
+        owner = {"mode": "ray", "role": "store actor", "address": _gcs_address(), "namespace": namespace}
+        try:
+            self.open(owner)
+        except StoreError as exc:
+            self._open_error = exc
+
+    def pid(self) -> int:
+        """This actor's process id (the fault tests kill it)."""
+        return os.getpid()
+
+
+def _gcs_address() -> str | None:
+    try:
+        return str(ray.get_runtime_context().gcs_address)
+    except Exception:
+        return None
 
 
 def _gated(name: str) -> Callable[..., Any]:
@@ -135,6 +164,8 @@ def _gated(name: str) -> Callable[..., Any]:
 
     @functools.wraps(method)
     def call(self: StoreActor, *args: Any, **kwargs: Any) -> Any:
+        if self._open_error is not None:
+            raise self._open_error
         with self._gate.hold(level):
             return method(self, *args, **kwargs)
 
@@ -184,6 +215,10 @@ class ShardActor(RecoveringShard):
         self._keeper.stop(timeout_s=0)  # never join: its pending call on this actor waits for us
         super().close()
 
+    def pid(self) -> int:
+        """This actor's process id (the fault tests kill it)."""
+        return os.getpid()
+
 
 class RayDeployment:
     """The cores as named Ray actors (``mode="ray"``)."""
@@ -208,7 +243,8 @@ class RayDeployment:
         dim = embedder.dim if embedder is not None else cfg.embedder.dim
         model_id = embedder.model_id if embedder is not None else "none"
         pin = {"resources": {cfg.store_resource: 0.01}} if cfg.store_resource else {}
-        store = ray.remote(StoreActor).options(**self._options("store", max_concurrency=32, **pin)).remote(cfg.store_path)
+        store = ray.remote(StoreActor).options(**self._options("store", max_concurrency=32, **pin)).remote(
+            cfg.store_path, cfg.namespace)
         self.store = RayRef(store, "history store")
         self.shards = [
             RayRef(
@@ -230,7 +266,11 @@ class RayDeployment:
     async def start(self) -> None:
         os.makedirs(self.config.root, exist_ok=True)
         self.create()
-        await self.store.call("ping")
+        try:
+            await self.store.call("ping")
+        except StoreError:  # the file is held elsewhere: this store actor can never serve; a later open retries
+            ray.kill(self.store.handle, no_restart=True)
+            raise
         await asyncio.gather(*(s.call("ping") for s in self.shards))
         await asyncio.gather(*(self._recovered(s) for s in self.shards))
         await asyncio.gather(*(h.call("start") for h in self.hosts))

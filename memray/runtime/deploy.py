@@ -55,7 +55,7 @@ class LocalDeployment:
 
     async def start(self) -> None:
         os.makedirs(self.config.root, exist_ok=True)
-        await self.store.call("open")
+        await self.store.call("open", {"mode": "inprocess", "role": "in-process store"})
         await asyncio.gather(*(s.call("open") for s in self.shards))
         await asyncio.gather(*(h.call("start") for h in self.hosts))
 

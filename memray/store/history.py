@@ -36,10 +36,12 @@ class HistoryStore:
         self._db = Database(path)
 
     # -- lifecycle ------------------------------------------------------------------------
-    def open(self) -> None:
-        """Create or open the file and its tables (finishing an interrupted erasure rewrite)."""
+    def open(self, owner: dict[str, Any] | None = None) -> None:
+        """Create or open the file and its tables (finishing an interrupted erasure rewrite).
+        ``owner`` describes this process for others that find the file in use (see
+        :meth:`.database.Database.open`); a file in use raises StoreError naming its holder."""
         if not self._db.is_open:
-            self._db.open()
+            self._db.open(owner)
 
     def close(self) -> None:
         """Checkpoint the WAL into the file and close. Idempotent."""
