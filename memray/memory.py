@@ -14,7 +14,7 @@ from typing import Any, Coroutine, TypeVar
 from memray.config import MemoryConfig
 from memray.conversation.recall import Merge, Recall, Scope, SearchResults
 from memray.conversation.working_memory import WMMode, WorkingMemory, WorkingMemorySpec, WorkingMemoryValue
-from memray.errors import ClosedError, DeadLetterError, StoreError, ValidationError
+from memray.errors import ClosedError, DeadLetterError, StoreError, UnavailableError, ValidationError
 from memray.ids import ConversationKey, validate_id
 from memray.models import (
     Context, ConversationInfo, DeletionProof, DeletionReceipt, Message, MessageInput, RetrievalMode, coerce_message,
@@ -295,8 +295,31 @@ class Memory:
         return self._run(self._wait_indexed(timeout_s))
 
     async def _wait_indexed(self, timeout_s: float) -> bool:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
         done = await asyncio.gather(*(h.call("wait_indexed", timeout_s) for h in self.deployment.hosts))
-        return all(done)
+        if not all(done):
+            return False
+        # every committed, embedded item must have its vector in its shard: level each with the store
+        from memray.index.recovery import level_shard
+
+        store, shards = self.deployment.store, self.deployment.shards
+
+        def sync(ref: ActorRef) -> Any:
+            return lambda method, *args: asyncio.run_coroutine_threadsafe(ref.call(method, *args), loop).result()
+
+        for i, shard in enumerate(shards):
+            while True:
+                try:
+                    if not await shard.call("is_recovering"):
+                        await asyncio.to_thread(level_shard, sync(store), sync(shard), i, len(shards))
+                        break
+                except UnavailableError:  # restarting: it recovers, then is leveled
+                    pass
+                if loop.time() >= deadline:
+                    return False
+                await asyncio.sleep(0.05)
+        return True
 
     async def _delete_conversation(self, key: ConversationKey) -> dict[str, int]:
         await self.host_for(key).call("evict", key)  # pending writes dropped, in-flight ones awaited

@@ -124,7 +124,7 @@ class _PriorityGate:
 _URGENT = {"append_messages", "commit_messages", "record_dead_letters", "resolve_acknowledged"}
 _BACKGROUND = {
     "put_embeddings", "mark_embedding_failed", "pending_embeddings", "missing_embeddings",
-    "scan_index_rows", "export_parquet", "purge_exports",
+    "scan_index_rows", "export_parquet", "purge_exports", "index_digest", "index_refs", "index_rows_for",
 }
 
 
@@ -194,7 +194,11 @@ class ShardActor(RecoveringShard):
             dim, model_id = record.dim, record.model_id
         super().__init__(shard_id, path, dim, model_id, config, recovering=True)
         self.open()
-        self._keeper = ShardKeeper(self._call_self, self._scan(store.handle, shards), config.snapshot_every_s)
+        handle = store.handle
+        self._keeper = ShardKeeper(
+            self._call_self, self._scan(handle, shards), config.snapshot_every_s,
+            store=lambda method, *args: ray.get(getattr(handle, method).remote(*args)), shard_id=shard_id, shards=shards,
+        )
         self._keeper.start(f"memray-shard-{shard_id}-keeper")
 
     @staticmethod

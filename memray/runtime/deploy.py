@@ -39,7 +39,7 @@ class LocalDeployment:
     def __init__(self, config: MemoryConfig) -> None:
         from memray.conversation.host import ConversationHost
         from memray.embedding import build_embedder
-        from memray.index.shard import VectorShard
+        from memray.index.recovery import RecoveringShard
         from memray.store.history import HistoryStore
 
         self.config = config
@@ -47,7 +47,10 @@ class LocalDeployment:
         dim = embedder.dim if embedder is not None else config.embedder.dim
         model_id = embedder.model_id if embedder is not None else "none"
         self._store = HistoryStore(config.store_path)
-        self._shards = [VectorShard(i, shard_path(config, i), dim, model_id, config.index) for i in range(config.shards)]
+        # a RecoveringShard that never recovers (it cannot die apart from this process): the same
+        # core as a shard actor, so wait_indexed() can level it with the store in both modes
+        self._shards = [RecoveringShard(i, shard_path(config, i), dim, model_id, config.index, recovering=False)
+                        for i in range(config.shards)]
         self.store: ActorRef = LocalRef(self._store, "history store")
         self.shards: list[ActorRef] = [LocalRef(s, f"shard {i}") for i, s in enumerate(self._shards)]
         self._hosts = [ConversationHost(i, config, self.store, self.shards) for i in range(config.hosts)]

@@ -175,6 +175,19 @@ class HistoryStore:
     ) -> list[IndexRow]:
         return items.scan_index_rows(self._db, shard, shards, model_id, after, limit, unembedded)
 
+    def index_digest(self, shard: int, shards: int, model_id: str) -> tuple[int, int]:
+        """(count, checksum) of the shard's items with a stored vector of ``model_id``: what the
+        shard must hold (see :func:`memray.index.recovery.level_shard`)."""
+        return items.index_digest(self._db, shard, shards, model_id)
+
+    def index_refs(self, shard: int, shards: int, model_id: str) -> list[tuple[Namespace, str]]:
+        """Every (namespace, doc_id) of the shard with a stored vector of ``model_id``."""
+        return items.index_refs(self._db, shard, shards, model_id)
+
+    def index_rows_for(self, model_id: str, refs: list[tuple[Namespace, str]]) -> list[IndexRow]:
+        """Index rows (vector, text, recency) of these items; gone ones skipped."""
+        return items.index_rows_for(self._db, model_id, refs)
+
     # -- working memory and summaries -----------------------------------------------------
     def get_working_memory(self, app: str, user_id: str, scope: WMScope, conversation_id: str | None) -> tuple[str | None, int]:
         return conv.get_working_memory(self._db, app, user_id, scope, conversation_id)
