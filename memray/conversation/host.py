@@ -331,6 +331,8 @@ class ConversationHost:
         be reached within ``timeout_s`` (default ``write_timeout_s``; the messages stay pending)."""
         if not self._started:
             return
+        if key is not None and key not in self._conversations and key in self._lost:
+            await self._get(key)  # not held since the restart: load it so its losses are reported
         convs = [self._conversations[key]] if key is not None and key in self._conversations else (
             [] if key is not None else list(self._conversations.values())
         )
