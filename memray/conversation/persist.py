@@ -3,7 +3,9 @@
 ``schedule()`` (re)starts the debounce timer: the write happens ``debounce_s`` after the *last*
 schedule. ``flush()`` cancels the timer and writes now. At most one write is in flight per
 chain and writes complete in order. A failed write is retried with exponential backoff, forever,
-in the background: the messages stay pending in the buffer, never dropped. ``flush()`` waits
+in the background: the messages stay pending in the buffer, never dropped (rows the store
+rejects as data never fail a write: they are dead-lettered, see ``memray.store.deadletter``;
+what is left to retry is the store being down, and while it restarts it is polled every 0.25 s). ``flush()`` waits
 for everything pending at its call to be durable, or raises after ``timeout_s`` (the retries go
 on). ``last_durable_seq`` is the highest seq the store has committed.
 
@@ -16,11 +18,14 @@ from __future__ import annotations
 import asyncio
 from typing import Awaitable, Callable
 
-from memray.errors import StoreError
+from memray.errors import StoreError, UnavailableError
 
 __all__ = ["PersistChain"]
 
 WriteFn = Callable[[], Awaitable[int]]
+
+#: Longest wait between retries while the store is unavailable (restarting), not failing.
+UNAVAILABLE_BACKOFF_MAX_S = 0.25
 
 
 class PersistChain:
@@ -82,7 +87,11 @@ class PersistChain:
                     self.failures += 1
                     self.last_error = exc
                     await asyncio.sleep(delay)
-                    delay = min(delay * 2, self._backoff_max_s)
+                    # an actor restarting answers at once that it is down: poll it often, so a
+                    # store back after 3 s is written to at once, not after a 5 s backoff
+                    cap = min(self._backoff_max_s, UNAVAILABLE_BACKOFF_MAX_S) if isinstance(exc, UnavailableError) \
+                        else self._backoff_max_s
+                    delay = min(delay * 2, cap)
                     continue
                 delay = self._backoff_s
                 self.last_error = None

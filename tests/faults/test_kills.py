@@ -78,3 +78,19 @@ def test_close_in_ray_reopen_in_process_and_back_keeps_everything(run: dict[str,
     figures, run["mem"] = reopen_across_modes(run["mem"], run["path"], reopen)
     assert figures["messages"] > 0 and figures["conversation_mismatches"] == 0, figures
     assert len(set(figures["vectors"])) == 1, figures
+
+
+def test_the_benchmark_prints_one_json_line(ray_session: None, tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from benchmarks.faults import main
+
+    png = tmp_path / "faults.png"
+    main(["--scenarios", "host_buffered", "--conversations", "4", "--messages", "10", "--batch", "5", "--threads", "2",
+          "--hosts", "1", "--shards", "1", "--dir", str(tmp_path / "data"), "--plot", str(png)])
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
+    result = json.loads(lines[-1])
+    assert result["benchmark"] == "faults" and result["git_sha"]
+    figures = result["results"]["host_buffered"]
+    assert figures["acked"] == 40 and figures["lost_recorded"] == figures["lost"]
+    assert png.stat().st_size > 1000
