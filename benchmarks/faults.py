@@ -146,8 +146,8 @@ def ingest_under_fault(mem: Any, scenario: str, conversations: int, messages: in
     done.set()
     k.join()
     wall = time.monotonic() - t0
-    log(f"{scenario}: {len(acked)}/{total} acknowledged in {wall:.1f}s, kill at {kill.get('at', 0) - t0:.1f}s, "
-        f"back in {kill.get('recovery_s', float('nan')):.2f}s")
+    log(f"{scenario}: {len(acked)}/{total} acknowledged in {wall:.1f}s"
+        + (f", kill at {kill['at'] - t0:.1f}s, back in {kill['recovery_s']:.2f}s" if kill else ", no fault"))
 
     reported = 0
     for conv in convs:  # each conversation's next flush names what it lost

@@ -228,7 +228,7 @@ class ConversationHost:
                 else:
                     out[i] = c.add(msgs, c.lost)
             try:
-                found = await asyncio.gather(*(self._lookup.get((work[i][0].key, needs[i])) for i, _, _ in queued))
+                found = await asyncio.gather(*(self._stored(work[i][0].key, needs[i]) for i, _, _ in queued))
                 for (i, prev, fut), stored in zip(queued, found):
                     if prev is not None:
                         await prev
@@ -243,6 +243,9 @@ class ConversationHost:
                         work[i][0].tail = None
         self._ledger.append((c.key, [(m.id, s) for m, s in zip(msgs, seqs)]) for (c, msgs), seqs in zip(work, out))
         return out
+
+    async def _stored(self, key: ConversationKey, ids: list[str]) -> dict[str, int]:
+        return await self._lookup.get((key, ids)) if ids else {}
 
     async def _write(self, conv: Conversation) -> int:
         """Persist what ``conv`` has pending; return the highest seq now settled (committed, or
