@@ -41,7 +41,7 @@ def two_scopes(draw: st.DrawFn) -> tuple[tuple[str, str], tuple[str, str]]:
             return (s[:i], s[i:]), (s[:j], s[j:])
     a = (draw(IDS), draw(IDS))
     b = draw(IDS.map(lambda x: (a[0], x)) | IDS.map(lambda x: (x, a[1])) | st.tuples(IDS, IDS))
-    return a, b if b != a else (a[0], a[1] + "1")
+    return a, b if b != a else (a[0], a[1][:-1] + ("2" if a[1].endswith("1") else "1"))
 
 
 @given(two_scopes())
