@@ -16,10 +16,12 @@ over them — and reports them; then the ledger starts afresh (:meth:`AckLedger.
 
 The ledger only needs what is not yet durable: when it grows past ``compact_bytes`` the host
 rewrites it with the records of its still-unsettled messages (:meth:`AckLedger.rewrite`, atomic),
-and an erasure rewrites it without the erased user. File: ``<root>/hosts/host-<i>.ledger``, JSON
-lines ``[app, user_id, conversation_id, [[id, seq], ...]]``. On a cluster the data directory must
-be on storage every node sees for a restarted host to find its ledger (as the erasure scans
-already require).
+and an erasure rewrites it without the erased user. File: ``<root>/hosts/host-<i>.ledger``. On a
+cluster the data directory must be on storage every node sees for a restarted host to find its
+ledger (as the erasure scans already require).
+
+Format: one line per ``append`` (and the whole file on a rewrite), each a JSON array of
+``[app, user_id, conversation_id, [[id, seq], ...]]``; a line cut short by a kill is skipped.
 """
 
 from __future__ import annotations
@@ -93,11 +95,12 @@ class AckLedger:
         out: list[Acked] = []
         for line in lines:
             try:
-                app, user_id, conversation_id, pairs = json.loads(line)
+                records = json.loads(line)
+            except ValueError:
+                continue
+            for app, user_id, conversation_id, pairs in records:
                 key = ConversationKey(str(app), str(user_id), str(conversation_id))
                 out.extend(Acked(key, str(i), int(s)) for i, s in pairs)
-            except (ValueError, TypeError):
-                continue
         return out
 
     def rewrite(self, records: Iterable[tuple[ConversationKey, list[tuple[str, int]]]]) -> None:
@@ -119,8 +122,8 @@ class AckLedger:
 
 
 def _encode(records: Iterable[tuple[ConversationKey, list[tuple[str, int]]]]) -> bytes:
-    lines = [
-        json.dumps([k.app, k.user_id, k.conversation_id, pairs], separators=(",", ":"))
-        for k, pairs in records if pairs
-    ]
-    return ("\n".join(lines) + "\n").encode("utf-8") if lines else b""
+    """One line per call: a JSON array of ``[app, user_id, conversation_id, [[id, seq], ...]]``
+    (one ``json.dumps`` for the whole call; ASCII, so any str is written, even an unpaired
+    surrogate that validation would have refused)."""
+    rows = [[k.app, k.user_id, k.conversation_id, pairs] for k, pairs in records if pairs]
+    return (json.dumps(rows, separators=(",", ":")) + "\n").encode("ascii") if rows else b""
