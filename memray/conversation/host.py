@@ -113,8 +113,10 @@ class ConversationHost:
 
     async def _resolve_ledger(self) -> None:
         """Acknowledged messages of a previous incarnation that the store lacks become ``lost``
-        dead letters (their seqs kept from reuse), counted and reported; then a fresh ledger."""
-        records = self._ledger.read()
+        dead letters (their seqs kept from reuse), counted and reported; then a fresh ledger.
+        Host 0 also resolves the ledgers of hosts that no longer exist (fewer ``hosts`` now)."""
+        orphans = [AckLedger(p) for p in self._orphan_ledgers()] if self.host_id == 0 else []
+        records = [r for ledger in [self._ledger, *orphans] for r in ledger.read()]
         if records:
             reason = (f"acknowledged (durable=False) but not yet stored when host {self.host_id} stopped: "
                       "lost within the debounce window")
@@ -129,6 +131,15 @@ class ConversationHost:
                             "and are lost; recorded as dead letters", self.host_id, len(letters),
                             len({(d.app, d.user_id, d.conversation_id) for d in letters}))
         self._ledger.reset()
+        for ledger in orphans:
+            os.remove(ledger.path)
+
+    def _orphan_ledgers(self) -> list[str]:
+        folder = os.path.dirname(self._ledger.path)
+        names = os.listdir(folder) if os.path.isdir(folder) else []
+        return [os.path.join(folder, n) for n in sorted(names)
+                if n.startswith("host-") and n.endswith(".ledger") and n[5:-7].isdigit()
+                and int(n[5:-7]) >= self.config.hosts]
 
     # -- conversations in memory ------------------------------------------------------------
     async def _get(self, key: ConversationKey) -> Conversation:

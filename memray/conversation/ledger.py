@@ -98,9 +98,13 @@ class AckLedger:
                 records = json.loads(line)
             except ValueError:
                 continue
-            for app, user_id, conversation_id, pairs in records:
-                key = ConversationKey(str(app), str(user_id), str(conversation_id))
-                out.extend(Acked(key, str(i), int(s)) for i, s in pairs)
+            for record in records if isinstance(records, list) else ():
+                try:
+                    app, user_id, conversation_id, pairs = record
+                    key = ConversationKey(str(app), str(user_id), str(conversation_id))
+                    out.extend(Acked(key, str(i), int(s)) for i, s in pairs)
+                except (ValueError, TypeError):
+                    continue
         return out
 
     def rewrite(self, records: Iterable[tuple[ConversationKey, list[tuple[str, int]]]]) -> None:

@@ -74,3 +74,23 @@ def test_a_restarted_host_reports_losses_and_never_reuses_their_seqs(tmp_path) -
         mem._run(fresh.close())
     finally:
         mem.close()
+
+
+def test_ledgers_of_hosts_that_no_longer_exist_are_resolved_too(tmp_path) -> None:
+    path = str(tmp_path / "shrunk")
+    mem = memray.open(path, mode="inprocess", hosts=3, shards=1, debounce_ms=60_000)
+    keys = [mem.conversation(user_id=f"u{i}", conversation_id="c") for i in range(30)]
+    on_host_2 = next(k for k in keys if k.key.route(3) == 2)
+    assert on_host_2.add(msg("buffered on host 2")) == [1]
+    ledger = tmp_path / "shrunk" / "hosts" / "host-2.ledger"
+    kept = ledger.read_bytes()  # the process "dies" here: its ledger stays as it is...
+    mem.deployment._hosts[2]._conversations.clear()  # type: ignore[attr-defined]  # ...its buffer is gone
+    mem.close()
+    ledger.write_bytes(kept)
+    with memray.open(path, mode="inprocess", hosts=1, shards=1) as again:  # one host now
+        conv = again.conversation(user_id=on_host_2.key.user_id, conversation_id="c")
+        assert [(d.seq, d.kind) for d in again.dead_letters()] == [(1, "lost")]
+        assert conv.add(msg("next")) == [2]
+        with pytest.raises(memray.DeadLetterError):
+            conv.flush()
+    assert not (tmp_path / "shrunk" / "hosts" / "host-2.ledger").exists()
