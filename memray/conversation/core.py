@@ -69,6 +69,11 @@ class Conversation:
         if self._chain is not None:
             await self._chain.close()
 
+    def stop(self) -> None:
+        """Stop persisting (see :meth:`PersistChain.stop`)."""
+        if self._chain is not None:
+            self._chain.stop()
+
     def add(self, messages: list[Message], known: dict[str, int] | None = None) -> list[int]:
         """Merge ``messages`` into the buffer, assigning seqs to new ids; schedule persistence.
         ``known``: ids the buffer does not hold that already have a seq (stored, or acknowledged

@@ -514,6 +514,8 @@ class ConversationHost:
         except Exception as exc:
             report["error"] = f"{type(exc).__name__}: {exc}"
         report["unpersisted"] = sum(len(c.buffer.unsettled()) for c in convs if not c.deleted)
+        for c in convs:  # nothing keeps retrying after close
+            c.stop()
         await self._pipeline.wait_idle(min(timeout, 30.0))
         await self._pipeline.close()
         if not report["unpersisted"]:

@@ -31,7 +31,7 @@ UNAVAILABLE_BACKOFF_MAX_S = 0.25
 class PersistChain:
     __slots__ = (
         "_write", "_debounce_s", "_backoff_s", "_backoff_max_s", "_deadline", "_timer", "_task",
-        "_requested", "_done", "_changed", "last_durable_seq", "failures", "last_error",
+        "_requested", "_done", "_changed", "last_durable_seq", "failures", "last_error", "_stopped",
     )
 
     def __init__(self, write: WriteFn, debounce_s: float = 0.2, backoff_s: float = 0.05, backoff_max_s: float = 5.0) -> None:
@@ -48,6 +48,7 @@ class PersistChain:
         self.last_durable_seq = 0
         self.failures = 0
         self.last_error: BaseException | None = None
+        self._stopped = False
 
     @property
     def idle(self) -> bool:
@@ -59,7 +60,7 @@ class PersistChain:
         self._requested += 1
         loop = asyncio.get_running_loop()
         self._deadline = loop.time() + self._debounce_s
-        if self._timer is None and self._task is None:
+        if self._timer is None and self._task is None and not self._stopped:
             self._timer = loop.call_at(self._deadline, self._on_timer)
 
     def _on_timer(self) -> None:
@@ -101,7 +102,7 @@ class PersistChain:
         finally:
             self._task = None
             self._notify()
-            if self._done < self._requested and self._timer is None:  # scheduled while finishing
+            if self._done < self._requested and self._timer is None and not self._stopped:  # scheduled while finishing
                 self._timer = asyncio.get_running_loop().call_at(self._deadline, self._on_timer)
 
     def _notify(self) -> None:
@@ -139,3 +140,14 @@ class PersistChain:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+    def stop(self) -> None:
+        """Give up: cancel the timer and any write or retry in progress, and schedule nothing
+        more (a host that closes with the store unreachable; what is pending stays unwritten
+        and is reported by the close)."""
+        self._stopped = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._task is not None:
+            self._task.cancel()
