@@ -337,12 +337,14 @@ class ConversationHost:
         finally:
             conv.summarizing = False
 
-    async def flush(self, key: ConversationKey | None = None, timeout_s: float | None = None) -> None:
+    async def flush(self, key: ConversationKey | None = None, timeout_s: float | None = None, report: bool = True) -> None:
         """Make everything acknowledged so far durable (one conversation, or all of this host's).
 
         Raises :class:`DeadLetterError` naming the messages of these conversations that could not
         be stored since the last flush (the rest is durable), and StoreError if the store cannot
-        be reached within ``timeout_s`` (default ``write_timeout_s``; the messages stay pending)."""
+        be reached within ``timeout_s`` (default ``write_timeout_s``; the messages stay pending).
+        ``report=False`` leaves the dead letters for the conversations' own next flush (a driver
+        that leaves a shared memray must not take other drivers' reports with it)."""
         if not self._started:
             return
         if key is not None and key not in self._conversations and key in self._lost:
@@ -350,11 +352,12 @@ class ConversationHost:
         convs = [self._conversations[key]] if key is not None and key in self._conversations else (
             [] if key is not None else list(self._conversations.values())
         )
-        await self._flush_all(convs, self.config.write_timeout_s if timeout_s is None else timeout_s)
+        await self._flush_all(convs, self.config.write_timeout_s if timeout_s is None else timeout_s, report, report)
 
-    async def _flush_one(self, conv: Conversation, timeout_s: float | None, report_lost: bool = True) -> None:
+    async def _flush_one(self, conv: Conversation, timeout_s: float | None, report_lost: bool = True,
+                         report_failed: bool = True) -> None:
         await conv.flush(timeout_s)
-        letters = conv.take_failed()
+        letters = conv.take_failed() if report_failed else []
         if conv.lost and report_lost:  # lost in a restart, unless a retried add has stored them since
             lost, conv.lost = conv.lost, None
             stored = (await self._store.call("stored_seqs", [(conv.key, list(lost))]))[0]
@@ -364,8 +367,10 @@ class ConversationHost:
         if letters:
             raise DeadLetterError([(d.app, d.user_id, d.conversation_id, d.id, d.seq, d.kind, d.error) for d in letters])
 
-    async def _flush_all(self, convs: list[Conversation], timeout_s: float | None, report_lost: bool = True) -> None:
-        results = await asyncio.gather(*(self._flush_one(c, timeout_s, report_lost) for c in convs), return_exceptions=True)
+    async def _flush_all(self, convs: list[Conversation], timeout_s: float | None, report_lost: bool = True,
+                         report_failed: bool = True) -> None:
+        results = await asyncio.gather(*(self._flush_one(c, timeout_s, report_lost, report_failed) for c in convs),
+                                       return_exceptions=True)
         letters = [x for r in results if isinstance(r, DeadLetterError) for x in r.letters]
         for r in results:
             if isinstance(r, BaseException) and not isinstance(r, DeadLetterError):

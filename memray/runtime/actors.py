@@ -293,7 +293,8 @@ class RayDeployment:
         reports of what they could not persist."""
         bound = self.config.write_timeout_s + 30.0
         if not terminate:
-            flushed = await _bounded([h.call("flush") for h in self.hosts], bound)
+            # a driver leaving a shared memray: flush, but leave dead-letter reports to their writers
+            flushed = await _bounded([h.call("flush", None, None, False) for h in self.hosts], bound)
             await _bounded([s.call("snapshot") for s in self.shards], bound)
             return [{"host": h.label, "error": f"{type(r).__name__}: {r}",
                      "dead_letters": len(r.letters) if isinstance(r, DeadLetterError) else 0}
