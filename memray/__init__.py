@@ -13,6 +13,7 @@ from memray.config import EmbedderConfig, IndexConfig, MemoryConfig, SummarizerC
 from memray.errors import (
     ClosedError,
     ConflictError,
+    DeadLetterError,
     EmbeddingError,
     InvalidIdError,
     MemrayError,
@@ -79,6 +80,7 @@ __all__ = [
     "EmbeddingError",
     "ModelMismatchError",
     "StoreError",
+    "DeadLetterError",
     "UnavailableError",
     "MissingExtraError",
     "ClosedError",

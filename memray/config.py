@@ -82,6 +82,10 @@ class MemoryConfig(_Config):
     max_message_chars: int = Field(1_000_000, gt=0)
     retry_backoff_s: float = Field(0.05, gt=0)  # first retry delay of a failed write; doubles
     retry_backoff_max_s: float = Field(5.0, gt=0)
+    # a durable add, flush() or close() that cannot make its messages durable within this bound
+    # (the store down, not a bad row: those are dead-lettered at once) raises StoreError instead
+    # of waiting on; the messages stay pending and are retried in the background
+    write_timeout_s: float = Field(60.0, gt=0)
     # Ray custom resource the HistoryStore actor requests (0.01 of it): pins the store, and so
     # its DuckDB file, to the node that offers it (cluster.yaml gives the head {"memray_store": 1})
     store_resource: str | None = None

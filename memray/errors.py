@@ -10,6 +10,7 @@ Every error memray raises derives from :class:`MemrayError`::
     ├── EmbeddingError         the embedder failed (after its retries)
     │   └── ModelMismatchError a vector of the wrong model or dimension for an index: re-embed
     ├── StoreError             the history store failed or is unavailable
+    │   └── DeadLetterError    acknowledged messages that cannot be stored: recorded, not retried
     ├── SummaryError           the summariser failed; history untouched, retried on a later turn
     ├── UnavailableError       an actor (host, shard, store) is down; names which
     ├── MissingExtraError      an optional package is not installed: says which extra to install
@@ -32,6 +33,7 @@ __all__ = [
     "EmbeddingError",
     "ModelMismatchError",
     "StoreError",
+    "DeadLetterError",
     "SummaryError",
     "UnavailableError",
     "MissingExtraError",
@@ -98,6 +100,22 @@ class ModelMismatchError(EmbeddingError, ValueError):
 
 class StoreError(MemrayError):
     """The history store failed."""
+
+
+class DeadLetterError(StoreError):
+    """Messages that were acknowledged but could not be stored (``kind="rejected"``: the store
+    refused the data; ``kind="lost"``: not yet durable when the host holding them was killed).
+    They are recorded in the store's dead letters with their seq, which is never reused; the
+    conversation goes on. ``letters`` holds ``(app, user_id, conversation_id, id, seq, kind, error)``."""
+
+    def __init__(self, letters: list[tuple[str, str, str, str, int, str, str]]) -> None:
+        shown = "; ".join(f"{c!r}/{i!r} seq {s} {k}: {e}" for _a, _u, c, i, s, k, e in letters[:3])
+        more = f" (and {len(letters) - 3} more)" if len(letters) > 3 else ""
+        super().__init__(
+            f"{len(letters)} acknowledged message(s) could not be stored and were recorded as dead letters: "
+            f"{shown}{more}; the conversation goes on without them (see Memory.dead_letters())"
+        )
+        self.letters = letters
 
 
 class SummaryError(MemrayError):

@@ -2,7 +2,8 @@
 
 Every id (app, user, conversation, message, session, project, entry) is non-empty, at most
 :data:`MAX_ID_CHARS` Unicode characters (characters, not bytes: ``"日本"`` is 2), and holds no
-control characters (Unicode category ``Cc``). Keys built from ids are tuples or length-prefixed
+control characters (Unicode category ``Cc``) nor lone surrogates (``Cs``: a Python str such as
+``"a\ud800"`` that no UTF-8 encoder accepts, so no store could hold it). Keys built from ids are tuples or length-prefixed
 strings, never concatenations that two different id tuples could both produce.
 """
 
@@ -38,16 +39,25 @@ def validate_id(field: str, value: object) -> str:
             field, value, f"is {len(value)} characters, the limit is {MAX_ID_CHARS}",
             "use a shorter id (a hash of a long one works)",
         )
+    if value.isascii() and value.isprintable():
+        return value
     for ch in value:
-        if unicodedata.category(ch) == "Cc":
+        category = unicodedata.category(ch)
+        if category == "Cc":
             raise InvalidIdError(
                 field, value, f"contains the control character {ch!r}", "remove control characters"
+            )
+        if category == "Cs":
+            raise InvalidIdError(
+                field, value, f"contains the lone surrogate {ch!r}, which UTF-8 cannot encode",
+                "decode the id properly, or replace what cannot be encoded: s.encode('utf-8', 'replace').decode()",
             )
     return value
 
 
 def validate_project_id(project_id: object) -> str:
-    """Validate a project id: non-empty, at most 256 characters, no control characters."""
+    """Validate a project id: non-empty, at most 256 characters, no control characters or lone
+    surrogates."""
     return validate_id("project_id", project_id)
 
 

@@ -17,7 +17,7 @@ from memray.conversation.working_memory import WMMode, WorkingMemory, WorkingMem
 from memray.embedding.base import Embedder
 from memray.embedding.calibration import Calibration
 from memray.embedding.query import QueryEncoder
-from memray.errors import ClosedError, ValidationError
+from memray.errors import ClosedError, DeadLetterError, StoreError, UnavailableError, ValidationError
 from memray.ids import ConversationKey, validate_id
 from memray.models import (
     Context, ConversationInfo, DeletionProof, DeletionReceipt, Message, MessageInput, RetrievalMode, coerce_message,
@@ -27,10 +27,37 @@ from memray.runtime.local import LoopThread
 from memray.runtime.ref import ActorRef, RetryingRef
 from memray.service.handle import MemoryServiceHandle
 from memray.service.longterm import MemoryService
+from memray.store.deadletter import DeadLetter
 
 __all__ = ["open", "Memory", "ConversationHandle", "WorkingMemoryHandle"]
 
 T = TypeVar("T")
+
+#: A host call retried after its host died may have been applied: a retried add asks for the seqs
+#: it got (``ConversationHost.add(..., retried=True)``).
+_ON_RETRY: dict[str, dict[str, Any]] = {"add": {"retried": True}, "add_many": {"retried": True}}
+
+
+def _raise_unpersisted(reports: list[dict[str, Any]]) -> None:
+    lost = sum(int(r.get("unpersisted", 0)) for r in reports)
+    dead = sum(int(r.get("dead_letters", 0)) for r in reports)
+    errors = [f"{r.get('host', '?')}: {r['error']}" for r in reports if r.get("error")]
+    if lost or dead or errors:
+        raise StoreError(
+            f"closed, but {lost} acknowledged message(s) could not be made durable and {dead} were dead-lettered "
+            f"({'; '.join(errors)[:500]}); dead letters are listed by Memory.dead_letters() after reopening"
+        )
+
+
+def raise_combined(results: list[Any]) -> None:
+    """Re-raise what ``gather(..., return_exceptions=True)`` returned: the dead letters of every
+    host as one DeadLetterError, else the first other error."""
+    letters = [x for r in results if isinstance(r, DeadLetterError) for x in r.letters]
+    for r in results:
+        if isinstance(r, BaseException) and not isinstance(r, DeadLetterError):
+            raise r
+    if letters:
+        raise DeadLetterError(letters)
 
 
 def open(path: str | None = None, mode: str | None = None, config: MemoryConfig | None = None, **overrides: Any) -> Memory:  # noqa: A001
@@ -53,7 +80,8 @@ class Memory:
         self._loop = LoopThread()
         self._deployment: Deployment | None = None
         self._service: MemoryService | None = None
-        self._started_ray = False
+        self._started_ray = False  # this driver started a local Ray (so it owns the actors by default)
+        self._connected_ray = False  # this driver called ray.init (so it disconnects on close)
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> Memory:
@@ -62,6 +90,10 @@ class Memory:
             self._loop.run(self._start())
         except BaseException:
             self._loop.stop()
+            if self._connected_ray:  # a local Ray started for nothing stops; a joined one is left
+                from memray.runtime.actors import shutdown_ray
+
+                shutdown_ray()
             raise
         return self
 
@@ -76,7 +108,8 @@ class Memory:
         if self.config.mode == "ray":
             from memray.runtime.actors import RayDeployment, ensure_ray
 
-            self._started_ray = ensure_ray(self.config)
+            self._connected_ray = ensure_ray(self.config)
+            self._started_ray = self._connected_ray and not self.config.address
             deployment: Deployment = RayDeployment(self.config)  # type: ignore[assignment]  # RayRef is an ActorRef; lists are invariant
         else:
             deployment = LocalDeployment(self.config)
@@ -124,7 +157,8 @@ class Memory:
     def export(self, root: str | None = None) -> dict[str, Any]:
         """Export messages and entries to hive-partitioned Parquet under ``root`` (default
         ``config.exports_path``), incrementally; returns the manifest (rows, files, watermark).
-        Layout: ``<root>/{messages,entries}/app=<app>/bucket=<n>/part-*.parquet``; read it with
+        Layout: ``<root>/{messages,entries}/app_key=<key>/bucket=<n>/part-*.parquet``, every file
+        holding the ``app`` column (``key`` is the app, or a prefix and a hash of a long one); read it with
         ``ray.data.read_parquet`` or DuckDB's ``read_parquet(..., hive_partitioning=true)``."""
         return self._run(self._export(root))
 
@@ -137,28 +171,34 @@ class Memory:
         return manifest
 
     def close(self, terminate: bool | None = None) -> None:
-        """Flush everything acknowledged, then stop.
+        """Flush everything acknowledged, then stop. Returns within ``write_timeout_s`` plus about
+        a minute whatever state the actors are in; if something acknowledged could not be made
+        durable (the store unreachable) or was dead-lettered since the last flush, it raises
+        StoreError saying how many, after everything is stopped.
 
         In Ray mode the actors are killed if ``terminate`` (default: only when ``open`` started
-        Ray itself; a driver that joined a running Ray leaves them to the others sharing them).
+        a local Ray itself; a driver that joined a running Ray leaves them to the others sharing
+        them, and only disconnects).
         """
         if self._deployment is None:
             return
+        reports: list[dict[str, Any]] = []
         try:
-            self._loop.run(self._stop(self._deployment, self._started_ray if terminate is None else terminate))
+            reports = self._loop.run(self._stop(self._deployment, self._started_ray if terminate is None else terminate))
         finally:
             self._deployment = None
             self._service = None
             self._loop.stop()
-            if self._started_ray:
+            if self._connected_ray:
                 from memray.runtime.actors import shutdown_ray
 
-                shutdown_ray()
+                shutdown_ray()  # stops a local Ray this driver started; only disconnects from a joined one
+        _raise_unpersisted(reports)
 
-    async def _stop(self, deployment: Deployment, terminate: bool) -> None:
+    async def _stop(self, deployment: Deployment, terminate: bool) -> list[dict[str, Any]]:
         if self._service is not None:
             await self._service.close()
-        await deployment.stop(terminate)
+        return await deployment.stop(terminate)
 
     async def aclose(self, terminate: bool | None = None) -> None:
         await asyncio.to_thread(self.close, terminate)
@@ -201,9 +241,10 @@ class Memory:
         return MemoryServiceHandle(self)
 
     def host_for(self, key: ConversationKey) -> ActorRef:
-        """The host of ``key``; calls to it are retried while Ray restarts it (they are idempotent)."""
+        """The host of ``key``; calls to it are retried while Ray restarts it (they are idempotent;
+        a retried add asks the host for the seqs its first attempt got)."""
         hosts = self.deployment.hosts
-        return RetryingRef(hosts[key.route(len(hosts))])
+        return RetryingRef(hosts[key.route(len(hosts))], on_retry=_ON_RETRY)
 
     # -- conversations ----------------------------------------------------------------------
     def conversation(
@@ -240,7 +281,8 @@ class Memory:
         for i, (key, _) in enumerate(batch):
             groups.setdefault(key.route(len(hosts)), []).append(i)
         results = await asyncio.gather(
-            *(RetryingRef(hosts[h]).call("add_many", [batch[i] for i in idx], durable) for h, idx in groups.items())
+            *(RetryingRef(hosts[h], on_retry=_ON_RETRY).call("add_many", [batch[i] for i in idx], durable)
+              for h, idx in groups.items())
         )
         out: list[list[int]] = [[] for _ in batch]
         for idx, seqs in zip(groups.values(), results):
@@ -262,15 +304,47 @@ class Memory:
         await self._arun(self._flush())
 
     async def _flush(self) -> None:
-        await asyncio.gather(*(h.call("flush") for h in self.deployment.hosts))
+        results = await asyncio.gather(*(h.call("flush") for h in self.deployment.hosts), return_exceptions=True)
+        raise_combined(results)
+
+    def dead_letters(self, app: str | None = None, user_id: str | None = None, limit: int = 100) -> list[DeadLetter]:
+        """Messages that were acknowledged but could not be stored (``kind="rejected"``: the
+        store refused them; ``"lost"``: not yet durable when their host was killed), newest first.
+        Each keeps its seq, which no other message is ever given. A conversation's next flush
+        (or durable add) raises :class:`~memray.errors.DeadLetterError` naming its own."""
+        rows = self._run(self.deployment.store.call("dead_letters", app, user_id, limit))
+        return [DeadLetter(*r) for r in rows]
 
     def wait_indexed(self, timeout_s: float = 60.0) -> bool:
         """Flush, then wait until every durable message is embedded and searchable."""
         return self._run(self._wait_indexed(timeout_s))
 
     async def _wait_indexed(self, timeout_s: float) -> bool:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
         done = await asyncio.gather(*(h.call("wait_indexed", timeout_s) for h in self.deployment.hosts))
-        return all(done)
+        if not all(done):
+            return False
+        # every committed, embedded item must have its vector in its shard: level each with the store
+        from memray.index.recovery import level_shard
+
+        store, shards = self.deployment.store, self.deployment.shards
+
+        def sync(ref: ActorRef) -> Any:
+            return lambda method, *args: asyncio.run_coroutine_threadsafe(ref.call(method, *args), loop).result()
+
+        for i, shard in enumerate(shards):
+            while True:
+                try:
+                    if not await shard.call("is_recovering"):
+                        await asyncio.to_thread(level_shard, sync(store), sync(shard), i, len(shards))
+                        break
+                except UnavailableError:  # restarting: it recovers, then is leveled
+                    pass
+                if loop.time() >= deadline:
+                    return False
+                await asyncio.sleep(0.05)
+        return True
 
     async def _delete_conversation(self, key: ConversationKey) -> dict[str, int]:
         await self.host_for(key).call("evict", key)  # pending writes dropped, in-flight ones awaited

@@ -13,7 +13,8 @@ level: it looks for an initialised ray in ``sys.modules`` when it exports (cores
 
 Prometheus names (Ray adds the ``ray_`` prefix): ``ray_memray_messages_committed_total``,
 ``ray_memray_flush_lag_seconds``, ``ray_memray_search_latency_seconds``,
-``ray_memray_embedding_failures_total``, ``ray_memray_degraded_recalls_total``.
+``ray_memray_embedding_failures_total``, ``ray_memray_degraded_recalls_total``,
+``ray_memray_dead_letters_total``, ``ray_memray_messages_lost_total``.
 
 :class:`LagRecorder` measures durable lag exactly (acknowledged → committed, per message) inside
 a conversation host; the host reports it through ``durable_lag()``.
@@ -32,6 +33,7 @@ from typing import Any
 __all__ = [
     "Counter", "Histogram", "LagRecorder", "snapshot", "export", "ray_active",
     "MESSAGES_COMMITTED", "FLUSH_LAG", "SEARCH_LATENCY", "EMBEDDING_FAILURES", "DEGRADED_RECALLS",
+    "DEAD_LETTERS", "MESSAGES_LOST",
     "LAG_BOUNDARIES_S", "LATENCY_BOUNDARIES_S", "percentiles",
 ]
 
@@ -223,6 +225,10 @@ FLUSH_LAG = Histogram(
 SEARCH_LATENCY = Histogram("memray_search_latency_seconds", "Search latency seen by the caller", LATENCY_BOUNDARIES_S, ("scope",))
 EMBEDDING_FAILURES = Counter("memray_embedding_failures", "Items whose embedding failed (retried later)")
 DEGRADED_RECALLS = Counter("memray_degraded_recalls", "Searches or contexts answered degraded", ("scope",))
+DEAD_LETTERS = Counter("memray_dead_letters", "Acknowledged messages the store rejected (recorded as dead letters)", ("host",))
+MESSAGES_LOST = Counter(
+    "memray_messages_lost", "Acknowledged (durable=False) messages lost when their host was killed", ("host",)
+)
 
 
 class LagRecorder:

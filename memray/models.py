@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from memray.errors import ValidationError
 from memray.ids import validate_id
+from memray.validation import check_finite, check_text, json_text
 
 __all__ = [
     "Role",
@@ -27,6 +28,8 @@ __all__ = [
     "Message",
     "MessageInput",
     "coerce_message",
+    "check_message",
+    "check_entry",
     "Hit",
     "Context",
     "MemoryEntry",
@@ -49,7 +52,9 @@ MAX_CONTENT_CHARS = 1_000_000
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # NaN/inf stay themselves in JSON mode (pydantic would silently write null): validation
+    # rejects them instead (memray.validation), so what is acknowledged is what is stored.
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
 
 
 class TextPart(_Record):
@@ -137,6 +142,11 @@ class Message(_Record):
     def _valid_id(cls, v: str) -> str:
         return validate_id("message.id", v)
 
+    @field_validator("created_at")
+    @classmethod
+    def _finite_time(cls, v: float) -> float:
+        return check_finite("message.created_at", v)
+
     @property
     def text(self) -> str:
         """The text that is embedded and indexed: text parts, tool names and tool outputs."""
@@ -171,13 +181,41 @@ def coerce_message(value: MessageInput, max_chars: int = MAX_CONTENT_CHARS) -> M
             raise _translate(exc, value) from exc
     else:
         raise ValidationError("message", value, f"must be a Message or a dict, got {type(value).__name__}")
-    size = sum(len(p.text) if isinstance(p, TextPart) else len(p.model_dump_json()) for p in msg.parts)
+    return check_message(msg, max_chars)
+
+
+def check_message(msg: Message, max_chars: int = MAX_CONTENT_CHARS) -> Message:
+    """``msg`` if the store can hold it as it is: a valid id, a finite ``created_at``, text that
+    encodes as UTF-8, parts and metadata that are strict JSON, and at most ``max_chars``
+    characters of parts and metadata together. Else a ValidationError naming the field.
+    (A Message built with ``model_construct`` or changed after construction is checked too.)"""
+    validate_id("message.id", msg.id)
+    check_finite("message.created_at", msg.created_at)
+    size = 0
+    for i, part in enumerate(msg.parts):
+        if isinstance(part, (TextPart, ReasoningPart)):
+            check_text(f"message.parts[{i}].text", part.text)
+            size += len(part.text)
+        else:
+            size += len(json_text(f"message.parts[{i}]", _dump(f"message.parts[{i}]", part)))
+    if msg.metadata:
+        if not isinstance(msg.metadata, dict):
+            raise ValidationError("message.metadata", msg.metadata, "must be a dict")
+        size += len(json_text("message.metadata", msg.metadata))
     if size > max_chars:
         raise ValidationError(
-            "message.parts", f"<{size} characters>", f"exceeds the cap of {max_chars} characters",
+            "message.parts", f"<{size} characters>", f"exceeds the cap of {max_chars} characters (parts and metadata)",
             "split the content or raise MemoryConfig.max_message_chars",
         )
     return msg
+
+
+def _dump(field: str, part: BaseModel) -> Any:
+    try:
+        return part.model_dump(mode="json")
+    except Exception as exc:  # pydantic cannot serialise a value in it (an arbitrary object)
+        raise ValidationError(field, part, f"is not JSON-serialisable: {exc}",
+                              "pass plain JSON values: str, int, float, bool, None, list, dict") from None
 
 
 def _translate(exc: Exception, value: Any) -> ValidationError:
@@ -236,11 +274,32 @@ class MemoryEntry(_Record):
     def _valid_id(cls, v: str) -> str:
         return validate_id("entry.id", v)
 
+    @field_validator("timestamp")
+    @classmethod
+    def _finite_time(cls, v: float) -> float:
+        return check_finite("entry.timestamp", v)
+
     @property
     def text(self) -> str:
         if isinstance(self.content, str):
             return self.content
         return "\n".join(p.text for p in self.content if isinstance(p, (TextPart, ReasoningPart)))
+
+
+def check_entry(entry: MemoryEntry, field: str = "entry") -> MemoryEntry:
+    """``entry`` if the store can hold it (see :func:`check_message`); else a ValidationError
+    naming ``field`` and the member at fault."""
+    validate_id(f"{field}.id", entry.id)
+    check_finite(f"{field}.timestamp", entry.timestamp)
+    check_text(f"{field}.author", entry.author)
+    if isinstance(entry.content, str):
+        check_text(f"{field}.content", entry.content)
+    else:
+        for i, part in enumerate(entry.content):
+            json_text(f"{field}.content[{i}]", _dump(f"{field}.content[{i}]", part))
+    if entry.metadata:
+        json_text(f"{field}.metadata", entry.metadata)
+    return entry
 
 
 class SearchRequest(_Record):

@@ -159,5 +159,13 @@ def test_durable_add_survives_a_killed_writer(tmp_path):
     proc = subprocess.run([sys.executable, "-c", writer], timeout=120)
     assert proc.returncode == -signal.SIGKILL
     with memray.open(path, mode="inprocess", hosts=1, shards=1) as mem:
-        texts = [m.text for m in mem.conversation("u", "c").messages()]
-    assert texts[:5] == [f"acknowledged {i}" for i in range(5)]
+        conv = mem.conversation("u", "c")
+        texts = [m.text for m in conv.messages()]
+        # the buffered message is lost, and said so: counted, recorded, raised by the next flush
+        assert mem.stats()[0]["lost_on_restart"] == 1
+        assert [(d.seq, d.kind) for d in mem.dead_letters()] == [(6, "lost")]
+        with pytest.raises(memray.DeadLetterError, match="seq 6 lost"):
+            conv.flush()
+        conv.flush()  # reported once
+        assert conv.add({"role": "user", "content": "next"}) == [7]  # seq 6 is never given again
+    assert texts == [f"acknowledged {i}" for i in range(5)]

@@ -14,6 +14,7 @@ SAMPLES = [
     errors.EmbeddingError("server down"),
     errors.ModelMismatchError("dim 3 != 4; re-embed"),
     errors.StoreError("disk full"),
+    errors.DeadLetterError([("app", "u1", "c1", "m1", 3, "rejected", "ValidationError: created_at")]),
     UnavailableError("shard 3", "actor died"),
     MissingExtraError("sentence-transformers", "local"),
     errors.ClosedError("closed"),

@@ -1,39 +1,66 @@
 """`GroupCommitter`: one store transaction for the writes of many conversations.
 
-Every conversation's persist chain submits its drained rows here. While one ``append_messages``
+Every conversation's persist chain submits its drained rows here. While one ``commit_messages``
 call is in flight, new submissions accumulate; the next call carries all of them (up to
 ``max_rows``). So the store sees few large Arrow inserts (DuckDB ingests ~1 M rows/s that way,
 ~2 k rows/s row by row), and a conversation's write still completes in order because its chain
 waits for it.
+
+A row the store cannot hold (a data error) does not fail the batch: the store isolates it and
+records it as a dead letter (:mod:`memray.store.deadletter`); its submission learns which of its
+rows were rejected, every other row of every conversation is committed.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from memray.runtime.batch import Coalescer
 from memray.runtime.ref import ActorRef
+from memray.store.deadletter import CommitResult, DeadLetter
 from memray.store.rows import MessageRow
 
-__all__ = ["GroupCommitter", "Correction"]
+__all__ = ["GroupCommitter", "Correction", "Outcome"]
 
 Correction = tuple[str, str, str, str, int, float]  # (app, user_id, conversation_id, id, seq, created_at)
+
+
+class Outcome(NamedTuple):
+    """What became of one submission: seq corrections for ids the store already held, and the
+    rows it rejected (dead letters, with ``rejected_ids`` the ids as submitted). Every other row
+    is committed."""
+
+    corrections: list[Correction]
+    rejected: list[DeadLetter]
+    rejected_ids: list[str] = []
 
 
 class GroupCommitter:
     def __init__(self, store: ActorRef, max_rows: int = 20_000) -> None:
         self._store = store
-        self._batch: Coalescer[list[MessageRow], list[Correction]] = Coalescer(self._commit, max_rows, weight=len)
+        self._batch: Coalescer[list[MessageRow], Outcome] = Coalescer(self._commit, max_rows, weight=len)
         self.commits = 0
         self.rows = 0
+        self.rejected = 0
 
-    async def submit(self, rows: list[MessageRow]) -> list[Correction]:
-        """Persist ``rows``; return store corrections for them. Durable when it returns."""
+    async def submit(self, rows: list[MessageRow]) -> Outcome:
+        """Persist ``rows``: committed or dead-lettered when it returns."""
         return await self._batch.get(rows)
 
-    async def _commit(self, submissions: list[list[MessageRow]]) -> list[list[Correction]]:
+    async def _commit(self, submissions: list[list[MessageRow]]) -> list[Outcome]:
         all_rows = [row for rows in submissions for row in rows]
-        corrections: list[Correction] = await self._store.call("append_messages", all_rows)
+        result = CommitResult(*await self._store.call("commit_messages", all_rows))
         self.commits += 1
         self.rows += len(all_rows)
-        by_row = {c[:4]: c for c in corrections}
-        return [[by_row[k] for k in ((r.app, r.user_id, r.conversation_id, r.id) for r in rows) if k in by_row]
-                for rows in submissions]
+        self.rejected += len(result.rejected)
+        by_row = {c[:4]: c for c in result.corrections}
+        bad = dict(zip(result.positions, (DeadLetter(*d) for d in result.rejected)))
+        out = []
+        start = 0
+        for rows in submissions:
+            keys = [(r.app, r.user_id, r.conversation_id, r.id) for r in rows]
+            mine = [i - start for i in sorted(bad) if start <= i < start + len(rows)]
+            out.append(Outcome([by_row[k] for k in keys if k in by_row], [bad[start + i] for i in mine],
+                               [rows[i].id for i in mine]))
+            start += len(rows)
+        return out

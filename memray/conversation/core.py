@@ -7,12 +7,16 @@ runs whole without interleaving: seq assignment and buffer merges are atomic per
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import asyncio
+from typing import TYPE_CHECKING, Any, Callable
 
 from memray.conversation.buffer import MessageBuffer
 from memray.conversation.persist import PersistChain
 from memray.ids import ConversationKey
 from memray.models import Message
+
+if TYPE_CHECKING:
+    from memray.store.deadletter import DeadLetter
 
 __all__ = ["Conversation", "matches"]
 
@@ -23,7 +27,7 @@ class Conversation:
 
     __slots__ = (
         "key", "buffer", "_chain", "_make_chain", "last_seq", "whole", "deleted", "unsummarized_tokens", "summarizing",
-        "unindexed", "indexed_stamp",
+        "outside", "tail", "failed", "lost", "unindexed", "indexed_stamp",
     )
 
     def __init__(
@@ -39,6 +43,12 @@ class Conversation:
         self.deleted = False
         self.unsummarized_tokens = -1  # unknown until the summary keeper has looked
         self.summarizing = False
+        # ids re-added with the seq they already had (stored, or lost in a restart): they sit in
+        # the buffer out of tail order until their write commits
+        self.outside: set[str] | None = None
+        self.tail: asyncio.Future[None] | None = None  # the last add waiting to assign seqs (ordered)
+        self.failed: list[DeadLetter] | None = None  # dead letters not yet reported to a flush
+        self.lost: dict[str, int] | None = None  # id -> seq acknowledged before a restart, not stored
         self.unindexed: dict[str, Message] | None = None  # the read-your-writes tail (memray.conversation.tail)
         self.indexed_stamp = 0
 
@@ -61,14 +71,28 @@ class Conversation:
         if self._chain is not None:
             await self._chain.close()
 
-    def add(self, messages: list[Message]) -> list[int]:
-        """Merge ``messages`` into the buffer, assigning seqs to new ids; schedule persistence."""
+    def stop(self) -> None:
+        """Stop persisting (see :meth:`PersistChain.stop`)."""
+        if self._chain is not None:
+            self._chain.stop()
+
+    def add(self, messages: list[Message], known: dict[str, int] | None = None) -> list[int]:
+        """Merge ``messages`` into the buffer, assigning seqs to new ids; schedule persistence.
+        ``known``: ids the buffer does not hold that already have a seq (stored, or acknowledged
+        before a restart) keep it, so a re-added or retried message is never given a second seq."""
         chain = self.chain
         seqs = []
         for msg in messages:
+            seq = None
             if self.buffer.target_of(msg) is None:
-                self.last_seq += 1
-            stored = self.buffer.add(msg, self.last_seq)
+                seq = known.get(msg.id) if known else None
+                if seq is None:
+                    self.last_seq += 1
+                else:
+                    if self.outside is None:
+                        self.outside = set()
+                    self.outside.add(msg.id)
+            stored = self.buffer.add(msg, self.last_seq if seq is None else seq)
             seqs.append(stored.seq or 0)
             if stored.text:  # the read-your-writes tail (memray.conversation.tail): until indexed
                 if self.unindexed is None:
@@ -77,9 +101,29 @@ class Conversation:
         chain.schedule()
         return seqs
 
+    def needs_lookup(self, messages: list[Message], retried: bool) -> list[str]:
+        """Ids of ``messages`` that may already have a seq in the store: not held in the buffer,
+        in a conversation the buffer does not hold whole, and either named by the caller (a
+        re-add) or sent again by a retried call. Memray's own new ids need no lookup."""
+        if self.whole and not self.buffer.evicted:
+            return []
+        return [m.id for m in messages if self.buffer.target_of(m) is None and not (self.lost and m.id in self.lost)
+                and (retried or "id" in m.model_fields_set)]
+
+    def report(self, letters: list[DeadLetter]) -> None:
+        """Keep dead letters for the next flush to raise."""
+        if letters:
+            self.failed = [*(self.failed or []), *letters]
+
+    def take_failed(self) -> list[DeadLetter]:
+        failed, self.failed = self.failed or [], None
+        return failed
+
     def covers(self, before_seq: int | None, limit: int | None) -> bool:
         """Whether the buffer alone holds the most recent ``limit`` messages before ``before_seq``
         (the buffer is a contiguous tail of the conversation)."""
+        if self.outside:
+            return False
         if self.whole and not self.buffer.evicted:
             return True
         if limit is None:

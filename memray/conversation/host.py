@@ -7,10 +7,22 @@ call's synchronous part runs whole, so a conversation's seqs are assigned in the
 calls arrive, whichever caller made them (Ray does not order calls on async actors; the host
 does not need it to).
 
-Writes: add → buffer (seq assigned, acknowledged) → persist chain (debounced) → group commit
-(one store transaction for many conversations) → embedding pipeline (vectors after the durable
-write) → shards. Summaries are folded in the background once the unsummarised history passes
-the trigger.
+Writes: add → buffer (seq assigned) → ledger (:mod:`.ledger`) → acknowledged → persist chain
+(debounced) → group commit (one store transaction for many conversations) → embedding pipeline
+(vectors after the durable write) → shards. Summaries are folded in the background once the
+unsummarised history passes the trigger.
+
+Seq integrity: the seq an ``add`` returns is the seq stored, and a seq once acknowledged is never
+given to another message. An id the buffer does not hold may already have a seq — a re-added old
+message, or a call retried after its host died — so the host asks the store first (only when it
+can be so: see :meth:`Conversation.needs_lookup`), and the adds of that conversation wait their
+turn behind it. A host that restarts resolves its ledger against the store before it serves:
+acknowledged messages the store lacks are recorded as ``lost`` dead letters, their seqs kept.
+
+No wedge: rows the store rejects are dead-lettered (:mod:`memray.store.deadletter`) and
+reported to the conversation's next ``flush`` (or durable add) as a
+:class:`~memray.errors.DeadLetterError`; waits on the store are bounded by
+``MemoryConfig.write_timeout_s``.
 """
 
 from __future__ import annotations
@@ -23,17 +35,20 @@ from typing import Any
 
 from memray.config import EmbedderConfig, MemoryConfig
 from memray.conversation.buffer import MessageBuffer
-from memray.conversation.commit import GroupCommitter
+from memray.conversation.commit import GroupCommitter, Outcome
 from memray.conversation.core import Conversation, matches, overlay
+from memray.conversation.ledger import AckLedger
 from memray.conversation.persist import PersistChain
 from memray.conversation.tail import Tail, TailKeeper
 from memray.embedding.pipeline import EmbeddingPipeline, PendingItem
-from memray.errors import ClosedError
+from memray.errors import ClosedError, DeadLetterError, StoreError
 from memray.ids import ConversationKey
-from memray.metrics import LagRecorder
+from memray.metrics import DEAD_LETTERS, MESSAGES_LOST, LagRecorder
 from memray.models import Message
+from memray.runtime.batch import Coalescer
 from memray.runtime.ref import ActorRef
 from memray.store.base import ConversationSnapshot
+from memray.store.deadletter import DeadLetter
 from memray.store.rows import (
     MessageRow, Namespace, conversation_namespace, message_payload, message_to_row, row_to_message,
 )
@@ -53,13 +68,31 @@ class ConversationHost:
         self._loading: dict[ConversationKey, asyncio.Future[Conversation]] = {}
         self._closed = False
         self._started = False
+        self._starting: asyncio.Task[None] | None = None
         self._lag = LagRecorder(str(host_id))
+        self._ledger = AckLedger(os.path.join(config.root, "hosts", f"host-{host_id}.ledger"))
+        self._lost: dict[ConversationKey, dict[str, int]] = {}  # resolved at start, not yet reported
+        self.lost_on_restart = 0
+        self.dead_letters = 0
 
     async def start(self) -> None:
-        """Build the embedder, router, committer and pipeline (in the actor's own process).
-        Idempotent; a host restarted by Ray starts itself on its first call."""
-        if self._started:
-            return
+        """Build the embedder, router, committer and pipeline (in the actor's own process), and
+        resolve the ledger a previous incarnation left. Idempotent; concurrent callers wait for
+        one start; a host restarted by Ray starts itself on its first call. A failed start (the
+        store down) is tried again by the next call."""
+        task = self._starting
+        if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
+            task = self._starting = asyncio.get_running_loop().create_task(self._start())
+        await asyncio.shield(task)
+
+    async def _start(self) -> None:
+        if not self._started:
+            self._build()
+        await self._resolve_ledger()
+        if self.host_id == 0:
+            await self._pipeline.sweep()
+
+    def _build(self) -> None:
         self._started = True
         from memray.conversation.summary import SummaryKeeper, build_summarizer
         from memray.embedding import build_embedder
@@ -79,8 +112,38 @@ class ConversationHost:
         self._pipeline.on_indexed = self._on_indexed
         summarizer = build_summarizer(self.config.summarizer)
         self._keeper = None if summarizer is None else SummaryKeeper(self._store, summarizer, self.config.summarizer, estimate_tokens)
-        if self.host_id == 0:
-            await self._pipeline.sweep()
+        self._lookup: Coalescer[tuple[ConversationKey, list[str]], dict[str, int]] = Coalescer(
+            lambda asks: self._store.call("stored_seqs", asks), 4096)
+
+    async def _resolve_ledger(self) -> None:
+        """Acknowledged messages of a previous incarnation that the store lacks become ``lost``
+        dead letters (their seqs kept from reuse), counted and reported; then a fresh ledger.
+        Host 0 also resolves the ledgers of hosts that no longer exist (fewer ``hosts`` now)."""
+        orphans = [AckLedger(p) for p in self._orphan_ledgers()] if self.host_id == 0 else []
+        records = [r for ledger in [self._ledger, *orphans] for r in ledger.read()]
+        if records:
+            reason = (f"acknowledged (durable=False) but not yet stored when host {self.host_id} stopped: "
+                      "lost within the debounce window")
+            letters: list[DeadLetter] = await self._store.call(
+                "resolve_acknowledged", [(r.key, r.id, r.seq) for r in records], reason)
+            for d in letters:
+                self._lost.setdefault(ConversationKey(d.app, d.user_id, d.conversation_id), {})[d.id] = d.seq
+            if letters:
+                self.lost_on_restart += len(letters)
+                MESSAGES_LOST.inc(len(letters), {"host": str(self.host_id)})
+                log.warning("host %d restarted: %d acknowledged messages in %d conversations were not yet durable "
+                            "and are lost; recorded as dead letters", self.host_id, len(letters),
+                            len({(d.app, d.user_id, d.conversation_id) for d in letters}))
+        self._ledger.reset()
+        for ledger in orphans:
+            os.remove(ledger.path)
+
+    def _orphan_ledgers(self) -> list[str]:
+        folder = os.path.dirname(self._ledger.path)
+        names = os.listdir(folder) if os.path.isdir(folder) else []
+        return [os.path.join(folder, n) for n in sorted(names)
+                if n.startswith("host-") and n.endswith(".ledger") and n[5:-7].isdigit()
+                and int(n[5:-7]) >= self.config.hosts]
 
     # -- conversations in memory ------------------------------------------------------------
     async def _get(self, key: ConversationKey) -> Conversation:
@@ -122,6 +185,7 @@ class ConversationHost:
         conv = Conversation(key, buffer, self._make_chain, snap.last_seq, whole=len(snap.recent) < window)
         if snap.last_seq == 0:
             conv.unsummarized_tokens = 0  # a new conversation: count as it grows, no store read
+        conv.lost = self._lost.pop(key, None)
         return conv
 
     def _make_chain(self, conv: Conversation) -> PersistChain:
@@ -131,28 +195,76 @@ class ConversationHost:
         )
 
     # -- writes -----------------------------------------------------------------------------
-    async def add(self, key: ConversationKey, messages: list[Message], durable: bool = False) -> list[int]:
+    async def add(self, key: ConversationKey, messages: list[Message], durable: bool = False,
+                  retried: bool = False) -> list[int]:
+        """Add messages; their seqs, in order. ``retried``: the caller sent this call before and
+        may not have had the answer (its host died): ids it sent keep the seqs they got."""
         conv = await self._get(key)
-        seqs = conv.add(messages)
+        seqs = (await self._assign([(conv, messages)], retried))[0]
         self._lag.acked(key, [m.id for m in messages])
         if durable:
-            await conv.flush()
+            await self._flush_one(conv, self.config.write_timeout_s)
         return seqs
 
-    async def add_many(self, batch: list[tuple[ConversationKey, list[Message]]], durable: bool = False) -> list[list[int]]:
+    async def add_many(self, batch: list[tuple[ConversationKey, list[Message]]], durable: bool = False,
+                       retried: bool = False) -> list[list[int]]:
         """Add to many conversations in one call; seqs per conversation, in input order."""
         convs = await self._get_many([k for k, _ in batch])
         by_key = {c.key: c for c in convs}
-        out = [by_key[k].add(msgs) for k, msgs in batch]
+        out = await self._assign([(by_key[k], msgs) for k, msgs in batch], retried)
         now = time.monotonic()
         for k, msgs in batch:
             self._lag.acked(k, [m.id for m in msgs], now)
         if durable:
-            await asyncio.gather(*(c.flush() for c in by_key.values()))
+            await self._flush_all(list(by_key.values()), self.config.write_timeout_s)
         return out
 
+    async def _assign(self, work: list[tuple[Conversation, list[Message]]], retried: bool) -> list[list[int]]:
+        """Give the messages of each (conversation, messages) their seqs, in arrival order per
+        conversation, then record them in the ledger — before the caller hears of them.
+
+        Fast path (almost every call): no id needs a store lookup and no earlier add of the
+        conversation is waiting for one; everything runs synchronously. Otherwise the adds of
+        that conversation form a queue (``conv.tail``): each waits for the one before it."""
+        needs = [c.needs_lookup(msgs, retried) for c, msgs in work]
+        slow = [i for i, (c, _) in enumerate(work) if needs[i] or c.tail is not None]
+        out: list[list[int]] = [[] for _ in work]
+        if not slow:
+            for i, (c, msgs) in enumerate(work):
+                out[i] = c.add(msgs, c.lost)
+        else:
+            loop = asyncio.get_running_loop()
+            queued: list[tuple[int, asyncio.Future[None] | None, asyncio.Future[None]]] = []
+            for i, (c, msgs) in enumerate(work):
+                if i in slow:
+                    fut: asyncio.Future[None] = loop.create_future()
+                    queued.append((i, c.tail, fut))
+                    c.tail = fut
+                else:
+                    out[i] = c.add(msgs, c.lost)
+            try:
+                found = await asyncio.gather(*(self._stored(work[i][0].key, needs[i]) for i, _, _ in queued))
+                for (i, prev, fut), stored in zip(queued, found):
+                    if prev is not None:
+                        await prev
+                    conv, msgs = work[i]
+                    out[i] = conv.add(msgs, {**(conv.lost or {}), **stored})
+                    fut.set_result(None)
+            finally:
+                for i, _, fut in queued:
+                    if not fut.done():
+                        fut.set_result(None)
+                    if work[i][0].tail is fut:
+                        work[i][0].tail = None
+        self._ledger.append((c.key, [(m.id, s) for m, s in zip(msgs, seqs)]) for (c, msgs), seqs in zip(work, out))
+        return out
+
+    async def _stored(self, key: ConversationKey, ids: list[str]) -> dict[str, int]:
+        return await self._lookup.get((key, ids)) if ids else {}
+
     async def _write(self, conv: Conversation) -> int:
-        """Persist what ``conv`` has pending; return the highest seq now durable."""
+        """Persist what ``conv`` has pending; return the highest seq now settled (committed, or
+        dead-lettered: a row the store rejects never blocks the rows after it)."""
         if conv.deleted:
             conv.buffer.drain()
             return conv.durable_seq
@@ -160,20 +272,52 @@ class ConversationHost:
         if not msgs:
             return conv.durable_seq
         ids = [m.id for m in msgs]
-        rows = [message_to_row(conv.key, m) for m in msgs]
+        rows: list[MessageRow] = []
+        broken: list[DeadLetter] = []
+        for m in msgs:
+            try:
+                rows.append(message_to_row(conv.key, m))
+            except Exception as exc:  # cannot even be serialised: nothing to retry
+                broken.append(DeadLetter(conv.key.app, conv.key.user_id, conv.key.conversation_id, m.id, m.seq or 0,
+                                         "rejected", f"{type(exc).__name__}: {exc}"[:2000], ""))
         try:
-            corrections = await self._committer.submit(rows)
+            if broken:
+                await self._store.call("record_dead_letters", broken)
+            outcome = await self._committer.submit(rows) if rows else Outcome([], [])
         except BaseException:
             conv.buffer.mark_pending(ids)
             raise
         conv.buffer.settle(ids)
         self._lag.committed(conv.key, ids)
-        corrected = {c[3]: c for c in corrections}
-        for mid in corrected:  # an id the store already held: it keeps its original seq
+        rejected = [*broken, *outcome.rejected]
+        bad = {d.id for d in broken} | set(outcome.rejected_ids)
+        corrected = {c[3]: c for c in outcome.corrections}
+        gone = bad | set(corrected) | (conv.outside or set()).intersection(ids)
+        for mid in gone:  # dead-lettered, or held by the store under an older seq: out of the tail
             conv.buffer.discard(mid)
-        rows = [r._replace(seq=corrected[r.id][4], created_at=corrected[r.id][5]) if r.id in corrected else r for r in rows]
+        if conv.outside:
+            conv.outside.difference_update(ids)
+        if rejected:
+            self._dead_lettered(conv, rejected)
+        rows = [r._replace(seq=corrected[r.id][4], created_at=corrected[r.id][5]) if r.id in corrected else r
+                for r in rows if r.id not in bad]
         self._after_commit(conv, rows)
-        return max((m.seq or 0) for m in msgs if m.id not in corrected) if len(corrected) < len(msgs) else conv.durable_seq
+        if self._ledger.due:
+            self._compact_ledger()
+        kept = [m.seq or 0 for m in msgs if m.id not in corrected]
+        return max(kept) if kept else conv.durable_seq
+
+    def _dead_lettered(self, conv: Conversation, letters: list[DeadLetter]) -> None:
+        conv.report(letters)
+        self.dead_letters += len(letters)
+        DEAD_LETTERS.inc(len(letters), {"host": str(self.host_id)})
+        log.warning("%d message(s) of %s rejected by the store and recorded as dead letters: %s", len(letters),
+                    conv.key, "; ".join(f"{d.id!r} seq {d.seq}: {d.error}" for d in letters[:3]))
+
+    def _compact_ledger(self) -> None:
+        """Rewrite the ledger with only what is not yet durable (conversations held here)."""
+        self._ledger.rewrite(
+            (c.key, [(m.id, m.seq or 0) for m in c.buffer.unsettled()]) for c in self._conversations.values())
 
     def _after_commit(self, conv: Conversation, rows: list[MessageRow]) -> None:
         ns = conversation_namespace(conv.key)
@@ -197,20 +341,53 @@ class ConversationHost:
         finally:
             conv.summarizing = False
 
-    async def flush(self, key: ConversationKey | None = None, timeout_s: float | None = None) -> None:
-        """Make everything acknowledged so far durable (one conversation, or all of this host's)."""
+    async def flush(self, key: ConversationKey | None = None, timeout_s: float | None = None, report: bool = True) -> None:
+        """Make everything acknowledged so far durable (one conversation, or all of this host's).
+
+        Raises :class:`DeadLetterError` naming the messages of these conversations that could not
+        be stored since the last flush (the rest is durable), and StoreError if the store cannot
+        be reached within ``timeout_s`` (default ``write_timeout_s``; the messages stay pending).
+        ``report=False`` leaves the dead letters for the conversations' own next flush (a driver
+        that leaves a shared memray must not take other drivers' reports with it)."""
         if not self._started:
             return
+        if key is not None and key not in self._conversations and key in self._lost:
+            await self._get(key)  # not held since the restart: load it so its losses are reported
         convs = [self._conversations[key]] if key is not None and key in self._conversations else (
             [] if key is not None else list(self._conversations.values())
         )
-        await asyncio.gather(*(c.flush(timeout_s) for c in convs))
+        await self._flush_all(convs, self.config.write_timeout_s if timeout_s is None else timeout_s, report, report)
+
+    async def _flush_one(self, conv: Conversation, timeout_s: float | None, report_lost: bool = True,
+                         report_failed: bool = True) -> None:
+        await conv.flush(timeout_s)
+        letters = conv.take_failed() if report_failed else []
+        if conv.lost and report_lost:  # lost in a restart, unless a retried add has stored them since
+            lost, conv.lost = conv.lost, None
+            stored = (await self._store.call("stored_seqs", [(conv.key, list(lost))]))[0]
+            reason = f"acknowledged (durable=False) but not yet stored when host {self.host_id} stopped"
+            letters += [DeadLetter(conv.key.app, conv.key.user_id, conv.key.conversation_id, i, s, "lost", reason, "")
+                        for i, s in lost.items() if i not in stored]
+        if letters:
+            raise DeadLetterError([(d.app, d.user_id, d.conversation_id, d.id, d.seq, d.kind, d.error) for d in letters])
+
+    async def _flush_all(self, convs: list[Conversation], timeout_s: float | None, report_lost: bool = True,
+                         report_failed: bool = True) -> None:
+        results = await asyncio.gather(*(self._flush_one(c, timeout_s, report_lost, report_failed) for c in convs),
+                                       return_exceptions=True)
+        letters = [x for r in results if isinstance(r, DeadLetterError) for x in r.letters]
+        for r in results:
+            if isinstance(r, BaseException) and not isinstance(r, DeadLetterError):
+                raise r
+        if letters:
+            raise DeadLetterError(letters)
 
     async def wait_indexed(self, timeout_s: float | None = None) -> bool:
         """Flush, then wait until every durable message has been embedded and indexed (False on
-        timeout, e.g. while the embedder fails and the items wait for their retry)."""
+        timeout, e.g. while the embedder fails and the items wait for their retry). Dead letters
+        are left for the conversations' own flushes to report."""
         await self.start()
-        await self.flush(timeout_s=timeout_s)
+        await asyncio.gather(*(c.flush(timeout_s) for c in list(self._conversations.values())))
         return await self._pipeline.wait_idle(timeout_s, retries=True)
 
     # -- reads ------------------------------------------------------------------------------
@@ -264,12 +441,15 @@ class ConversationHost:
         """Forget a conversation's in-memory state before a delete: pending writes are dropped
         and an in-flight write is awaited, so nothing lands after the delete."""
         conv = self._conversations.pop(key, None)
+        self._lost.pop(key, None)
         if conv is None:
             return
         conv.deleted = True
         conv.buffer.drain()
         self._lag.forget(key)
         await conv.close()
+        if self._started:
+            self._compact_ledger()  # its acknowledgements leave the ledger file too
         ns = conversation_namespace(key)
         self._pipeline.forget(lambda n: n == ns)
         if self._keeper is not None:
@@ -300,6 +480,9 @@ class ConversationHost:
         await self.start()
         keys = [k for k in self._conversations if k.app == app and k.user_id == user_id]
         await asyncio.gather(*(self.evict(k) for k in keys))
+        for k in [k for k in self._lost if k.app == app and k.user_id == user_id]:
+            del self._lost[k]
+        self._compact_ledger()
         self._pipeline.forget(lambda n: n.app == app and n.user_id == user_id)
         await self._pipeline.wait_idle(timeout_s)
         return len(keys)
@@ -310,7 +493,8 @@ class ConversationHost:
         await self.start()
         return {
             "conversations": sum(1 for k in self._conversations if k.app == app and k.user_id == user_id),
-            "queued": self._pipeline.count(lambda n: n.app == app and n.user_id == user_id),
+            "queued": self._pipeline.count(lambda n: n.app == app and n.user_id == user_id)
+            + sum(1 for r in self._ledger.read() if r.key.app == app and r.key.user_id == user_id),
         }
 
     async def clear_caches(self) -> int:
@@ -345,6 +529,8 @@ class ConversationHost:
             "embedded": self._pipeline.embedded,
             "embedding_failures": self._pipeline.failures,
             "embedding_error": self._pipeline.last_error,
+            "dead_letters": self.dead_letters,
+            "lost_on_restart": self.lost_on_restart,
             "rss_bytes": _rss_bytes(),
         }
 
@@ -357,15 +543,34 @@ class ConversationHost:
         (acknowledged, not yet durable); ``samples`` adds every lag kept."""
         return self._lag.summary(reset, samples)
 
-    async def close(self) -> None:
-        """Flush every conversation, drain the embedding pipeline, stop."""
+    async def close(self, timeout_s: float | None = None) -> dict[str, Any]:
+        """Flush every conversation, drain the embedding pipeline, stop. Returns within
+        ``timeout_s`` (default ``write_timeout_s``) plus a few seconds whatever the store does,
+        with a report: ``unpersisted`` (acknowledged messages not durable, e.g. the store was
+        down), ``dead_letters`` (rejected since the last flush), ``error`` (why, or None)."""
+        report: dict[str, Any] = {"host": self.host_id, "unpersisted": 0, "dead_letters": 0, "error": None}
         if self._closed or not self._started:
             self._closed = True
-            return
+            return report
         self._closed = True
-        await self.flush()
-        await self._pipeline.wait_idle(30.0)
+        timeout = self.config.write_timeout_s if timeout_s is None else timeout_s
+        convs = list(self._conversations.values())
+        try:  # losses of an earlier incarnation were reported when it restarted: not again here
+            await self._flush_all(convs, timeout, report_lost=False)
+        except DeadLetterError as exc:
+            report["dead_letters"] = len(exc.letters)
+            report["error"] = str(exc)
+        except Exception as exc:
+            report["error"] = f"{type(exc).__name__}: {exc}"
+        report["unpersisted"] = sum(len(c.buffer.unsettled()) for c in convs if not c.deleted)
+        for c in convs:  # nothing keeps retrying after close
+            c.stop()
+        await self._pipeline.wait_idle(min(timeout, 30.0))
         await self._pipeline.close()
+        if not report["unpersisted"]:
+            self._ledger.reset()  # everything acknowledged is durable: nothing to resolve next time
+        self._ledger.close()
+        return report
 
 
 def _rss_bytes() -> int:

@@ -3,7 +3,9 @@
 ``schedule()`` (re)starts the debounce timer: the write happens ``debounce_s`` after the *last*
 schedule. ``flush()`` cancels the timer and writes now. At most one write is in flight per
 chain and writes complete in order. A failed write is retried with exponential backoff, forever,
-in the background: the messages stay pending in the buffer, never dropped. ``flush()`` waits
+in the background: the messages stay pending in the buffer, never dropped (rows the store
+rejects as data never fail a write: they are dead-lettered, see ``memray.store.deadletter``;
+what is left to retry is the store being down, and while it restarts it is polled every 0.25 s). ``flush()`` waits
 for everything pending at its call to be durable, or raises after ``timeout_s`` (the retries go
 on). ``last_durable_seq`` is the highest seq the store has committed.
 
@@ -16,17 +18,20 @@ from __future__ import annotations
 import asyncio
 from typing import Awaitable, Callable
 
-from memray.errors import StoreError
+from memray.errors import StoreError, UnavailableError
 
 __all__ = ["PersistChain"]
 
 WriteFn = Callable[[], Awaitable[int]]
 
+#: Longest wait between retries while the store is unavailable (restarting), not failing.
+UNAVAILABLE_BACKOFF_MAX_S = 0.25
+
 
 class PersistChain:
     __slots__ = (
         "_write", "_debounce_s", "_backoff_s", "_backoff_max_s", "_deadline", "_timer", "_task",
-        "_requested", "_done", "_changed", "last_durable_seq", "failures", "last_error",
+        "_requested", "_done", "_changed", "last_durable_seq", "failures", "last_error", "_stopped",
     )
 
     def __init__(self, write: WriteFn, debounce_s: float = 0.2, backoff_s: float = 0.05, backoff_max_s: float = 5.0) -> None:
@@ -43,6 +48,7 @@ class PersistChain:
         self.last_durable_seq = 0
         self.failures = 0
         self.last_error: BaseException | None = None
+        self._stopped = False
 
     @property
     def idle(self) -> bool:
@@ -54,7 +60,7 @@ class PersistChain:
         self._requested += 1
         loop = asyncio.get_running_loop()
         self._deadline = loop.time() + self._debounce_s
-        if self._timer is None and self._task is None:
+        if self._timer is None and self._task is None and not self._stopped:
             self._timer = loop.call_at(self._deadline, self._on_timer)
 
     def _on_timer(self) -> None:
@@ -82,7 +88,11 @@ class PersistChain:
                     self.failures += 1
                     self.last_error = exc
                     await asyncio.sleep(delay)
-                    delay = min(delay * 2, self._backoff_max_s)
+                    # an actor restarting answers at once that it is down: poll it often, so a
+                    # store back after 3 s is written to at once, not after a 5 s backoff
+                    cap = min(self._backoff_max_s, UNAVAILABLE_BACKOFF_MAX_S) if isinstance(exc, UnavailableError) \
+                        else self._backoff_max_s
+                    delay = min(delay * 2, cap)
                     continue
                 delay = self._backoff_s
                 self.last_error = None
@@ -92,7 +102,7 @@ class PersistChain:
         finally:
             self._task = None
             self._notify()
-            if self._done < self._requested and self._timer is None:  # scheduled while finishing
+            if self._done < self._requested and self._timer is None and not self._stopped:  # scheduled while finishing
                 self._timer = asyncio.get_running_loop().call_at(self._deadline, self._on_timer)
 
     def _notify(self) -> None:
@@ -130,3 +140,14 @@ class PersistChain:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+    def stop(self) -> None:
+        """Give up: cancel the timer and any write or retry in progress, and schedule nothing
+        more (a host that closes with the store unreachable; what is pending stays unwritten
+        and is reported by the close)."""
+        self._stopped = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._task is not None:
+            self._task.cancel()

@@ -20,12 +20,25 @@ actor's own handle — so its work is serialised with every other call and the s
 
 After recovery the keeper snapshots every ``snapshot_every_s`` if anything changed (only dirty
 namespaces are rewritten; the others are hard-linked), so a restart replays little.
+
+Leveling (:func:`level_shard`). A recovery pass reads the store as it is at that moment, and the
+store takes vectors at its lowest priority: a vector whose shard upsert failed (the shard was
+down) may land in the store *after* the pass read that item without it. Nothing would then bring
+it to the shard — lexical recall complete, semantic recall silently not. So a shard is leveled
+against the store's embeddings: the store and the shard each compute a count and an
+order-independent checksum of the items that have a vector (MD5 of :func:`ref_key`, summed mod
+2**64); when they differ, the refs are compared and every item the store has a vector for and the
+shard lacks is sent to the shard. The keeper levels a few times after recovering (the late
+writes land within seconds); ``Memory.wait_indexed()`` levels every shard before it says True,
+so True means every committed, embedded item has its vector in its shard.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -36,12 +49,48 @@ from memray.index.shard import VectorShard
 from memray.store.base import IndexRow
 from memray.store.rows import Namespace
 
-__all__ = ["RecoveringShard", "ShardKeeper", "RecoveryReport", "Scan"]
+__all__ = ["RecoveringShard", "ShardKeeper", "RecoveryReport", "Scan", "ref_key", "level_shard", "LevelReport"]
 
 log = logging.getLogger(__name__)
 
 #: ``scan(after, limit)``: the next page of this shard's rows in the store (see module docstring).
 Scan = Callable[[tuple[Namespace, str] | None, int], list[IndexRow]]
+
+
+def ref_key(ns: Namespace, doc_id: str) -> str:
+    """An item's key for leveling checksums: its five parts joined by U+001F (ids hold no control
+    characters, so the join is unambiguous). The store computes the same in SQL."""
+    return "\x1f".join((ns.app, ns.user_id, ns.kind, ns.scope, doc_id))
+
+
+def _md5_low(key: str) -> int:
+    """The low 64 bits of the MD5 of ``key``, as DuckDB's ``md5_number_lower`` computes them."""
+    return int.from_bytes(hashlib.md5(key.encode("utf-8")).digest()[8:], "little")
+
+
+class LevelReport(NamedTuple):
+    level: bool  # every item with a stored vector has its vector in the shard
+    sent: int  # items sent to the shard to get there
+
+
+def level_shard(store: Callable[..., Any], shard: Callable[..., Any], shard_id: int, shards: int,
+                page_size: int = 2_000) -> LevelReport:
+    """Bring the shard's vectors level with the store's (module docstring). ``store`` and
+    ``shard`` run a method on each (``store("index_digest", ...)``). Items the shard holds
+    beyond the store's are left alone (deletes reach shards on their own path)."""
+    model_id = str(shard("stats")["model_id"])
+    want = tuple(store("index_digest", shard_id, shards, model_id))
+    if want == tuple(shard("vector_digest")):
+        return LevelReport(True, 0)
+    held = {(Namespace(*ns), d) for ns, d in shard("vectored_refs")}
+    missing = [(Namespace(*ns), d) for ns, d in store("index_refs", shard_id, shards, model_id)
+               if (Namespace(*ns), d) not in held]
+    for start in range(0, len(missing), page_size):
+        rows = store("index_rows_for", model_id, missing[start:start + page_size])
+        shard("reconcile", rows)
+    if missing:
+        log.info("shard %d leveled with the store: %d vectors were missing", shard_id, len(missing))
+    return LevelReport(True, len(missing))
 
 
 class RecoveryReport(NamedTuple):
@@ -67,6 +116,22 @@ class RecoveringShard(VectorShard):
 
     def is_recovering(self) -> bool:
         return self.recovering
+
+    def vector_digest(self) -> tuple[int, int]:
+        """``(count, checksum)`` of the items holding a vector of the active model (the store's
+        ``index_digest`` computes the same for what the shard should hold)."""
+        n = total = 0
+        for ns, space in self._spaces.items():
+            for doc, label in space.labels.items():
+                if label in space.vectors:
+                    n += 1
+                    total += _md5_low(ref_key(ns, doc))
+        return n, total % (1 << 64)
+
+    def vectored_refs(self) -> list[tuple[Namespace, str]]:
+        """Every (namespace, doc_id) holding a vector of the active model."""
+        return [(ns, doc) for ns, space in self._spaces.items() for doc, label in space.labels.items()
+                if label in space.vectors]
 
     def reconcile(self, rows: list[IndexRow]) -> int:
         """:meth:`VectorShard.reconcile`, dropping the kept item JSON of stale items first: it
@@ -117,10 +182,16 @@ class ShardKeeper:
 
     def __init__(
         self, call: Callable[..., Any], scan: Scan, snapshot_every_s: float, page_size: int = 2_000,
-        retry_s: float = 0.5, retry_max_s: float = 10.0,
+        retry_s: float = 0.5, retry_max_s: float = 10.0, store: Callable[..., Any] | None = None,
+        shard_id: int = 0, shards: int = 1, level_after_s: tuple[float, ...] = (1.0, 5.0, 30.0),
     ) -> None:
         self.call = call
         self.scan = scan
+        self.store = store
+        self.shard_id = shard_id
+        self.shards = shards
+        self.level_after_s = level_after_s
+        self.leveled = 0  # vectors sent to the shard by leveling after recovery
         self.snapshot_every_s = snapshot_every_s
         self.page_size = page_size
         self.retry_s = retry_s
@@ -157,11 +228,26 @@ class ShardKeeper:
                 log.warning("shard recovery failed (%r); retrying in %.1f s", exc, delay)
                 self._stop.wait(delay)
                 delay = min(delay * 2, self.retry_max_s)
+        self._level_after_recovery()
         while not self._stop.wait(self.snapshot_every_s):
             try:
                 self.snapshots += bool(self.call("snapshot_if_changed"))
             except Exception as exc:
                 log.warning("periodic shard snapshot failed: %r", exc)
+
+    def _level_after_recovery(self) -> None:
+        """Level the shard with the store a few times after recovering: vectors whose store
+        write landed after the recovery pass read their items are sent then."""
+        if self.store is None:
+            return
+        started = time.monotonic()
+        for at in self.level_after_s:
+            if self._stop.wait(max(0.0, started + at - time.monotonic())):
+                return
+            try:
+                self.leveled += level_shard(self.store, self.call, self.shard_id, self.shards, self.page_size).sent
+            except Exception as exc:  # the store or the shard is busy or down: the next round, or wait_indexed
+                log.warning("leveling shard %d failed: %r", self.shard_id, exc)
 
     def start(self, name: str = "memray-shard-keeper") -> ShardKeeper:
         self._thread = threading.Thread(target=self.run, name=name, daemon=True)

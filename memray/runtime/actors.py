@@ -17,6 +17,7 @@ import contextlib
 import functools
 import logging
 import os
+import re
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -29,11 +30,12 @@ from memray import metrics
 from memray.config import IndexConfig, MemoryConfig
 from memray.conversation.host import ConversationHost
 from memray.embedding import build_embedder
-from memray.errors import UnavailableError
+from memray.errors import DeadLetterError, StoreError, UnavailableError
 from memray.ids import stable_hash
 from memray.index.recovery import RecoveringShard, Scan, ShardKeeper
 from memray.runtime.deploy import shard_path
 from memray.store.base import IndexRow
+from memray.store.database import check_not_in_use
 from memray.store.history import HistoryStore
 from memray.store.rows import Namespace
 
@@ -58,7 +60,11 @@ class RayRef:
                 raise cause from None
             raise
         except RayActorError as exc:
-            raise UnavailableError(self.label, str(exc).splitlines()[0] if str(exc) else "actor died") from exc
+            detail = _ANSI.sub("", str(exc)).strip()
+            raise UnavailableError(self.label, detail.splitlines()[0] if detail else "actor died") from exc
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # Ray colours its error text for terminals
 
 
 def _ray_metric(kind: str, name: str, description: str, tag_keys: tuple[str, ...], boundaries: list[float] | None) -> Any:
@@ -82,6 +88,9 @@ def ensure_ray(config: MemoryConfig) -> bool:
     if config.address:
         ray.init(address=config.address, **kwargs)
     else:
+        # a Ray of our own cannot share a store another process holds: say so now, not after
+        # starting Ray and its actors (tens of seconds on a small machine)
+        check_not_in_use(config.store_path)
         ray.init(num_cpus=config.num_cpus or os.cpu_count(), include_dashboard=False, **kwargs)
     return True
 
@@ -112,21 +121,41 @@ class _PriorityGate:
                 self._cond.notify_all()
 
 
-_URGENT = {"append_messages"}
+_URGENT = {"append_messages", "commit_messages", "record_dead_letters", "resolve_acknowledged"}
 _BACKGROUND = {
     "put_embeddings", "mark_embedding_failed", "pending_embeddings", "missing_embeddings",
-    "scan_index_rows", "export_parquet", "purge_exports",
+    "scan_index_rows", "export_parquet", "purge_exports", "index_digest", "index_refs", "index_rows_for",
 }
 
 
 class StoreActor(HistoryStore):
     """Opens its file when the actor starts, and again when Ray restarts it. A threaded actor
-    whose calls pass one at a time through a :class:`_PriorityGate` (see :func:`_gated`)."""
+    whose calls pass one at a time through a :class:`_PriorityGate` (see :func:`_gated`).
 
-    def __init__(self, path: str) -> None:
+    If the file cannot be opened (another process holds it), the actor does not fail its
+    creation — Ray would restart it over and over while callers wait — but answers every call
+    with that StoreError, at once."""
+
+    def __init__(self, path: str, namespace: str = "") -> None:
         super().__init__(path)
         self._gate = _PriorityGate()
-        self.open()
+        self._open_error: StoreError | None = None
+        owner = {"mode": "ray", "role": "store actor", "address": _gcs_address(), "namespace": namespace}
+        try:
+            self.open(owner)
+        except StoreError as exc:
+            self._open_error = exc
+
+    def pid(self) -> int:
+        """This actor's process id (the fault tests kill it)."""
+        return os.getpid()
+
+
+def _gcs_address() -> str | None:
+    try:
+        return str(ray.get_runtime_context().gcs_address)
+    except Exception:
+        return None
 
 
 def _gated(name: str) -> Callable[..., Any]:
@@ -135,6 +164,8 @@ def _gated(name: str) -> Callable[..., Any]:
 
     @functools.wraps(method)
     def call(self: StoreActor, *args: Any, **kwargs: Any) -> Any:
+        if self._open_error is not None:
+            raise self._open_error
         with self._gate.hold(level):
             return method(self, *args, **kwargs)
 
@@ -163,7 +194,11 @@ class ShardActor(RecoveringShard):
             dim, model_id = record.dim, record.model_id
         super().__init__(shard_id, path, dim, model_id, config, recovering=True)
         self.open()
-        self._keeper = ShardKeeper(self._call_self, self._scan(store.handle, shards), config.snapshot_every_s)
+        handle = store.handle
+        self._keeper = ShardKeeper(
+            self._call_self, self._scan(handle, shards), config.snapshot_every_s,
+            store=lambda method, *args: ray.get(getattr(handle, method).remote(*args)), shard_id=shard_id, shards=shards,
+        )
         self._keeper.start(f"memray-shard-{shard_id}-keeper")
 
     @staticmethod
@@ -183,6 +218,10 @@ class ShardActor(RecoveringShard):
     def close(self) -> None:
         self._keeper.stop(timeout_s=0)  # never join: its pending call on this actor waits for us
         super().close()
+
+    def pid(self) -> int:
+        """This actor's process id (the fault tests kill it)."""
+        return os.getpid()
 
 
 class RayDeployment:
@@ -208,7 +247,8 @@ class RayDeployment:
         dim = embedder.dim if embedder is not None else cfg.embedder.dim
         model_id = embedder.model_id if embedder is not None else "none"
         pin = {"resources": {cfg.store_resource: 0.01}} if cfg.store_resource else {}
-        store = ray.remote(StoreActor).options(**self._options("store", max_concurrency=32, **pin)).remote(cfg.store_path)
+        store = ray.remote(StoreActor).options(**self._options("store", max_concurrency=32, **pin)).remote(
+            cfg.store_path, cfg.namespace)
         self.store = RayRef(store, "history store")
         self.shards = [
             RayRef(
@@ -230,7 +270,11 @@ class RayDeployment:
     async def start(self) -> None:
         os.makedirs(self.config.root, exist_ok=True)
         self.create()
-        await self.store.call("ping")
+        try:
+            await self.store.call("ping")
+        except StoreError:  # the file is held elsewhere: this store actor can never serve; a later open retries
+            ray.kill(self.store.handle, no_restart=True)
+            raise
         await asyncio.gather(*(s.call("ping") for s in self.shards))
         await asyncio.gather(*(self._recovered(s) for s in self.shards))
         await asyncio.gather(*(h.call("start") for h in self.hosts))
@@ -243,21 +287,45 @@ class RayDeployment:
         while await shard.call("is_recovering") and loop.time() < deadline:
             await asyncio.sleep(0.05)
 
-    async def stop(self, terminate: bool) -> None:
-        """Flush; with ``terminate`` also close and kill every actor."""
+    async def stop(self, terminate: bool) -> list[dict[str, Any]]:
+        """Flush; with ``terminate`` also close and kill every actor. Every wait is bounded (an
+        actor that is down or restarting cannot hold a driver's close); returns the hosts'
+        reports of what they could not persist."""
+        bound = self.config.write_timeout_s + 30.0
         if not terminate:
-            await asyncio.gather(*(h.call("flush") for h in self.hosts))
-            await asyncio.gather(*(s.call("snapshot") for s in self.shards))
-            return
+            # a driver leaving a shared memray: flush, but leave dead-letter reports to their writers
+            flushed = await _bounded([h.call("flush", None, None, False) for h in self.hosts], bound)
+            await _bounded([s.call("snapshot") for s in self.shards], bound)
+            return [{"host": h.label, "error": f"{type(r).__name__}: {r}",
+                     "dead_letters": len(r.letters) if isinstance(r, DeadLetterError) else 0}
+                    for h, r in zip(self.hosts, flushed) if isinstance(r, BaseException)]
+        reports: list[dict[str, Any]] = []
         try:
-            await asyncio.gather(*(h.call("close") for h in self.hosts))
+            closed = await _bounded([h.call("close") for h in self.hosts], bound)
+            for host, result in zip(self.hosts, closed):
+                if isinstance(result, BaseException):
+                    reports.append({"host": host.label, "error": f"{type(result).__name__}: {result}"})
+                else:
+                    reports.append(result)
             # a shard's close is only a snapshot (indexes are derived data): one that is down or
             # restarting must not keep the store from closing nor the actors from being killed
-            closed = await asyncio.gather(*(s.call("close") for s in self.shards), return_exceptions=True)
+            closed = await _bounded([s.call("close") for s in self.shards], 60.0)
             for shard, result in zip(self.shards, closed):
-                if isinstance(result, Exception):
+                if isinstance(result, BaseException):
                     log.warning("%s did not close cleanly (%r); it recovers from the store", shard.label, result)
-            await self.store.call("close")
+            stored = await _bounded([self.store.call("close")], 60.0)
+            if isinstance(stored[0], BaseException):
+                log.warning("the history store did not close cleanly (%r); its WAL is replayed on the next open", stored[0])
         finally:
             for ref in [*self.hosts, *self.shards, self.store]:
-                ray.kill(ref.handle, no_restart=True)
+                with contextlib.suppress(Exception):
+                    ray.kill(ref.handle, no_restart=True)
+        return reports
+
+
+async def _bounded(calls: list[Any], timeout_s: float) -> list[Any]:
+    """Await ``calls`` together; each result, or its exception (TimeoutError past ``timeout_s``)."""
+    async def one(call: Any) -> Any:
+        return await asyncio.wait_for(call, timeout_s)
+
+    return list(await asyncio.gather(*(one(c) for c in calls), return_exceptions=True))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Protocol
+from typing import Any, Protocol
 
 from memray.config import MemoryConfig
 from memray.runtime.local import LocalRef
@@ -27,7 +27,10 @@ class Deployment(Protocol):
     hosts: list[ActorRef]
 
     async def start(self) -> None: ...
-    async def stop(self, terminate: bool) -> None: ...
+    async def stop(self, terminate: bool) -> list[dict[str, Any]]:
+        """Flush (and with ``terminate`` stop every core), within a bound; returns the hosts'
+        close reports (``unpersisted``, ``dead_letters``, ``error``)."""
+        ...
 
 
 class LocalDeployment:
@@ -36,7 +39,7 @@ class LocalDeployment:
     def __init__(self, config: MemoryConfig) -> None:
         from memray.conversation.host import ConversationHost
         from memray.embedding import build_embedder
-        from memray.index.shard import VectorShard
+        from memray.index.recovery import RecoveringShard
         from memray.store.history import HistoryStore
 
         self.config = config
@@ -44,7 +47,10 @@ class LocalDeployment:
         dim = embedder.dim if embedder is not None else config.embedder.dim
         model_id = embedder.model_id if embedder is not None else "none"
         self._store = HistoryStore(config.store_path)
-        self._shards = [VectorShard(i, shard_path(config, i), dim, model_id, config.index) for i in range(config.shards)]
+        # a RecoveringShard that never recovers (it cannot die apart from this process): the same
+        # core as a shard actor, so wait_indexed() can level it with the store in both modes
+        self._shards = [RecoveringShard(i, shard_path(config, i), dim, model_id, config.index, recovering=False)
+                        for i in range(config.shards)]
         self.store: ActorRef = LocalRef(self._store, "history store")
         self.shards: list[ActorRef] = [LocalRef(s, f"shard {i}") for i, s in enumerate(self._shards)]
         self._hosts = [ConversationHost(i, config, self.store, self.shards) for i in range(config.hosts)]
@@ -52,14 +58,17 @@ class LocalDeployment:
 
     async def start(self) -> None:
         os.makedirs(self.config.root, exist_ok=True)
-        await self.store.call("open")
+        await self.store.call("open", {"mode": "inprocess", "role": "in-process store"})
         await asyncio.gather(*(s.call("open") for s in self.shards))
         await asyncio.gather(*(h.call("start") for h in self.hosts))
 
-    async def stop(self, terminate: bool = True) -> None:
-        await asyncio.gather(*(h.call("close") for h in self.hosts))
-        await asyncio.gather(*(s.call("close") for s in self.shards))
-        await self.store.call("close")
-        for ref in [self.store, *self.shards, *self.hosts]:
-            assert isinstance(ref, LocalRef)
-            ref.shutdown()
+    async def stop(self, terminate: bool = True) -> list[dict[str, Any]]:
+        try:
+            reports: list[dict[str, Any]] = list(await asyncio.gather(*(h.call("close") for h in self.hosts)))
+            await asyncio.gather(*(s.call("close") for s in self.shards))
+        finally:
+            await self.store.call("close")
+            for ref in [self.store, *self.shards, *self.hosts]:
+                assert isinstance(ref, LocalRef)
+                ref.shutdown()
+        return reports

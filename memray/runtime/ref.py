@@ -30,14 +30,18 @@ class RetryingRef:
 
     Only for actors whose calls are idempotent: a host's ``add`` carries message ids assigned by
     the caller, so an ``add`` retried after its actor died (acknowledgement lost or not) merges
-    into the same messages instead of duplicating them.
+    into the same messages instead of duplicating them. ``on_retry`` adds keyword arguments to a
+    method's retries (``{"add": {"retried": True}}``: the host then looks up the seqs the first
+    attempt may have given, so the retry returns those).
     """
 
-    def __init__(self, ref: ActorRef, timeout_s: float = 30.0, backoff_s: float = 0.05) -> None:
+    def __init__(self, ref: ActorRef, timeout_s: float = 30.0, backoff_s: float = 0.05,
+                 on_retry: dict[str, dict[str, Any]] | None = None) -> None:
         self.ref = ref
         self.label = ref.label
         self._timeout_s = timeout_s
         self._backoff_s = backoff_s
+        self._on_retry = on_retry or {}
 
     async def call(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
         import asyncio
@@ -54,6 +58,7 @@ class RetryingRef:
                     raise
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
+                kwargs = {**kwargs, **self._on_retry.get(method, {})}  # e.g. add(..., retried=True)
 
     def __getattr__(self, name: str) -> Any:  # e.g. ``.handle`` of a Ray ref
         return getattr(self.ref, name)

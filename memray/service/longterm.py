@@ -56,7 +56,7 @@ from memray.embedding.pipeline import EmbeddingPipeline, PendingItem
 from memray.embedding.query import QueryEncoder
 from memray.errors import ValidationError
 from memray.ids import validate_id, validate_project_id
-from memray.models import MemoryEntry, MemoryResult, RetrievalMode, SearchMemoryResponse, SearchRequest
+from memray.models import MemoryEntry, MemoryResult, RetrievalMode, SearchMemoryResponse, SearchRequest, check_entry
 from memray.runtime.ref import ActorRef
 from memray.store.rows import EntryRow, Namespace, entry_namespace, entry_to_row, row_to_entry
 from memray.text import tokenize
@@ -95,6 +95,7 @@ def coerce_entries(entries: Iterable[EntryInput] | EntryInput) -> list[MemoryEnt
                 raise _entry_error(i, exc, value) from exc
         else:
             raise ValidationError(f"entries[{i}]", value, f"must be a MemoryEntry, a dict or a str, got {type(value).__name__}")
+        check_entry(out[-1], f"entries[{i}]")  # what the store can hold: UTF-8, strict JSON, finite
     return out
 
 

@@ -12,6 +12,7 @@ from memray.store.base import ConversationSnapshot, SummaryState, WMScope
 from memray.store.database import Database
 from memray.store.rows import MessageRow
 from memray.store.schema import MESSAGE_COLUMNS
+from memray.validation import check_text, json_text
 from memray.store.rows import user_hash
 
 __all__ = [
@@ -42,10 +43,7 @@ def _info(row: tuple[Any, ...]) -> dict[str, Any]:
 def _metadata_json(field: str, metadata: Any) -> str:
     if not isinstance(metadata, dict):
         raise ValidationError(field, metadata, "must be a dict")
-    try:
-        return json.dumps(metadata, ensure_ascii=False)
-    except (TypeError, ValueError) as exc:
-        raise ValidationError(field, metadata, f"is not JSON-serialisable: {exc}") from exc
+    return json_text(field, metadata)  # strict JSON that encodes as UTF-8, or a ValidationError
 
 
 def get_conversation(db: Database, key: ConversationKey) -> dict[str, Any] | None:
@@ -58,6 +56,7 @@ def create_conversation(db: Database, key: ConversationKey, title: str | None, m
     meta = _metadata_json("metadata", metadata)
     if title is not None and not isinstance(title, str):
         raise ValidationError("title", title, "must be a string or None")
+    check_text("title", title)
     found = get_conversation(db, key)
     if found is not None:
         return found
@@ -92,6 +91,7 @@ def update_conversation(
         _metadata_json("metadata_patch", metadata_patch)
     if title is not None and not isinstance(title, str):
         raise ValidationError("title", title, "must be a string or None")
+    check_text("title", title)
     with db.transaction() as version:
         rows = db.sql(f"SELECT title, metadata_json FROM conversations WHERE {_KEY_WHERE}", _key(key)).fetchall()
         if not rows:
@@ -175,6 +175,7 @@ def put_working_memory(db: Database, app: str, user_id: str, scope: WMScope, con
     key = _wm_key(app, user_id, scope, conversation_id)
     if content is not None and not isinstance(content, str):
         raise ValidationError("content", content, "must be a string or None")
+    check_text("content", content)
     with db.transaction():
         rows = db.sql(f"SELECT version FROM working_memory WHERE {_WM_WHERE}", key).fetchall()
         current = int(rows[0][0]) if rows else 0
@@ -202,6 +203,7 @@ def put_summary(db: Database, key: ConversationKey, text: str, through_seq: int,
     """Compare-and-set on version. Durable on return; on conflict nothing written."""
     if not isinstance(text, str):
         raise ValidationError("text", text, "must be a string")
+    check_text("text", text)
     if isinstance(through_seq, bool) or not isinstance(through_seq, int) or through_seq < 0:
         raise ValidationError("through_seq", through_seq, "must be a non-negative integer")
     params = _key(key)

@@ -4,16 +4,21 @@ rewrite that makes erasure physical."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
+import socket
+import time
 from typing import Any, Iterator
 
 import duckdb
 import pyarrow as pa
 
 from memray.errors import ClosedError, MemrayError, StoreError
+from memray.files import atomic_write
 from memray.store.schema import DDL
 
-__all__ = ["Database"]
+__all__ = ["Database", "in_use_message", "check_not_in_use"]
 
 
 class Database:
@@ -30,15 +35,21 @@ class Database:
         self.version = 0
 
     # -- lifecycle ------------------------------------------------------------------------
-    def open(self) -> None:
-        """Open (creating if needed) the file and its tables; finish an interrupted rewrite."""
+    def open(self, owner: dict[str, Any] | None = None) -> None:
+        """Open (creating if needed) the file and its tables; finish an interrupted rewrite.
+        ``owner`` (how to reach this process: mode, Ray address...) is recorded next to the file
+        with this process's pid and host, so a process that finds the file locked can say by whom.
+        A file locked by another process raises StoreError at once, naming that process."""
         parent = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(parent, exist_ok=True)
-        _remove(self._rewrite_path)
         try:
             self._con = duckdb.connect(self.path)
         except duckdb.Error as exc:
+            if "lock" in str(exc).lower():
+                raise StoreError(in_use_message(self.path, str(exc))) from None
             raise StoreError(f"cannot open history store {self.path!r}: {exc}") from exc
+        _remove(self._rewrite_path)
+        _write_owner(self.path + ".owner", owner)
         for stmt in DDL:
             self._con.execute(stmt)
         rows = self.sql("SELECT key, value FROM meta").fetchall()
@@ -154,6 +165,47 @@ class Database:
         _remove(self.path + ".wal")
         _fsync_dir(os.path.dirname(os.path.abspath(self.path)))
         self._con = duckdb.connect(self.path)
+
+
+def check_not_in_use(path: str) -> None:
+    """Raise StoreError (naming the holder) if another process holds the history file at ``path``.
+    A read-only probe that takes milliseconds: a driver runs it before starting a Ray of its own,
+    which would otherwise take many seconds to find the file locked. Anything else (no file, this
+    process holding it) passes: the real open decides."""
+    if not os.path.exists(path):
+        return
+    try:
+        duckdb.connect(path, read_only=True).close()
+    except duckdb.Error as exc:
+        if "lock" in str(exc).lower():
+            raise StoreError(in_use_message(path, str(exc))) from None
+
+
+def _write_owner(path: str, owner: dict[str, Any] | None) -> None:
+    info = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%d %H:%M:%S"),
+            **(owner or {})}
+    with contextlib.suppress(OSError):
+        atomic_write(path, lambda f: f.write(json.dumps(info).encode()))
+
+
+def in_use_message(path: str, error: str) -> str:
+    """What to tell a process that finds the history file locked: by whom, and what to do."""
+    pid = re.search(r"\(PID (\d+)\)", error)
+    who = f"process {pid.group(1)}" if pid else "another process"
+    try:
+        with open(path + ".owner", encoding="utf-8") as f:
+            info: dict[str, Any] = json.load(f)
+    except (OSError, ValueError):
+        info = {}
+    if info and (pid is None or str(info.get("pid")) == pid.group(1)):
+        who = (f"memray {info.get('role', 'store')} pid {info.get('pid')} on {info.get('host')} "
+               f"(mode={info.get('mode', '?')}, since {info.get('since')}")
+        who += f", Ray at {info['address']}, namespace {info.get('namespace')!r})" if info.get("address") else ")"
+    hint = "close that memray first, or open another path"
+    if info.get("address"):
+        hint = (f"to share it, open with address={info['address']!r} and namespace={info.get('namespace')!r} "
+                f"(it then joins that Ray and its actors); or close that memray first, or open another path")
+    return f"the data directory {os.path.dirname(path)!r} is in use by {who}: its history store is locked; {hint}"
 
 
 def _literal(s: str) -> str:

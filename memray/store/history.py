@@ -20,9 +20,10 @@ import pyarrow as pa
 
 from memray.ids import ConversationKey, validate_id
 from memray.store import conversations as conv
-from memray.store import export, items, messages
+from memray.store import deadletter, export, items, messages
 from memray.store.base import ConversationSnapshot, IndexRow, SummaryState, WMScope
 from memray.store.database import Database
+from memray.store.deadletter import CommitResult, DeadLetter
 from memray.store.rows import EmbeddingRow, EntryRow, MessageRow, Namespace
 from memray.store.schema import TABLES
 
@@ -37,10 +38,12 @@ class HistoryStore:
         self._db = Database(path)
 
     # -- lifecycle ------------------------------------------------------------------------
-    def open(self) -> None:
-        """Create or open the file and its tables (finishing an interrupted erasure rewrite)."""
+    def open(self, owner: dict[str, Any] | None = None) -> None:
+        """Create or open the file and its tables (finishing an interrupted erasure rewrite).
+        ``owner`` describes this process for others that find the file in use (see
+        :meth:`.database.Database.open`); a file in use raises StoreError naming its holder."""
         if not self._db.is_open:
-            self._db.open()
+            self._db.open(owner)
 
     def close(self) -> None:
         """Checkpoint the WAL into the file and close. Idempotent."""
@@ -54,6 +57,34 @@ class HistoryStore:
         """Upsert messages in one transaction (group commit); see :func:`.messages.append_messages`.
         Durability: committed to the WAL when it returns."""
         return messages.append_messages(self._db, rows)
+
+    def commit_messages(self, rows: list[MessageRow]) -> CommitResult:
+        """:meth:`append_messages` that never fails a batch for one bad row: rows rejected for a
+        data error are recorded as dead letters and returned; see :func:`.deadletter.commit_messages`.
+        Durability: every row is committed or dead-lettered when it returns."""
+        return deadletter.commit_messages(self._db, rows)
+
+    def record_dead_letters(self, letters: list[DeadLetter]) -> int:
+        """Record messages that cannot be stored (and keep their seqs from being given out again).
+        Durable on return."""
+        return deadletter.record(self._db, [DeadLetter(*x) for x in letters])
+
+    def dead_letters(self, app: str | None = None, user_id: str | None = None, limit: int = 100) -> list[DeadLetter]:
+        """Recorded dead letters, newest first (optionally of one app or user)."""
+        return deadletter.list_letters(self._db, app, user_id, limit)
+
+    def resolve_acknowledged(self, acked: list[tuple[ConversationKey, str, int]], reason: str) -> list[DeadLetter]:
+        """Record the acknowledged ``(key, id, seq)`` the store does not hold as ``lost`` dead
+        letters, keeping their seqs from reuse; returns them. Durable on return."""
+        return deadletter.resolve_acknowledged(self._db, acked, reason)
+
+    def stored_seqs(self, requests: list[tuple[ConversationKey, list[str]]]) -> list[dict[str, int]]:
+        """Per ``(conversation, ids)``: ``{id: stored seq}`` of the ids the store holds."""
+        return messages.stored_seqs(self._db, requests)
+
+    def count_dead_letters(self) -> dict[str, int]:
+        """``{"rejected": n, "lost": m}``: dead letters of each kind."""
+        return deadletter.count(self._db)
 
     def load_conversation(self, key: ConversationKey, window: int) -> ConversationSnapshot:
         return conv.load_conversation(self._db, key, window)
@@ -101,7 +132,7 @@ class HistoryStore:
 
     def delete_conversation(self, key: ConversationKey) -> dict[str, int]:
         """Delete the conversation with its messages, vectors, conversation-scope working memory
-        and summary in one transaction, then purge it from every Parquet export root this store
+        and summary (and its dead letters) in one transaction, then purge it from every Parquet export root this store
         wrote to. Returns counts per table plus ``export_rows``. Durable on return (the freed
         bytes stay in the file until the next rewrite; ``delete_user`` is the physical erasure)."""
         k = [validate_id("app", key.app), validate_id("user_id", key.user_id),
@@ -116,6 +147,7 @@ class HistoryStore:
                 "working_memory": self._db.count(f"DELETE FROM working_memory WHERE {where} "
                                                  "AND scope = 'conversation'", k),
                 "conversations": self._db.count(f"DELETE FROM conversations WHERE {where}", k),
+                "dead_letters": self._db.count(f"DELETE FROM dead_letters WHERE {where}", k),
             }
         counts["export_rows"] = sum(export.purge_conversation(self._db, r, key.app, key.user_id, key.conversation_id)
                                     for r in export.export_roots(self._db) if os.path.isdir(r))
@@ -166,6 +198,19 @@ class HistoryStore:
         unembedded: bool = False,
     ) -> list[IndexRow]:
         return items.scan_index_rows(self._db, shard, shards, model_id, after, limit, unembedded)
+
+    def index_digest(self, shard: int, shards: int, model_id: str) -> tuple[int, int]:
+        """(count, checksum) of the shard's items with a stored vector of ``model_id``: what the
+        shard must hold (see :func:`memray.index.recovery.level_shard`)."""
+        return items.index_digest(self._db, shard, shards, model_id)
+
+    def index_refs(self, shard: int, shards: int, model_id: str) -> list[tuple[Namespace, str]]:
+        """Every (namespace, doc_id) of the shard with a stored vector of ``model_id``."""
+        return items.index_refs(self._db, shard, shards, model_id)
+
+    def index_rows_for(self, model_id: str, refs: list[tuple[Namespace, str]]) -> list[IndexRow]:
+        """Index rows (vector, text, recency) of these items; gone ones skipped."""
+        return items.index_rows_for(self._db, model_id, refs)
 
     # -- working memory and summaries -----------------------------------------------------
     def get_working_memory(self, app: str, user_id: str, scope: WMScope, conversation_id: str | None) -> tuple[str | None, int]:

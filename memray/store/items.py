@@ -16,7 +16,8 @@ from memray.store.schema import ENTRY_COLUMNS, embedding_batch, entry_batch, ref
 
 __all__ = [
     "put_entries", "get_entries", "list_entries", "entry_projects", "delete_entries", "put_embeddings",
-    "mark_embedding_failed", "pending_embeddings", "missing_embeddings", "scan_index_rows",
+    "mark_embedding_failed", "pending_embeddings", "missing_embeddings", "scan_index_rows", "index_digest",
+    "index_refs", "index_rows_for",
 ]
 
 _ECOLS = ", ".join(ENTRY_COLUMNS)
@@ -269,3 +270,54 @@ def _index_rows(table: pa.Table) -> list[IndexRow]:
     return [IndexRow(Namespace(a, u, k, s), d,
                      flat[offsets[i]:offsets[i + 1]] if valid is None or valid[i] else None, t, float(r))
             for i, (a, u, k, s, d, t, r) in enumerate(zip(*cols))]
+
+
+# -- leveling a shard with the store: which items must have a vector there ---------------------
+
+_US = "chr(31)"  # ids hold no control characters, so the unit separator joins them unambiguously
+_REF_KEY = f"e.app || {_US} || e.user_id || {_US} || e.kind || {_US} || e.scope || {_US} || e.doc_id"
+_OF_SHARD = (f"e.model_id = ? AND ((e.user_hash % ?) + ?) % ? = ? AND (EXISTS (SELECT 1 FROM messages m WHERE {_MSG_OF}) "
+             f"OR EXISTS (SELECT 1 FROM entries n WHERE {_ENTRY_OF}))")
+
+
+def _shard_params(shard: int, shards: int, model_id: str) -> list[Any]:
+    if isinstance(shards, bool) or not isinstance(shards, int) or shards < 1:
+        raise ValidationError("shards", shards, "must be a positive integer")
+    if not isinstance(shard, int) or not 0 <= shard < shards:
+        raise ValidationError("shard", shard, f"must be in [0, {shards})")
+    return [model_id, shards, shards, shards, shard]
+
+
+def index_digest(db: Database, shard: int, shards: int, model_id: str) -> tuple[int, int]:
+    """``(count, checksum)`` of the shard's items that have a stored vector of ``model_id``:
+    the checksum is the sum, mod 2**64, of the low 64 bits of the MD5 of each item's key
+    (:func:`memray.index.recovery.ref_key`), so a shard can compare its own without a transfer."""
+    rows = db.sql(f"SELECT count(*), coalesce(sum(md5_number_lower({_REF_KEY})), 0) FROM embeddings e "
+                  f"WHERE {_OF_SHARD}", _shard_params(shard, shards, model_id)).fetchall()
+    return int(rows[0][0]), int(rows[0][1]) % (1 << 64)
+
+
+def index_refs(db: Database, shard: int, shards: int, model_id: str) -> list[tuple[Namespace, str]]:
+    """The (namespace, doc_id) of every item of the shard with a stored vector of ``model_id``."""
+    rows = db.sql(f"SELECT e.app, e.user_id, e.kind, e.scope, e.doc_id FROM embeddings e WHERE {_OF_SHARD}",
+                  _shard_params(shard, shards, model_id)).fetchall()
+    return [(Namespace(a, u, k, s), d) for a, u, k, s, d in rows]
+
+
+def index_rows_for(db: Database, model_id: str, refs: list[tuple[Namespace, str]]) -> list[IndexRow]:
+    """The index rows (vector of ``model_id``, text, recency) of these items; gone ones skipped."""
+    if not refs:
+        return []
+    db.con.register("_want", ref_batch(refs))
+    try:
+        table = db.arrow(f"""
+            SELECT e.app, e.user_id, e.kind, e.scope, e.doc_id, e.vector,
+                   coalesce(m.text, n.text) AS text, coalesce(CAST(m.seq AS DOUBLE), n.timestamp) AS recency
+            FROM embeddings e SEMI JOIN _want w ON e.app = w.app AND e.user_id = w.user_id AND e.kind = w.kind
+                 AND e.scope = w.scope AND e.doc_id = w.doc_id
+            LEFT JOIN messages m ON {_MSG_OF}
+            LEFT JOIN entries n ON {_ENTRY_OF}
+            WHERE e.model_id = ? AND (m.id IS NOT NULL OR n.id IS NOT NULL)""", [model_id])
+    finally:
+        db.con.unregister("_want")
+    return _index_rows(table)

@@ -14,7 +14,7 @@ from memray.store.database import Database
 from memray.store.rows import MessageRow
 from memray.store.schema import MESSAGE_COLUMNS, ROLES, message_batch
 
-__all__ = ["append_messages", "get_messages", "fetch_messages", "json_equal", "Correction"]
+__all__ = ["append_messages", "get_messages", "fetch_messages", "stored_seqs", "json_equal", "Correction"]
 
 Correction = tuple[str, str, str, str, int, float]
 
@@ -44,6 +44,8 @@ def append_messages(db: Database, rows: Sequence[MessageRow]) -> list[Correction
         else:
             _insert(db, "_batch", version)
             _touch_conversations(db, "_batch", "TRUE", version)
+        # a dead letter (lost, or rejected) of an id stored now is no longer true: the message is here
+        db.sql(f"DELETE FROM dead_letters d USING _batch b WHERE {_KEY.replace('m.', 'd.')}")
     kept = {**first, **stored}  # the (seq, created_at) the store keeps, where it may differ
     out: list[Correction] = []
     for r in rows if kept else ():
@@ -196,3 +198,30 @@ def fetch_messages(db: Database, app: str, user_id: str, refs: list[tuple[str, s
         db.con.unregister("_refs")
     by_key = {(r[2], r[3]): MessageRow._make(r) for r in rows}
     return [by_key[k] for k in dict.fromkeys(refs) if k in by_key]
+
+
+def stored_seqs(db: Database, requests: Sequence[tuple[ConversationKey, Sequence[str]]]) -> list[dict[str, int]]:
+    """For each ``(conversation, ids)``: the stored seq of each id the store holds (a host asks
+    before giving a seq to an id it does not hold in memory, so a re-added or retried message
+    keeps its seq). One query for all requests."""
+    if not requests:
+        return []
+    cols: tuple[list[Any], ...] = ([], [], [], [], [])
+    for n, (key, ids) in enumerate(requests):
+        for i in ids:
+            for col, v in zip(cols, (key.app, key.user_id, key.conversation_id, i, n)):
+                col.append(v)
+    out: list[dict[str, int]] = [{} for _ in requests]
+    if not cols[0]:
+        return out
+    wanted = pa.table({"app": pa.array(cols[0], pa.string()), "user_id": pa.array(cols[1], pa.string()),
+                       "conversation_id": pa.array(cols[2], pa.string()), "id": pa.array(cols[3], pa.string()),
+                       "n": pa.array(cols[4], pa.int64())})
+    db.con.register("_ask", wanted)
+    try:
+        rows = db.sql(f"SELECT b.n, b.id, m.seq FROM messages m JOIN _ask b ON {_KEY}").fetchall()
+    finally:
+        db.con.unregister("_ask")
+    for n, i, seq in rows:
+        out[int(n)][str(i)] = int(seq)
+    return out

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from memray.errors import InvalidIdError, ValidationError
 from memray.ids import MAX_ID_CHARS
 from memray.store.rows import EmbeddingRow, EntryRow, MessageRow, user_hash
+from memray.validation import SURROGATE_HINT
 
 __all__ = [
     "DDL",
@@ -68,10 +69,14 @@ DDL = (
         text VARCHAR NOT NULL, summarized_through_seq BIGINT NOT NULL, version BIGINT NOT NULL,
         updated_at DOUBLE NOT NULL, user_hash BIGINT NOT NULL)""",
     """CREATE TABLE IF NOT EXISTS export_state (root VARCHAR, watermark BIGINT, exported_at DOUBLE)""",
+    """CREATE TABLE IF NOT EXISTS dead_letters (
+        app VARCHAR NOT NULL, user_id VARCHAR NOT NULL, conversation_id VARCHAR NOT NULL,
+        id VARCHAR NOT NULL, seq BIGINT NOT NULL, kind VARCHAR NOT NULL, error VARCHAR NOT NULL,
+        payload VARCHAR NOT NULL, recorded_at DOUBLE NOT NULL, user_hash BIGINT NOT NULL)""",
 )
 
 #: Tables that hold user data, in cascade order (children first).
-TABLES = ("embeddings", "messages", "summaries", "working_memory", "conversations", "entries")
+TABLES = ("embeddings", "messages", "summaries", "working_memory", "conversations", "entries", "dead_letters")
 
 MESSAGE_COLUMNS = MessageRow._fields
 ENTRY_COLUMNS = EntryRow._fields
@@ -88,14 +93,24 @@ def user_hashes(apps: Sequence[str], users: Sequence[str]) -> pa.Array:
 def _column(name: str, values: Sequence[Any], typ: pa.DataType) -> pa.Array:
     try:
         return pa.array(values, typ)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:
-        bad = next((v for v in values if not _fits(v, typ)), values[0] if values else None)
-        raise ValidationError(name, bad, f"must be {typ}", "fix the row's field type") from exc
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError, UnicodeError) as exc:
+        i, bad = next(((i, v) for i, v in enumerate(values) if not _fits(v, typ)), (0, values[0] if values else None))
+        if isinstance(bad, str):
+            raise ValidationError(name, bad, f"cannot be encoded as UTF-8 (row {i})", SURROGATE_HINT) from exc
+        raise ValidationError(name, bad, f"must be {typ} (row {i})", "fix the row's field type") from exc
 
 
 def _fits(v: Any, typ: pa.DataType) -> bool:
     if pa.types.is_string(typ):
-        return v is None or isinstance(v, str)
+        if v is None:
+            return True
+        if not isinstance(v, str):
+            return False
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return True
     if pa.types.is_integer(typ):
         return isinstance(v, int) and not isinstance(v, bool)
     return isinstance(v, (int, float)) and not isinstance(v, bool)

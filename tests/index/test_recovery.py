@@ -148,3 +148,54 @@ def test_keeper_retries_until_the_store_answers_then_snapshots(tmp_path: Path, s
         keeper.stop(timeout_s=5)
     assert failures == [0] and keeper.report is not None and keeper.snapshots >= 1
     assert sorted(make_shard(tmp_path, recovering=False).inventory()) == sorted(refs)  # from the snapshot
+
+
+def test_a_vector_stored_after_the_recovery_pass_is_leveled_into_the_shard(tmp_path: Path, store: HistoryStore) -> None:
+    """The race of issue 17: the pass reads an item before its vector lands in the store."""
+    from memray.index.recovery import level_shard
+
+    users = users_on(0, 2)
+    fill(store, users, 4, embedded=2)  # m3, m4 not embedded yet when the shard recovers
+    shard = make_shard(tmp_path)
+    keeper_for(shard, store).recover()
+    assert shard.stats()["vectors"] == 4
+    late = [EmbeddingRow(conversation_namespace(ConversationKey("app", u, "c")), f"m{i}", MODEL, vec(i))
+            for u in users for i in (3, 4)]
+    store.put_embeddings(late)  # the store's lowest-priority vector write lands after the pass
+    on_store = lambda m, *a: getattr(store, m)(*a)  # noqa: E731
+    on_shard = lambda m, *a: getattr(shard, m)(*a)  # noqa: E731
+    assert store.index_digest(0, SHARDS, MODEL) != shard.vector_digest()
+    assert level_shard(on_store, on_shard, 0, SHARDS) == (True, 4)
+    assert store.index_digest(0, SHARDS, MODEL) == shard.vector_digest()
+    assert shard.stats()["vectors"] == 8
+    hits = find_user(shard, "app", users[1], "conv", vec(4), "", 1, "vector")
+    assert [h.doc_id for h in hits] == ["m4"]
+    assert level_shard(on_store, on_shard, 0, SHARDS) == (True, 0)  # level: digests equal, nothing sent
+
+
+def test_the_keeper_levels_after_recovering(tmp_path: Path, store: HistoryStore) -> None:
+    users = users_on(0, 1)
+    key = ConversationKey("app", users[0], "c")
+    fill(store, users, 3, embedded=1)
+    shard = make_shard(tmp_path)
+    lock = threading.Lock()
+
+    def call(method, *args):
+        with lock:
+            return getattr(shard, method)(*args)
+
+    def scan(after, limit):
+        rows = store.scan_index_rows(0, SHARDS, MODEL, after, limit, True)
+        if not rows:  # the pass is over: now the late vectors land
+            store.put_embeddings([EmbeddingRow(conversation_namespace(key), f"m{i}", MODEL, vec(i)) for i in (2, 3)])
+        return rows
+
+    keeper = ShardKeeper(call, scan, 60.0, store=lambda m, *a: getattr(store, m)(*a), shard_id=0, shards=SHARDS,
+                         level_after_s=(0.05,)).start()
+    try:
+        deadline = time.monotonic() + 10
+        while keeper.leveled < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        keeper.stop(timeout_s=5)
+    assert keeper.leveled == 2 and shard.stats()["vectors"] == 3

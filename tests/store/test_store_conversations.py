@@ -97,7 +97,7 @@ def test_delete_conversation_cascades_and_spares_the_rest(store: HistoryStore) -
     store.put_summary(KEY, "sum", 2, 0)
     counts = store.delete_conversation(KEY)
     assert counts == {"embeddings": 2, "messages": 2, "summaries": 1, "working_memory": 1,
-                      "conversations": 1, "export_rows": 0}
+                      "conversations": 1, "dead_letters": 0, "export_rows": 0}
     assert store.get_conversation(KEY) is None and store.get_messages(KEY) == []
     assert store.get_summary(KEY) is None
     assert store.get_working_memory("app", "u1", "conversation", "c1") == (None, 0)

@@ -1,0 +1,388 @@
+"""Fault injection: SIGKILL memray's own actor processes during ingest and during searches, then
+count what callers were told against what the store holds.
+
+``python -m benchmarks.faults --conversations 200 --messages 50 --batch 10 --threads 16``
+
+Scenarios (``--scenarios``, comma-separated; all by default), all on one memray in Ray mode:
+
+- ``none_durable``: the same ingest with no fault (the floor the others are read against);
+- ``host_durable`` / ``host_buffered``: a ConversationHost killed mid-ingest, adds with
+  ``durable=True`` / ``durable=False``;
+- ``store_durable`` / ``store_buffered``: the HistoryStore actor killed mid-ingest;
+- ``shard_ingest``: a VectorShard killed mid-ingest; after ``wait_indexed()`` every stored vector
+  must be in its shard and every message findable by vector and lexically;
+- ``shard_search``: a shard killed while clients search: every search must answer (degraded while
+  the shard is away), none may raise;
+- ``reopen``: close in Ray mode, reopen in-process, then in Ray mode again: every message, seq and
+  vector of every scenario must still be there.
+
+Figures per ingest scenario: ``acked`` (messages whose ``add`` returned), ``stored``, ``lost``
+(acknowledged, not stored), ``lost_recorded`` (of those, recorded as ``lost`` dead letters:
+must equal ``lost``), ``lost_max_age_s`` (age of the oldest lost message at the kill: the
+debounce window bounds it), ``duplicated`` (ids or seqs stored twice), ``seq_mismatch`` (stored
+with another seq than the one returned), ``seq_reused`` (a lost message's seq held by another
+message), ``gaps`` (seqs neither stored nor dead-lettered), ``recovery_s`` (kill → the actor
+answers again), ``caller_errors`` (what ``add`` raised, by type), ``add_p99_ms`` / ``add_max_ms``.
+Prints one JSON line; ``--plot`` draws acknowledged vs stored vs lost per scenario.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import signal
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from benchmarks._harness import emit, log, pct_ms, plot_bars, start_ray
+
+__all__ = ["SCENARIOS", "ingest_under_fault", "searches_under_fault", "reopen_across_modes", "open_memory", "main"]
+
+INGEST = ("none_durable", "host_durable", "host_buffered", "store_durable", "store_buffered", "shard_ingest")
+SCENARIOS = (*INGEST, "shard_search", "reopen")
+
+
+def open_memory(path: str, hosts: int = 2, shards: int = 2, namespace: str = "memray-faults") -> Any:
+    import memray
+
+    return memray.open(config=memray.MemoryConfig(path=path, mode="ray", hosts=hosts, shards=shards,
+                                                  namespace=namespace, write_timeout_s=120.0))
+
+
+def _call(mem: Any, ref: Any, method: str, timeout_s: float = 5.0) -> Any:
+    async def once() -> Any:
+        return await asyncio.wait_for(ref.call(method), timeout_s)
+
+    return mem._run(once())
+
+
+def _pid(mem: Any, ref: Any) -> int:
+    if ref.label.startswith("host"):
+        return int(_call(mem, ref, "stats")["pid"])
+    return int(_call(mem, ref, "pid"))
+
+
+def _victim(mem: Any, target: str) -> Any:
+    dep = mem.deployment
+    return {"host": dep.hosts[0], "store": dep.store, "shard": dep.shards[0]}[target]
+
+
+def kill_and_time(mem: Any, ref: Any, timeout_s: float = 120.0) -> tuple[float, float]:
+    """SIGKILL the actor's process; wait until a new process answers. (kill time, seconds to back)."""
+    old = _pid(mem, ref)
+    os.kill(old, signal.SIGKILL)
+    t_kill = time.monotonic()
+    while time.monotonic() - t_kill < timeout_s:
+        try:
+            if _pid(mem, ref) != old:
+                return t_kill, time.monotonic() - t_kill
+        except Exception:  # dead or restarting: ask again
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"{ref.label} did not come back within {timeout_s} s")
+
+
+def ingest_under_fault(mem: Any, scenario: str, conversations: int, messages: int, batch: int, threads: int,
+                       kill_at: float = 0.4, users: int = 50) -> dict[str, Any]:
+    """Ingest ``conversations`` x ``messages`` in adds of ``batch`` from ``threads`` threads (one
+    thread per conversation at a time, so per-conversation order is the caller's), SIGKILL the
+    scenario's target once ``kill_at`` of the messages are acknowledged, then count."""
+    from memray.errors import DeadLetterError
+    from memray.models import Message, TextPart
+
+    target, durable = scenario.split("_")[0], scenario.endswith("durable")  # target: host, store, shard or none
+    app = f"faults-{scenario}"
+    convs = [mem.conversation(user_id=f"u{c % users}", conversation_id=f"c{c}", app=app) for c in range(conversations)]
+    total = conversations * messages
+    acked: dict[tuple[int, str], tuple[int, float]] = {}  # (conversation, id) -> (seq, acked at)
+    errors: Counter[str] = Counter()
+    lat: list[float] = []
+    lock = threading.Lock()
+    done = threading.Event()
+    kill: dict[str, float] = {}
+
+    def work(mine: list[int]) -> None:
+        for c in mine:
+            for start in range(0, messages, batch):
+                msgs = [Message(role="user" if i % 2 else "assistant",  # type: ignore[list-item]
+                                parts=[TextPart(text=f"conversation {c} says zq{c}x{i}: message {i} of the fault run")])
+                        for i in range(start, min(start + batch, messages))]
+                t0 = time.monotonic()
+                try:
+                    seqs = convs[c].add(msgs, durable=durable)
+                except Exception as exc:  # counted: what callers saw
+                    with lock:
+                        errors[type(exc).__name__] += 1
+                    continue
+                now = time.monotonic()
+                with lock:
+                    lat.append(now - t0)
+                    for m, s in zip(msgs, seqs):
+                        acked[(c, m.id)] = (s, now)
+
+    def killer() -> None:
+        if target == "none":
+            return
+        while len(acked) < kill_at * total and not done.is_set():
+            time.sleep(0.005)
+        if not done.is_set():
+            kill["at"], kill["recovery_s"] = kill_and_time(mem, _victim(mem, target))
+
+    workers = [threading.Thread(target=work, args=([c for c in range(conversations) if c % threads == t],))
+               for t in range(threads)]
+    k = threading.Thread(target=killer)
+    t0 = time.monotonic()
+    k.start()
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    done.set()
+    k.join()
+    wall = time.monotonic() - t0
+    log(f"{scenario}: {len(acked)}/{total} acknowledged in {wall:.1f}s"
+        + (f", kill at {kill['at'] - t0:.1f}s, back in {kill['recovery_s']:.2f}s" if kill else ", no fault"))
+
+    reported = 0
+    for conv in convs:  # each conversation's next flush names what it lost
+        try:
+            conv.flush()
+        except DeadLetterError as exc:
+            reported += len(exc.letters)
+    # counted by the restarted host itself (a fresh process: its counter is this kill's)
+    lost_stat = sum(s["lost_on_restart"] for s in mem.stats()) if target == "host" else None
+    indexed = mem.wait_indexed(180) if target == "shard" else None
+    return {**_count(mem, app, convs, acked, kill), "lost_reported_to_flush": reported,
+            "hosts_lost_on_restart": lost_stat, "wall_s": round(wall, 2),
+            "caller_errors": dict(errors), "add_ms": pct_ms(lat), "add_max_ms": round(max(lat, default=0) * 1000, 1),
+            **({"wait_indexed": indexed, **_index_figures(mem, app, convs)} if indexed is not None else {})}
+
+
+def _count(mem: Any, app: str, convs: list[Any], acked: dict[tuple[int, str], tuple[int, float]],
+           kill: dict[str, float]) -> dict[str, Any]:
+    store = mem.deployment.store
+    stored: dict[tuple[int, str], int] = {}
+    duplicated = gaps = 0
+    letters = [d for d in mem.dead_letters(app=app, limit=10_000_000)]
+    dead_seqs: dict[str, set[int]] = {}
+    for d in letters:
+        dead_seqs.setdefault(d.conversation_id, set()).add(d.seq)
+    by_seq: dict[tuple[int, int], str] = {}
+    for c, conv in enumerate(convs):
+        rows = mem._run(store.call("get_messages", conv.key))
+        ids = [r.id for r in rows]
+        seqs = [r.seq for r in rows]
+        duplicated += (len(ids) - len(set(ids))) + (len(seqs) - len(set(seqs)))
+        for r in rows:
+            stored[(c, r.id)] = r.seq
+            by_seq[(c, r.seq)] = r.id
+        if seqs:
+            gaps += len(set(range(1, max(seqs) + 1)) - set(seqs) - dead_seqs.get(conv.key.conversation_id, set()))
+    lost = [k for k in acked if k not in stored]
+    recorded = {(d.conversation_id, d.id) for d in letters if d.kind == "lost"}
+    kill_at = kill.get("at", 0.0)
+    return {
+        "acked": len(acked), "stored": len(stored), "stored_acked": sum(1 for k in acked if k in stored),
+        "lost": len(lost),
+        "lost_recorded": sum(1 for c, i in lost if (convs[c].key.conversation_id, i) in recorded),
+        "lost_max_age_s": round(max((kill_at - acked[k][1] for k in lost), default=0.0), 3),
+        "duplicated": duplicated,
+        "seq_mismatch": sum(1 for k, (s, _) in acked.items() if k in stored and stored[k] != s),
+        "seq_reused": sum(1 for (c, i) in lost if by_seq.get((c, acked[(c, i)][0]), i) != i),
+        "gaps": gaps, "dead_letters": len(letters),
+        "recovery_s": round(kill["recovery_s"], 2) if "recovery_s" in kill else None,
+    }
+
+
+def _index_figures(mem: Any, app: str, convs: list[Any], sample: int = 40, seed: int = 7) -> dict[str, Any]:
+    """Every stored vector in its shard; a sample of messages findable by vector and lexically."""
+    from memray.store.rows import Namespace
+
+    dep = mem.deployment
+    missing = 0
+    for i, shard in enumerate(dep.shards):
+        model = mem._run(shard.call("stats"))["model_id"]
+        want = {(Namespace(*ns), d) for ns, d in mem._run(dep.store.call("index_refs", i, len(dep.shards), model))
+                if ns[0] == app}
+        held = {(Namespace(*ns), d) for ns, d in mem._run(shard.call("vectored_refs"))}
+        missing += len(want - held)
+    rng = random.Random(seed)
+    found_vector = found_lexical = tried = 0
+    for conv in rng.sample(convs, min(len(convs), sample)):
+        msgs = conv.messages()
+        if not msgs:
+            continue
+        m = rng.choice(msgs)
+        tried += 1
+        code = next(w for w in m.text.split() if w.startswith("zq")).rstrip(":")
+        lexical = conv.search(code, limit=1, mode="lexical")
+        vector = conv.search(m.text, limit=1, mode="vector")
+        found_lexical += bool(lexical and not lexical.degraded and lexical[0].message.id == m.id)
+        found_vector += bool(vector and not vector.degraded and vector[0].message.id == m.id)
+    return {"vectors_missing_from_shards": missing, "sampled": tried, "found_by_vector": found_vector,
+            "found_lexically": found_lexical}
+
+
+def searches_under_fault(mem: Any, conversations: int = 20, messages: int = 10, clients: int = 4,
+                         settle_s: float = 2.0) -> dict[str, Any]:
+    """Searches from ``clients`` threads while shard 0 is SIGKILLed: none may raise; degraded ones
+    name the shard; recovery is the time from the kill to the first complete answer after it."""
+    from memray.store.rows import user_hash
+
+    app = "faults-search"
+    shards = len(mem.deployment.shards)
+    users = [u for u in (f"su{i}" for i in range(1000)) if user_hash(app, u) % shards == 0][:conversations]
+    convs = [mem.conversation(user_id=u, conversation_id="c", app=app) for u in users]
+    for c, conv in enumerate(convs):
+        conv.add([{"role": "user", "content": f"searcher {c} remembers the pass phrase zs{c}y{i}"} for i in range(messages)])
+    assert mem.wait_indexed(120)
+    outcomes: Counter[str] = Counter()
+    wrong = 0
+    lock = threading.Lock()
+    stop = threading.Event()
+    first_ok_after_kill: list[float] = []
+    kill: dict[str, float] = {}
+
+    def client(n: int) -> None:
+        nonlocal wrong
+        rng = random.Random(n)
+        while not stop.is_set():
+            c = rng.randrange(len(convs))
+            i = rng.randrange(messages)
+            try:
+                res = convs[c].search(f"pass phrase zs{c}y{i}", limit=1)
+            except Exception as exc:
+                with lock:
+                    outcomes[f"raised {type(exc).__name__}"] += 1
+                continue
+            now = time.monotonic()
+            with lock:
+                if res.degraded:
+                    outcomes["degraded"] += 1
+                else:
+                    outcomes["complete"] += 1
+                    wrong += not (res and res[0].message.text.endswith(f"zs{c}y{i}"))
+                    if "at" in kill and now > kill["at"] and not first_ok_after_kill:
+                        first_ok_after_kill.append(now - kill["at"])
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
+    for t in threads:
+        t.start()
+    time.sleep(settle_s)
+    kill["at"], kill["back_s"] = kill_and_time(mem, mem.deployment.shards[0])
+    deadline = time.monotonic() + 120
+    while not first_ok_after_kill and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(settle_s)
+    stop.set()
+    for t in threads:
+        t.join()
+    total = sum(outcomes.values())
+    log(f"shard_search: {total} searches, {dict(outcomes)}")
+    return {"searches": total, "outcomes": dict(outcomes), "raised": sum(v for k, v in outcomes.items() if k.startswith("raised")),
+            "wrong_top_hit": wrong, "process_back_s": round(kill["back_s"], 2),
+            "recovery_s": round(first_ok_after_kill[0], 2) if first_ok_after_kill else None}
+
+
+def reopen_across_modes(mem: Any, path: str, reopen: Callable[[str, str], Any]) -> tuple[dict[str, Any], Any]:
+    """Close ``mem`` (Ray), reopen in-process, then in Ray again; compare every message (id, seq,
+    text) of every conversation and each shard's vectors with the first reading. Returns the
+    figures and the memray open at the end."""
+    def snapshot(m: Any) -> tuple[dict[Any, Any], int]:
+        rows: dict[Any, Any] = {}
+        for app in sorted({d for d in _apps(m)}):
+            for user in _users(m, app):
+                for info in m.list_conversations(user, app=app, limit=100_000):
+                    conv = m.conversation(user_id=user, conversation_id=info.conversation_id, app=app)
+                    rows[(app, user, info.conversation_id)] = [(x.id, x.seq, x.text) for x in conv.messages()]
+        vectors = sum(m._run(s.call("stats"))["vectors"] for s in m.deployment.shards)
+        return rows, vectors
+
+    assert mem.wait_indexed(180)
+    before, vectors = snapshot(mem)
+    mem.close(terminate=True)
+    local = reopen(path, "inprocess")
+    assert local.wait_indexed(180)
+    middle, v_local = snapshot(local)
+    local.close()
+    again = reopen(path, "ray")
+    assert again.wait_indexed(180)
+    after, v_again = snapshot(again)
+    n = sum(len(v) for v in before.values())
+    mismatch = sum(1 for k in before if before[k] != middle.get(k)) + sum(1 for k in before if before[k] != after.get(k))
+    return {"conversations": len(before), "messages": n, "conversation_mismatches": mismatch,
+            "vectors": [vectors, v_local, v_again]}, again
+
+
+def _apps(m: Any) -> list[str]:
+    return [f"faults-{s}" for s in INGEST] + ["faults-search"]
+
+
+def _users(m: Any, app: str) -> list[str]:
+    if app == "faults-search":
+        from memray.store.rows import user_hash
+
+        return [u for u in (f"su{i}" for i in range(1000)) if user_hash(app, u) % len(m.deployment.shards) == 0]
+    return [f"u{i}" for i in range(50)]
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--conversations", type=int, default=200)
+    parser.add_argument("--messages", type=int, default=50, help="per conversation")
+    parser.add_argument("--batch", type=int, default=10, help="messages per add")
+    parser.add_argument("--threads", type=int, default=16)
+    parser.add_argument("--kill-at", type=float, default=0.4, help="share of messages acknowledged at the kill")
+    parser.add_argument("--hosts", type=int, default=2)
+    parser.add_argument("--shards", type=int, default=2)
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument("--address", default=None)
+    parser.add_argument("--plot", default=None)
+    parser.add_argument("--dir", default=None)
+    args = parser.parse_args(argv)
+    names = [s for s in args.scenarios.split(",") if s]
+    unknown = set(names) - set(SCENARIOS)
+    if unknown:
+        parser.error(f"unknown scenarios {sorted(unknown)}; choose from {', '.join(SCENARIOS)}")
+    started = start_ray(args.address)
+    path = args.dir or tempfile.mkdtemp(prefix="memray-faults-")
+    import memray
+
+    def reopen(p: str, mode: str) -> Any:
+        return memray.open(config=memray.MemoryConfig(path=p, mode=mode, hosts=args.hosts, shards=args.shards,
+                                                      namespace="memray-faults", write_timeout_s=120.0))
+
+    results: dict[str, Any] = {}
+    mem = open_memory(path, args.hosts, args.shards)
+    try:
+        for name in names:
+            if name in INGEST:
+                results[name] = ingest_under_fault(mem, name, args.conversations, args.messages, args.batch,
+                                                   args.threads, args.kill_at)
+            elif name == "shard_search":
+                results[name] = searches_under_fault(mem)
+            else:
+                results[name], mem = reopen_across_modes(mem, path, reopen)
+    finally:
+        mem.close(terminate=True)
+        if started:
+            import ray
+
+            ray.shutdown()
+    params = {k: getattr(args, k) for k in ("conversations", "messages", "batch", "threads", "kill_at", "hosts", "shards")}
+    line = emit("faults", {**params, "scenarios": names}, {"results": results})
+    if args.plot:
+        ingest = [n for n in names if n in INGEST]
+        plot_bars(args.plot, "memray under SIGKILL: acknowledged vs stored", ingest,
+                  {k: [results[n][k] for n in ingest] for k in ("acked", "stored_acked", "lost")}, "messages")
+    return line
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""The fault suite: real SIGKILLs of memray's own actor processes (hosts, the store, shards)
+during ingest and during searches, then closing and reopening across modes. Each test runs one
+scenario of ``benchmarks/faults.py`` at a small size and checks its figures; the same code at a
+large size produces the README's reliability table. ``MEMRAY_FAULT_SCALE=10`` runs them bigger.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from benchmarks.faults import ingest_under_fault, open_memory, reopen_across_modes, searches_under_fault
+
+pytestmark = pytest.mark.ray
+
+SCALE = int(os.environ.get("MEMRAY_FAULT_SCALE", "1"))
+# 40 messages per conversation: more than a host's buffer window (32), so a retried add must ask
+# the store for the seqs its first attempt got
+SIZE = dict(conversations=12 * SCALE, messages=40, batch=10, threads=4)
+
+
+@pytest.fixture(scope="module")
+def run(ray_session: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    path = str(tmp_path_factory.mktemp("faults"))
+    state = {"path": path, "mem": open_memory(path)}
+    yield state
+    state["mem"].close(terminate=True)
+
+
+def ingest(run: dict[str, Any], scenario: str) -> dict[str, Any]:
+    figures = ingest_under_fault(run["mem"], scenario, **SIZE)
+    assert (figures["recovery_s"] or 0) > 0, "the kill did not happen mid-ingest"
+    assert figures["duplicated"] == 0 and figures["seq_mismatch"] == 0 and figures["gaps"] == 0, figures
+    assert not figures["caller_errors"], figures  # callers were retried through the outage, never failed
+    assert figures["acked"] == SIZE["conversations"] * SIZE["messages"]
+    return figures
+
+
+@pytest.mark.parametrize("scenario", ["host_durable", "store_durable", "store_buffered"])
+def test_a_kill_loses_nothing_acknowledged_and_duplicates_nothing(run: dict[str, Any], scenario: str) -> None:
+    figures = ingest(run, scenario)
+    assert figures["lost"] == 0 and figures["stored_acked"] == figures["acked"], figures
+
+
+def test_a_killed_host_loses_only_buffered_messages_and_says_so(run: dict[str, Any]) -> None:
+    figures = ingest(run, "host_buffered")
+    assert figures["lost"] > 0, "nothing was inside the debounce window at the kill: the case was not tested"
+    assert figures["lost_recorded"] == figures["lost"], figures  # every loss is a dead letter
+    assert figures["lost_reported_to_flush"] == figures["lost"], figures  # and named to the next flush
+    assert figures["hosts_lost_on_restart"] >= figures["lost"], figures
+    assert figures["seq_reused"] == 0, figures  # a lost message's seq is never given to another
+    assert figures["lost_max_age_s"] < 2.0, figures  # only what was inside the debounce window
+
+
+def test_a_killed_shard_gets_every_vector_back(run: dict[str, Any]) -> None:
+    figures = ingest(run, "shard_ingest")
+    assert figures["lost"] == 0 and figures["wait_indexed"] is True, figures
+    assert figures["vectors_missing_from_shards"] == 0, figures
+    assert figures["found_by_vector"] == figures["sampled"] == figures["found_lexically"], figures
+
+
+def test_searches_during_a_shard_kill_degrade_and_never_raise(run: dict[str, Any]) -> None:
+    figures = searches_under_fault(run["mem"], conversations=8 * SCALE, messages=6)
+    assert figures["raised"] == 0 and figures["wrong_top_hit"] == 0, figures
+    assert figures["recovery_s"] is not None, figures
+
+
+def test_close_in_ray_reopen_in_process_and_back_keeps_everything(run: dict[str, Any]) -> None:
+    import memray
+
+    def reopen(path: str, mode: str) -> memray.Memory:
+        return memray.open(config=memray.MemoryConfig(path=path, mode=mode, hosts=2, shards=2,
+                                                      namespace="memray-faults", write_timeout_s=120.0))
+
+    figures, run["mem"] = reopen_across_modes(run["mem"], run["path"], reopen)
+    assert figures["messages"] > 0 and figures["conversation_mismatches"] == 0, figures
+    assert len(set(figures["vectors"])) == 1, figures
+
+
+def test_the_benchmark_prints_one_json_line(ray_session: None, tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from benchmarks.faults import main
+
+    png = tmp_path / "faults.png"
+    main(["--scenarios", "host_buffered", "--conversations", "4", "--messages", "10", "--batch", "5", "--threads", "2",
+          "--hosts", "1", "--shards", "1", "--dir", str(tmp_path / "data"), "--plot", str(png)])
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
+    result = json.loads(lines[-1])
+    assert result["benchmark"] == "faults" and result["git_sha"]
+    figures = result["results"]["host_buffered"]
+    assert figures["acked"] == 40 and figures["lost_recorded"] == figures["lost"]
+    assert png.stat().st_size > 1000
