@@ -8,6 +8,15 @@ driver that joins the same cluster with the same path reaches the same memory. T
 CPU (``num_cpus=0``): on a 2-core machine they would otherwise starve each other of slots.
 Ray's errors are translated here: a dead actor is :class:`~memray.errors.UnavailableError`
 naming it; an error raised inside an actor is re-raised as itself.
+
+Actors are given the *names* of the actors they call, never their handles: an actor handle in a
+constructor's arguments lives in the object store, and Ray cannot promise that such an argument
+survives until a restart (it says so at error level for every such actor). A (re)started actor
+looks its peers up by name, so it also reaches a peer that was itself restarted.
+
+Ray's own log lines are kept off the terminal unless ``MemoryConfig.verbose``: they are about
+Ray's internals (token auth, signal handlers, worker start-up), not something a memray user
+acts on. memray's own warnings and errors are not affected.
 """
 
 from __future__ import annotations
@@ -37,7 +46,7 @@ from memray.store.base import IndexRow
 from memray.store.history import HistoryStore
 from memray.store.rows import Namespace
 
-__all__ = ["RayRef", "RayDeployment", "ensure_ray", "shutdown_ray"]
+__all__ = ["RayRef", "RayDeployment", "ensure_ray", "shutdown_ray", "named_ref"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +70,11 @@ class RayRef:
             raise UnavailableError(self.label, str(exc).splitlines()[0] if str(exc) else "actor died") from exc
 
 
+def named_ref(name: str, namespace: str, label: str) -> RayRef:
+    """A :class:`RayRef` to the named actor ``name`` (looked up in this process)."""
+    return RayRef(ray.get_actor(name, namespace=namespace), label)
+
+
 def _ray_metric(kind: str, name: str, description: str, tag_keys: tuple[str, ...], boundaries: list[float] | None) -> Any:
     if kind == "counter":
         return ray_metrics.Counter(name, description=description, tag_keys=tag_keys)
@@ -75,10 +89,17 @@ def shutdown_ray() -> None:
 
 
 def ensure_ray(config: MemoryConfig) -> bool:
-    """Join ``config.address`` or start a local Ray; True if this call started it."""
+    """Join ``config.address`` or start a local Ray; True if this call started it.
+
+    Call it from the main thread when there is one: Ray installs its SIGTERM handler there (and
+    warns when it cannot). Unless ``config.verbose``, Ray logs only errors and actors' output
+    stays in Ray's log files (``/tmp/ray/session_latest/logs``)."""
     if ray.is_initialized():
         return False
-    kwargs: dict[str, Any] = {"namespace": config.namespace, "ignore_reinit_error": True, "log_to_driver": False}
+    kwargs: dict[str, Any] = {
+        "namespace": config.namespace, "ignore_reinit_error": True, "log_to_driver": config.verbose,
+        "logging_level": logging.INFO if config.verbose else logging.ERROR,
+    }
     if config.address:
         ray.init(address=config.address, **kwargs)
     else:
@@ -152,7 +173,8 @@ class ShardActor(RecoveringShard):
     ``config.snapshot_every_s`` (see :mod:`memray.index.recovery` for why a thread)."""
 
     def __init__(
-        self, shard_id: int, path: str, dim: int, model_id: str, config: IndexConfig, store: RayRef, shards: int,
+        self, shard_id: int, path: str, dim: int, model_id: str, config: IndexConfig, store: str, namespace: str,
+        shards: int,
     ) -> None:
         # Ray restarts an actor with the arguments it was created with; a re-embedding job may have
         # cut over to another model since: the data directory's record wins (path = <root>/vectors/shard-i).
@@ -163,7 +185,8 @@ class ShardActor(RecoveringShard):
             dim, model_id = record.dim, record.model_id
         super().__init__(shard_id, path, dim, model_id, config, recovering=True)
         self.open()
-        self._keeper = ShardKeeper(self._call_self, self._scan(store.handle, shards), config.snapshot_every_s)
+        store_handle = ray.get_actor(store, namespace=namespace)
+        self._keeper = ShardKeeper(self._call_self, self._scan(store_handle, shards), config.snapshot_every_s)
         self._keeper.start(f"memray-shard-{shard_id}-keeper")
 
     @staticmethod
@@ -183,6 +206,18 @@ class ShardActor(RecoveringShard):
     def close(self) -> None:
         self._keeper.stop(timeout_s=0)  # never join: its pending call on this actor waits for us
         super().close()
+
+
+class HostActor(ConversationHost):
+    """A :class:`ConversationHost` given its store's and shards' actor names (see the module
+    docstring): it looks them up when it starts or restarts."""
+
+    def __init__(self, host_id: int, config: MemoryConfig, store: str, shards: list[str]) -> None:
+        ns = config.namespace
+        super().__init__(
+            host_id, config, named_ref(store, ns, "history store"),
+            [named_ref(name, ns, f"shard {i}") for i, name in enumerate(shards)],
+        )
 
 
 class RayDeployment:
@@ -210,10 +245,12 @@ class RayDeployment:
         pin = {"resources": {cfg.store_resource: 0.01}} if cfg.store_resource else {}
         store = ray.remote(StoreActor).options(**self._options("store", max_concurrency=32, **pin)).remote(cfg.store_path)
         self.store = RayRef(store, "history store")
+        store_name, ns = f"{self.prefix}:store", cfg.namespace
+        shard_names = [f"{self.prefix}:shard-{i}" for i in range(cfg.shards)]
         self.shards = [
             RayRef(
                 ray.remote(ShardActor).options(**self._options(f"shard-{i}")).remote(
-                    i, shard_path(cfg, i), dim, model_id, cfg.index, self.store, cfg.shards
+                    i, shard_path(cfg, i), dim, model_id, cfg.index, store_name, ns, cfg.shards
                 ),
                 f"shard {i}",
             )
@@ -221,7 +258,9 @@ class RayDeployment:
         ]
         self.hosts = [
             RayRef(
-                ray.remote(ConversationHost).options(**self._options(f"host-{i}", max_concurrency=10_000)).remote(i, cfg, self.store, self.shards),
+                ray.remote(HostActor).options(**self._options(f"host-{i}", max_concurrency=10_000)).remote(
+                    i, cfg, store_name, shard_names
+                ),
                 f"host {i}",
             )
             for i in range(cfg.hosts)
