@@ -46,11 +46,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import weakref
 from collections.abc import Iterable, Sequence
 from typing import Callable, TYPE_CHECKING, Any
 
+from memray.arguments import check_limit, check_min_score, check_mode, check_query
 from memray.embedding.pipeline import EmbeddingPipeline, PendingItem
 from memray.errors import ValidationError
 from memray.ids import validate_id, validate_project_id
@@ -117,24 +117,6 @@ def _payload(entry: MemoryEntry, session_id: str | None, project_id: str | None)
     """What the shard keeps with an entry so a hit needs no store read."""
     return json.dumps({"entry": entry.model_dump(mode="json"), "session_id": session_id, "project_id": project_id},
                       ensure_ascii=False)
-
-
-def _validate_limit(limit: object, default: int = DEFAULT_LIMIT) -> int:
-    if limit is None:
-        return default
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
-        raise ValidationError("limit", limit, "must be a positive integer or None", f"None means {default}")
-    return limit
-
-
-def _validate_min_score(min_score: object) -> float | None:
-    if min_score is None:
-        return None
-    if isinstance(min_score, bool) or not isinstance(min_score, (int, float)) or not 0.0 <= float(min_score) <= 1.0 \
-            or math.isnan(float(min_score)):
-        raise ValidationError("min_score", min_score, "must be a number in [0, 1] or None",
-                              "scores are in [0, 1]; see memray.index.fusion for what they mean")
-    return float(min_score)
 
 
 class MemoryService:
@@ -235,10 +217,10 @@ class MemoryService:
         req = request if isinstance(request, SearchRequest) else _parse_request(request)
         app, user_id = validate_id("app_name", req.app_name), validate_id("user_id", req.user_id)
         project_id = None if req.project_id is None else validate_project_id(req.project_id)
-        limit = _validate_limit(req.limit)
-        min_score = _validate_min_score(req.min_score)
-        if not isinstance(req.query, str):
-            raise ValidationError("query", req.query, "must be a string")
+        limit = check_limit(req.limit, DEFAULT_LIMIT)
+        min_score = check_min_score(req.min_score)
+        mode = check_mode(req.mode) or self._mode
+        check_query(req.query)
         if not tokenize(req.query):
             return SearchMemoryResponse(memories=[])
         namespaces = [entry_namespace(app, user_id, None)]
@@ -247,7 +229,7 @@ class MemoryService:
         if self.before_search is not None:
             self.before_search()
         embedder = self._embedder  # one model for this query, whatever happens meanwhile
-        mode, vector, reason = await self._query_vector(embedder, req.query, req.mode or self._mode)
+        mode, vector, reason = await self._query_vector(embedder, req.query, mode)
         model_id = embedder.model_id if vector is not None and embedder is not None else None
         result = await self._router.search(namespaces, vector, req.query, limit, mode, min_score, model_id)
         memories = await self._hydrate(app, user_id, [h for h in result.hits if Namespace(*h.namespace) in namespaces])
@@ -289,7 +271,7 @@ class MemoryService:
         ``project_id`` (None: global only; P: global plus P). ``score`` is 0.0: not a search."""
         validate_id("app", app)
         validate_id("user_id", user_id)
-        n = _validate_limit(limit)
+        n = check_limit(limit, DEFAULT_LIMIT)
         calls = [self._store.call("list_entries", app, user_id, None, None, False, n)]
         if project_id is not None:
             calls.append(self._store.call("list_entries", app, user_id, validate_project_id(project_id), None, False, n))
@@ -311,9 +293,7 @@ class MemoryService:
     async def _delete_matching(self, app: str, user_id: str, project_id: str | None, query: str) -> dict[str, int]:
         validate_id("app", app)
         validate_id("user_id", user_id)
-        if not isinstance(query, str):
-            raise ValidationError("query", query, f"must be a string, got {type(query).__name__}")
-        wanted = set(tokenize(query))
+        wanted = set(tokenize(check_query(query)))
         if not wanted:
             raise ValidationError("query", query, "has no words to match, so it would match nothing or everything",
                                   "to delete every entry use delete_project(...) or delete_user(...)")
@@ -392,8 +372,10 @@ class MemoryService:
 def _parse_request(data: Any) -> SearchRequest:
     if not isinstance(data, dict):
         raise ValidationError("request", data, f"must be a SearchRequest or a dict, got {type(data).__name__}")
-    _validate_limit(data.get("limit"))  # before pydantic, which would coerce True to 1 and "5" to 5
-    _validate_min_score(data.get("min_score"))
+    # the shared rules first: pydantic would coerce True to 1 and "5" to 5, and word its errors its own way
+    check_limit(data.get("limit"), DEFAULT_LIMIT)
+    check_min_score(data.get("min_score"))
+    check_mode(data.get("mode"))
     try:
         return SearchRequest.model_validate(data)
     except Exception as exc:
