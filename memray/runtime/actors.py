@@ -104,7 +104,36 @@ def ensure_ray(config: MemoryConfig) -> bool:
         ray.init(address=config.address, **kwargs)
     else:
         ray.init(num_cpus=config.num_cpus or os.cpu_count(), include_dashboard=False, **kwargs)
+    if not config.verbose:
+        _drop_ray_notices(_BY_DESIGN)
     return True
+
+
+#: Ray notices that memray's design triggers on purpose. The raylet warns once more than 4x its
+#: CPU count of worker processes exist; memray's actors reserve no CPU (see the module docstring),
+#: so a 2-core machine running the store, shards, hosts and a job's Ray Data pool passes that
+#: line with nothing wrong and nothing for the user to change.
+_BY_DESIGN = ("worker processes have been started on node",)
+
+
+def _drop_ray_notices(notices: tuple[str, ...]) -> None:
+    """Keep these lines of Ray's error channel (which the driver prints to stdout, with colour
+    codes, whatever the log level) off the terminal; every other line still shows. Ray offers no
+    switch for one message, so this wraps the function its listener thread prints with; if a
+    Ray version moves it, nothing is filtered."""
+    from ray._private import worker as ray_worker
+
+    printer = getattr(ray_worker, "print_to_stdstream", None)
+    if printer is None or getattr(printer, "memray_filter", False):
+        return
+
+    def print_unless_by_design(data: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+        lines = [line for line in data.get("lines", []) if not any(n in str(line) for n in notices)]
+        if lines:
+            printer({**data, "lines": lines}, *args, **kwargs)
+
+    print_unless_by_design.memray_filter = True  # type: ignore[attr-defined]
+    ray_worker.print_to_stdstream = print_unless_by_design
 
 
 class _PriorityGate:
