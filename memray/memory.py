@@ -3,6 +3,11 @@
 Thin by design: it validates input, routes each call to the right core (a host, a shard, the
 store) through the deployment, and offers every call in a sync form and an asyncio twin
 (``add`` / ``aadd``). Both modes (``ray``, ``inprocess``) run the same cores behind it.
+
+Arguments are checked by :mod:`memray.arguments` (the rules the long-term service uses too)
+before anything is sent. Every call on a closed memray raises the same
+:class:`~memray.errors.ClosedError`: the check is :meth:`Memory._check_open`, which ``_run`` /
+``_arun`` (every call goes through one of them), ``conversation()`` and ``memory_service`` use.
 """
 
 from __future__ import annotations
@@ -174,7 +179,7 @@ class Memory:
     def closed(self) -> bool:
         return self._deployment is None
 
-    def check_open(self) -> Deployment:
+    def _check_open(self) -> Deployment:
         """The one closed-ness check: every call (sync or async, facade or service) passes here
         and raises :class:`ClosedError` with the same words once :meth:`close` has run."""
         if self._deployment is None:
@@ -183,7 +188,7 @@ class Memory:
 
     @property
     def deployment(self) -> Deployment:
-        return self.check_open()
+        return self._check_open()
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         if self._deployment is None:
@@ -200,14 +205,14 @@ class Memory:
     @property
     def service_core(self) -> MemoryService:
         """The long-term service's async core (``memory_service`` is the sync/async handle)."""
-        self.check_open()
+        self._check_open()
         assert self._service is not None
         return self._service
 
     @property
     def memory_service(self) -> MemoryServiceHandle:
         """The long-term memory service (SPEC §8): entries per app/user/project, search, deletes."""
-        self.check_open()
+        self._check_open()
         return MemoryServiceHandle(self)
 
     def host_for(self, key: ConversationKey) -> ActorRef:
@@ -221,7 +226,7 @@ class Memory:
     ) -> ConversationHandle:
         """A handle to one conversation (created on first write). Cheap: no call is made.
         ``working_memory`` sets the note's scope and format (default: conversation scope, text)."""
-        self.check_open()
+        self._check_open()
         return ConversationHandle(self, ConversationKey.of(app, user_id, conversation_id), working_memory)
 
     def _coerce(self, messages: Iterable[MessageInput] | MessageInput) -> list[Message]:
