@@ -519,7 +519,6 @@ class WorkingMemoryHandle:
         return await self._mem._arun(self.core.call_tool(name, arguments))
 
 
-
 def _check_path(config: MemoryConfig) -> None:
     """The data directory: a directory (created if missing), never a file."""
     path = config.path
