@@ -19,7 +19,10 @@ from typing_extensions import Self
 from memray.errors import ValidationError
 from memray.models import RetrievalMode
 
-__all__ = ["EmbedderConfig", "SummarizerConfig", "IndexConfig", "MemoryConfig"]
+__all__ = ["EmbedderConfig", "SummarizerConfig", "IndexConfig", "MemoryConfig", "RunMode"]
+
+#: How the cores run: as Ray actors, or as plain objects in this process.
+RunMode = Literal["ray", "inprocess"]
 
 
 class _Config(BaseModel):
@@ -145,7 +148,7 @@ class MemoryConfig(_Config):
     """Everything :func:`memray.open` needs. Defaults: embedded, local, no API key."""
 
     path: str = "./memray-data"
-    mode: Literal["ray", "inprocess"] = "ray"
+    mode: RunMode = "ray"
     address: str | None = None  # Ray cluster to join; None starts a local Ray on demand
     namespace: str = "memray"  # Ray namespace the named actors live in
     num_cpus: int | None = None  # CPUs for a local Ray started on demand

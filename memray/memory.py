@@ -21,7 +21,7 @@ from memray.arguments import (
     check_choice, check_count, check_limit, check_merge, check_min_score, check_mode, check_query, check_roles,
     check_scope, check_seq,
 )
-from memray.config import MemoryConfig
+from memray.config import MemoryConfig, RunMode
 from memray.conversation.recall import Merge, Recall, Scope, SearchResults
 from memray.conversation.working_memory import WMMode, WorkingMemory, WorkingMemorySpec, WorkingMemoryValue
 from memray.errors import ClosedError, ValidationError
@@ -40,7 +40,7 @@ __all__ = ["open", "Memory", "ConversationHandle", "WorkingMemoryHandle"]
 T = TypeVar("T")
 
 
-def open(path: str | None = None, mode: str | None = None, config: MemoryConfig | None = None, **overrides: Any) -> Memory:  # noqa: A001
+def open(path: str | None = None, mode: RunMode | None = None, config: MemoryConfig | None = None, **overrides: Any) -> Memory:  # noqa: A001
     """Open (creating if needed) the memory at ``path``; ``mode="ray"`` (default) or ``"inprocess"``."""
     base = config or MemoryConfig()
     updates = dict(overrides)

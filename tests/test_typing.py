@@ -28,13 +28,15 @@ with memray.open("./data", mode="inprocess") as mem:
     hits = conv.search("hi", limit=3)
     score: float = hits[0].score
     wrong: str = conv
+memray.open("./data", mode="rya")
 '''
 
 
 def test_users_code_is_type_checked_against_the_installed_package(tmp_path):
     """memray ships ``py.typed`` (PEP 561): mypy on a user's code sees memray's types when memray
     is installed the way a regular install lays it out (on the path of a site-packages ``.pth``,
-    where mypy demands the marker), so it accepts the right calls and flags the wrong one."""
+    where mypy demands the marker), so it accepts the right calls and flags the wrong ones,
+    including a typo in ``mode`` (a ``Literal``)."""
     import sysconfig
     import tomllib
 
@@ -57,5 +59,9 @@ def test_users_code_is_type_checked_against_the_installed_package(tmp_path):
         cwd=tmp_path, capture_output=True, text=True, timeout=600,
     )
     errors = out.stdout.strip().splitlines()
-    assert errors == ['user.py:8: error: Incompatible types in assignment (expression has type "ConversationHandle", '
-                      'variable has type "str")  [assignment]'], out.stdout
+    assert errors == [
+        'user.py:8: error: Incompatible types in assignment (expression has type "ConversationHandle", '
+        'variable has type "str")  [assignment]',
+        'user.py:9: error: Argument "mode" to "open" has incompatible type "Literal[\'rya\']"; '
+        'expected "Literal[\'ray\', \'inprocess\'] | None"  [arg-type]',
+    ], out.stdout
