@@ -1,7 +1,8 @@
 """Shared pieces of the benchmarks: machine description, git sha, percentiles, one-line JSON
 output, concurrent-client timing, Ray start-up and the no-op actor the floors call, and plots.
 
-Every benchmark prints exactly one JSON line on stdout (``emit``); progress goes to stderr.
+Every benchmark prints exactly one JSON line on stdout (``emit``); progress goes to stderr: a
+line per phase (``log``) and, on a terminal, a bar with rate and ETA over the measured calls.
 """
 
 from __future__ import annotations
@@ -90,17 +91,22 @@ def emit(benchmark: str, params: dict[str, Any], results: dict[str, Any]) -> dic
 async def run_clients(clients: int, calls: int, fn: Callable[[int], Awaitable[Any]]) -> tuple[list[float], float]:
     """``clients`` concurrent loops sharing ``calls`` calls of ``fn(i)``; returns each call's
     latency (s) and the wall time (s)."""
+    from memray.progress import bar
+
     lat: list[float] = []
     counter = iter(range(calls))
+    shown = bar(calls, f"{clients} clients", unit="call")  # on a terminal only
 
     async def client() -> None:
         for i in counter:
             t0 = time.perf_counter()
             await fn(i)
             lat.append(time.perf_counter() - t0)
+            shown.update(1)  # after the measured span
 
     t0 = time.perf_counter()
-    await asyncio.gather(*(client() for _ in range(clients)))
+    with shown:
+        await asyncio.gather(*(client() for _ in range(clients)))
     return lat, time.perf_counter() - t0
 
 

@@ -61,14 +61,19 @@ def make_batches(keys: list[ConversationKey], total: int, batch: int, rng: rando
 
 async def pipelined(batches: list[Any], inflight: int, call: Any) -> float:
     """Issue ``call(batch)`` for every batch with at most ``inflight`` outstanding; seconds."""
+    from memray.progress import bar
+
     sem = asyncio.Semaphore(inflight)
+    shown = bar(len(batches), "calls", unit="call")  # on a terminal only
 
     async def one(b: Any) -> None:
         async with sem:
             await call(b)
+        shown.update(1)
 
     t0 = time.perf_counter()
-    await asyncio.gather(*(one(b) for b in batches))
+    with shown:
+        await asyncio.gather(*(one(b) for b in batches))
     return time.perf_counter() - t0
 
 

@@ -85,9 +85,13 @@ class Corpus:
 
 
 async def fill(mem: memray.Memory, corpus: Corpus, batch: int) -> float:
+    from memray.progress import bar
+
     t0 = time.perf_counter()
-    for b in corpus.batches(batch):
-        await mem.aadd_many(b)
+    with bar(len(corpus.texts), "filling", unit="msg") as shown:
+        for b in corpus.batches(batch):
+            await mem.aadd_many(b)
+            shown.update(sum(len(msgs) for _, msgs in b))
     ok = await asyncio.to_thread(mem.wait_indexed, 3600.0)
     if not ok:
         raise RuntimeError("wait_indexed timed out")

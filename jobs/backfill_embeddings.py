@@ -38,11 +38,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.common import ProgressFile, add_common_args, config_from_args, connect, emit, fail_point, log
+from jobs.common import ProgressFile, add_common_args, config_from_args, connect, emit, fail_point, log, pool_args
 from memray.config import EmbedderConfig, MemoryConfig
 from memray.errors import ValidationError
 from memray.index.router import ShardRouter
 from memray.ids import stable_hash
+from memray.progress import bar
 from memray.store.rows import EmbeddingRow, Namespace
 
 __all__ = ["parse_model", "run", "main", "EmbedBatches"]
@@ -130,13 +131,11 @@ def _bulk(mem: Any, target: EmbedderConfig, model_id: str, state: dict[str, Any]
     import ray
     import ray.data
 
-    ctx = ray.data.DataContext.get_current()
-    ctx.enable_progress_bars = False
     gpus = 1 if target.kind == "local" and ray.cluster_resources().get("GPU", 0) >= 1 else 0  # type: ignore[no-untyped-call]
     store_name = f"{mem.deployment.prefix}:store"
     total = float(ray.cluster_resources().get("CPU", 1.0))  # type: ignore[no-untyped-call]
-    if cpus * workers > total - 0.5:  # an actor pool holding every CPU starves Ray Data's read tasks
-        cpus = max(0.1, (total - 0.5) / workers)
+    if cpus * workers > total - 1:  # the pool must leave a whole CPU: each read task asks for one
+        cpus = max(0.1, (total - 1) / workers)
         log(f"{workers} workers x {cpus:.2f} CPUs each, leaving room for the read tasks ({total:g} CPUs in all)")
     done: set[str] = set(state["files_done"])
     embedded, batches = 0, 0
@@ -148,25 +147,28 @@ def _bulk(mem: Any, target: EmbedderConfig, model_id: str, state: dict[str, Any]
         log(f"bulk {table}: {len(todo)} files, {sum(sizes.values())} rows (workers={workers}, gpus/worker={gpus})")
         ds = ray.data.read_parquet(todo, include_paths=True).map_batches(
             EmbedBatches, batch_size=batch_size, batch_format="pyarrow", num_cpus=cpus, num_gpus=gpus,
-            compute=ray.data.ActorPoolStrategy(size=workers),
+            **pool_args(workers, mem.config.verbose),
             fn_constructor_kwargs={"embedder_json": target.model_dump_json(), "store_name": store_name,
                                    "namespace": mem.config.namespace, "table": table, "model_id": model_id,
                                    "base": int(state["base"]),
                                    "check_store": bool(state["base"] or state["files_done"])},
         )
         seen: Counter[str] = Counter()
-        for out in ds.iter_batches(batch_size=None, batch_format="numpy"):
-            for path, n, e in zip(out["path"], out["seen"], out["embedded"]):
-                seen[str(path)] += int(n)
-                embedded += int(e)
-                if seen[str(path)] >= sizes[str(path)]:
-                    done.add(str(path))
-            batches += 1
-            state["files_done"] = sorted(done)
-            progress.save(state)
-            fail_point("bulk", batches)
-            log(f"bulk {table}: {sum(seen.values())}/{sum(sizes.values())} rows read, {embedded} embedded, "
-                f"{len(done)}/{len(todo)} files done")
+        with bar(sum(sizes.values()), f"embedding {table}", unit="row") as shown:
+            for out in ds.iter_batches(batch_size=None, batch_format="numpy"):
+                for path, n, e in zip(out["path"], out["seen"], out["embedded"]):
+                    seen[str(path)] += int(n)
+                    embedded += int(e)
+                    shown.update(int(n))
+                    if seen[str(path)] >= sizes[str(path)]:
+                        done.add(str(path))
+                batches += 1
+                state["files_done"] = sorted(done)
+                progress.save(state)
+                fail_point("bulk", batches)
+                if shown.disable:  # no terminal: a line per batch instead of the bar
+                    log(f"bulk {table}: {sum(seen.values())}/{sum(sizes.values())} rows read, {embedded} embedded, "
+                        f"{len(done)}/{len(todo)} files done")
     return embedded
 
 
@@ -305,11 +307,14 @@ def run(config: MemoryConfig, target: EmbedderConfig, workers: int = 2, batch_si
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
-    parser = parser or argparse.ArgumentParser(prog="python -m jobs.backfill_embeddings", description=__doc__.splitlines()[0])
+    from memray.cli import DefaultsHelpFormatter
+
+    parser = parser or argparse.ArgumentParser(prog="python -m jobs.backfill_embeddings", description=__doc__.splitlines()[0],
+                                               formatter_class=DefaultsHelpFormatter)
     add_common_args(parser)
     parser.add_argument("--model", required=True, help="hash:<dim> | openai:<model>[:<dim>] | local:<name>")
-    parser.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint for openai: models")
-    parser.add_argument("--since", type=int, default=None, help="treat rows changed at or below this watermark as done")
+    parser.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint for openai: models (default: OPENAI_BASE_URL, else OpenAI's)")
+    parser.add_argument("--since", type=int, default=None, help="treat rows changed at or below this watermark as done (default: resume from the saved progress)")
     parser.add_argument("--batch-size", type=int, default=1024, help="rows per map_batches call")
     return parser
 

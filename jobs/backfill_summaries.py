@@ -26,8 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from jobs.common import add_common_args, config_from_args, connect, emit, log
+from jobs.common import add_common_args, config_from_args, connect, emit, log, pool_args
 from memray.config import MemoryConfig, SummarizerConfig
+from memray.progress import bar
 
 __all__ = ["SummarizeBatches", "conversation_keys", "run", "main"]
 
@@ -94,19 +95,21 @@ def run(config: MemoryConfig, workers: int = 2, force: bool = False, batch_size:
         keys = conversation_keys(mem.config.exports_path)
         log(f"export watermark {manifest['watermark']}: {len(keys)} conversations (workers={workers}, force={force})")
         if keys:
-            ray.data.DataContext.get_current().enable_progress_bars = False
             ds = ray.data.from_items(keys).map_batches(
                 SummarizeBatches, batch_size=batch_size, batch_format="numpy", num_cpus=cpus_per_worker,
-                compute=ray.data.ActorPoolStrategy(size=workers),
+                **pool_args(workers, mem.config.verbose),
                 fn_constructor_kwargs={"summarizer_json": mem.config.summarizer.model_dump_json(),
                                        "store_name": f"{mem.deployment.prefix}:store",
                                        "namespace": mem.config.namespace, "force": force},
             )
-            for out in ds.iter_batches(batch_size=None, batch_format="numpy"):
-                for status in out["status"]:
-                    counts[str(status)] += 1
-                done = sum(counts.values())
-                log(f"{done}/{len(keys)} conversations: {counts}")
+            with bar(len(keys), "summaries", unit="conv") as shown:
+                for out in ds.iter_batches(batch_size=None, batch_format="numpy"):
+                    for status in out["status"]:
+                        counts[str(status)] += 1
+                    shown.update(len(out["status"]))
+                    shown.set_postfix_str(f"updated {counts['updated']}, failed {counts['failed']}", refresh=False)
+                    if shown.disable:  # no terminal: a line per batch instead of the bar
+                        log(f"{sum(counts.values())}/{len(keys)} conversations: {counts}")
     finally:
         mem.close(terminate=owned)
     seconds = time.monotonic() - t0
@@ -115,7 +118,10 @@ def run(config: MemoryConfig, workers: int = 2, force: bool = False, batch_size:
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
-    parser = parser or argparse.ArgumentParser(prog="python -m jobs.backfill_summaries", description=__doc__.splitlines()[0])
+    from memray.cli import DefaultsHelpFormatter
+
+    parser = parser or argparse.ArgumentParser(prog="python -m jobs.backfill_summaries", description=__doc__.splitlines()[0],
+                                               formatter_class=DefaultsHelpFormatter)
     add_common_args(parser)
     parser.add_argument("--force", action="store_true", help="fold everything older than keep_messages, whatever the trigger")
     parser.add_argument("--batch-size", type=int, default=64, help="conversations per map_batches call")

@@ -18,18 +18,21 @@ from typing import Any
 
 from memray.config import MemoryConfig
 
-__all__ = ["add_common_args", "config_from_args", "connect", "ProgressFile", "log", "emit", "fail_point"]
+__all__ = ["add_common_args", "config_from_args", "connect", "ProgressFile", "log", "emit", "fail_point", "pool_args"]
 
 
 def add_common_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--path", required=True, help="memray data directory")
-    parser.add_argument("--config", default=None, help="a MemoryConfig as a JSON file (flags override it)")
+    parser.add_argument("--config", default=None, help="a MemoryConfig as a JSON file, flags override it (default: none)")
     parser.add_argument("--address", default=None, help="Ray cluster to join (default: RAY_ADDRESS or a local Ray)")
     parser.add_argument("--namespace", default=None, help="Ray namespace of memray's actors (default: memray)")
-    parser.add_argument("--hosts", type=int, default=None, help="ConversationHost actors when the job starts memray")
-    parser.add_argument("--shards", type=int, default=None, help="VectorShard actors (must match the running memray)")
+    parser.add_argument("--hosts", type=int, default=None,
+                        help="ConversationHost actors when the job starts memray (default: 4, or the --config's)")
+    parser.add_argument("--shards", type=int, default=None,
+                        help="VectorShard actors, must match the running memray (default: 2, or the --config's)")
     parser.add_argument("--workers", type=int, default=2, help="actors in the Ray Data pool")
     parser.add_argument("--cpus-per-worker", type=float, default=1.0, help="CPUs each pool actor reserves")
+    parser.add_argument("--verbose", action="store_true", help="show Ray's and Ray Data's own log lines")
 
 
 def config_from_args(args: argparse.Namespace) -> MemoryConfig:
@@ -37,7 +40,8 @@ def config_from_args(args: argparse.Namespace) -> MemoryConfig:
     if args.config:
         with open(args.config, encoding="utf-8") as f:
             base = json.load(f)
-    updates = {"path": args.path, "mode": "ray", "address": args.address or os.environ.get("RAY_ADDRESS") or base.get("address")}
+    updates = {"path": args.path, "mode": "ray", "address": args.address or os.environ.get("RAY_ADDRESS") or base.get("address"),
+               "verbose": bool(getattr(args, "verbose", False) or base.get("verbose", False))}
     for name in ("namespace", "hosts", "shards"):
         if getattr(args, name) is not None:
             updates[name] = getattr(args, name)
@@ -52,12 +56,9 @@ def connect(config: MemoryConfig) -> tuple[Any, bool]:
     import memray
     from memray.ids import stable_hash
 
-    if not ray.is_initialized():
-        kwargs: dict[str, Any] = {"namespace": config.namespace, "log_to_driver": False}
-        if config.address:
-            ray.init(address=config.address, **kwargs)
-        else:
-            ray.init(num_cpus=config.num_cpus, include_dashboard=False, **kwargs)
+    from memray.runtime.actors import ensure_ray
+
+    ensure_ray(config)  # quiet unless config.verbose; memray.open below then joins this Ray
     name = f"memray:{stable_hash(config.root):016x}:store"
     try:
         ray.get_actor(name, namespace=config.namespace)
@@ -66,6 +67,33 @@ def connect(config: MemoryConfig) -> tuple[Any, bool]:
         running = False
     log("joining the running memray" if running else "memray is not running: starting it for this job", config.root)
     return memray.open(config=config), not running
+
+
+def pool_args(workers: int, verbose: bool) -> dict[str, Any]:
+    """``map_batches`` arguments for a job's actor pool, and Ray Data's console kept quiet.
+
+    - The pool starts ``workers`` actors and may shrink to one: a fixed size warns whenever the
+      input has fewer blocks than workers (small exports).
+    - ``max_restarts=0``: Ray Data passes its pool actors their function through the object
+      store, which Ray cannot promise to keep for a restart (it says so at error level). A job
+      whose pool actor dies fails instead, and resumes where it stopped when run again. Ray Data
+      2.60 takes it only among the extra remote arguments it has deprecated (for removal in
+      2.64); that notice is for this code, not for the job's user, so it is not shown.
+    - Unless ``verbose``, Ray Data's console shows errors only (not each dataset's start, plan
+      and end); its log file in the Ray session's ``logs/ray-data`` keeps everything.
+    """
+    import logging
+    import warnings
+
+    import ray.data
+
+    warnings.filterwarnings("ignore", message=r".*`ray_remote_args` is deprecated")
+    ray.data.DataContext.get_current().enable_progress_bars = False  # the job draws its own bar
+    if not verbose:
+        for handler in logging.getLogger("ray.data").handlers:
+            if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
+                handler.setLevel(logging.ERROR)
+    return {"compute": ray.data.ActorPoolStrategy(min_size=1, max_size=workers, initial_size=workers), "max_restarts": 0}
 
 
 class ProgressFile:

@@ -1,4 +1,9 @@
-"""The ``memray`` command line: ``memray demo``, ``memray backfill ...``, ``memray stats``."""
+"""The ``memray`` command line: ``memray demo``, ``memray stats PATH``, ``memray backfill ...``.
+
+Results go to stdout; progress (bars when stderr is a terminal, phase lines always) and errors go
+to stderr. A memray error (bad input, a store in use) is printed as one line with what to do, and
+the command exits with status 2; ``--verbose`` also shows Ray's own log lines.
+"""
 
 from __future__ import annotations
 
@@ -9,56 +14,118 @@ import json
 import shutil
 import sys
 import tempfile
+import time
 from typing import Sequence
 
-__all__ = ["main"]
+__all__ = ["main", "build_parser", "DefaultsHelpFormatter"]
 
 
 def _demo(args: argparse.Namespace) -> int:
     import memray
+    from memray.progress import step
     from memray.simulation import simulate, summary_line
 
     path = args.path or tempfile.mkdtemp(prefix="memray-demo-")
-    config = memray.MemoryConfig(path=path, mode=args.mode, hosts=args.hosts, shards=args.shards, num_cpus=args.num_cpus)
-    print(f"memray demo: {args.agents} agents, {args.turns} turns, mode={args.mode}, data in {path}", flush=True)
-    with memray.open(config=config) as mem:
-        report = asyncio.run(simulate(mem, args.agents, args.turns))
-        stats = mem.stats()
+    where = path if args.path or args.keep else f"{path} (a temporary folder, removed at the end: --keep or --path keeps it)"
+    config = memray.MemoryConfig(path=path, mode=args.mode, hosts=args.hosts, shards=args.shards, num_cpus=args.num_cpus,
+                                 verbose=args.verbose)
+    print(f"memray demo: {args.agents} agents, {args.turns} turns, mode={args.mode}, data in {where}", flush=True)
+    try:
+        t0 = time.monotonic()
+        if args.mode == "ray":
+            step(f"starting a local Ray with {args.hosts} hosts and {args.shards} shards (10-30 s on a small machine)")
+        else:
+            step(f"starting {args.hosts} hosts and {args.shards} shards in this process")
+        with memray.open(config=config) as mem:
+            step(f"ready in {time.monotonic() - t0:.1f} s; running the agents")
+            report = asyncio.run(simulate(mem, args.agents, args.turns))
+            stats = mem.stats()
+            step("flushing and stopping")
+    finally:
+        if not args.path and not args.keep:
+            shutil.rmtree(path, ignore_errors=True)
     report.extras["hosts"] = [{k: s[k] for k in ("host", "conversations", "rss_bytes", "commits", "rows")} for s in stats]
     print(summary_line(report))
     print(json.dumps(dataclasses.asdict(report)))
-    if not args.path and not args.keep:
-        shutil.rmtree(path, ignore_errors=True)
     return 0 if report.verified else 1
 
 
+def _stats(args: argparse.Namespace) -> int:
+    from memray.stats import data_stats, render
+
+    stats = data_stats(args.path, args.hosts)
+    print(json.dumps(stats) if args.json else render(stats))
+    return 0
+
+
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """Every option says its default: ``(default: X)`` unless its help already words it (a None
+    default means something specific: the help says what), ``(required)``, or ``(off by
+    default)`` for a flag."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.default is argparse.SUPPRESS or "default" in text:
+            return text
+        if action.required:
+            return f"{text} (required)"
+        if isinstance(action, argparse._StoreTrueAction):
+            return f"{text} (off by default)"
+        if action.option_strings or action.nargs in ("?", "*"):
+            return f"{text} (default: %(default)s)"
+        return text
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="memray", description="Conversation and long-term memory for AI agents, on Ray.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="run a scripted many-agent simulation and verify the store")
-    demo.add_argument("--agents", type=int, default=1000)
-    demo.add_argument("--turns", type=int, default=6)
-    demo.add_argument("--mode", choices=["ray", "inprocess"], default="ray")
-    demo.add_argument("--hosts", type=int, default=4)
-    demo.add_argument("--shards", type=int, default=2)
-    demo.add_argument("--num-cpus", type=int, default=None)
-    demo.add_argument("--path", default=None, help="data directory (default: a temporary one, removed after)")
-    demo.add_argument("--keep", action="store_true", help="keep the temporary data directory")
+    from memray import __version__
+
+    parser = argparse.ArgumentParser(prog="memray", description="Conversation and long-term memory for AI agents, on Ray.",
+                                     formatter_class=DefaultsHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"memray {__version__} (memray-agents)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    demo = sub.add_parser("demo", help="run a scripted many-agent simulation and verify the store", formatter_class=DefaultsHelpFormatter,
+                          description="Scripted agents talk, recall with context() and answer; at the end every "
+                                      "acknowledged message is checked in the store.")
+    demo.add_argument("--agents", type=int, default=1000, help="agents, one conversation each")
+    demo.add_argument("--turns", type=int, default=6, help="turns per agent (recall questions start at turn 3)")
+    demo.add_argument("--mode", choices=["ray", "inprocess"], default="ray", help="Ray actors, or the same cores in this process")
+    demo.add_argument("--hosts", type=int, default=4, help="ConversationHost actors")
+    demo.add_argument("--shards", type=int, default=2, help="VectorShard actors")
+    demo.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray (default: all of this machine's)")
+    demo.add_argument("--path", default=None, help="data directory, kept afterwards (default: a temporary one, removed at the end)")
+    demo.add_argument("--keep", action="store_true", help="keep the temporary data directory and print where it is")
+    demo.add_argument("--verbose", action="store_true", help="show Ray's own log lines (info, warnings) and the actors' output")
     demo.set_defaults(func=_demo)
-    backfill = sub.add_parser("backfill", help="batch jobs on Ray Data: re-embed, or bring summaries up to date")
-    jobs = backfill.add_subparsers(dest="job", required=True)
+    stats = sub.add_parser("stats", help="what a data directory holds: rows per table, shards, hosts, disk use",
+                           formatter_class=DefaultsHelpFormatter,
+                           description="Reads the data directory without starting memray (stop a running memray first: "
+                                       "its store file cannot be opened by two processes).")
+    stats.add_argument("path", help="the data directory (what memray.open was given)")
+    stats.add_argument("--hosts", type=int, default=4, help="show how conversations spread over this many hosts")
+    stats.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
+    stats.set_defaults(func=_stats)
+    backfill = sub.add_parser("backfill", help="batch jobs on Ray Data: re-embed, or bring summaries up to date",
+                              formatter_class=DefaultsHelpFormatter)
+    jobs = backfill.add_subparsers(dest="job", required=True, metavar="JOB")
     from jobs import backfill_embeddings, backfill_summaries
 
-    embeddings = jobs.add_parser("embeddings", help="(re-)embed everything with --model and cut over atomically")
+    embeddings = jobs.add_parser("embeddings", help="(re-)embed everything with --model and cut over atomically",
+                                 formatter_class=DefaultsHelpFormatter)
     backfill_embeddings.build_parser(embeddings).set_defaults(func=backfill_embeddings.run_args)
-    summaries = jobs.add_parser("summaries", help="bring every conversation's summary up to date")
+    summaries = jobs.add_parser("summaries", help="bring every conversation's summary up to date", formatter_class=DefaultsHelpFormatter)
     backfill_summaries.build_parser(summaries).set_defaults(func=backfill_summaries.run_args)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from memray.errors import MemrayError
+
     args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except MemrayError as exc:
+        print(f"memray {args.command}: error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

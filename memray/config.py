@@ -1,19 +1,105 @@
-"""Configuration: one pydantic model, every field documented, every default sound on 2 cores."""
+"""Configuration: one pydantic model, every field documented, every default sound on 2 cores.
+
+A bad configuration (an unknown option, a typo in ``mode``, ``hosts=0``) raises
+:class:`memray.ValidationError` naming the option, the value and the fix (``did you mean
+'inprocess'?``), from the constructors, ``model_validate`` and :func:`memray.open` alike.
+"""
 
 from __future__ import annotations
 
+import difflib
 import os
-from typing import Literal
+import re
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ValidationError as PydanticValidationError
+from typing_extensions import Self
 
+from memray.errors import ValidationError
 from memray.models import RetrievalMode
 
-__all__ = ["EmbedderConfig", "SummarizerConfig", "IndexConfig", "MemoryConfig"]
+__all__ = ["EmbedderConfig", "SummarizerConfig", "IndexConfig", "MemoryConfig", "RunMode"]
+
+#: How the cores run: as Ray actors, or as plain objects in this process.
+RunMode = Literal["ray", "inprocess"]
 
 
 class _Config(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    if not TYPE_CHECKING:  # hidden from mypy, so that the pydantic plugin still types the fields
+
+        def __init__(self, **data: Any) -> None:
+            try:
+                super().__init__(**data)
+            except PydanticValidationError as exc:
+                # not chained: the message already says all pydantic said, in memray's terms
+                raise config_error(type(self), exc) from None
+
+    @classmethod
+    def model_validate(cls, obj: Any, **kwargs: Any) -> Self:
+        try:
+            return super().model_validate(obj, **kwargs)
+        except PydanticValidationError as exc:
+            raise config_error(cls, exc) from None
+
+    @classmethod
+    def model_validate_json(cls, json_data: str | bytes | bytearray, **kwargs: Any) -> Self:
+        try:
+            return super().model_validate_json(json_data, **kwargs)
+        except PydanticValidationError as exc:
+            raise config_error(cls, exc) from None
+
+
+def config_error(cls: type[BaseModel], exc: PydanticValidationError) -> ValidationError:
+    """pydantic's first complaint about a configuration as a :class:`ValidationError` that names
+    the option (dotted for nested ones: ``embedder.kind``), the value and what to do."""
+    errors = exc.errors()
+    first = errors[0]
+    loc = [str(p) for p in first.get("loc", ())]
+    inner = first.get("ctx", {}).get("error")
+    if isinstance(inner, ValidationError):  # a nested config's own translated error (its __init__)
+        return ValidationError(".".join([*loc, inner.field]), inner.value, inner.problem, inner.hint)
+    field = ".".join(loc) or cls.__name__
+    owner = _model_at(cls, loc[:-1])
+    kind, value = first.get("type", ""), first.get("input")
+    if kind == "extra_forbidden":
+        options = list(owner.model_fields)
+        problem = f"unknown {owner.__name__} option"
+        hint = _did_you_mean(loc[-1], options) + f"options: {', '.join(options)}"
+    elif kind == "literal_error":
+        expected = str(first.get("ctx", {}).get("expected", ""))
+        problem = f"must be {expected}"
+        hint = _did_you_mean(str(value), re.findall(r"'([^']*)'", expected)).rstrip("; ")
+    else:
+        problem = re.sub(r"^Input should be", "must be", str(first.get("msg", exc)))
+        hint = f"see memray.{owner.__name__} for what each option takes"
+    if len(errors) > 1:
+        hint += f" (also invalid: {', '.join(_where(e) for e in errors[1:])})"
+    return ValidationError(field, value, problem, hint.strip())
+
+
+def _where(error: Any) -> str:
+    loc = [str(p) for p in error.get("loc", ())]
+    inner = error.get("ctx", {}).get("error")
+    return ".".join([*loc, inner.field] if isinstance(inner, ValidationError) else loc) or "?"
+
+
+def _model_at(cls: type[BaseModel], path: list[str]) -> type[BaseModel]:
+    """The (nested) config class that holds the option at ``path``."""
+    for name in path:
+        info = cls.model_fields.get(name)
+        annotation = info.annotation if info is not None else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            break
+        cls = annotation
+    return cls
+
+
+def _did_you_mean(given: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(given, choices, n=1, cutoff=0.6)
+    return f"did you mean {close[0]!r}? " if close else ""
 
 
 class EmbedderConfig(_Config):
@@ -71,7 +157,7 @@ class MemoryConfig(_Config):
     """Everything :func:`memray.open` needs. Defaults: embedded, local, no API key."""
 
     path: str = "./memray-data"
-    mode: Literal["ray", "inprocess"] = "ray"
+    mode: RunMode = "ray"
     address: str | None = None  # Ray cluster to join; None starts a local Ray on demand
     namespace: str = "memray"  # Ray namespace the named actors live in
     num_cpus: int | None = None  # CPUs for a local Ray started on demand
@@ -86,6 +172,8 @@ class MemoryConfig(_Config):
     # (the store down, not a bad row: those are dead-lettered at once) raises StoreError instead
     # of waiting on; the messages stay pending and are retried in the background
     write_timeout_s: float = Field(60.0, gt=0)
+    # show Ray's own log lines (info and warnings) and the actors' output; off: Ray logs errors only
+    verbose: bool = False
     # Ray custom resource the HistoryStore actor requests (0.01 of it): pins the store, and so
     # its DuckDB file, to the node that offers it (cluster.yaml gives the head {"memray_store": 1})
     store_resource: str | None = None

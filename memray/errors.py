@@ -38,6 +38,7 @@ __all__ = [
     "UnavailableError",
     "MissingExtraError",
     "ClosedError",
+    "MISSING",
 ]
 
 
@@ -57,8 +58,23 @@ def _rebuild(cls: type[MemrayError], args: tuple[Any, ...], state: dict[str, Any
     return err
 
 
+class _Missing:
+    """The value of a required field that was not given (shown as ``<missing>``)."""
+
+    def __repr__(self) -> str:
+        return "<missing>"
+
+    def __reduce__(self) -> str:
+        return "MISSING"  # pickles as a reference to the one instance
+
+
+#: ``ValidationError.value`` when the field was not given at all.
+MISSING: Any = _Missing()
+
+
 class ValidationError(MemrayError, ValueError):
-    """Bad input. ``field`` and ``value`` say what was wrong; nothing was written."""
+    """Bad input. ``field`` and ``value`` say what was wrong (``value`` is :data:`MISSING` when
+    it was not given), ``problem`` what is wrong with it, ``hint`` what to do; nothing was written."""
 
     def __init__(self, field: str, value: Any, problem: str, hint: str = "") -> None:
         shown = repr(value)
@@ -71,6 +87,7 @@ class ValidationError(MemrayError, ValueError):
         self.field = field
         self.value = value
         self.problem = problem
+        self.hint = hint
 
 
 class InvalidIdError(ValidationError):
@@ -146,4 +163,11 @@ class MissingExtraError(MemrayError, ImportError):
 
 
 class ClosedError(MemrayError):
-    """The memory was closed; open it again."""
+    """The memory was closed (or never opened); open it again."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message or CLOSED)
+
+
+#: What every call on a closed :class:`memray.Memory` says.
+CLOSED = "this memray is closed (close() was called, or it never opened); open it again with memray.open(...)"

@@ -3,15 +3,25 @@
 Thin by design: it validates input, routes each call to the right core (a host, a shard, the
 store) through the deployment, and offers every call in a sync form and an asyncio twin
 (``add`` / ``aadd``). Both modes (``ray``, ``inprocess``) run the same cores behind it.
+
+Arguments are checked by :mod:`memray.arguments` (the rules the long-term service uses too)
+before anything is sent. Every call on a closed memray raises the same
+:class:`~memray.errors.ClosedError`: the check is :meth:`Memory._check_open`, which ``_run`` /
+``_arun`` (every call goes through one of them), ``conversation()`` and ``memory_service`` use.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Iterable
 from typing import Any, Coroutine, TypeVar
 
-from memray.config import MemoryConfig
+from memray.arguments import (
+    check_choice, check_count, check_limit, check_merge, check_min_score, check_mode, check_query, check_roles,
+    check_scope, check_seq,
+)
+from memray.config import MemoryConfig, RunMode
 from memray.conversation.recall import Merge, Recall, Scope, SearchResults
 from memray.conversation.working_memory import WMMode, WorkingMemory, WorkingMemorySpec, WorkingMemoryValue
 from memray.embedding.base import Embedder
@@ -60,7 +70,7 @@ def raise_combined(results: list[Any]) -> None:
         raise DeadLetterError(letters)
 
 
-def open(path: str | None = None, mode: str | None = None, config: MemoryConfig | None = None, **overrides: Any) -> Memory:  # noqa: A001
+def open(path: str | None = None, mode: RunMode | None = None, config: MemoryConfig | None = None, **overrides: Any) -> Memory:  # noqa: A001
     """Open (creating if needed) the memory at ``path``; ``mode="ray"`` (default) or ``"inprocess"``."""
     base = config or MemoryConfig()
     updates = dict(overrides)
@@ -85,6 +95,12 @@ class Memory:
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> Memory:
+        _check_path(self.config)
+        if self.config.mode == "ray":  # here, not on the loop's thread: Ray wants the main thread
+            from memray.runtime.actors import ensure_ray
+
+            self._connected_ray = ensure_ray(self.config)
+            self._started_ray = self._connected_ray and not self.config.address
         self._loop.start()
         try:
             self._loop.run(self._start())
@@ -106,10 +122,8 @@ class Memory:
         self.config = resolve_config(self.config)  # the model a re-embedding job recorded wins
 
         if self.config.mode == "ray":
-            from memray.runtime.actors import RayDeployment, ensure_ray
+            from memray.runtime.actors import RayDeployment
 
-            self._connected_ray = ensure_ray(self.config)
-            self._started_ray = self._connected_ray and not self.config.address
             deployment: Deployment = RayDeployment(self.config)  # type: ignore[assignment]  # RayRef is an ActorRef; lists are invariant
         else:
             deployment = LocalDeployment(self.config)
@@ -217,27 +231,43 @@ class Memory:
 
     # -- plumbing -------------------------------------------------------------------------
     @property
-    def deployment(self) -> Deployment:
+    def closed(self) -> bool:
+        return self._deployment is None
+
+    def _check_open(self) -> Deployment:
+        """The one closed-ness check: every call (sync or async, facade or service) passes here
+        and raises :class:`ClosedError` with the same words once :meth:`close` has run."""
         if self._deployment is None:
-            raise ClosedError("this memray is closed; call memray.open() again")
+            raise ClosedError()
         return self._deployment
 
+    @property
+    def deployment(self) -> Deployment:
+        return self._check_open()
+
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._deployment is None:
+            coro.close()  # never started: no "coroutine was never awaited" warning
+            raise ClosedError()
         return self._loop.run(coro)
 
     async def _arun(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._deployment is None:
+            coro.close()
+            raise ClosedError()
         return await self._loop.arun(coro)
 
     @property
     def service_core(self) -> MemoryService:
         """The long-term service's async core (``memory_service`` is the sync/async handle)."""
-        if self._service is None:
-            raise ClosedError("this memray is closed; call memray.open() again")
+        self._check_open()
+        assert self._service is not None
         return self._service
 
     @property
     def memory_service(self) -> MemoryServiceHandle:
         """The long-term memory service (SPEC §8): entries per app/user/project, search, deletes."""
+        self._check_open()
         return MemoryServiceHandle(self)
 
     def host_for(self, key: ConversationKey) -> ActorRef:
@@ -252,11 +282,17 @@ class Memory:
     ) -> ConversationHandle:
         """A handle to one conversation (created on first write). Cheap: no call is made.
         ``working_memory`` sets the note's scope and format (default: conversation scope, text)."""
+        self._check_open()
         return ConversationHandle(self, ConversationKey.of(app, user_id, conversation_id), working_memory)
 
     def _coerce(self, messages: Iterable[MessageInput] | MessageInput) -> list[Message]:
         if isinstance(messages, (Message, dict)):
             messages = [messages]
+        elif isinstance(messages, (str, bytes)) or not isinstance(messages, Iterable):
+            raise ValidationError(
+                "messages", messages, f"must be a message or a list of messages, got {type(messages).__name__}",
+                "pass {'role': 'user', 'content': '...'} (or a list of them) or a memray.Message",
+            )
         return [coerce_message(m, self.config.max_message_chars) for m in messages]
 
     def add_many(self, batch: Iterable[tuple[ConversationKey | ConversationHandle, Iterable[MessageInput]]], durable: bool = False) -> list[list[int]]:
@@ -318,6 +354,9 @@ class Memory:
     def wait_indexed(self, timeout_s: float = 60.0) -> bool:
         """Flush, then wait until every durable message is embedded and searchable."""
         return self._run(self._wait_indexed(timeout_s))
+
+    async def await_indexed(self, timeout_s: float = 60.0) -> bool:
+        return await self._arun(self._wait_indexed(timeout_s))
 
     async def _wait_indexed(self, timeout_s: float) -> bool:
         loop = asyncio.get_running_loop()
@@ -387,20 +426,24 @@ class Memory:
                    min_score: float | None = None) -> SearchResults:
         """Search every conversation of every user of ``app`` (an explicit app-wide operation:
         it fans out to every shard). Scores as in :meth:`ConversationHandle.search`."""
-        validate_id("app", app)
-        return self._run(self._recall.search_app(app, _query(query), _limit(limit) or 0, min_score, mode))
+        return self._run(self._search_app(app, query, limit, mode, min_score))
 
     async def asearch_app(self, app: str, query: str, limit: int = 5, mode: RetrievalMode | None = None,
                           min_score: float | None = None) -> SearchResults:
+        return await self._arun(self._search_app(app, query, limit, mode, min_score))
+
+    def _search_app(self, app: str, query: str, limit: int, mode: RetrievalMode | None,
+                    min_score: float | None) -> Coroutine[Any, Any, SearchResults]:
         validate_id("app", app)
-        return await self._arun(self._recall.search_app(app, _query(query), _limit(limit) or 0, min_score, mode))
+        return self._recall.search_app(app, check_query(query), check_limit(limit, 5), check_min_score(min_score),
+                                       check_mode(mode))
 
     # -- conversations of a user ----------------------------------------------------------
     def list_conversations(self, user_id: str, app: str = "default", order: str = "updated_desc", limit: int = 50, offset: int = 0) -> list[ConversationInfo]:
         validate_id("user_id", user_id)
         validate_id("app", app)
-        if order not in ("updated_desc", "updated_asc", "created_desc", "created_asc"):
-            raise ValidationError("order", order, "unknown order", "use updated_desc, updated_asc, created_desc or created_asc")
+        check_choice(order, "order", ("updated_desc", "updated_asc", "created_desc", "created_asc"))
+        limit, offset = check_limit(limit, 50), check_count(offset, "offset")
         rows = self._run(self.deployment.store.call("list_conversations", app, user_id, order, limit, offset))
         return [ConversationInfo.model_validate(r) for r in rows]
 
@@ -441,21 +484,32 @@ class ConversationHandle:
     # reads
     def messages(self, limit: int | None = None, before_seq: int | None = None, after_seq: int | None = None,
                  roles: list[str] | None = None, metadata: dict[str, Any] | None = None) -> list[Message]:
-        """Messages by seq: ``limit`` = the most recent N, returned oldest → newest."""
-        return self._mem._run(self._host.call("messages", self.key, _limit(limit), before_seq, after_seq, roles, metadata))
+        """Messages by seq: ``limit`` = the most recent N (None: all), returned oldest → newest."""
+        return self._mem._run(self._messages(limit, before_seq, after_seq, roles, metadata))
 
     async def amessages(self, limit: int | None = None, before_seq: int | None = None, after_seq: int | None = None,
                         roles: list[str] | None = None, metadata: dict[str, Any] | None = None) -> list[Message]:
-        return await self._mem._arun(self._host.call("messages", self.key, _limit(limit), before_seq, after_seq, roles, metadata))
+        return await self._mem._arun(self._messages(limit, before_seq, after_seq, roles, metadata))
+
+    def _messages(self, limit: int | None, before_seq: int | None, after_seq: int | None, roles: list[str] | None,
+                  metadata: dict[str, Any] | None) -> Coroutine[Any, Any, list[Message]]:
+        args = (check_limit(limit, None), check_seq(before_seq, "before_seq"), check_seq(after_seq, "after_seq"),
+                check_roles(roles))
+        return self._host.call("messages", self.key, *args, metadata)
 
     def search(self, query: str, limit: int = 5, min_score: float | None = None, mode: RetrievalMode | None = None,
                scope: Scope = "conversation") -> SearchResults:
         """Indexed messages most relevant to ``query``; ``score`` in [0, 1] (README "Scores")."""
-        return self._mem._run(self._mem._recall.search(self.key, _query(query), _limit(limit) or 0, min_score, mode, scope))
+        return self._mem._run(self._search(query, limit, min_score, mode, scope))
 
     async def asearch(self, query: str, limit: int = 5, min_score: float | None = None, mode: RetrievalMode | None = None,
                       scope: Scope = "conversation") -> SearchResults:
-        return await self._mem._arun(self._mem._recall.search(self.key, _query(query), _limit(limit) or 0, min_score, mode, scope))
+        return await self._mem._arun(self._search(query, limit, min_score, mode, scope))
+
+    def _search(self, query: str, limit: int, min_score: float | None, mode: RetrievalMode | None,
+                scope: Scope) -> Coroutine[Any, Any, SearchResults]:
+        return self._mem._recall.search(self.key, check_query(query), check_limit(limit, 5), check_min_score(min_score),
+                                        check_mode(mode), check_scope(scope))
 
     def context(self, query: str | None = None, limit: int = 10, semantic_limit: int = 5, merge: Merge = "append",
                 scope: Scope = "conversation", token_budget: int | None = None, mode: RetrievalMode | None = None,
@@ -473,12 +527,13 @@ class ConversationHandle:
     def _context(self, query: str | None, limit: int, semantic_limit: int, merge: Merge, scope: Scope,
                  token_budget: int | None, mode: RetrievalMode | None, min_score: float | None) -> Coroutine[Any, Any, Context]:
         if query is not None:
-            _query(query)
-        if merge not in ("append", "prepend", "interleave"):
-            raise ValidationError("merge", merge, "unknown strategy", "use append, prepend or interleave")
+            check_query(query)
+        if token_budget is not None:
+            check_limit(token_budget, None, "token_budget", none_means="no budget")
         return self._mem._recall.context(
-            self._host, self.key, self.working_memory.core, query, _limit(limit) or 0, _limit(semantic_limit) or 0,
-            merge, scope, token_budget, mode, min_score,
+            self._host, self.key, self.working_memory.core, query, check_limit(limit, 10),
+            check_count(semantic_limit, "semantic_limit"), check_merge(merge), check_scope(scope), token_budget,
+            check_mode(mode), check_min_score(min_score),
         )
 
     def delete_messages(self, ids: Iterable[str]) -> dict[str, int]:
@@ -572,19 +627,20 @@ class WorkingMemoryHandle:
         return await self._mem._arun(self.core.call_tool(name, arguments))
 
 
-def _limit(limit: int | None) -> int | None:
-    if limit is not None and (not isinstance(limit, int) or limit < 0):
-        raise ValidationError("limit", limit, "must be a non-negative integer or None")
-    return limit
-
-
 def _message_ids(ids: Iterable[str]) -> list[str]:
     if isinstance(ids, str):
         raise ValidationError("ids", ids, "must be a list of message ids, not one string", "pass [message_id]")
     return [validate_id("message.id", i) for i in dict.fromkeys(ids)]
 
 
-def _query(query: object) -> str:
-    if not isinstance(query, str):
-        raise ValidationError("query", query, f"must be a string, got {type(query).__name__}")
-    return query
+def _check_path(config: MemoryConfig) -> None:
+    """The data directory: a directory (created if missing), never a file."""
+    path = config.path
+    if os.path.exists(config.root) and not os.path.isdir(config.root):
+        raise ValidationError("path", path, "is a file, not a directory",
+                              "give a directory (memray creates it if missing and keeps history.duckdb, vectors/ and exports/ in it)")
+    try:
+        os.makedirs(config.root, exist_ok=True)
+    except OSError as exc:
+        raise ValidationError("path", path, f"cannot be created: {exc.strerror or exc}",
+                              "give a directory you can write to") from exc

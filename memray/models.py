@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from memray.errors import ValidationError
+from memray.errors import MISSING, ValidationError
 from memray.ids import validate_id
 from memray.validation import check_finite, check_text, json_text
 
@@ -180,7 +180,8 @@ def coerce_message(value: MessageInput, max_chars: int = MAX_CONTENT_CHARS) -> M
         except Exception as exc:  # pydantic's error: translate, naming the field
             raise _translate(exc, value) from exc
     else:
-        raise ValidationError("message", value, f"must be a Message or a dict, got {type(value).__name__}")
+        raise ValidationError("message", value, f"must be a Message or a dict, got {type(value).__name__}",
+                              "e.g. {'role': 'user', 'content': 'hello'}")
     return check_message(msg, max_chars)
 
 
@@ -226,8 +227,22 @@ def _translate(exc: Exception, value: Any) -> ValidationError:
         if isinstance(original, ValidationError):  # ours, raised inside a validator: keep it
             return original
         loc = ".".join(str(p) for p in first.get("loc", ())) or "message"
-        return ValidationError(f"message.{loc}", first.get("input", value), first.get("msg", str(exc)))
+        field = "content" if loc == "parts" and "parts" not in value else loc  # parts arrive as content
+        kind = first.get("type")
+        if kind == "missing":  # pydantic's input is then the whole message, not the field's value
+            return ValidationError(f"message.{field}", MISSING, "is required", _MESSAGE_HINTS.get(field, ""))
+        if kind == "extra_forbidden":
+            return ValidationError(f"message.{field}", first.get("input"), "unknown message field",
+                                   "a message has id, role, content (or parts), created_at and metadata; put the rest in metadata")
+        problem = str(first.get("msg", exc)).replace("Input should be", "must be", 1)
+        return ValidationError(f"message.{field}", first.get("input", value), problem)
     return ValidationError("message", value, str(exc))
+
+
+_MESSAGE_HINTS = {
+    "role": "give role: 'system', 'user', 'assistant' or 'tool'",
+    "content": "give content: a string, or a list of parts such as {'type': 'text', 'text': '...'}",
+}
 
 
 class Hit(_Record):

@@ -1,10 +1,15 @@
 """A scripted many-agent simulation: the main job (``memray demo``) and a benchmark's core.
 
 Each agent holds one conversation. Every tick it says something (a user message), recalls with
-``context()`` and answers (an assistant message). On the first tick each agent states a fact;
-on later ticks it asks about it, and the simulation checks that recall brought the fact back.
-At the end it verifies, reading the store directly (not the hosts' buffers), that every
-acknowledged message is durable with the seq it was acknowledged with.
+``context(limit=4)`` and answers (an assistant message). On the first tick each agent states two
+facts (a colour, a city); from tick 3 on, every other tick it asks about one of them. By then the
+fact has left the four recent messages, so a hit counts only when *recall* brought it back (a
+message in ``ctx.recalled_ids`` holding the answer). With fewer than 4 turns nothing is asked and
+the hit rate is ``None``. At the end it verifies, reading the store directly (not the hosts'
+buffers), that every acknowledged message is durable with the seq it was acknowledged with.
+
+Progress (a bar over the messages, with rate and ETA, and one over the verification) goes to
+stderr when it is a terminal; see :mod:`memray.progress`.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Any, Awaitable, Callable
 
 from memray.ids import ConversationKey
 from memray.memory import Memory
+from memray.progress import bar
 from memray.store.rows import MessageRow
 
 __all__ = ["SimulationReport", "simulate"]
@@ -38,7 +44,8 @@ class SimulationReport:
     add_p99_ms: float
     recall_p50_ms: float
     recall_p99_ms: float
-    recall_hit_rate: float
+    recall_hit_rate: float | None  # None: nothing was asked (fewer than FIRST_QUESTION + 1 turns)
+    recall_questions: int
     degraded: int
     verified: bool
     missing: int
@@ -53,14 +60,28 @@ def _pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))] * 1000.0
 
 
+#: ``context(limit=RECENT)``: the recent window (two turns). The first question comes when the
+#: facts of turn 0 have left it.
+RECENT = 4
+FIRST_QUESTION = 3
+
+
+def asks(turn: int) -> bool:
+    """Whether agents ask about their facts on ``turn`` (3, 5, 7, ...)."""
+    return turn >= FIRST_QUESTION and turn % 2 == 1
+
+
 def _script(agent: int, turn: int, rng: random.Random) -> tuple[str, str]:
+    """(what the agent says, the answer a recalled message must hold when it is a question)."""
     colour, city = _COLOURS[agent % len(_COLOURS)], _CITIES[(agent // 10) % len(_CITIES)]
     if turn == 0:
-        return (f"Remember this: my favourite colour is {colour} and I live in {city}.", colour)
-    if turn % 3 == 2:
-        return ("Which colour did I say was my favourite?", colour)
+        return (f"Remember this: my favourite colour is {colour} and I live in {city}.", "")
+    if asks(turn):
+        if (turn - FIRST_QUESTION) % 4 == 0:
+            return ("Which colour did I say was my favourite?", colour)
+        return ("Which city did I say I live in?", city)
     topic = rng.choice(_TOPICS)
-    return (f"Tell me something new about {topic}; I started {topic} last month (turn {turn}).", colour)
+    return (f"Tell me something new about {topic}; I started {topic} last month (turn {turn}).", "")
 
 
 #: Benchmark hooks: ``decorate(agent, turn, text) -> text`` rewrites a user message before it is
@@ -71,11 +92,11 @@ OnAck = Callable[[int, list[Any], list[list[int]]], Awaitable[None]]
 
 async def simulate(
     mem: Memory, agents: int, turns: int, app: str = "sim", seed: int = 7,
-    decorate: Decorate | None = None, on_ack: OnAck | None = None,
+    decorate: Decorate | None = None, on_ack: OnAck | None = None, progress: bool | None = None,
 ) -> SimulationReport:
     """Run the simulation on ``mem`` and verify the store against what was acknowledged.
     ``extras`` holds the tick latencies (a tick: the users' add_many, every agent's context(),
-    the replies' add_many)."""
+    the replies' add_many). ``progress``: None shows bars when stderr is a terminal."""
     rng = random.Random(seed)
     convs = [mem.conversation(user_id=f"agent-{a}", conversation_id="main", app=app) for a in range(agents)]
     acked: dict[ConversationKey, dict[str, int]] = {c.key: {} for c in convs}
@@ -85,16 +106,18 @@ async def simulate(
     hits = asked = degraded = 0
     start = time.perf_counter()
 
-    async def recall(i: int, query: str, expect: str, turn: int) -> None:
+    async def recall(i: int, query: str, expect: str) -> None:
         nonlocal hits, asked, degraded
         t0 = time.perf_counter()
-        ctx = await convs[i].acontext(query, limit=4, semantic_limit=3)
+        ctx = await convs[i].acontext(query, limit=RECENT, semantic_limit=3)
         recall_lat.append(time.perf_counter() - t0)
         degraded += ctx.degraded
-        if turn % 3 == 2:
+        if expect:
             asked += 1
-            hits += any(expect in (m.parts[0].text if m.parts and hasattr(m.parts[0], "text") else "") for m in ctx.messages)
+            recalled = set(ctx.recalled_ids)
+            hits += any(expect in m.text for m in ctx.messages if m.id in recalled)
 
+    shown = bar(agents * turns * 2, f"{agents} agents x {turns} turns", unit="msg", enabled=progress)
     for turn in range(turns):
         lines = [_script(a, turn, rng) for a in range(agents)]
         said = [decorate(a, turn, text) if decorate else text for a, (text, _) in enumerate(lines)]
@@ -106,41 +129,50 @@ async def simulate(
             acked[c.key][f"t{turn}-u"] = s[0]
         if on_ack is not None:
             await on_ack(turn, convs, seqs)
-        await asyncio.gather(*(recall(i, text, expect, turn) for i, (text, expect) in enumerate(lines)))
+        shown.update(agents)
+        await asyncio.gather(*(recall(i, text, expect) for i, (text, expect) in enumerate(lines)))
         replies = [{"id": f"t{turn}-a", "role": "assistant", "content": f"Noted ({turn}): {text[:60]}"} for text, _ in lines]
         t0 = time.perf_counter()
         seqs = await mem.aadd_many([(c, [r]) for c, r in zip(convs, replies)])
         add_lat.append(time.perf_counter() - t0)
         tick_lat.append(time.perf_counter() - tick0)
+        shown.update(agents)
+        if asked:
+            shown.set_postfix_str(f"recall {hits / asked:.0%}", refresh=False)
         for c, s in zip(convs, seqs):
             acked[c.key][f"t{turn}-a"] = s[0]
     elapsed = time.perf_counter() - start
+    shown.close()
     await mem.aflush()
-    missing, extra = await _verify(mem, acked)
+    missing, extra = await _verify(mem, acked, progress)
     n = agents * turns * 2
     return SimulationReport(
         agents=agents, turns=turns, messages=n, seconds=round(elapsed, 3), messages_per_s=round(n / elapsed, 1),
         add_p50_ms=round(_pct(add_lat, 0.5), 2), add_p99_ms=round(_pct(add_lat, 0.99), 2),
         recall_p50_ms=round(_pct(recall_lat, 0.5), 2), recall_p99_ms=round(_pct(recall_lat, 0.99), 2),
-        recall_hit_rate=round(hits / asked, 3) if asked else 1.0, degraded=degraded,
+        recall_hit_rate=round(hits / asked, 3) if asked else None, recall_questions=asked, degraded=degraded,
         verified=missing == 0 and extra == 0, missing=missing, extra=extra,
         extras={"tick_p50_ms": round(_pct(tick_lat, 0.5), 2), "tick_p99_ms": round(_pct(tick_lat, 0.99), 2),
                 "ticks": len(tick_lat)},
     )
 
 
-async def _verify(mem: Memory, acked: dict[ConversationKey, dict[str, int]]) -> tuple[int, int]:
+async def _verify(mem: Memory, acked: dict[ConversationKey, dict[str, int]],
+                  progress: bool | None = None) -> tuple[int, int]:
     """Count acknowledged messages missing from the store (or at another seq) and unexpected ones."""
     store = mem.deployment.store
+    shown = bar(len(acked), "verifying the store", unit="conv", enabled=progress)
 
     async def one(key: ConversationKey) -> tuple[int, int]:
         rows: list[MessageRow] = await mem._arun(store.call("get_messages", key))
         stored = {r.id: r.seq for r in rows}
         want = acked[key]
         missing = sum(1 for mid, seq in want.items() if stored.get(mid) != seq)
+        shown.update(1)
         return missing, len(set(stored) - set(want))
 
-    results = await asyncio.gather(*(one(k) for k in acked))
+    with shown:
+        results = await asyncio.gather(*(one(k) for k in acked))
     return sum(m for m, _ in results), sum(e for _, e in results)
 
 
@@ -149,6 +181,13 @@ def summary_line(report: SimulationReport) -> str:
         f"{report.agents} agents x {report.turns} turns: {report.messages} messages in {report.seconds:.1f}s "
         f"({report.messages_per_s:,.0f} msg/s); add_many p50 {report.add_p50_ms:.1f} ms; "
         f"context() p50 {report.recall_p50_ms:.1f} ms p99 {report.recall_p99_ms:.1f} ms; "
-        f"recall hit rate {report.recall_hit_rate:.0%}; degraded {report.degraded}; "
+        f"{_recall(report)}; degraded {report.degraded}; "
         f"verification {'PASSED' if report.verified else 'FAILED'} (missing {report.missing}, unexpected {report.extra})"
     )
+
+
+def _recall(report: SimulationReport) -> str:
+    if report.recall_hit_rate is None:
+        return f"recall not measured (questions start at turn {FIRST_QUESTION}: use --turns {FIRST_QUESTION + 1} or more)"
+    return (f"recall {report.recall_hit_rate:.0%} of {report.recall_questions} questions "
+            f"about facts outside the {RECENT} recent messages")

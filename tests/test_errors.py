@@ -23,8 +23,20 @@ SAMPLES = [
 
 
 def test_every_error_class_has_a_sample():
-    classes = {getattr(errors, name) for name in errors.__all__}
+    classes = {v for v in (getattr(errors, name) for name in errors.__all__) if isinstance(v, type)}
     assert classes == {type(e) for e in SAMPLES}
+
+
+def test_a_missing_value_shows_as_missing_and_pickles_as_itself():
+    err = ValidationError("message.role", errors.MISSING, "is required", "give role")
+    assert str(err) == "invalid message.role=<missing>: is required; give role"
+    back = pickle.loads(pickle.dumps(err))
+    assert back.value is errors.MISSING and back.hint == "give role"
+
+
+def test_closed_error_says_how_to_reopen_by_default():
+    assert "memray.open(" in str(errors.ClosedError())
+    assert pickle.loads(pickle.dumps(errors.ClosedError())).args == errors.ClosedError().args
 
 
 @pytest.mark.parametrize("err", SAMPLES, ids=lambda e: type(e).__name__)

@@ -11,7 +11,7 @@ CORES = [
     "memray.embedding", "memray.index.shard", "memray.index.router", "memray.runtime.local",
     "memray.runtime.deploy", "memray.service", "memray.service.longterm", "memray.service.agent",
     "memray.service.erasure", "memray.service.handle",
-    "memray.metrics",
+    "memray.metrics", "memray.arguments",
 ]
 
 

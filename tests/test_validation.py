@@ -64,7 +64,7 @@ POISON_MESSAGES: list[tuple[str, dict[str, Any], str]] = [
     ("unknown role", {"role": "robot", "content": "x"}, "role"),
     ("unknown part type", {"role": "user", "content": [{"type": "video", "url": "x"}]}, "parts"),
     ("content and parts", {"role": "user", "content": "x", "parts": []}, "content"),
-    ("content not text", {"role": "user", "content": 5}, "parts"),
+    ("content not text", {"role": "user", "content": 5}, "content"),
     ("unknown field", {"role": "user", "content": "x", "colour": "red"}, "colour"),
 ]
 

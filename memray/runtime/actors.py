@@ -8,6 +8,15 @@ driver that joins the same cluster with the same path reaches the same memory. T
 CPU (``num_cpus=0``): on a 2-core machine they would otherwise starve each other of slots.
 Ray's errors are translated here: a dead actor is :class:`~memray.errors.UnavailableError`
 naming it; an error raised inside an actor is re-raised as itself.
+
+Actors are given the *names* of the actors they call, never their handles: an actor handle in a
+constructor's arguments lives in the object store, and Ray cannot promise that such an argument
+survives until a restart (it says so at error level for every such actor). A (re)started actor
+looks its peers up by name, so it also reaches a peer that was itself restarted.
+
+Ray's own log lines are kept off the terminal unless ``MemoryConfig.verbose``: they are about
+Ray's internals (token auth, signal handlers, worker start-up), not something a memray user
+acts on. memray's own warnings and errors are not affected.
 """
 
 from __future__ import annotations
@@ -39,7 +48,7 @@ from memray.store.database import check_not_in_use
 from memray.store.history import HistoryStore
 from memray.store.rows import Namespace
 
-__all__ = ["RayRef", "RayDeployment", "ensure_ray", "shutdown_ray"]
+__all__ = ["RayRef", "RayDeployment", "ensure_ray", "shutdown_ray", "named_ref"]
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +76,11 @@ class RayRef:
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # Ray colours its error text for terminals
 
 
+def named_ref(name: str, namespace: str, label: str) -> RayRef:
+    """A :class:`RayRef` to the named actor ``name`` (looked up in this process)."""
+    return RayRef(ray.get_actor(name, namespace=namespace), label)
+
+
 def _ray_metric(kind: str, name: str, description: str, tag_keys: tuple[str, ...], boundaries: list[float] | None) -> Any:
     if kind == "counter":
         return ray_metrics.Counter(name, description=description, tag_keys=tag_keys)
@@ -81,10 +95,17 @@ def shutdown_ray() -> None:
 
 
 def ensure_ray(config: MemoryConfig) -> bool:
-    """Join ``config.address`` or start a local Ray; True if this call started it."""
+    """Join ``config.address`` or start a local Ray; True if this call started it.
+
+    Call it from the main thread when there is one: Ray installs its SIGTERM handler there (and
+    warns when it cannot). Unless ``config.verbose``, Ray logs only errors and actors' output
+    stays in Ray's log files (``/tmp/ray/session_latest/logs``)."""
     if ray.is_initialized():
         return False
-    kwargs: dict[str, Any] = {"namespace": config.namespace, "ignore_reinit_error": True, "log_to_driver": False}
+    kwargs: dict[str, Any] = {
+        "namespace": config.namespace, "ignore_reinit_error": True, "log_to_driver": config.verbose,
+        "logging_level": logging.INFO if config.verbose else logging.ERROR,
+    }
     if config.address:
         ray.init(address=config.address, **kwargs)
     else:
@@ -92,7 +113,36 @@ def ensure_ray(config: MemoryConfig) -> bool:
         # starting Ray and its actors (tens of seconds on a small machine)
         check_not_in_use(config.store_path)
         ray.init(num_cpus=config.num_cpus or os.cpu_count(), include_dashboard=False, **kwargs)
+    if not config.verbose:
+        _drop_ray_notices(_BY_DESIGN)
     return True
+
+
+#: Ray notices that memray's design triggers on purpose. The raylet warns once more than 4x its
+#: CPU count of worker processes exist; memray's actors reserve no CPU (see the module docstring),
+#: so a 2-core machine running the store, shards, hosts and a job's Ray Data pool passes that
+#: line with nothing wrong and nothing for the user to change.
+_BY_DESIGN = ("worker processes have been started on node",)
+
+
+def _drop_ray_notices(notices: tuple[str, ...]) -> None:
+    """Keep these lines of Ray's error channel (which the driver prints to stdout, with colour
+    codes, whatever the log level) off the terminal; every other line still shows. Ray offers no
+    switch for one message, so this wraps the function its listener thread prints with; if a
+    Ray version moves it, nothing is filtered."""
+    from ray._private import worker as ray_worker
+
+    printer = getattr(ray_worker, "print_to_stdstream", None)
+    if printer is None or getattr(printer, "memray_filter", False):
+        return
+
+    def print_unless_by_design(data: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+        lines = [line for line in data.get("lines", []) if not any(n in str(line) for n in notices)]
+        if lines:
+            printer({**data, "lines": lines}, *args, **kwargs)
+
+    print_unless_by_design.memray_filter = True  # type: ignore[attr-defined]
+    ray_worker.print_to_stdstream = print_unless_by_design
 
 
 class _PriorityGate:
@@ -183,7 +233,8 @@ class ShardActor(RecoveringShard):
     ``config.snapshot_every_s`` (see :mod:`memray.index.recovery` for why a thread)."""
 
     def __init__(
-        self, shard_id: int, path: str, dim: int, model_id: str, config: IndexConfig, store: RayRef, shards: int,
+        self, shard_id: int, path: str, dim: int, model_id: str, config: IndexConfig, store: str, namespace: str,
+        shards: int,
     ) -> None:
         # Ray restarts an actor with the arguments it was created with; a re-embedding job may have
         # cut over to another model since: the data directory's record wins (path = <root>/vectors/shard-i).
@@ -194,7 +245,7 @@ class ShardActor(RecoveringShard):
             dim, model_id = record.dim, record.model_id
         super().__init__(shard_id, path, dim, model_id, config, recovering=True)
         self.open()
-        handle = store.handle
+        handle = ray.get_actor(store, namespace=namespace)
         self._keeper = ShardKeeper(
             self._call_self, self._scan(handle, shards), config.snapshot_every_s,
             store=lambda method, *args: ray.get(getattr(handle, method).remote(*args)), shard_id=shard_id, shards=shards,
@@ -224,6 +275,18 @@ class ShardActor(RecoveringShard):
         return os.getpid()
 
 
+class HostActor(ConversationHost):
+    """A :class:`ConversationHost` given its store's and shards' actor names (see the module
+    docstring): it looks them up when it starts or restarts."""
+
+    def __init__(self, host_id: int, config: MemoryConfig, store: str, shards: list[str]) -> None:
+        ns = config.namespace
+        super().__init__(
+            host_id, config, named_ref(store, ns, "history store"),
+            [named_ref(name, ns, f"shard {i}") for i, name in enumerate(shards)],
+        )
+
+
 class RayDeployment:
     """The cores as named Ray actors (``mode="ray"``)."""
 
@@ -250,10 +313,12 @@ class RayDeployment:
         store = ray.remote(StoreActor).options(**self._options("store", max_concurrency=32, **pin)).remote(
             cfg.store_path, cfg.namespace)
         self.store = RayRef(store, "history store")
+        store_name, ns = f"{self.prefix}:store", cfg.namespace
+        shard_names = [f"{self.prefix}:shard-{i}" for i in range(cfg.shards)]
         self.shards = [
             RayRef(
                 ray.remote(ShardActor).options(**self._options(f"shard-{i}")).remote(
-                    i, shard_path(cfg, i), dim, model_id, cfg.index, self.store, cfg.shards
+                    i, shard_path(cfg, i), dim, model_id, cfg.index, store_name, ns, cfg.shards
                 ),
                 f"shard {i}",
             )
@@ -261,7 +326,9 @@ class RayDeployment:
         ]
         self.hosts = [
             RayRef(
-                ray.remote(ConversationHost).options(**self._options(f"host-{i}", max_concurrency=10_000)).remote(i, cfg, self.store, self.shards),
+                ray.remote(HostActor).options(**self._options(f"host-{i}", max_concurrency=10_000)).remote(
+                    i, cfg, store_name, shard_names
+                ),
                 f"host {i}",
             )
             for i in range(cfg.hosts)

@@ -72,7 +72,7 @@ class LoopThread:
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
-            raise ClosedError("memray is closed; open it again")
+            raise ClosedError()
         return self._loop
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:

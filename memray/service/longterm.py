@@ -47,11 +47,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import weakref
 from collections.abc import Iterable, Sequence
 from typing import Callable, TYPE_CHECKING, Any
 
+from memray.arguments import check_limit, check_min_score, check_mode, check_query
 from memray.embedding.pipeline import EmbeddingPipeline, PendingItem
 from memray.embedding.query import QueryEncoder
 from memray.errors import ValidationError
@@ -120,24 +120,6 @@ def _payload(entry: MemoryEntry, session_id: str | None, project_id: str | None)
     """What the shard keeps with an entry so a hit needs no store read."""
     return json.dumps({"entry": entry.model_dump(mode="json"), "session_id": session_id, "project_id": project_id},
                       ensure_ascii=False)
-
-
-def _validate_limit(limit: object, default: int = DEFAULT_LIMIT) -> int:
-    if limit is None:
-        return default
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
-        raise ValidationError("limit", limit, "must be a positive integer or None", f"None means {default}")
-    return limit
-
-
-def _validate_min_score(min_score: object) -> float | None:
-    if min_score is None:
-        return None
-    if isinstance(min_score, bool) or not isinstance(min_score, (int, float)) or not 0.0 <= float(min_score) <= 1.0 \
-            or math.isnan(float(min_score)):
-        raise ValidationError("min_score", min_score, "must be a number in [0, 1] or None",
-                              "scores are in [0, 1]; see memray.index.fusion for what they mean")
-    return float(min_score)
 
 
 class MemoryService:
@@ -251,10 +233,10 @@ class MemoryService:
         req = request if isinstance(request, SearchRequest) else _parse_request(request)
         app, user_id = validate_id("app_name", req.app_name), validate_id("user_id", req.user_id)
         project_id = None if req.project_id is None else validate_project_id(req.project_id)
-        limit = _validate_limit(req.limit)
-        min_score = _validate_min_score(req.min_score)
+        limit = check_limit(req.limit, DEFAULT_LIMIT)
+        min_score = check_min_score(req.min_score)
         scopes: list[str | None] = [None] if project_id is None else [None, project_id]
-        return await self._search(app, user_id, req.query, scopes, limit, min_score, req.mode)
+        return await self._search(app, user_id, req.query, scopes, limit, min_score, check_mode(req.mode))
 
     async def search_projects(
         self, app: str, user_id: str, query: str, project_ids: Sequence[str | None], limit: int | None = None,
@@ -266,14 +248,14 @@ class MemoryService:
         validate_id("app", app)
         validate_id("user_id", user_id)
         scopes = [None if p is None else validate_project_id(p) for p in dict.fromkeys(project_ids)]
-        return await self._search(app, user_id, query, scopes, _validate_limit(limit), _validate_min_score(min_score), mode)
+        return await self._search(app, user_id, query, scopes, check_limit(limit, DEFAULT_LIMIT),
+                                  check_min_score(min_score), check_mode(mode))
 
     async def _search(
         self, app: str, user_id: str, query: str, scopes: list[str | None], limit: int, min_score: float | None,
         mode: RetrievalMode | None,
     ) -> SearchMemoryResponse:
-        if not isinstance(query, str):
-            raise ValidationError("query", query, "must be a string")
+        check_query(query)
         if not tokenize(query) or not scopes:
             return SearchMemoryResponse(memories=[])
         namespaces = [entry_namespace(app, user_id, p) for p in scopes]
@@ -306,7 +288,7 @@ class MemoryService:
         ``project_id`` (None: global only; P: global plus P). ``score`` is 0.0: not a search."""
         validate_id("app", app)
         validate_id("user_id", user_id)
-        n = _validate_limit(limit)
+        n = check_limit(limit, DEFAULT_LIMIT)
         calls = [self._store.call("list_entries", app, user_id, None, None, False, n)]
         if project_id is not None:
             calls.append(self._store.call("list_entries", app, user_id, validate_project_id(project_id), None, False, n))
@@ -320,7 +302,7 @@ class MemoryService:
         or P's alone (unlike :meth:`list_recent`, which adds the global ones). ``limit`` None: all."""
         validate_id("app", app)
         validate_id("user_id", user_id)
-        n = None if limit is None else _validate_limit(limit)
+        n = check_limit(limit, None, none_means="every entry")
         project = None if project_id is None else validate_project_id(project_id)
         rows: list[EntryRow] = await self._store.call("list_entries", app, user_id, project, None, False, n)
         return [_unscored(r) for r in rows]
@@ -355,9 +337,7 @@ class MemoryService:
     async def _delete_matching(self, app: str, user_id: str, project_id: str | None, query: str) -> dict[str, int]:
         validate_id("app", app)
         validate_id("user_id", user_id)
-        if not isinstance(query, str):
-            raise ValidationError("query", query, f"must be a string, got {type(query).__name__}")
-        wanted = set(tokenize(query))
+        wanted = set(tokenize(check_query(query)))
         if not wanted:
             raise ValidationError("query", query, "has no words to match, so it would match nothing or everything",
                                   "to delete every entry use delete_project(...) or delete_user(...)")
@@ -450,8 +430,10 @@ def _unscored(row: EntryRow) -> MemoryResult:
 def _parse_request(data: Any) -> SearchRequest:
     if not isinstance(data, dict):
         raise ValidationError("request", data, f"must be a SearchRequest or a dict, got {type(data).__name__}")
-    _validate_limit(data.get("limit"))  # before pydantic, which would coerce True to 1 and "5" to 5
-    _validate_min_score(data.get("min_score"))
+    # the shared rules first: pydantic would coerce True to 1 and "5" to 5, and word its errors its own way
+    check_limit(data.get("limit"), DEFAULT_LIMIT)
+    check_min_score(data.get("min_score"))
+    check_mode(data.get("mode"))
     try:
         return SearchRequest.model_validate(data)
     except Exception as exc:

@@ -1,0 +1,121 @@
+"""What a data directory holds, read from disk without starting memray (``memray stats PATH``).
+
+Rows per table come from ``history.duckdb`` opened read-only, so the command fails clearly while
+a memray (or a job) has the file open: DuckDB lets no other process open it then. Shards are
+described by their last snapshot (``vectors/shard-N/``): namespaces, items, how many are HNSW.
+Hosts keep nothing on disk; what is shown for them is how the stored conversations spread over
+``hosts`` hosts (the routing memray uses). Disk use is per top-level entry, in bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from memray.errors import StoreError, ValidationError
+
+__all__ = ["data_stats", "render"]
+
+_TABLES = ("conversations", "messages", "entries", "embeddings", "working_memory", "summaries")
+
+
+def data_stats(path: str, hosts: int = 4) -> dict[str, Any]:
+    """Counts per table, shard snapshots, conversations per host and disk use of ``path``."""
+    root = Path(path)
+    store = root / "history.duckdb"
+    if not store.is_file():
+        what = "does not exist" if not root.exists() else "holds no memray data (no history.duckdb)"
+        raise ValidationError("path", path, what, "give the data directory of a memray (the path memray.open was given)")
+    if hosts < 1:
+        raise ValidationError("hosts", hosts, "must be a positive integer")
+    tables, per_host = _tables(store, hosts)
+    return {
+        "path": str(root.resolve()),
+        "tables": tables,
+        "shards": [_shard(d) for d in sorted((root / "vectors").glob("shard-*"), key=lambda p: int(p.name[6:]))],
+        "hosts": {"count": hosts, "conversations": per_host},
+        "disk_bytes": {entry.name: _size(entry) for entry in sorted(root.iterdir())},
+    }
+
+
+def _tables(store: Path, hosts: int) -> tuple[dict[str, int], list[int]]:
+    import duckdb
+
+    from memray.ids import ConversationKey
+
+    try:
+        con = duckdb.connect(str(store), read_only=True)
+    except duckdb.Error as exc:
+        raise StoreError(
+            f"cannot read {str(store)!r}: {str(exc).splitlines()[0]}; another process (a running memray or a job) "
+            "probably has it open: run memray stats when it has stopped"
+        ) from exc
+    try:
+        present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        counts = {t: int(con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]) for t in _TABLES if t in present}  # type: ignore[index]
+        per_host = [0] * hosts
+        if "conversations" in present:
+            for app, user, conv in con.execute("SELECT app, user_id, conversation_id FROM conversations").fetchall():
+                per_host[ConversationKey(app, user, conv).route(hosts)] += 1
+    finally:
+        con.close()
+    return counts, per_host
+
+
+def _shard(directory: Path) -> dict[str, Any]:
+    out: dict[str, Any] = {"shard": int(directory.name[6:]), "disk_bytes": _size(directory)}
+    try:
+        current = json.loads((directory / "CURRENT").read_text())["snapshot"]
+        meta = json.loads((directory / current / "shard.json").read_text())
+    except (OSError, ValueError, KeyError):
+        return {**out, "snapshot": None}
+    spaces = meta.get("spaces", [])
+    return {
+        **out, "snapshot": current, "model_id": meta.get("model_id"), "dim": meta.get("dim"),
+        "namespaces": len(spaces), "items": sum(int(s[5]) for s in spaces),
+        "hnsw_namespaces": sum(1 for s in spaces if s[6] != "exact"),
+    }
+
+
+def _size(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    total = 0
+    for dirpath, _, names in os.walk(path):
+        for name in names:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+            except OSError:  # removed meanwhile
+                pass
+    return total
+
+
+def render(stats: dict[str, Any]) -> str:
+    """The stats as a short human-readable report."""
+    lines = [f"memray data in {stats['path']}", "", "rows per table:"]
+    lines += [f"  {name:<16} {count:>12,}" for name, count in stats["tables"].items()]
+    lines += ["", "vector shards (last snapshot):"]
+    for s in stats["shards"] or [{"shard": "-", "snapshot": None, "disk_bytes": 0}]:
+        if s["snapshot"] is None:
+            lines.append(f"  shard {s['shard']}: no snapshot yet")
+        else:
+            lines.append(f"  shard {s['shard']}: {s['items']:,} items in {s['namespaces']:,} namespaces "
+                         f"({s['hnsw_namespaces']} HNSW), model {s['model_id']} dim {s['dim']}, {_human(s['disk_bytes'])}")
+    hosts = stats["hosts"]
+    lines += ["", f"conversations per host (routed over {hosts['count']} hosts): "
+              + ", ".join(f"{n:,}" for n in hosts["conversations"])]
+    lines += ["", "disk use:"]
+    lines += [f"  {name:<24} {_human(size):>10}" for name, size in stats["disk_bytes"].items()]
+    lines.append(f"  {'total':<24} {_human(sum(stats['disk_bytes'].values())):>10}")
+    return "\n".join(lines)
+
+
+def _human(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
