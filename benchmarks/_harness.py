@@ -39,6 +39,9 @@ def git_sha() -> str:
         return "unknown"
 
 
+_SHA_AT_START = git_sha()
+
+
 def machine() -> dict[str, Any]:
     """CPU count, RAM, Python, platform and the load average at the time (this box is shared)."""
     ram = 0
@@ -82,8 +85,9 @@ def log(msg: str) -> None:
 
 
 def emit(benchmark: str, params: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
-    """Print the one JSON line: benchmark, parameters, git sha, machine, results."""
-    line = {"benchmark": benchmark, "git_sha": git_sha(), "machine": machine(), "params": params, **results}
+    """Print the one JSON line: benchmark, parameters, git sha (of the tree the run started
+    from: an edit made while it ran does not relabel it), machine, results."""
+    line = {"benchmark": benchmark, "git_sha": _SHA_AT_START, "machine": machine(), "params": params, **results}
     print(json.dumps(line), flush=True)
     return line
 
