@@ -324,12 +324,13 @@ class Memory:
         for idx, seqs in zip(groups.values(), results):
             for i, s in zip(idx, seqs):
                 out[i] = s
-        self._recall.note_written(key for key, _ in batch)
+        for (key, msgs), seqs in zip(batch, out):
+            self._recall.written(key, msgs, seqs)
         return out
 
     async def _add(self, key: ConversationKey, messages: list[Message], durable: bool) -> list[int]:
         seqs: list[int] = await self.host_for(key).call("add", key, messages, durable)
-        self._recall.note_written([key])
+        self._recall.written(key, messages, seqs)
         return seqs
 
     def flush(self) -> None:

@@ -411,13 +411,9 @@ class ConversationHost:
         recent = await asyncio.gather(*(self.messages(key, limit) for key, limit in requests))
         return [(msgs, self._tail(key)) for msgs, (key, _) in zip(recent, requests)]
 
-    async def tails(self, keys: list[ConversationKey]) -> list[Tail]:
-        """The read-your-writes tail of each conversation (:mod:`memray.conversation.tail`): the
-        messages acknowledged that the index may not hold yet. A conversation this host has not
-        loaded has none (loading it is not needed to know that)."""
-        return [self._tail(key) for key in keys]
-
     def _tail(self, key: ConversationKey) -> Tail:
+        """The read-your-writes tail of a conversation (:mod:`memray.conversation.tail`): the
+        messages acknowledged that the index may not hold yet (none if not loaded here)."""
         conv = self._conversations.get(key)
         return TailKeeper.tail(conv) if conv is not None else Tail([], 0)
 

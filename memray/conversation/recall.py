@@ -1,21 +1,23 @@
 """`Recall`: search and context assembly for a conversation, run where the caller is.
 
 A scoped search is one call to one shard (the query is embedded in the caller's process by the
-:class:`~memray.embedding.query.QueryEncoder`), made while the conversation's host is asked for
-the read-your-writes tail (:mod:`memray.conversation.tail`): the messages acknowledged that the
-shard may not hold yet, scored here with the shard's BM25 statistics. So a search or context
-right after an ``add`` finds what it added, without waiting for indexing. Hits carry the message
-JSON the shard keeps, so they need no store read (the store is read only for items a rebuilt
-shard holds without it).
+:class:`~memray.embedding.query.QueryEncoder`). Hits carry the message JSON the shard keeps, so
+they need no store read (the store is read only for items a rebuilt shard holds without it).
 
-Scope ``"user"`` searches every conversation of the user on their shard; its read-your-writes
-tail covers the handle's own conversation and every other conversation this process wrote to
-(:meth:`Recall.note_written`); writes made by other processes to other conversations of the
-user are found once indexed (normally well under a second).
+Read-your-writes (:mod:`memray.conversation.tail`), in one call:
 
-``context()`` asks the host for the recent messages (with the tail) while the shard answers the
-recall, concurrently. Any failure on the recall path gives the recent messages with
-``degraded=True`` and a reason; it never raises to the agent.
+- ``search``: this process keeps what it added and has not yet seen indexed (:meth:`Recall.written`);
+  the search tells the shard those seqs, the shard says which it holds, and the rest are scored
+  here with the shard's BM25 statistics. So a search right after an ``add`` finds it (in the
+  conversation, and with ``scope="user"`` in every conversation of the user this process wrote
+  to); what another process added is found once indexed (normally well under a second).
+- ``context``: asks the conversation's host for the recent messages anyway, and the host adds the
+  conversation's tail (what *any* writer added that the shard has not confirmed), so context
+  sees every message acknowledged before the call.
+
+``context()`` asks the host while the shard answers the recall, concurrently. Any failure on the
+recall path gives the recent messages with ``degraded=True`` and a reason; it never raises to
+the agent.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -50,9 +52,9 @@ log = logging.getLogger(__name__)
 
 Scope = Literal["conversation", "user"]
 Merge = Literal["append", "prepend", "interleave"]
-#: How long a conversation this process wrote to stays in user-wide read-your-writes without a
-#: search confirming its tail empty (a bound on memory for writers that never search).
-WRITTEN_TTL_S = 60.0
+#: At most this many messages this process added are kept for read-your-writes until a search
+#: sees them indexed; past it the oldest conversations' are dropped (found once indexed).
+WRITTEN_CAP = 100_000
 
 Tails = dict[ConversationKey, Tail]
 
@@ -77,26 +79,63 @@ class Recall:
         self._neighbour_weight = neighbour_weight
         #: Called before each search (the facade checks there whether the active model changed).
         self.before_search: Callable[[], None] | None = None
-        self._written: dict[tuple[str, str], dict[ConversationKey, float]] = {}
+        # what this process added and has not seen indexed: user -> conversation -> id -> (seq, message)
+        self._written: dict[tuple[str, str], dict[ConversationKey, dict[str, tuple[int, Message]]]] = {}
+        self._written_count = 0
         self._recent_batches: dict[str, Coalescer[tuple[ConversationKey, int], tuple[list[Message], Tail]]] = {}
-        self._tail_batches: dict[str, Coalescer[ConversationKey, Tail]] = {}
         self._extras_batch: Coalescer[tuple[ConversationKey, str], tuple[str | None, str | None]] = Coalescer(
             lambda requests: self._store.call("context_extras", requests)
         )
 
-    def note_written(self, keys: Iterable[ConversationKey]) -> None:
-        """This process acknowledged writes to ``keys``: user-wide searches cover their tails."""
-        now = time.monotonic()
-        for key in keys:
-            self._written.setdefault((key.app, key.user_id), {})[key] = now
+    def written(self, key: ConversationKey, messages: list[Message], seqs: list[int]) -> None:
+        """This process added ``messages`` to ``key`` and got ``seqs``: searches find them until
+        the shard holds them (a message without text is never indexed, so is not kept)."""
+        mine = self._written.setdefault((key.app, key.user_id), {}).setdefault(key, {})
+        for msg, seq in zip(messages, seqs):
+            if msg.text:
+                self._written_count += msg.id not in mine
+                mine[msg.id] = (seq, msg)
+        while self._written_count > WRITTEN_CAP:
+            user = next(iter(self._written))
+            convs = self._written[user]
+            self._written_count -= len(convs.pop(next(iter(convs))))
+            if not convs:
+                del self._written[user]
+
+    def _unseen(self, key: ConversationKey, scope: Scope) -> dict[ConversationKey, dict[str, tuple[int, Message]]]:
+        convs = self._written.get((key.app, key.user_id), {})
+        if scope == "conversation":
+            return {key: convs[key]} if key in convs else {}
+        return dict(convs)
+
+    def _seen(self, key: ConversationKey, held: dict[Namespace, list[int]]) -> Tails:
+        """Forget what the shard said it holds; the tails of what it does not."""
+        convs = self._written.get((key.app, key.user_id), {})
+        tails: Tails = {}
+        for ns, seqs in held.items():
+            k = ConversationKey(ns.app, ns.user_id, ns.scope)
+            mine = convs.get(k)
+            if mine is None:
+                continue
+            if seqs:
+                indexed = set(seqs)
+                for mid in [m for m, (seq, _) in mine.items() if seq in indexed]:
+                    del mine[mid]
+                    self._written_count -= 1
+            if mine:
+                tails[k] = Tail([m.model_copy(update={"seq": seq}) for seq, m in mine.values()], 0)
+            else:
+                del convs[k]
+        if not convs:
+            self._written.pop((key.app, key.user_id), None)
+        return tails
 
     # -- search -----------------------------------------------------------------------------
     async def search(
         self, key: ConversationKey, query: str, limit: int, min_score: float | None = None,
         mode: RetrievalMode | None = None, scope: Scope = "conversation",
     ) -> SearchResults:
-        watched = self._watched(key, scope)
-        return await self._search(key, query, limit, min_score, mode, scope, self._tails(watched), watched)
+        return await self._search(key, query, limit, min_score, mode, scope, None)
 
     async def search_app(
         self, app: str, query: str, limit: int, min_score: float | None = None, mode: RetrievalMode | None = None,
@@ -109,15 +148,6 @@ class Recall:
         out = SearchResults(await self._hydrate(result.hits, {}))
         return _finish(out, result.degraded, result.reason, encoded.failed, "app", t0)
 
-    def _watched(self, key: ConversationKey, scope: Scope) -> list[ConversationKey]:
-        if scope == "conversation":
-            return [key]
-        written = self._written.get((key.app, key.user_id), {})
-        horizon = time.monotonic() - WRITTEN_TTL_S
-        for old in [k for k, t in written.items() if t < horizon]:
-            del written[old]
-        return list(dict.fromkeys([key, *written]))
-
     async def _encode(self, query: str, mode: RetrievalMode | None) -> Encoded:
         if self.before_search is not None:
             self.before_search()
@@ -125,11 +155,16 @@ class Recall:
 
     async def _search(
         self, key: ConversationKey, query: str, limit: int, min_score: float | None, mode: RetrievalMode | None,
-        scope: Scope, tails_call: Awaitable[Tails], watched: list[ConversationKey],
+        scope: Scope, host_tail: Awaitable[Tail] | None,
     ) -> SearchResults:
+        """A search; its read-your-writes tail is this process's unseen writes (``host_tail``
+        None), or the conversation's host's tail (context())."""
         t0 = time.perf_counter()
         encoded = await self._encode(query, mode)
-        watch = tuple(conversation_namespace(k) for k in watched)
+        unseen = self._unseen(key, scope)
+        if host_tail is not None:  # the host's tail covers this conversation, whoever wrote to it
+            unseen[key] = {}
+        watch = tuple((conversation_namespace(k), tuple(seq for seq, _ in mine.values())) for k, mine in unseen.items())
         request = encoded.query(query, limit, min_score, watch)
 
         def run() -> Awaitable[RouterResult]:
@@ -137,30 +172,29 @@ class Recall:
                 return self._router.search([conversation_namespace(key)], request)
             return self._router.search_user(key.app, key.user_id, "conv", request)
 
-        result, tails = await asyncio.gather(run(), tails_call, return_exceptions=True)
-        if isinstance(result, BaseException):
-            raise result
         tail_failure = None
-        if isinstance(tails, BaseException):
-            if not isinstance(tails, Exception):
-                raise tails
-            tail_failure, tails = f"messages not yet indexed were not searched (their host failed: {tails})", {}
-        elif any(t.stamp > result.stamps.get(conversation_namespace(k), 0) for k, t in tails.items()):
-            result = await run()  # the host saw an upsert confirmed that the shard's answer predates
-        self._settle_written(key, tails)
+        if host_tail is None:
+            result = await run()
+            tails = self._seen(key, result.held)
+        else:
+            answered, got = await asyncio.gather(run(), host_tail, return_exceptions=True)
+            if isinstance(answered, BaseException):
+                raise answered
+            result = answered
+            if isinstance(got, BaseException):
+                if not isinstance(got, Exception):
+                    raise got
+                tail_failure = f"messages not yet indexed were not searched (their host failed: {got})"
+            elif got.stamp > result.stamps.get(conversation_namespace(key), 0):
+                result = await run()  # the host saw an upsert confirmed that the shard's answer predates
+            tails = self._seen(key, result.held)
+            tails.pop(key, None)
+            if not isinstance(got, BaseException):
+                tails[key] = got
         hits, from_tail = self._merge(result.hits, tails, encoded, request, result.stats)
         out = SearchResults(await self._hydrate(hits, from_tail))
         reason = "; ".join(r for r in (result.reason, tail_failure) if r) or None
         return _finish(out, result.degraded or tail_failure is not None, reason, encoded.failed, scope, t0)
-
-    def _settle_written(self, key: ConversationKey, tails: Tails) -> None:
-        written = self._written.get((key.app, key.user_id))
-        if written:
-            for k, tail in tails.items():
-                if not tail.messages:
-                    written.pop(k, None)
-            if not written:
-                del self._written[(key.app, key.user_id)]
 
     def _merge(
         self, hits: list[ShardHit], tails: Tails, encoded: Encoded, request: Any, stats: Any,
@@ -191,23 +225,6 @@ class Recall:
                 merged.append(ShardHit(ns, msg.id, score, float(msg.seq or 0), ""))
         merged.sort(key=hit_order)
         return merged[: request.k], from_tail
-
-    def _tails(self, keys: list[ConversationKey]) -> Awaitable[Tails]:
-        """The read-your-writes tails of ``keys`` from their hosts (batched per host)."""
-        async def fetch() -> Tails:
-            got = await asyncio.gather(*(self._tail_batch(self._host_for(k)).get(k) for k in keys))
-            return dict(zip(keys, got))
-
-        return fetch()
-
-    def _tail_batch(self, host: ActorRef) -> Coalescer[ConversationKey, Tail]:
-        batch = self._tail_batches.get(host.label)
-        if batch is None:
-            async def fetch(keys: list[ConversationKey]) -> list[Tail]:
-                return [Tail(*t) for t in await host.call("tails", keys)]
-
-            batch = self._tail_batches[host.label] = Coalescer(fetch)
-        return batch
 
     async def _hydrate(self, hits: list[ShardHit], from_tail: dict[tuple[Namespace, str], Message]) -> list[Hit]:
         """Hits as messages: from the tail, from the shard's payload, or from the store where it
@@ -251,14 +268,11 @@ class Recall:
         if not query or semantic_limit <= 0:
             (only_recent, _), (summary_text, note) = await asyncio.gather(recent_call, extras_call)
             return assemble(only_recent, [], merge, summary_text, note, token_budget)
-        watched = self._watched(key, scope)
 
-        async def tails() -> Tails:  # this conversation's tail comes with its recent messages
-            others = [k for k in watched if k != key]
-            own, rest = await asyncio.gather(recent_call, self._tails(others))
-            return {key: own[1], **rest}
+        async def host_tail() -> Tail:  # the conversation's tail comes with its recent messages
+            return (await recent_call)[1]
 
-        recall_call = self._search(key, query, semantic_limit + limit, min_score, mode, scope, tails(), watched)
+        recall_call = self._search(key, query, semantic_limit + limit, min_score, mode, scope, host_tail())
         got_recent, extras, recalled = await asyncio.gather(recent_call, extras_call, recall_call, return_exceptions=True)
         if isinstance(got_recent, BaseException):
             raise got_recent

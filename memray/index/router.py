@@ -36,6 +36,7 @@ class RouterResult(NamedTuple):
     reason: str | None
     stats: Bm25Stats  # of everything searched (see ShardReply)
     stamps: dict[Namespace, int]  # indexing stamps of the query's watched namespaces
+    held: dict[Namespace, list[int]]  # of the watched seqs, those indexed
 
 
 async def _all(calls: Iterable[Awaitable[T]]) -> list[T]:
@@ -123,6 +124,7 @@ class ShardRouter:
         hits: list[ShardHit] = []
         stats: list[Bm25Stats] = []
         stamps: dict[Namespace, int] = {}
+        held: dict[Namespace, list[int]] = {}
         failures: list[str] = []
         for s, result in zip(order, results):
             if isinstance(result, BaseException):
@@ -134,5 +136,8 @@ class ShardRouter:
                 stats.append(Bm25Stats(*result.stats))
                 for ns, stamp in result.stamps.items():
                     stamps[Namespace(*ns)] = max(stamp, stamps.get(Namespace(*ns), 0))
+                for ns, seqs in result.held.items():
+                    held.setdefault(Namespace(*ns), []).extend(seqs)
         reason = "; ".join(failures) if failures else None
-        return RouterResult(top_hits(hits, query.k, query.min_score), bool(failures), reason, Bm25Stats.merge(stats), stamps)
+        return RouterResult(top_hits(hits, query.k, query.min_score), bool(failures), reason, Bm25Stats.merge(stats),
+                            stamps, held)

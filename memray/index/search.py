@@ -44,13 +44,16 @@ class Query(NamedTuple):
     model_id: str | None = None
     threshold: float = 1.0  # the relevance threshold of ``model_id`` (memray.embedding.calibration)
     vector_weight: float = 0.0  # the share of the vector score in a hybrid score
-    watch: tuple[Namespace, ...] = ()  # namespaces whose indexing stamps the reply carries
+    # conversations whose read-your-writes state the reply carries: (namespace, seqs the caller
+    # wrote there and has not seen indexed yet) — see memray.conversation.tail
+    watch: tuple[tuple[Namespace, tuple[int, ...]], ...] = ()
 
 
 class ShardReply(NamedTuple):
     hits: list[ShardHit]
     stats: Bm25Stats  # of everything searched, for the query's index terms
     stamps: dict[Namespace, int]  # the indexing stamp of each watched namespace (0: none)
+    held: dict[Namespace, list[int]]  # of each watched namespace's seqs, those indexed here
 
 
 def vector_scores(sims: np.ndarray, threshold: float) -> np.ndarray:

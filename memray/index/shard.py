@@ -382,12 +382,23 @@ class VectorShard:
                 )
             vector = normalise(vector, dim)[0]
         spaces = [self._spaces[ns] for ns in dict.fromkeys(Namespace(*n) for n in namespaces) if ns in self._spaces]
-        stamps = {Namespace(*ns): self._spaces[Namespace(*ns)].stamp if Namespace(*ns) in self._spaces else 0
-                  for ns in query.watch}
+        stamps, held = self._watched(query.watch)
         if query.k <= 0 or not spaces or (query.mode == "vector" and vector is None):
-            return ShardReply([], Bm25Stats(0, 0, {}), stamps)
+            return ShardReply([], Bm25Stats(0, 0, {}), stamps, held)
         hits, stats = search_spaces(spaces, query, vector, retired, self.config)
-        return ShardReply(hits, stats, stamps)
+        return ShardReply(hits, stats, stamps, held)
+
+    def _watched(self, watch: tuple[tuple[Namespace, tuple[int, ...]], ...]) -> tuple[dict[Namespace, int], dict[Namespace, list[int]]]:
+        """The indexing stamp of each watched namespace, and which of the given seqs it holds."""
+        stamps: dict[Namespace, int] = {}
+        held: dict[Namespace, list[int]] = {}
+        for raw, seqs in watch:
+            ns = Namespace(*raw)
+            space = self._spaces.get(ns)
+            stamps[ns] = space.stamp if space is not None else 0
+            by_seq = space.by_recency if space is not None and space.by_recency is not None else {}
+            held[ns] = [s for s in seqs if float(s) in by_seq]
+        return stamps, held
 
     def search_many(self, requests: list[tuple[str, tuple[Any, ...]]]) -> list[Any]:
         """Many searches in one call: each request is ``(method, args)`` for :meth:`search`,

@@ -51,12 +51,25 @@ def test_a_message_just_added_is_found_by_search_and_context_without_waiting(mem
     assert ctx.recalled_ids[:1] == [hits[0].message.id] and not ctx.degraded
 
 
-def test_an_update_is_searched_in_its_newest_version(mem):
+def test_context_sees_what_another_writer_added(mem):
+    """A search sees what this process added; context sees what anyone added (the host's tail)."""
+    conv = fresh(mem)
+    conv.add(chat(12, 1, "The fire drill is on Thursday at noon."))
+    other = mem.conversation(user_id=conv.key.user_id, conversation_id=conv.key.conversation_id, app=APP)
+    mem._recall._written.clear()  # as if another process had written it: this one keeps nothing
+    ctx = other.context("when is the fire drill?", limit=2, semantic_limit=2)
+    assert any("fire drill" in m.text for m in ctx.messages) and not ctx.degraded
+
+
+def test_an_update_is_searched_in_its_newest_version_once_indexed(mem):
     conv = fresh(mem)
     conv.add({"id": "m1", "role": "assistant", "content": "The meeting is in the blue room."})
     conv.flush()
     assert mem.wait_indexed(30)
     conv.add({"id": "m1", "role": "assistant", "content": "Correction: the meeting moved to the cellar."})
+    assert "cellar" in conv.context("where is the meeting?", limit=1, semantic_limit=0).messages[0].text
+    conv.flush()
+    assert mem.wait_indexed(30)
     hits = conv.search("cellar", limit=3)
     assert [h.message.id for h in hits] == ["m1"] and "cellar" in hits[0].message.text
 

@@ -87,21 +87,62 @@ class FakeRouter:
     async def search(self, namespaces: list[Any], query: Query) -> RouterResult:
         self.calls += 1
         if self.calls == 1:
-            return RouterResult([], False, None, Bm25Stats(1, 3, {}), {NS: 3})
+            return RouterResult([], False, None, Bm25Stats(1, 3, {}), {NS: 3}, {NS: []})
         payload = msg(4, "the code word is tangerine").model_dump_json()
-        return RouterResult([ShardHit(NS, "m4", 0.9, 4.0, payload)], False, None, Bm25Stats(2, 6, {"tangerin": 1}), {NS: 5})
+        return RouterResult([ShardHit(NS, "m4", 0.9, 4.0, payload)], False, None, Bm25Stats(2, 6, {"tangerin": 1}),
+                            {NS: 5}, {NS: []})
 
 
 class FakeHost:
     label = "host 0"
 
     async def call(self, method: str, *args: Any) -> Any:
-        assert method == "tails"
-        return [Tail([], 5) for _ in args[0]]  # confirmed with stamp 5, so no longer in the tail
+        assert method == "recent_many"
+        return [([msg(9, "latest")], Tail([], 5)) for _ in args[0]]  # m4 confirmed with stamp 5: left the tail
+
+
+class FakeStore:
+    label = "store"
+
+    async def call(self, method: str, *args: Any) -> Any:
+        assert method == "context_extras"
+        return [(None, None) for _ in args[0]]
 
 
 def test_a_shard_answer_older_than_the_hosts_confirmation_is_asked_again() -> None:
-    router = FakeRouter()
-    recall = Recall(QueryEncoder(None, Calibration(1.0, 0.0)), router, None, "hybrid", lambda key: FakeHost())  # type: ignore[arg-type]
-    hits = asyncio.run(recall.search(KEY, "tangerine", 3))
-    assert router.calls == 2 and [h.message.id for h in hits] == ["m4"]
+    from memray.conversation.working_memory import WorkingMemory, WorkingMemorySpec
+
+    router, host = FakeRouter(), FakeHost()
+    recall = Recall(QueryEncoder(None, Calibration(1.0, 0.0)), router, FakeStore(), "hybrid", lambda key: host)  # type: ignore[arg-type]
+
+    async def go() -> Any:
+        wm = WorkingMemory(FakeStore(), KEY.app, KEY.user_id, KEY.conversation_id, WorkingMemorySpec())  # type: ignore[arg-type]
+        return await recall.context(host, KEY, wm, "tangerine", limit=1, semantic_limit=2)  # type: ignore[arg-type]
+
+    ctx = asyncio.run(go())
+    assert router.calls == 2 and ctx.recalled_ids == ["m4"]
+
+
+def test_a_search_finds_what_this_process_wrote_until_the_shard_holds_it() -> None:
+    """One call: the search tells the shard the seqs this process wrote; the shard says which it
+    holds; the rest are scored here (memray.conversation.recall)."""
+
+    class Shard:
+        def __init__(self) -> None:
+            self.held: list[int] = []
+            self.watched: list[Any] = []
+
+        async def search(self, namespaces: list[Any], query: Query) -> RouterResult:
+            self.watched.append(query.watch)
+            return RouterResult([], False, None, Bm25Stats(0, 0, {}), {NS: 0}, {NS: list(self.held)})
+
+    shard = Shard()
+    recall = Recall(QueryEncoder(None, Calibration(1.0, 0.0)), shard, FakeStore(), "hybrid", lambda key: FakeHost())  # type: ignore[arg-type]
+    recall.written(KEY, [msg(0, "the parcel code is zebra"), msg(0, "no text").model_copy(update={"parts": []})], [7, 8])
+    hits = asyncio.run(recall.search(KEY, "parcel code", 3))
+    assert [h.message.id for h in hits] == ["m0"] and hits[0].message.seq == 7
+    assert shard.watched[-1] == ((NS, (7,)),)  # the message without text is not kept
+    shard.held = [7]
+    assert list(asyncio.run(recall.search(KEY, "parcel code", 3))) == []  # held: the shard answers (here: nothing)
+    asyncio.run(recall.search(KEY, "parcel code", 3))
+    assert shard.watched[-1] == ()  # forgotten once the shard held it
