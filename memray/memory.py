@@ -388,8 +388,14 @@ class Memory:
 
     async def _delete_conversation(self, key: ConversationKey) -> dict[str, int]:
         await self.host_for(key).call("evict", key)  # pending writes dropped, in-flight ones awaited
+        self._recall.forget(key)
         counts: dict[str, int] = await self.deployment.store.call("delete_conversation", key)
         counts["vectors"] = await self._router.drop(key.app, key.user_id, "conv", key.conversation_id)
+        return counts
+
+    async def _delete_messages(self, key: ConversationKey, ids: list[str]) -> dict[str, int]:
+        self._recall.forget(key, ids)
+        counts: dict[str, int] = await self.host_for(key).call("delete_messages", key, ids)
         return counts
 
     def stats(self) -> list[dict[str, Any]]:
@@ -415,12 +421,12 @@ class Memory:
     async def _erase(self, app: str, user_id: str) -> DeletionReceipt:
         from memray.service.erasure import erase_user
 
-        return await erase_user(self.deployment, self.service_core, self._embedder, app, user_id)
+        return await erase_user(self.deployment, self.service_core, self._embedder, app, user_id, self._recall)
 
     async def _verify(self, app: str, user_id: str) -> DeletionProof:
         from memray.service.erasure import verify_user_deleted
 
-        return await verify_user_deleted(self.deployment, self.service_core, self.config, app, user_id)
+        return await verify_user_deleted(self.deployment, self.service_core, self.config, app, user_id, self._recall)
 
     # -- app-wide recall -------------------------------------------------------------------
     def search_app(self, app: str, query: str, limit: int = 5, mode: RetrievalMode | None = None,
@@ -541,10 +547,10 @@ class ConversationHandle:
         """Delete these messages (ids the conversation does not hold are ignored): from the
         buffer, the store, the vectors and the Parquet exports. Seqs are never reused; a summary
         that already folded them in keeps them until it is rebuilt. Returns counts per store."""
-        return self._mem._run(self._host.call("delete_messages", self.key, _message_ids(ids)))
+        return self._mem._run(self._mem._delete_messages(self.key, _message_ids(ids)))
 
     async def adelete_messages(self, ids: Iterable[str]) -> dict[str, int]:
-        return await self._mem._arun(self._host.call("delete_messages", self.key, _message_ids(ids)))
+        return await self._mem._arun(self._mem._delete_messages(self.key, _message_ids(ids)))
 
     # summary and metadata
     def summary(self) -> str | None:

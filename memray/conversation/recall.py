@@ -102,6 +102,30 @@ class Recall:
             if not convs:
                 del self._written[user]
 
+    def forget(self, key: ConversationKey, ids: list[str] | None = None) -> int:
+        """Drop what this process wrote to ``key`` (or only ``ids``): deleted messages must not
+        come back from here. Returns how many were dropped."""
+        convs = self._written.get((key.app, key.user_id), {})
+        mine = convs.get(key, {})
+        gone = [i for i in (list(mine) if ids is None else ids) if mine.pop(i, None) is not None]
+        self._written_count -= len(gone)
+        if not mine:
+            convs.pop(key, None)
+        if not convs:
+            self._written.pop((key.app, key.user_id), None)
+        return len(gone)
+
+    def forget_user(self, app: str, user_id: str) -> int:
+        """Drop everything this process wrote for the user (erasure). Returns how many."""
+        convs = self._written.pop((app, user_id), {})
+        gone = sum(len(mine) for mine in convs.values())
+        self._written_count -= gone
+        return gone
+
+    def count_user(self, app: str, user_id: str) -> int:
+        """Messages of the user this process holds for read-your-writes (0 after an erasure)."""
+        return sum(len(mine) for mine in self._written.get((app, user_id), {}).values())
+
     def _unseen(self, key: ConversationKey, scope: Scope) -> dict[ConversationKey, dict[str, tuple[int, Message]]]:
         convs = self._written.get((key.app, key.user_id), {})
         if scope == "conversation":

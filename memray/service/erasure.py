@@ -35,6 +35,7 @@ from memray.models import DeletionProof, DeletionReceipt
 from memray.store.schema import TABLES
 
 if TYPE_CHECKING:
+    from memray.conversation.recall import Recall
     from memray.embedding.base import Embedder
     from memray.runtime.deploy import Deployment
     from memray.service.longterm import MemoryService
@@ -55,12 +56,14 @@ def clear_cache(embedder: Embedder | None) -> int:
 
 async def erase_user(
     deployment: Deployment, service: MemoryService, embedder: Embedder | None, app: str, user_id: str,
+    recall: Recall | None = None,
 ) -> DeletionReceipt:
     """Erase the user from every store (module docstring); returns counts per store."""
     validate_id("app", app)
     validate_id("user_id", user_id)
     async with service.user_lock(app, user_id):
         evicted = await asyncio.gather(*(h.call("evict_user", app, user_id) for h in deployment.hosts))
+        forgotten = recall.forget_user(app, user_id) if recall is not None else 0
         await service.evict_user(app, user_id)
         stored: dict[str, int] = await deployment.store.call("delete_user", app, user_id)
         dropped = await asyncio.gather(*(s.call("drop", app, user_id) for s in deployment.shards))
@@ -69,13 +72,14 @@ async def erase_user(
     counts = {t: int(stored.get(t, 0)) for t in TABLES}
     counts.update(
         vectors=sum(dropped), export_rows=int(stored.get("export_rows", 0)),
-        host_conversations=sum(evicted), caches=sum(cleared) + clear_cache(embedder),
+        host_conversations=sum(evicted), caches=sum(cleared) + clear_cache(embedder) + forgotten,
     )
     return DeletionReceipt(app=app, user_id=user_id, counts={k: counts[k] for k in RECEIPT_KEYS})
 
 
 async def verify_user_deleted(
     deployment: Deployment, service: MemoryService, config: MemoryConfig, app: str, user_id: str,
+    recall: Recall | None = None,
 ) -> DeletionProof:
     """Scan every store for the user; ``remaining`` counts what is left in each."""
     validate_id("app", app)
@@ -95,12 +99,14 @@ async def verify_user_deleted(
         host_conversations=sum(c["conversations"] for c in host_counts),
         host_queued=sum(c["queued"] for c in host_counts),
         service_queued=service.count_user(app, user_id),
+        read_your_writes=recall.count_user(app, user_id) if recall is not None else 0,
         export_rows=export_rows,
         snapshot_items=snapshot_items,
     )
     scanned = [f"{deployment.store.label} (tables: {', '.join(TABLES)})"]
     scanned += [s.label for s in deployment.shards] + [h.label for h in deployment.hosts]
-    scanned += ["service embedding queue"] + [f"exports {r}" for r in export_roots]
+    scanned += ["service embedding queue", "this process's read-your-writes messages"]
+    scanned += [f"exports {r}" for r in export_roots]
     scanned.append(f"shard snapshots {config.vectors_path}")
     return DeletionProof(app=app, user_id=user_id, remaining=remaining, scanned=scanned)
 

@@ -144,3 +144,20 @@ def test_the_tail_is_scored_by_vector_too_when_the_embedder_is_recomputable(mem)
     after = conv.search("lemon drizzle cake recipe", limit=1, mode="vector")
     assert [h.message.id for h in after] == [before[0].message.id]
     assert after[0].score == pytest.approx(before[0].score, abs=1e-5)
+
+
+def test_what_this_process_remembers_for_search_goes_with_every_delete(mem):
+    user = uuid.uuid4().hex[:8]
+    a, b, c = fresh(mem, user), fresh(mem, user), fresh(mem, user)
+    for conv in (a, b, c):
+        conv.add({"id": "gift", "role": "user", "content": "The surprise gift is a violin."})
+        assert [h.message.id for h in conv.search("surprise gift violin")] == ["gift"]
+    a.delete_messages(["gift"])
+    b.delete()
+    assert a.search("surprise gift violin") == [] and b.search("surprise gift violin") == []
+    assert [h.message.id for h in c.search("surprise gift violin", scope="user")] == ["gift"]
+    receipt = mem.delete_user(app=APP, user_id=user)
+    assert receipt.counts["caches"] >= 1
+    assert c.search("surprise gift violin", scope="user") == []
+    proof = mem.verify_deleted(app=APP, user_id=user)
+    assert proof.remaining["read_your_writes"] == 0 and proof.clean
