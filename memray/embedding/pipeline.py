@@ -44,6 +44,7 @@ class PendingItem(NamedTuple):
     text: str
     recency: float
     payload: str = ""  # the item as JSON, kept by the shard so hits need no store read
+    columns: tuple[float, float, float] | None = None  # (created_at, sim_time, importance); None: unknown
 
 
 class EmbeddingPipeline:
@@ -102,6 +103,14 @@ class EmbeddingPipeline:
         """Drop queued and retry work for these (namespace, doc_id) items; returns how many."""
         wanted = {(Namespace(*ns), doc) for ns, doc in refs}
         return self._drop(lambda item: (item.namespace, item.doc_id) in wanted)
+
+    def forget_if(self, gone: Callable[[PendingItem], bool]) -> int:
+        """Drop queued and retry work for the items ``gone`` selects; returns how many."""
+        return self._drop(gone)
+
+    def count_if(self, predicate: Callable[[PendingItem], bool]) -> int:
+        """Items queued or awaiting a retry that ``predicate`` selects."""
+        return sum(1 for i in (*self._queue, *self._retry) if predicate(i))
 
     def count(self, predicate: Callable[[Namespace], bool]) -> int:
         """Items queued or awaiting a retry whose namespace matches ``predicate``."""
@@ -196,7 +205,8 @@ class EmbeddingPipeline:
         self._stamp += 1
         stamp = self._stamp
         items = [
-            IndexItem(i.namespace, i.doc_id, None if vectors is None else vectors[n], i.text, i.recency, i.payload, stamp)
+            IndexItem(i.namespace, i.doc_id, None if vectors is None else vectors[n], i.text, i.recency, i.payload, stamp,
+                      i.columns)
             for n, i in enumerate(batch)
         ]
         try:

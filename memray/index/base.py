@@ -52,6 +52,8 @@ class IndexItem(NamedTuple):
     recency: float  # seq for messages, timestamp for entries: the later wins ties
     payload: str = ""  # the item as JSON, returned with hits so they need no store read
     stamp: int = 0  # the indexing stamp of a conversation host's upsert (read-your-writes)
+    columns: tuple[float, float, float] | None = None  # (created_at, sim_time, importance), NaN: none;
+    #                                                    None: unknown, the shard keeps what it has
 
 
 class ShardHit(NamedTuple):

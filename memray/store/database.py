@@ -11,7 +11,7 @@ import duckdb
 import pyarrow as pa
 
 from memray.errors import ClosedError, MemrayError, StoreError
-from memray.store.schema import DDL
+from memray.store.schema import DDL, MIGRATIONS
 
 __all__ = ["Database"]
 
@@ -31,7 +31,8 @@ class Database:
 
     # -- lifecycle ------------------------------------------------------------------------
     def open(self) -> None:
-        """Open (creating if needed) the file and its tables; finish an interrupted rewrite."""
+        """Open (creating if needed) the file and its tables, add the columns of later releases
+        (:data:`~memray.store.schema.MIGRATIONS`), and finish an interrupted rewrite."""
         parent = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(parent, exist_ok=True)
         _remove(self._rewrite_path)
@@ -39,7 +40,7 @@ class Database:
             self._con = duckdb.connect(self.path)
         except duckdb.Error as exc:
             raise StoreError(f"cannot open history store {self.path!r}: {exc}") from exc
-        for stmt in DDL:
+        for stmt in (*DDL, *MIGRATIONS):
             self._con.execute(stmt)
         rows = self.sql("SELECT key, value FROM meta").fetchall()
         meta = {str(k): int(v) for k, v in rows}

@@ -226,7 +226,9 @@ def scan_index_rows(
         params.extend([*after[0], after[1]])
     table = db.arrow(f"""
         SELECT e.app, e.user_id, e.kind, e.scope, e.doc_id, e.vector,
-               coalesce(m.text, n.text) AS text, coalesce(CAST(m.seq AS DOUBLE), n.timestamp) AS recency
+               coalesce(m.text, n.text) AS text, coalesce(CAST(m.seq AS DOUBLE), n.timestamp) AS recency,
+               coalesce(m.created_at, n.timestamp) AS created_at, coalesce(m.sim_time, n.sim_time) AS sim_time,
+               coalesce(m.importance, n.importance) AS importance
         FROM embeddings e
         LEFT JOIN messages m ON {_MSG_OF}
         LEFT JOIN entries n ON {_ENTRY_OF}
@@ -247,11 +249,13 @@ def _scan_items(
         cursor = "AND (i.app, i.user_id, i.kind, i.scope, i.doc_id) > (?, ?, ?, ?, ?)"
         params.extend([*after[0], after[1]])
     table = db.arrow(f"""
-        SELECT i.app, i.user_id, i.kind, i.scope, i.doc_id, x.vector, i.text, i.recency FROM (
+        SELECT i.app, i.user_id, i.kind, i.scope, i.doc_id, x.vector, i.text, i.recency,
+               i.created_at, i.sim_time, i.importance FROM (
           SELECT app, user_id, 'conv' AS kind, conversation_id AS scope, id AS doc_id, text,
-                 CAST(seq AS DOUBLE) AS recency FROM messages WHERE ((user_hash % ?) + ?) % ? = ?
+                 CAST(seq AS DOUBLE) AS recency, created_at, sim_time, importance
+          FROM messages WHERE ((user_hash % ?) + ?) % ? = ?
           UNION ALL
-          SELECT app, user_id, 'entry', coalesce(project_id, ''), id, text, timestamp
+          SELECT app, user_id, 'entry', coalesce(project_id, ''), id, text, timestamp, timestamp, sim_time, importance
           FROM entries WHERE ((user_hash % ?) + ?) % ? = ?) i
         LEFT JOIN embeddings x ON x.model_id = ? AND x.app = i.app AND x.user_id = i.user_id
           AND x.kind = i.kind AND x.scope = i.scope AND x.doc_id = i.doc_id
@@ -266,6 +270,9 @@ def _index_rows(table: pa.Table) -> list[IndexRow]:
     offsets = vec.offsets.to_numpy()
     valid = vec.is_valid().to_numpy(zero_copy_only=False) if vec.null_count else None
     cols: Sequence[list[Any]] = [table[c].to_pylist() for c in ("app", "user_id", "kind", "scope", "doc_id", "text", "recency")]
+    nan = float("nan")
+    extra = zip(*(table[c].to_pylist() for c in ("created_at", "sim_time", "importance")))
     return [IndexRow(Namespace(a, u, k, s), d,
-                     flat[offsets[i]:offsets[i + 1]] if valid is None or valid[i] else None, t, float(r))
-            for i, (a, u, k, s, d, t, r) in enumerate(zip(*cols))]
+                     flat[offsets[i]:offsets[i + 1]] if valid is None or valid[i] else None, t, float(r),
+                     (nan if c is None else c, nan if st is None else st, nan if im is None else im))
+            for i, ((a, u, k, s, d, t, r), (c, st, im)) in enumerate(zip(zip(*cols), extra))]
