@@ -135,4 +135,5 @@ class ShardRouter:
                 for ns, stamp in result.stamps.items():
                     stamps[Namespace(*ns)] = max(stamp, stamps.get(Namespace(*ns), 0))
         reason = "; ".join(failures) if failures else None
-        return RouterResult(top_hits(hits, query.k, query.min_score), bool(failures), reason, Bm25Stats.merge(stats), stamps)
+        floor = query.min_score if query.stream is None else 0.0  # a stream score is not a relevance: shards applied the floor
+        return RouterResult(top_hits(hits, query.k, floor), bool(failures), reason, Bm25Stats.merge(stats), stamps)
