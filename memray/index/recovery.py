@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 
 from memray.config import IndexConfig
 from memray.errors import UnavailableError
+from memray.index.fork import clear_marker
 from memray.index.search import Query, ShardReply
 from memray.index.shard import VectorShard
 from memray.store.base import IndexRow
@@ -82,6 +83,7 @@ class RecoveringShard(VectorShard):
         """End the reconcile pass (deleting what the store no longer has); searches resume."""
         deleted = self.end_reconcile()
         self.recovering = False
+        clear_marker(self.path)  # a fork's shard: now level with its store (memray.index.fork)
         return deleted
 
     def snapshot(self) -> None:

@@ -54,7 +54,18 @@ class LocalDeployment:
         os.makedirs(self.config.root, exist_ok=True)
         await self.store.call("open")
         await asyncio.gather(*(s.call("open") for s in self.shards))
+        await asyncio.gather(*(self._reconcile_if_forked(i) for i in range(len(self.shards))))
         await asyncio.gather(*(h.call("start") for h in self.hosts))
+
+    async def _reconcile_if_forked(self, i: int) -> None:
+        """A fork's shard reconciles with the store before it serves (:mod:`memray.index.fork`)."""
+        from memray.index.fork import clear_marker, needs_reconcile, reconcile_shard
+
+        path = shard_path(self.config, i)
+        if needs_reconcile(path):
+            await reconcile_shard(self.shards[i], self.store, i, len(self.shards), self._shards[i].model_id)
+            await self.shards[i].call("snapshot")
+            clear_marker(path)
 
     async def stop(self, terminate: bool = True) -> None:
         await asyncio.gather(*(h.call("close") for h in self.hosts))
