@@ -29,7 +29,7 @@ from memray import metrics
 from memray.config import IndexConfig, MemoryConfig
 from memray.conversation.host import ConversationHost
 from memray.embedding import build_embedder
-from memray.errors import UnavailableError
+from memray.errors import UnavailableError, ValidationError
 from memray.ids import stable_hash
 from memray.index.recovery import RecoveringShard, Scan, ShardKeeper
 from memray.runtime.deploy import shard_path
@@ -185,6 +185,15 @@ class ShardActor(RecoveringShard):
         super().close()
 
 
+def _check_picklable(embedder: object) -> None:
+    """The host actors get the caller's own embedder by pickle (cloudpickle, as Ray does)."""
+    try:
+        ray.cloudpickle.dumps(embedder)  # type: ignore[no-untyped-call]
+    except Exception as exc:
+        raise ValidationError("embedder", embedder, f"cannot be pickled to the Ray actors ({type(exc).__name__}: {exc})",
+                              "make it picklable (no locks or open clients: create them lazily), or use mode='inprocess'") from exc
+
+
 class RayDeployment:
     """The cores as named Ray actors (``mode="ray"``)."""
 
@@ -204,6 +213,8 @@ class RayDeployment:
 
     def create(self) -> None:
         cfg = self.config
+        if cfg.embedder.kind == "custom":
+            _check_picklable(cfg.embedder.custom)
         embedder = build_embedder(cfg.embedder)
         dim = embedder.dim if embedder is not None else cfg.embedder.dim
         model_id = embedder.model_id if embedder is not None else "none"
