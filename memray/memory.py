@@ -155,12 +155,12 @@ class Memory:
         Everything acknowledged before the call is in it; see :mod:`memray.runtime.fork` and
         README "Forks" for the guarantee. Close the fork when done; ``fork_info`` has timings."""
         target = check_fork_path(self.config.root, path)
-        info = self._run(fork_deployment(self.deployment, self.config, target))
+        info = self._run(fork_deployment(self.deployment, self.config, target, self.service_core.pipeline.unconfirmed))
         return self._open_fork(target, info)
 
     async def afork(self, path: str) -> Memory:
         target = check_fork_path(self.config.root, path)
-        info = await self._arun(fork_deployment(self.deployment, self.config, target))
+        info = await self._arun(fork_deployment(self.deployment, self.config, target, self.service_core.pipeline.unconfirmed))
         return await asyncio.to_thread(self._open_fork, target, info)
 
     def _open_fork(self, target: str, info: dict[str, Any]) -> Memory:

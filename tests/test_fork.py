@@ -15,6 +15,7 @@ import pytest
 import memray
 from memray import MemoryEntry, SearchRequest
 from memray.errors import ValidationError
+from memray.index.fork import reconcile_shard
 
 MODES = ["inprocess", pytest.param("ray", marks=pytest.mark.ray)]
 
@@ -102,7 +103,11 @@ def test_a_fork_taken_while_agents_write_is_one_point_in_time(source, tmp_path):
             assert [m.seq for m in fork.conversation(user_id=c.key.user_id, conversation_id="stream").messages()] == \
                 list(range(1, len(got) + 1))
         held, stored = items_of(fork)
-        assert held == stored  # the fork's indexes match the fork's store exactly
+        assert held == stored  # the fork's indexes hold exactly the fork's items...
+        assert fork.wait_indexed()  # the fork embeds what the source had not embedded yet
+        model = fork._embedder.model_id
+        rows, stale, extra = fork._run(reconcile_shard(fork.deployment.shards[0], fork.deployment.store, 0, 1, model))
+        assert rows == len(stored) and (stale, extra) == (0, 0)  # ...each as the fork's store has it
     finally:
         fork.close()
 
@@ -131,3 +136,49 @@ def test_cli_forks_a_closed_data_directory(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "memray.cli", "fork", str(tmp_path / "src"), str(tmp_path / "dst")],
                          capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "already exists" in bad.stderr
+
+
+def test_a_marked_shard_is_made_exact_from_the_changes_alone(tmp_path):
+    """The in-process open of a fork: items the store lacks go, missing items and vectors come,
+    items written after the copy are re-read (their kept JSON dropped), untouched ones stay."""
+    import asyncio
+
+    from collections import Counter
+
+    import numpy as np
+
+    from memray.config import IndexConfig
+    from memray.index import IndexItem, VectorShard
+    from memray.index.fork import reconcile_marked
+    from memray.runtime.local import LocalRef
+    from memray.store.history import HistoryStore
+    from memray.store.rows import EmbeddingRow, MessageRow, Namespace
+    from memray.text import index_terms
+
+    store = HistoryStore(str(tmp_path / "h.duckdb"))
+    store.open()
+    ns = Namespace("a", "u", "conv", "c")
+    rows = [MessageRow("a", "u", "c", f"m{i}", i + 1, "user", f'[{{"type":"text","text":"note {i}"}}]', "{}", 1.0,
+                       f"note {i}") for i in range(4)]
+    store.append_messages(rows)
+    vec = np.ones(8, dtype=np.float32) / np.sqrt(8)
+    store.put_embeddings([EmbeddingRow(ns, f"m{i}", "m8", vec) for i in range(4)])
+    shard = VectorShard(0, str(tmp_path / "s"), 8, "m8", IndexConfig())
+    shard.open()
+    shard.upsert([IndexItem(ns, "m0", vec, "note 0", 1.0, "kept"),
+                  IndexItem(ns, "m1", None, "note 1", 2.0, "lexical only"),
+                  IndexItem(ns, "m2", vec, "note 2 newer", 3.0, "newer json"),
+                  IndexItem(ns, "late", vec, "after the copy", 9.0, "x")], "m8")
+    s, st = LocalRef(shard, "shard"), LocalRef(store, "store")
+    try:
+        upserted, deleted = asyncio.run(reconcile_marked(s, st, 0, 1, "m8", [(ns, "m2"), (ns, "late")]))
+    finally:
+        s.shutdown()
+        st.shutdown()
+    space = shard._spaces[ns]
+    assert deleted == 1 and sorted(space.labels) == ["m0", "m1", "m2", "m3"]
+    assert upserted == 3  # m1 (its vector), m2 (written after the copy), m3 (missing)
+    assert space.payload.get("m0") == "kept" and "m2" not in space.payload
+    assert space.lexical.terms("m2") == dict(Counter(index_terms("note 2")))  # the copy's version
+    assert sorted(shard.vectored()) == [(ns, f"m{i}") for i in range(4)]
+    store.close()

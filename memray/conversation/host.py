@@ -213,8 +213,8 @@ class ConversationHost:
         if not self._started:
             return
         convs = [self._conversations[key]] if key is not None and key in self._conversations else (
-            [] if key is not None else list(self._conversations.values())
-        )
+            [] if key is not None else [c for c in self._conversations.values() if not c.buffer.settled]
+        )  # all of a host's conversations: only those with a write to wait for (thousands are idle)
         await asyncio.gather(*(c.flush(timeout_s) for c in convs))
 
     async def wait_indexed(self, timeout_s: float | None = None) -> bool:
@@ -347,6 +347,11 @@ class ConversationHost:
             held = {m.id for m in conv.buffer.recent()} | set(conv.unindexed or ())
         queued = self._pipeline.count_if(lambda item: item.namespace == ns and (wanted is None or item.doc_id in wanted))
         return {"host_messages": len(held if wanted is None else held & wanted), "host_queued": queued}
+
+    async def unconfirmed(self) -> list[tuple[Namespace, str]]:
+        """Items this host committed and the shards have not confirmed yet (a fork re-reads them)."""
+        await self.start()
+        return self._pipeline.unconfirmed()
 
     async def evict_user(self, app: str, user_id: str, timeout_s: float = 60.0) -> int:
         """Forget every conversation of the user held here and their queued embedding work, and

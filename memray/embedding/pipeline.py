@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from typing import TYPE_CHECKING, Any, Callable, Collection, NamedTuple
 
@@ -62,6 +63,7 @@ class EmbeddingPipeline:
         self._lexical_after_s = lexical_after_s
         self._queue: list[PendingItem] = []
         self._retry: list[PendingItem] = []
+        self._busy: list[PendingItem] = []  # the batch being embedded and indexed now
         self._task: asyncio.Task[None] | None = None
         self._retry_task: asyncio.Task[None] | None = None
         self._idle = asyncio.Event()
@@ -108,6 +110,11 @@ class EmbeddingPipeline:
         """Drop queued and retry work for the items ``gone`` selects; returns how many."""
         return self._drop(gone)
 
+    def unconfirmed(self) -> list[tuple[Namespace, str]]:
+        """Every item submitted and not yet confirmed indexed: queued, being processed, or
+        awaiting a retry (what a fork must re-read: :mod:`memray.runtime.fork`)."""
+        return list(dict.fromkeys((i.namespace, i.doc_id) for i in (*self._busy, *self._queue, *self._retry)))
+
     def count_if(self, predicate: Callable[[PendingItem], bool]) -> int:
         """Items queued or awaiting a retry that ``predicate`` selects."""
         return sum(1 for i in (*self._queue, *self._retry) if predicate(i))
@@ -139,8 +146,11 @@ class EmbeddingPipeline:
         try:
             while self._queue:
                 batch, self._queue = self._queue[: self._batch_size], self._queue[self._batch_size :]
+                self._busy = batch
                 await self._process(batch)
+                self._busy = []
         finally:
+            self._busy = []
             self._task = None
             if not self._queue:
                 self._idle.set()
@@ -247,7 +257,8 @@ class EmbeddingPipeline:
         if self._embedder is None:
             return 0
         rows = await self._store.call("pending_embeddings", self.model_id, limit)
-        self.submit([PendingItem(ns, doc_id, text, 0.0) for ns, doc_id, text in rows])
+        # recency and columns unknown here (NaN, None): the shard keeps what it holds for them
+        self.submit([PendingItem(ns, doc_id, text, math.nan) for ns, doc_id, text in rows])
         return len(rows)
 
     async def close(self) -> None:

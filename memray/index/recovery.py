@@ -60,24 +60,9 @@ class RecoveringShard(VectorShard):
     ) -> None:
         super().__init__(shard_id, path, dim, model_id, config)
         self.recovering = recovering
-        self._snapshotted: set[Namespace] = set()
-
-    def open(self) -> None:
-        super().open()
-        self._snapshotted = set(self._spaces)
 
     def is_recovering(self) -> bool:
         return self.recovering
-
-    def reconcile(self, rows: list[IndexRow]) -> int:
-        """:meth:`VectorShard.reconcile`, dropping the kept item JSON of stale items first: it
-        describes the old version (hits then read the item from the store)."""
-        for row in rows:
-            ns = Namespace(*row.namespace)
-            space = self._spaces.get(ns)
-            if space is not None and row.doc_id in space.payload and self._stale(ns, row):
-                del space.payload[row.doc_id]
-        return super().reconcile(rows)
 
     def finish_recovery(self) -> int:
         """End the reconcile pass (deleting what the store no longer has); searches resume."""
@@ -85,18 +70,6 @@ class RecoveringShard(VectorShard):
         self.recovering = False
         clear_marker(self.path)  # a fork's shard: now level with its store (memray.index.fork)
         return deleted
-
-    def snapshot(self) -> None:
-        super().snapshot()
-        self._snapshotted = set(self._spaces)
-
-    def snapshot_if_changed(self) -> bool:
-        """:meth:`snapshot` if a namespace changed, appeared or went since the last one (same
-        durability guarantee); True if it wrote one."""
-        if set(self._spaces) == self._snapshotted and not any(s.dirty for s in self._spaces.values()):
-            return False
-        self.snapshot()
-        return True
 
     def _guard(self) -> None:
         if self.recovering:

@@ -184,6 +184,7 @@ class VectorShard:
         self._next_uid = 0
         self._snap_seq = 0
         self._snap_name: str | None = None
+        self._snapshotted: set[Namespace] = set()  # the namespaces of the last snapshot
         self._seen: set[Ref] | None = None
         self.discarded_snapshot: str | None = None
         self._stage: tuple[str, int] | None = None  # (model_id, dim) being built
@@ -212,6 +213,7 @@ class VectorShard:
                 self._next_uid = int(meta["next_uid"])
                 for space in _unpack(root / name, meta["spaces"], self.dim, self.num_threads):
                     self._attach(space)
+        self._snapshotted = set(self._spaces)
         self._remove_stale(root)
 
     def close(self) -> None:
@@ -295,7 +297,8 @@ class VectorShard:
         vectors: list[Any] = []
         for item, vec in group:
             label = space.label_of(item.doc_id)
-            space.set_recency(item.doc_id, item.recency)
+            if item.recency == item.recency or item.doc_id not in space.recency:  # NaN: unknown, keep it
+                space.set_recency(item.doc_id, item.recency if item.recency == item.recency else 0.0)
             if item.columns is not None:
                 space.columns.set(label, item.columns)
             space.stamp = max(space.stamp, item.stamp)
@@ -428,6 +431,11 @@ class VectorShard:
         """Every (namespace, doc_id) held."""
         return [(ns, doc) for ns, space in self._spaces.items() for doc in space.labels]
 
+    def vectored(self) -> list[Ref]:
+        """Every (namespace, doc_id) held with a vector of the active model."""
+        return [(ns, doc) for ns, space in self._spaces.items() for doc, label in space.labels.items()
+                if label in space.vectors]
+
     def missing_from(self, refs: list[Ref]) -> list[Ref]:
         """The refs of ``refs`` this shard does not hold."""
         out = []
@@ -553,16 +561,22 @@ class VectorShard:
         is remembered as present in the store."""
         self._seen = set()
 
-    def reconcile(self, rows: list[IndexRow]) -> int:
+    def reconcile(self, rows: list[IndexRow], force: bool = False) -> int:
         """Upsert the rows (from ``store.scan_index_rows``) this shard lacks or holds stale: an
-        unknown item, a missing vector, another recency, or other text. (A changed vector with
-        unchanged text and recency is not detected.) Returns how many were upserted."""
+        unknown item, a missing vector, another recency, other columns or other text. (A changed
+        vector with unchanged text and recency is not detected.) A stale item's kept JSON goes:
+        it describes the other version (hits then read the item from the store). ``force``
+        treats every row as stale (a fork's items written after its copy). Returns how many were
+        upserted."""
         todo = []
         for row in rows:
             ns = Namespace(*row.namespace)
             if self._seen is not None:
                 self._seen.add((ns, row.doc_id))
-            if self._stale(ns, row):
+            if force or self._stale(ns, row):
+                space = self._spaces.get(ns)
+                if space is not None:
+                    space.payload.pop(row.doc_id, None)
                 todo.append(IndexItem(ns, row.doc_id, row.vector, row.text, row.recency, columns=row.columns))
         return self.upsert(todo, self.model_id) if todo else 0
 
@@ -610,14 +624,24 @@ class VectorShard:
         fsync_dir(root)
         atomic_write_json(root / _CURRENT, {"snapshot": name})
         self._snap_name = name
+        self._snapshotted = set(self._spaces)
         for space in self._spaces.values():
             space.dirty = False
         self._remove_stale(root)
 
-    def fork_to(self, dst: str) -> int:
-        """Snapshot, then link that snapshot into the new shard folder ``dst`` of a fork, marked
-        for reconciliation (:mod:`memray.index.fork`). Returns the files linked."""
+    def snapshot_if_changed(self) -> bool:
+        """:meth:`snapshot` if a namespace changed, appeared or went since the last one (same
+        durability guarantee); True if it wrote one."""
+        if set(self._spaces) == self._snapshotted and not any(s.dirty for s in self._spaces.values()):
+            return False
         self.snapshot()
+        return True
+
+    def fork_to(self, dst: str) -> int:
+        """Snapshot (if anything changed since the last one), then link that snapshot into the new
+        shard folder ``dst`` of a fork, marked for reconciliation (:mod:`memray.index.fork`).
+        Returns the files linked."""
+        self.snapshot_if_changed()
         return copy_snapshot(self.path, self._snap_name, dst)
 
     def _remove_stale(self, root: Path) -> None:

@@ -132,7 +132,24 @@ class HistoryStoreAPI(Protocol):
 
     # -- forks ----------------------------------------------------------------------------
     def fork_to(self, dst: str) -> dict[str, int]:
-        """Copy the database as of this call to the new file ``dst`` (memray.store.fork)."""
+        """Copy the database as of this call to the new file ``dst`` (memray.store.fork); the
+        result's ``version`` is the last transaction the copy holds."""
+        ...
+
+    def version(self) -> int:
+        """The last committed write transaction's number."""
+        ...
+
+    def changed_refs(self, version: int) -> list[tuple[Namespace, str]]:
+        """(namespace, doc_id) of the items written after transaction ``version``."""
+        ...
+
+    def index_refs(self, shard: int, shards: int, model_id: str) -> list[tuple[Namespace, str, bool]]:
+        """Every item the shard indexes, with whether it has a vector of ``model_id``."""
+        ...
+
+    def fetch_index_rows(self, wanted: list[tuple[Namespace, str]], model_id: str) -> list[IndexRow]:
+        """The index rows of these items (missing ones skipped)."""
         ...
 
     # -- embeddings -----------------------------------------------------------------------

@@ -21,8 +21,10 @@ __all__ = ["fork_database"]
 
 
 def fork_database(db: Database, dst: str) -> dict[str, int]:
-    """Copy ``db`` to the new file ``dst`` (see the module docstring). Returns ``bytes`` copied
-    and ``cloned`` (1 when copy-on-write). Durability: fsynced (file and folder) on return."""
+    """Copy ``db`` to the new file ``dst`` (see the module docstring). Returns ``bytes`` copied,
+    ``cloned`` (1 when copy-on-write) and ``version``, the last transaction the copy holds (what
+    changed after it: :func:`memray.store.refs.changed_refs`). Durability: fsynced (file and
+    folder) on return."""
     if os.path.exists(dst):
         raise ValidationError("dst", dst, "already exists", "fork into a new path")
     db.sql("CHECKPOINT")
@@ -41,4 +43,4 @@ def fork_database(db: Database, dst: str) -> dict[str, int]:
     except duckdb.Error as exc:
         raise StoreError(f"the fork's copy of the history store {dst!r} does not open: {exc}") from exc
     fsync_dir(os.path.dirname(os.path.abspath(dst)))
-    return {"bytes": os.path.getsize(dst), "cloned": int(cloned)}
+    return {"bytes": os.path.getsize(dst), "cloned": int(cloned), "version": db.version}

@@ -22,7 +22,7 @@ from memray.errors import ValidationError
 from memray.ids import ConversationKey, validate_id
 from memray.scoring import Window
 from memray.store import conversations as conv
-from memray.store import export, items, messages
+from memray.store import export, items, messages, refs
 from memray.store.base import ConversationSnapshot, IndexRow, SummaryState, WMScope
 from memray.store.database import Database
 from memray.store.fork import fork_database
@@ -268,6 +268,22 @@ class HistoryStore:
         """Copy the database, as of this call, to the new file ``dst`` (no export roots): see
         :mod:`.fork`. Durable on return."""
         return fork_database(self._db, dst)
+
+    def version(self) -> int:
+        """The last committed write transaction's number (``changed_version`` of its rows)."""
+        return self._db.version
+
+    def changed_refs(self, version: int) -> list[tuple[Namespace, str]]:
+        """(namespace, doc_id) of the items written after transaction ``version``."""
+        return refs.changed_refs(self._db, version)
+
+    def index_refs(self, shard: int, shards: int, model_id: str) -> list[tuple[Namespace, str, bool]]:
+        """Every item of the shard's users that it indexes, with whether it has a vector."""
+        return refs.index_refs(self._db, shard, shards, model_id)
+
+    def fetch_index_rows(self, wanted: list[tuple[Namespace, str]], model_id: str) -> list[IndexRow]:
+        """The index rows of these items (missing ones skipped)."""
+        return refs.fetch_index_rows(self._db, wanted, model_id)
 
     # -- erasure and exports --------------------------------------------------------------
     def delete_user(self, app: str, user_id: str) -> dict[str, int]:
