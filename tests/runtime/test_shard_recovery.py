@@ -47,9 +47,21 @@ def test_killed_shard_degrades_then_recovers_everything(ray_session, tmp_path) -
         shard_ref = mem.deployment.shards[1]
         assert mem._router.shard_of(APP, victims[0]) == 1
 
+        from ray._private import state as ray_state
+
+        actor_id = shard_ref.handle._actor_id.hex()
         ray.kill(shard_ref.handle, no_restart=False)
+        # wait until the kill has landed (ray.kill returns first): a search sent now reaches the
+        # new actor before its recovery can start, or finds it dead
+        assert poll(lambda: ray_state.actors(actor_id)["State"] == "RESTARTING", every_s=0.005)
         during = convs[victims[0]].search("parcel code zebra2", limit=3, scope="user")
-        assert during.degraded and "shard 1" in (during.reason or "")
+        # The restarted shard refuses searches until it has caught up with the store; with this
+        # little data its keeper may finish before the search reaches it (tasks of different
+        # callers are not ordered). Either way the answer is never silently partial:
+        if during.degraded:
+            assert "shard 1" in (during.reason or "")
+        else:
+            assert during and during[0].message.text.endswith("zebra2")
         assert convs[others[0]].search("parcel code zebra2", limit=3).degraded is False  # the other shard serves
 
         for u, conv in convs.items():  # writes go on during the outage: durable, indexed later
