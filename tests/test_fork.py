@@ -112,7 +112,8 @@ def test_a_fork_taken_while_agents_write_is_one_point_in_time(source, tmp_path):
         fork.close()
 
 
-def test_fork_refuses_a_path_inside_the_source_or_not_empty(source, tmp_path):
+def test_fork_refuses_a_path_inside_the_source_or_not_empty(tmp_path):
+    source = memray.open(str(tmp_path / "source"), mode="inprocess", hosts=1, shards=1)  # checked before any mode's work
     source.conversation(user_id="u", conversation_id="c").add({"role": "user", "content": "x"})
     busy = tmp_path / "busy"
     busy.mkdir()
@@ -121,6 +122,7 @@ def test_fork_refuses_a_path_inside_the_source_or_not_empty(source, tmp_path):
         with pytest.raises(ValidationError, match="path"):
             source.fork(bad)
     assert (busy / "keep.txt").read_text() == "mine" and not (Path(source.config.root) / "inner").exists()
+    source.close()
 
 
 def test_cli_forks_a_closed_data_directory(tmp_path):

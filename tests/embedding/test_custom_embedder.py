@@ -14,7 +14,6 @@ from memray.embedding.custom import CustomEmbedder
 from memray.embedding.hashing import HashEmbedder
 from memray.errors import EmbeddingError, ValidationError
 
-MODES = ["inprocess", pytest.param("ray", marks=pytest.mark.ray)]
 
 
 def make_function() -> Any:
@@ -41,8 +40,10 @@ def make_object() -> Any:
     return Mine()
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("make", [make_function, make_object], ids=["callable", "object"])
+@pytest.mark.parametrize(("make", "mode"), [
+    (make_function, "inprocess"), (make_object, "inprocess"),
+    pytest.param(make_function, "ray", marks=pytest.mark.ray),  # a closure, cloudpickled to the hosts
+], ids=["callable-inprocess", "object-inprocess", "callable-ray"])
 def test_a_callers_embedder_embeds_messages_and_queries(tmp_path, request, mode, make):
     if mode == "ray":
         request.getfixturevalue("ray_session")
