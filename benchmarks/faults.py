@@ -208,8 +208,8 @@ def _index_figures(mem: Any, app: str, convs: list[Any], sample: int = 40, seed:
     missing = 0
     for i, shard in enumerate(dep.shards):
         model = mem._run(shard.call("stats"))["model_id"]
-        want = {(Namespace(*ns), d) for ns, d in mem._run(dep.store.call("index_refs", i, len(dep.shards), model))
-                if ns[0] == app}
+        want = {(Namespace(*ns), d) for ns, d, vectored in mem._run(dep.store.call("index_refs", i, len(dep.shards), model))
+                if vectored and ns[0] == app}
         held = {(Namespace(*ns), d) for ns, d in mem._run(shard.call("vectored_refs"))}
         missing += len(want - held)
     rng = random.Random(seed)

@@ -175,6 +175,7 @@ def _bulk(mem: Any, target: EmbedderConfig, model_id: str, state: dict[str, Any]
 async def _index_items(store: Any, model_id: str, pending: list[tuple[Namespace, str, str]], vectors: np.ndarray) -> list[Any]:
     """Index items for vectors just stored: recency and payload from the store (deleted ones dropped)."""
     from memray.index.base import IndexItem
+    from memray.index.columns import columns_of
     from memray.store.rows import row_to_message
 
     by_user: dict[tuple[str, str], list[int]] = {}
@@ -189,14 +190,17 @@ async def _index_items(store: Any, model_id: str, pending: list[tuple[Namespace,
             ns, doc, text = pending[i]
             r = found.get((ns.scope, doc))
             if r is not None:
-                items.append(IndexItem(ns, doc, vectors[i], text, float(r.seq), row_to_message(r).model_dump_json()))
+                items.append(IndexItem(ns, doc, vectors[i], text, float(r.seq), row_to_message(r).model_dump_json(),
+                                       columns=columns_of(r.created_at, r.sim_time, r.importance)))
         ents = [i for i in idx if pending[i][0].kind == "entry"]
         if ents:
             erows = {r.id: r for r in await store.call("get_entries", app, user, [pending[i][1] for i in ents])}
             for i in ents:
                 ns, doc, text = pending[i]
                 if doc in erows:
-                    items.append(IndexItem(ns, doc, vectors[i], text, float(erows[doc].timestamp)))
+                    e = erows[doc]
+                    items.append(IndexItem(ns, doc, vectors[i], text, float(e.timestamp),
+                                           columns=columns_of(e.timestamp, e.sim_time, e.importance)))
     return items
 
 

@@ -25,7 +25,8 @@ from memray.errors import (
     ValidationError,
 )
 from memray.ids import ConversationKey, validate_id, validate_project_id
-from memray.memory import ConversationHandle, Memory, open
+from memray.memory import ConversationHandle, ConversationList, Memory, open
+from memray.scoring import Scoring
 from memray.service.handle import MemoryServiceHandle
 from memray.models import (
     Context,
@@ -50,7 +51,9 @@ __all__ = [
     "open",
     "Memory",
     "ConversationHandle",
+    "ConversationList",
     "MemoryServiceHandle",
+    "Scoring",
     "ConversationKey",
     "MemoryConfig",
     "EmbedderConfig",

@@ -1,4 +1,4 @@
-"""The ``memray`` command line: ``memray demo``, ``memray stats PATH``, ``memray backfill ...``.
+"""The ``memray`` command line: ``memray demo``, ``memray stats PATH``, ``memray fork SRC DST``, ``memray backfill ...``.
 
 Results go to stdout; progress (bars when stderr is a terminal, phase lines always) and errors go
 to stderr. A memray error (bad input, a store in use) is printed as one line with what to do, and
@@ -11,6 +11,8 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import os
+import re
 import shutil
 import sys
 import tempfile
@@ -76,6 +78,30 @@ class DefaultsHelpFormatter(argparse.HelpFormatter):
         return text
 
 
+def _fork(args: argparse.Namespace) -> int:
+    """Open SRC, fork it into DST (memray.runtime.fork), close both; print one JSON line."""
+    import memray
+    from memray.errors import MemrayError
+
+    src = os.path.abspath(args.src)
+    if not os.path.exists(os.path.join(src, "history.duckdb")):
+        print(f"memray fork: {src} is not a memray data directory (no history.duckdb)", file=sys.stderr)
+        return 2
+    found = [int(m.group(1)) for name in os.listdir(os.path.join(src, "vectors")) if (m := re.fullmatch(r"shard-(\d+)", name))] \
+        if os.path.isdir(os.path.join(src, "vectors")) else []
+    shards = args.shards or (max(found) + 1 if found else memray.MemoryConfig().shards)
+    config = memray.MemoryConfig(path=src, mode=args.mode, address=args.address, hosts=1, shards=shards)
+    try:
+        with memray.open(config=config) as mem:
+            with mem.fork(args.dst) as fork:
+                info = dict(fork.fork_info or {})
+    except MemrayError as exc:
+        print(f"memray fork: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps({"src": src, "dst": info.pop("path"), "shards": shards, **info}))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from memray import __version__
 
@@ -104,6 +130,15 @@ def build_parser() -> argparse.ArgumentParser:
     stats.add_argument("--hosts", type=int, default=4, help="show how conversations spread over this many hosts")
     stats.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
     stats.set_defaults(func=_stats)
+    fork = sub.add_parser("fork", help="copy a memray (every conversation, entry, note, summary, index) into a new path",
+                          formatter_class=DefaultsHelpFormatter)
+    fork.add_argument("src", help="the data directory to fork")
+    fork.add_argument("dst", help="the new data directory (must not exist, or be empty)")
+    fork.add_argument("--mode", choices=["ray", "inprocess"], default="inprocess",
+                      help="inprocess (default) for a directory no running memray holds; ray with --address to fork a live one")
+    fork.add_argument("--address", default=None, help="the Ray cluster where the memray to fork runs")
+    fork.add_argument("--shards", type=int, default=None, help="shard count (default: read from SRC)")
+    fork.set_defaults(func=_fork)
     backfill = sub.add_parser("backfill", help="batch jobs on Ray Data: re-embed, or bring summaries up to date",
                               formatter_class=DefaultsHelpFormatter)
     jobs = backfill.add_subparsers(dest="job", required=True, metavar="JOB")

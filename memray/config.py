@@ -12,7 +12,7 @@ import os
 import re
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic import ValidationError as PydanticValidationError
 from typing_extensions import Self
 
@@ -103,10 +103,13 @@ def _did_you_mean(given: str, choices: list[str]) -> str:
 
 
 class EmbedderConfig(_Config):
-    """Which embedder turns text into vectors. ``kind="none"`` disables semantic recall."""
+    """Which embedder turns text into vectors. ``kind="none"`` disables semantic recall;
+    ``kind="custom"`` uses ``custom``, an object of the Embedder protocol or a plain function
+    (``memray.open(path, embedder=...)`` sets both; :mod:`memray.embedding.custom`)."""
 
-    kind: Literal["hash", "openai", "local", "none"] = "hash"
-    model: str | None = None  # openai/local model name; hash: ignored
+    kind: Literal["hash", "openai", "local", "none", "custom"] = "hash"
+    model: str | None = None  # openai/local model name; custom: its model id; hash: ignored
+    custom: Any = None  # kind="custom": the caller's embedder (pickled to the actors in Ray mode)
     dim: int = Field(256, gt=0, le=8192)  # hash dimension, or `dimensions` asked of the API
     base_url: str | None = None  # OpenAI-compatible endpoint (vLLM, Ollama...); None: OPENAI_BASE_URL
     api_key_env: str = "OPENAI_API_KEY"
@@ -121,6 +124,15 @@ class EmbedderConfig(_Config):
     # in <path>/calibration.json (memray.embedding.calibration)
     min_similarity: float | None = Field(None, ge=-1.0, lt=1.0)
 
+    @model_validator(mode="after")
+    def _custom(self) -> EmbedderConfig:
+        if (self.kind == "custom") != (self.custom is not None):
+            from memray.errors import ValidationError
+
+            raise ValidationError("embedder.custom", self.custom, "is set exactly when kind='custom'",
+                                  "pass memray.open(path, embedder=your_embedder)")
+        return self
+
 
 class SummarizerConfig(_Config):
     kind: Literal["extractive", "openai", "none"] = "extractive"
@@ -131,6 +143,9 @@ class SummarizerConfig(_Config):
     keep_messages: int = Field(6, ge=0)
     max_summary_tokens: int = Field(2_000, gt=0)
     timeout_s: float = Field(60.0, gt=0)
+    # title new conversations with the summariser (kind="openai"; memray.conversation.title);
+    # otherwise a conversation's title is its first user message
+    titles: bool = False
 
 
 class IndexConfig(_Config):

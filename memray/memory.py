@@ -21,7 +21,7 @@ from memray.arguments import (
     check_choice, check_count, check_limit, check_merge, check_min_score, check_mode, check_query, check_roles,
     check_scope, check_seq,
 )
-from memray.config import MemoryConfig, RunMode
+from memray.config import EmbedderConfig, MemoryConfig, RunMode
 from memray.conversation.recall import Merge, Recall, Scope, SearchResults
 from memray.conversation.working_memory import WMMode, WorkingMemory, WorkingMemorySpec, WorkingMemoryValue
 from memray.embedding.base import Embedder
@@ -33,13 +33,15 @@ from memray.models import (
     Context, ConversationInfo, DeletionProof, DeletionReceipt, Message, MessageInput, RetrievalMode, coerce_message,
 )
 from memray.runtime.deploy import Deployment, LocalDeployment
+from memray.runtime.fork import check_fork_path, fork_deployment
 from memray.runtime.local import LoopThread
 from memray.runtime.ref import ActorRef, RetryingRef
 from memray.service.handle import MemoryServiceHandle
+from memray.scoring import Scoring, SimTime, Stream, coerce_scoring, window
 from memray.service.longterm import MemoryService
 from memray.store.deadletter import DeadLetter
 
-__all__ = ["open", "Memory", "ConversationHandle", "WorkingMemoryHandle"]
+__all__ = ["open", "Memory", "ConversationHandle", "WorkingMemoryHandle", "ConversationList"]
 
 T = TypeVar("T")
 
@@ -71,9 +73,16 @@ def raise_combined(results: list[Any]) -> None:
 
 
 def open(path: str | None = None, mode: RunMode | None = None, config: MemoryConfig | None = None, **overrides: Any) -> Memory:  # noqa: A001
-    """Open (creating if needed) the memory at ``path``; ``mode="ray"`` (default) or ``"inprocess"``."""
+    """Open (creating if needed) the memory at ``path``; ``mode="ray"`` (default) or ``"inprocess"``.
+    ``embedder=`` takes an :class:`~memray.config.EmbedderConfig`, or your own embedder: any
+    object with ``model_id``, ``dim`` and ``embed(texts)``, or a plain function
+    ``list[str] -> array`` (:mod:`memray.embedding.custom`)."""
     base = config or MemoryConfig()
     updates = dict(overrides)
+    if "embedder" in updates and not isinstance(updates["embedder"], (EmbedderConfig, dict)):
+        from memray.embedding.custom import check_custom
+
+        updates["embedder"] = EmbedderConfig(kind="custom", custom=check_custom(updates["embedder"]))
     if path is not None:
         updates["path"] = path
     if mode is not None:
@@ -92,6 +101,9 @@ class Memory:
         self._service: MemoryService | None = None
         self._started_ray = False  # this driver started a local Ray (so it owns the actors by default)
         self._connected_ray = False  # this driver called ray.init (so it disconnects on close)
+        self._owns_actors = False  # a fork made by this driver: close() stops its actors
+        #: What the fork that opened this memray measured (None unless made by :meth:`fork`).
+        self.fork_info: dict[str, Any] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> Memory:
@@ -134,6 +146,7 @@ class Memory:
         self._encoder = QueryEncoder(self._embedder, await asyncio.to_thread(self._calibration, self._embedder))
         self._recall = Recall(self._encoder, self._router, deployment.store, self.config.index.mode, self.host_for,
                               self.config.index.neighbour_weight)
+        self._recall.keep_messages = self.config.summarizer.keep_messages
         self._service = MemoryService(
             deployment.store, self._router, self._encoder, self.config.index.mode,
             batch_size=self.config.embedder.batch_size, backoff_s=self.config.retry_backoff_s,
@@ -184,6 +197,27 @@ class Memory:
         manifest: dict[str, Any] = await self.deployment.store.call("export_parquet", root or self.config.exports_path)
         return manifest
 
+    # -- forks ----------------------------------------------------------------------------
+    def fork(self, path: str) -> Memory:
+        """A consistent copy of this whole memray at one point in time, taken while agents keep
+        writing, opened as an independent memray at ``path`` (same mode and configuration).
+        Everything acknowledged before the call is in it; see :mod:`memray.runtime.fork` and
+        README "Forks" for the guarantee. Close the fork when done; ``fork_info`` has timings."""
+        target = check_fork_path(self.config.root, path)
+        info = self._run(fork_deployment(self.deployment, self.config, target, self.service_core.pipeline.unconfirmed))
+        return self._open_fork(target, info)
+
+    async def afork(self, path: str) -> Memory:
+        target = check_fork_path(self.config.root, path)
+        info = await self._arun(fork_deployment(self.deployment, self.config, target, self.service_core.pipeline.unconfirmed))
+        return await asyncio.to_thread(self._open_fork, target, info)
+
+    def _open_fork(self, target: str, info: dict[str, Any]) -> Memory:
+        fork = Memory(self.config.model_copy(update={"path": target}))
+        fork._owns_actors = self.config.address is None
+        fork.fork_info = info
+        return fork.start()
+
     def close(self, terminate: bool | None = None) -> None:
         """Flush everything acknowledged, then stop. Returns within ``write_timeout_s`` plus about
         a minute whatever state the actors are in; if something acknowledged could not be made
@@ -198,7 +232,8 @@ class Memory:
             return
         reports: list[dict[str, Any]] = []
         try:
-            reports = self._loop.run(self._stop(self._deployment, self._started_ray if terminate is None else terminate))
+            default = self._started_ray or self._owns_actors
+            reports = self._loop.run(self._stop(self._deployment, default if terminate is None else terminate))
         finally:
             self._deployment = None
             self._service = None
@@ -393,6 +428,11 @@ class Memory:
         counts["vectors"] = await self._router.drop(key.app, key.user_id, "conv", key.conversation_id)
         return counts
 
+    async def _clear(self, key: ConversationKey) -> dict[str, int]:
+        self._recall.forget(key)
+        counts: dict[str, int] = await self.host_for(key).call("clear", key)
+        return counts
+
     async def _delete_messages(self, key: ConversationKey, ids: list[str]) -> dict[str, int]:
         self._recall.forget(key, ids)
         counts: dict[str, int] = await self.host_for(key).call("delete_messages", key, ids)
@@ -430,29 +470,61 @@ class Memory:
 
     # -- app-wide recall -------------------------------------------------------------------
     def search_app(self, app: str, query: str, limit: int = 5, mode: RetrievalMode | None = None,
-                   min_score: float | None = None) -> SearchResults:
+                   min_score: float | None = None, *, scoring: Scoring | None = None, after: SimTime | None = None,
+                   before: SimTime | None = None, created_after: SimTime | None = None,
+                   created_before: SimTime | None = None) -> SearchResults:
         """Search every conversation of every user of ``app`` (an explicit app-wide operation:
-        it fans out to every shard). Scores as in :meth:`ConversationHandle.search`."""
-        return self._run(self._search_app(app, query, limit, mode, min_score))
+        it fans out to every shard). Scores, ``scoring`` and the time bounds as in
+        :meth:`ConversationHandle.search`."""
+        return self._run(self._search_app(app, query, limit, mode, min_score, scoring, after, before, created_after,
+                                          created_before))
 
     async def asearch_app(self, app: str, query: str, limit: int = 5, mode: RetrievalMode | None = None,
-                          min_score: float | None = None) -> SearchResults:
-        return await self._arun(self._search_app(app, query, limit, mode, min_score))
+                          min_score: float | None = None, *, scoring: Scoring | None = None, after: SimTime | None = None,
+                          before: SimTime | None = None, created_after: SimTime | None = None,
+                          created_before: SimTime | None = None) -> SearchResults:
+        return await self._arun(self._search_app(app, query, limit, mode, min_score, scoring, after, before,
+                                                 created_after, created_before))
 
-    def _search_app(self, app: str, query: str, limit: int, mode: RetrievalMode | None,
-                    min_score: float | None) -> Coroutine[Any, Any, SearchResults]:
+    def _search_app(self, app: str, query: str, limit: int, mode: RetrievalMode | None, min_score: float | None,
+                    scoring: Scoring | None, after: SimTime | None, before: SimTime | None, created_after: SimTime | None,
+                    created_before: SimTime | None) -> Coroutine[Any, Any, SearchResults]:
         validate_id("app", app)
+        stream, bounds = _stream(scoring), window(after, before, created_after, created_before)
         return self._recall.search_app(app, check_query(query), check_limit(limit, 5), check_min_score(min_score),
-                                       check_mode(mode))
+                                       check_mode(mode), stream, bounds)
 
     # -- conversations of a user ----------------------------------------------------------
-    def list_conversations(self, user_id: str, app: str = "default", order: str = "updated_desc", limit: int = 50, offset: int = 0) -> list[ConversationInfo]:
+    def list_conversations(self, user_id: str, app: str = "default", order: str = "updated_desc", limit: int = 50,
+                           offset: int = 0) -> ConversationList:
+        """A page of the user's conversations, ordered by ``updated_*``, ``created_*`` or
+        ``title_*`` (``_asc``/``_desc``; untitled last); ``.total`` counts them all."""
+        return self._run(self._list_conversations(user_id, app, order, limit, offset))
+
+    async def alist_conversations(self, user_id: str, app: str = "default", order: str = "updated_desc", limit: int = 50,
+                                  offset: int = 0) -> ConversationList:
+        return await self._arun(self._list_conversations(user_id, app, order, limit, offset))
+
+    async def _list_conversations(self, user_id: str, app: str, order: str, limit: int, offset: int) -> ConversationList:
         validate_id("user_id", user_id)
         validate_id("app", app)
-        check_choice(order, "order", ("updated_desc", "updated_asc", "created_desc", "created_asc"))
+        check_choice(order, "order", _ORDERS)
         limit, offset = check_limit(limit, 50), check_count(offset, "offset")
-        rows = self._run(self.deployment.store.call("list_conversations", app, user_id, order, limit, offset))
-        return [ConversationInfo.model_validate(r) for r in rows]
+        store = self.deployment.store
+        rows, total = await asyncio.gather(store.call("list_conversations", app, user_id, order, limit, offset),
+                                           store.call("count_conversations", app, user_id))
+        out = ConversationList(ConversationInfo.model_validate(r) for r in rows)
+        out.total = int(total)
+        return out
+
+
+_ORDERS = ("updated_desc", "updated_asc", "created_desc", "created_asc", "title_asc", "title_desc")
+
+
+class ConversationList(list[ConversationInfo]):
+    """A page of conversations; ``total`` is how many the user has in all."""
+
+    total: int = 0
 
 
 async def _gather(calls: Iterable[Awaitable[T]]) -> list[T]:
@@ -490,49 +562,78 @@ class ConversationHandle:
 
     # reads
     def messages(self, limit: int | None = None, before_seq: int | None = None, after_seq: int | None = None,
-                 roles: list[str] | None = None, metadata: dict[str, Any] | None = None) -> list[Message]:
-        """Messages by seq: ``limit`` = the most recent N (None: all), returned oldest → newest."""
-        return self._mem._run(self._messages(limit, before_seq, after_seq, roles, metadata))
+                 roles: list[str] | None = None, metadata: dict[str, Any] | None = None, *,
+                 after: SimTime | None = None, before: SimTime | None = None, created_after: SimTime | None = None,
+                 created_before: SimTime | None = None, agent_id: str | None = None,
+                 sub_agent_id: str | None = None) -> list[Message]:
+        """Messages by seq: ``limit`` = the most recent N that match, returned oldest → newest.
+        ``after``/``before``: simulation time in ``[after, before)`` (messages without one are
+        left out); ``created_after``/``created_before``: the same on ``created_at``; ``agent_id``,
+        ``sub_agent_id``: that agent's messages (:mod:`memray.scoring`)."""
+        return self._mem._run(self._messages(limit, before_seq, after_seq, roles, metadata, after, before,
+                                             created_after, created_before, agent_id, sub_agent_id))
 
     async def amessages(self, limit: int | None = None, before_seq: int | None = None, after_seq: int | None = None,
-                        roles: list[str] | None = None, metadata: dict[str, Any] | None = None) -> list[Message]:
-        return await self._mem._arun(self._messages(limit, before_seq, after_seq, roles, metadata))
+                        roles: list[str] | None = None, metadata: dict[str, Any] | None = None, *,
+                        after: SimTime | None = None, before: SimTime | None = None, created_after: SimTime | None = None,
+                        created_before: SimTime | None = None, agent_id: str | None = None,
+                        sub_agent_id: str | None = None) -> list[Message]:
+        return await self._mem._arun(self._messages(limit, before_seq, after_seq, roles, metadata, after, before,
+                                                    created_after, created_before, agent_id, sub_agent_id))
 
     def _messages(self, limit: int | None, before_seq: int | None, after_seq: int | None, roles: list[str] | None,
-                  metadata: dict[str, Any] | None) -> Coroutine[Any, Any, list[Message]]:
+                  metadata: dict[str, Any] | None, after: SimTime | None, before: SimTime | None,
+                  created_after: SimTime | None, created_before: SimTime | None, agent_id: str | None,
+                  sub_agent_id: str | None) -> Coroutine[Any, Any, list[Message]]:
+        bounds = window(after, before, created_after, created_before)
+        agents = [None if a is None else validate_id(name, a) for name, a in (("agent_id", agent_id), ("sub_agent_id", sub_agent_id))]
         args = (check_limit(limit, None), check_seq(before_seq, "before_seq"), check_seq(after_seq, "after_seq"),
                 check_roles(roles))
-        return self._host.call("messages", self.key, *args, metadata)
+        return self._host.call("messages", self.key, *args, metadata, bounds, *agents)
 
     def search(self, query: str, limit: int = 5, min_score: float | None = None, mode: RetrievalMode | None = None,
-               scope: Scope = "conversation") -> SearchResults:
-        """Indexed messages most relevant to ``query``; ``score`` in [0, 1] (README "Scores")."""
-        return self._mem._run(self._search(query, limit, min_score, mode, scope))
+               scope: Scope = "conversation", *, scoring: Scoring | None = None, after: SimTime | None = None,
+               before: SimTime | None = None, created_after: SimTime | None = None,
+               created_before: SimTime | None = None) -> SearchResults:
+        """Indexed messages most relevant to ``query``; ``score`` in [0, 1] (README "Scores").
+        ``scoring=Scoring.stream(now=...)`` ranks the relevant ones by recency, importance and
+        relevance (README "Simulations"); ``after``/``before`` keep simulation times in
+        ``[after, before)``, ``created_after``/``created_before`` creation times."""
+        return self._mem._run(self._search(query, limit, min_score, mode, scope, scoring, after, before, created_after, created_before))
 
     async def asearch(self, query: str, limit: int = 5, min_score: float | None = None, mode: RetrievalMode | None = None,
-                      scope: Scope = "conversation") -> SearchResults:
-        return await self._mem._arun(self._search(query, limit, min_score, mode, scope))
+                      scope: Scope = "conversation", *, scoring: Scoring | None = None, after: SimTime | None = None,
+                      before: SimTime | None = None, created_after: SimTime | None = None,
+                      created_before: SimTime | None = None) -> SearchResults:
+        return await self._mem._arun(self._search(query, limit, min_score, mode, scope, scoring, after, before,
+                                                  created_after, created_before))
 
-    def _search(self, query: str, limit: int, min_score: float | None, mode: RetrievalMode | None,
-                scope: Scope) -> Coroutine[Any, Any, SearchResults]:
+    def _search(self, query: str, limit: int, min_score: float | None, mode: RetrievalMode | None, scope: Scope,
+                scoring: Scoring | None, after: SimTime | None, before: SimTime | None, created_after: SimTime | None,
+                created_before: SimTime | None) -> Coroutine[Any, Any, SearchResults]:
+        stream, bounds = _stream(scoring), window(after, before, created_after, created_before)
         return self._mem._recall.search(self.key, check_query(query), check_limit(limit, 5), check_min_score(min_score),
-                                        check_mode(mode), check_scope(scope))
+                                        check_mode(mode), check_scope(scope), stream, bounds)
 
     def context(self, query: str | None = None, limit: int = 10, semantic_limit: int = 5, merge: Merge = "append",
                 scope: Scope = "conversation", token_budget: int | None = None, mode: RetrievalMode | None = None,
-                min_score: float | None = None) -> Context:
+                min_score: float | None = None, *, scoring: Scoring | None = None) -> Context:
         """Recent messages + recalled ones + summary + working memory, for the next prompt.
         Recalled messages are relevant ones only (``min_score=None``: score above 0; README
-        "Scores"); a query about nothing in the history recalls nothing."""
-        return self._mem._run(self._context(query, limit, semantic_limit, merge, scope, token_budget, mode, min_score))
+        "Scores"); a query about nothing in the history recalls nothing. ``scoring`` ranks the
+        recalled ones (as in :meth:`search`). Recent messages the summary already covers are
+        left out (the summary stands for them), the newest ``keep_messages`` always stay."""
+        return self._mem._run(self._context(query, limit, semantic_limit, merge, scope, token_budget, mode, min_score, scoring))
 
     async def acontext(self, query: str | None = None, limit: int = 10, semantic_limit: int = 5, merge: Merge = "append",
                        scope: Scope = "conversation", token_budget: int | None = None, mode: RetrievalMode | None = None,
-                       min_score: float | None = None) -> Context:
-        return await self._mem._arun(self._context(query, limit, semantic_limit, merge, scope, token_budget, mode, min_score))
+                       min_score: float | None = None, *, scoring: Scoring | None = None) -> Context:
+        return await self._mem._arun(self._context(query, limit, semantic_limit, merge, scope, token_budget, mode, min_score,
+                                                   scoring))
 
     def _context(self, query: str | None, limit: int, semantic_limit: int, merge: Merge, scope: Scope,
-                 token_budget: int | None, mode: RetrievalMode | None, min_score: float | None) -> Coroutine[Any, Any, Context]:
+                 token_budget: int | None, mode: RetrievalMode | None, min_score: float | None,
+                 scoring: Scoring | None = None) -> Coroutine[Any, Any, Context]:
         if query is not None:
             check_query(query)
         if token_budget is not None:
@@ -540,7 +641,7 @@ class ConversationHandle:
         return self._mem._recall.context(
             self._host, self.key, self.working_memory.core, query, check_limit(limit, 10),
             check_count(semantic_limit, "semantic_limit"), check_merge(merge), check_scope(scope), token_budget,
-            check_mode(mode), check_min_score(min_score),
+            check_mode(mode), check_min_score(min_score), _stream(scoring),
         )
 
     def delete_messages(self, ids: Iterable[str]) -> dict[str, int]:
@@ -551,6 +652,44 @@ class ConversationHandle:
 
     async def adelete_messages(self, ids: Iterable[str]) -> dict[str, int]:
         return await self._mem._arun(self._mem._delete_messages(self.key, _message_ids(ids)))
+
+    def clear(self) -> dict[str, int]:
+        """Delete every message acknowledged so far, with their vectors, exported rows and the
+        summary; keep the conversation, its working memory and its seqs (new messages continue
+        after the last one). Returns counts per store; :meth:`verify_deleted` proves it."""
+        return self._mem._run(self._mem._clear(self.key))
+
+    async def aclear(self) -> dict[str, int]:
+        return await self._mem._arun(self._mem._clear(self.key))
+
+    def verify_deleted(self, ids: Iterable[str] | None = None) -> DeletionProof:
+        """Scan every store for these messages (``None``: any message of the conversation, the
+        check after :meth:`clear` when nothing was added since): the store, the vectors, the
+        shard's snapshot files, the host's buffer and queue, the exports. ``.clean`` when none
+        remains."""
+        return self._mem._run(self._verify_deleted(ids))
+
+    async def averify_deleted(self, ids: Iterable[str] | None = None) -> DeletionProof:
+        return await self._mem._arun(self._verify_deleted(ids))
+
+    def _verify_deleted(self, ids: Iterable[str] | None) -> Coroutine[Any, Any, DeletionProof]:
+        from memray.service.erasure import verify_messages_deleted
+
+        wanted = None if ids is None else _message_ids(ids)
+        return verify_messages_deleted(self._mem.deployment, self._mem.config, self.key, wanted)
+
+    @property
+    def durable_seq(self) -> int:
+        """The highest seq known durable (committed to the store): everything up to it survives
+        a crash. Asks the conversation's host."""
+        return self._mem._run(self._durable_seq())
+
+    async def adurable_seq(self) -> int:
+        return await self._mem._arun(self._durable_seq())
+
+    async def _durable_seq(self) -> int:
+        _, durable = await self._host.call("last_seq", self.key)
+        return int(durable)
 
     # summary and metadata
     def summary(self) -> str | None:
@@ -641,13 +780,20 @@ def _message_ids(ids: Iterable[str]) -> list[str]:
 
 
 def _check_path(config: MemoryConfig) -> None:
-    """The data directory: a directory (created if missing), never a file."""
+    """The data directory: a directory, or one that can be created (it is, once memray starts);
+    never a file. Nothing is created here: an open that fails later leaves no folder behind."""
     path = config.path
     if os.path.exists(config.root) and not os.path.isdir(config.root):
         raise ValidationError("path", path, "is a file, not a directory",
                               "give a directory (memray creates it if missing and keeps history.duckdb, vectors/ and exports/ in it)")
-    try:
-        os.makedirs(config.root, exist_ok=True)
-    except OSError as exc:
-        raise ValidationError("path", path, f"cannot be created: {exc.strerror or exc}",
-                              "give a directory you can write to") from exc
+    parent = config.root
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
+        raise ValidationError("path", path, f"cannot be created: {parent} is not a directory you can write to",
+                              "give a directory you can write to")
+
+
+def _stream(scoring: object) -> Stream | None:
+    parsed = coerce_scoring(scoring)
+    return None if parsed is None else parsed.to_stream()

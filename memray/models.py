@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from memray.errors import MISSING, ValidationError
 from memray.ids import validate_id
 from memray.validation import check_finite, check_text, json_text
+from memray.scoring import Scoring, check_importance, coerce_scoring, to_seconds
 
 __all__ = [
     "Role",
@@ -115,6 +116,10 @@ class Message(_Record):
     ``seq`` is assigned by memray when the message is first added: strictly increasing per
     conversation, and the only order memray uses. ``created_at`` is Unix seconds (informational).
     Accepts ``content`` (a string or a list of parts) as an alias of ``parts``.
+
+    For simulations (:mod:`memray.scoring`): ``sim_time`` is the simulation's clock (seconds, or
+    a timezone-aware datetime, stored as seconds), ``importance`` a number in [0, 1];
+    ``agent_id`` / ``sub_agent_id`` say which agent (and which of its sub-agents) wrote it.
     """
 
     id: str = Field(default_factory=new_id)
@@ -123,6 +128,10 @@ class Message(_Record):
     created_at: float = Field(default_factory=_now)
     metadata: dict[str, Any] = Field(default_factory=dict)
     seq: int | None = None
+    sim_time: float | None = None
+    importance: float | None = None
+    agent_id: str | None = None
+    sub_agent_id: str | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -146,6 +155,21 @@ class Message(_Record):
     @classmethod
     def _finite_time(cls, v: float) -> float:
         return check_finite("message.created_at", v)
+
+    @field_validator("sim_time", mode="before")
+    @classmethod
+    def _sim_time(cls, v: Any) -> float | None:
+        return to_seconds("message.sim_time", v)
+
+    @field_validator("importance", mode="before")
+    @classmethod
+    def _importance(cls, v: Any) -> float | None:
+        return check_importance("message.importance", v)
+
+    @field_validator("agent_id", "sub_agent_id")
+    @classmethod
+    def _agent(cls, v: str | None, info: Any) -> str | None:
+        return None if v is None else validate_id(f"message.{info.field_name}", v)
 
     @property
     def text(self) -> str:
@@ -276,13 +300,16 @@ class ConversationInfo(_Record):
 
 
 class MemoryEntry(_Record):
-    """A long-term memory: a fact, preference or past exchange worth recalling later."""
+    """A long-term memory: a fact, preference or past exchange worth recalling later.
+    ``sim_time`` and ``importance`` as on :class:`Message` (:mod:`memray.scoring`)."""
 
     id: str = Field(default_factory=new_id)
     content: str | list[Part]
     author: str = "user"
     timestamp: float = Field(default_factory=_now)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    sim_time: float | None = None
+    importance: float | None = None
 
     @field_validator("id")
     @classmethod
@@ -293,6 +320,16 @@ class MemoryEntry(_Record):
     @classmethod
     def _finite_time(cls, v: float) -> float:
         return check_finite("entry.timestamp", v)
+
+    @field_validator("sim_time", mode="before")
+    @classmethod
+    def _sim_time(cls, v: Any) -> float | None:
+        return to_seconds("entry.sim_time", v)
+
+    @field_validator("importance", mode="before")
+    @classmethod
+    def _importance(cls, v: Any) -> float | None:
+        return check_importance("entry.importance", v)
 
     @property
     def text(self) -> str:
@@ -318,7 +355,10 @@ def check_entry(entry: MemoryEntry, field: str = "entry") -> MemoryEntry:
 
 
 class SearchRequest(_Record):
-    """``project_id=None`` searches global entries only; ``project_id=P`` global plus P's."""
+    """``project_id=None`` searches global entries only; ``project_id=P`` global plus P's.
+    ``scoring`` ranks (default: relevance); ``after``/``before`` keep entries whose simulation
+    time is in ``[after, before)``, ``created_after``/``created_before`` the same on ``timestamp``
+    (:mod:`memray.scoring`)."""
 
     query: str
     user_id: str
@@ -327,6 +367,21 @@ class SearchRequest(_Record):
     min_score: float | None = None
     project_id: str | None = None
     mode: RetrievalMode | None = None
+    scoring: Scoring | None = None
+    after: float | None = None
+    before: float | None = None
+    created_after: float | None = None
+    created_before: float | None = None
+
+    @field_validator("scoring", mode="before")
+    @classmethod
+    def _scoring(cls, v: Any) -> Scoring | None:
+        return coerce_scoring(v)
+
+    @field_validator("after", "before", "created_after", "created_before", mode="before")
+    @classmethod
+    def _time(cls, v: Any, info: Any) -> float | None:
+        return to_seconds(info.field_name, v)
 
 
 class MemoryResult(_Record):

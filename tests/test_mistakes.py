@@ -54,7 +54,7 @@ def test_a_file_as_the_data_path_says_to_give_a_directory(tmp_path):
     (dict(mode="inproces"), "mode", "did you mean 'inprocess'?"),
     (dict(modee="inprocess"), "modee", "unknown MemoryConfig option; did you mean 'mode'? options: path, mode,"),
     (dict(hosts=0), "hosts", "invalid hosts=0: must be greater than 0"),
-    (dict(embedder={"kind": "hsh"}), "embedder.kind", "must be 'hash', 'openai', 'local' or 'none'; did you mean 'hash'?"),
+    (dict(embedder={"kind": "hsh"}), "embedder.kind", "must be 'hash', 'openai', 'local', 'none' or 'custom'; did you mean 'hash'?"),
     (dict(index={"mode": "semantic"}), "index.mode", "must be 'vector', 'lexical' or 'hybrid'"),
 ])
 def test_configuration_mistakes_are_memray_errors_naming_the_option(tmp_path, kwargs, field, says):
@@ -185,7 +185,7 @@ def test_roles_are_a_list_of_role_names(conv):
 
 def test_list_conversations_order_and_offset(mem):
     err = raises(lambda: mem.list_conversations("u1", order="newest"), "order")
-    assert "use updated_desc, updated_asc, created_desc or created_asc" in str(err)
+    assert "use updated_desc, updated_asc, created_desc, created_asc, title_asc or title_desc" in str(err)
     raises(lambda: mem.list_conversations("u1", offset=-1), "offset")
 
 

@@ -50,6 +50,11 @@ class MessageBuffer:
     def pending_count(self) -> int:
         return len(self._pending)
 
+    @property
+    def settled(self) -> bool:
+        """Nothing pending or in flight: every message held is durable."""
+        return not self._pending and not self._inflight
+
     def get(self, message_id: str) -> Message | None:
         return self._messages.get(message_id)
 

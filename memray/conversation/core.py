@@ -14,6 +14,7 @@ from memray.conversation.buffer import MessageBuffer
 from memray.conversation.persist import PersistChain
 from memray.ids import ConversationKey
 from memray.models import Message
+from memray.scoring import Window
 
 if TYPE_CHECKING:
     from memray.store.deadletter import DeadLetter
@@ -138,8 +139,18 @@ def matches(
     after_seq: int | None,
     roles: list[str] | None,
     metadata: dict[str, Any] | None,
+    window: Window | None = None,
+    agent_id: str | None = None,
+    sub_agent_id: str | None = None,
 ) -> bool:
+    """The filters of ``messages()`` (the store applies the same ones in SQL)."""
     seq = msg.seq or 0
+    if window is not None and not _in_window(msg, Window(*window)):
+        return False
+    if agent_id is not None and msg.agent_id != agent_id:
+        return False
+    if sub_agent_id is not None and msg.sub_agent_id != sub_agent_id:
+        return False
     if before_seq is not None and seq >= before_seq:
         return False
     if after_seq is not None and seq <= after_seq:
@@ -148,6 +159,15 @@ def matches(
         return False
     if metadata:
         return all(k in msg.metadata and msg.metadata[k] == v for k, v in metadata.items())
+    return True
+
+
+def _in_window(msg: Message, w: Window) -> bool:
+    for value, lo, hi in ((msg.sim_time, w.after, w.before), (msg.created_at, w.created_after, w.created_before)):
+        if (lo is not None or hi is not None) and value is None:
+            return False
+        if (lo is not None and value < lo) or (hi is not None and value >= hi):  # type: ignore[operator]
+            return False
     return True
 
 

@@ -40,13 +40,16 @@ from memray.conversation.core import Conversation, matches, overlay
 from memray.conversation.ledger import AckLedger
 from memray.conversation.persist import PersistChain
 from memray.conversation.tail import Tail, TailKeeper
+from memray.conversation.title import Titler
 from memray.embedding.pipeline import EmbeddingPipeline, PendingItem
 from memray.errors import ClosedError, DeadLetterError, StoreError
 from memray.ids import ConversationKey
+from memray.index.columns import columns_of
 from memray.metrics import DEAD_LETTERS, MESSAGES_LOST, LagRecorder
 from memray.models import Message
 from memray.runtime.batch import Coalescer
 from memray.runtime.ref import ActorRef
+from memray.scoring import Window
 from memray.store.base import ConversationSnapshot
 from memray.store.deadletter import DeadLetter
 from memray.store.rows import (
@@ -112,6 +115,9 @@ class ConversationHost:
         self._pipeline.on_indexed = self._on_indexed
         summarizer = build_summarizer(self.config.summarizer)
         self._keeper = None if summarizer is None else SummaryKeeper(self._store, summarizer, self.config.summarizer, estimate_tokens)
+        self._titler: Titler | None = None
+        if self.config.summarizer.titles and hasattr(summarizer, "title"):
+            self._titler = Titler(self._store, summarizer)  # type: ignore[arg-type]
         self._lookup: Coalescer[tuple[ConversationKey, list[str]], dict[str, int]] = Coalescer(
             lambda asks: self._store.call("stored_seqs", asks), 4096)
 
@@ -321,7 +327,12 @@ class ConversationHost:
 
     def _after_commit(self, conv: Conversation, rows: list[MessageRow]) -> None:
         ns = conversation_namespace(conv.key)
-        self._pipeline.submit([PendingItem(ns, r.id, r.text, float(r.seq), message_payload(r)) for r in rows if r.text])
+        self._pipeline.submit([
+            PendingItem(ns, r.id, r.text, float(r.seq), message_payload(r), columns_of(r.created_at, r.sim_time, r.importance))
+            for r in rows if r.text
+        ])
+        if self._titler is not None:
+            self._titler.consider(conv.key, rows)
         if self._keeper is None:
             return
         if conv.unsummarized_tokens >= 0:
@@ -354,8 +365,8 @@ class ConversationHost:
         if key is not None and key not in self._conversations and key in self._lost:
             await self._get(key)  # not held since the restart: load it so its losses are reported
         convs = [self._conversations[key]] if key is not None and key in self._conversations else (
-            [] if key is not None else list(self._conversations.values())
-        )
+            [] if key is not None else [c for c in self._conversations.values() if not c.buffer.settled]
+        )  # all of a host's conversations: only those with a write to wait for (thousands are idle)
         await self._flush_all(convs, self.config.write_timeout_s if timeout_s is None else timeout_s, report, report)
 
     async def _flush_one(self, conv: Conversation, timeout_s: float | None, report_lost: bool = True,
@@ -394,15 +405,18 @@ class ConversationHost:
     async def messages(
         self, key: ConversationKey, limit: int | None = None, before_seq: int | None = None,
         after_seq: int | None = None, roles: list[str] | None = None, metadata: dict[str, Any] | None = None,
+        window: Window | None = None, agent_id: str | None = None, sub_agent_id: str | None = None,
     ) -> list[Message]:
         conv = await self._get(key)
         def keep(m: Message) -> bool:
-            return matches(m, before_seq, after_seq, roles, metadata)
+            return matches(m, before_seq, after_seq, roles, metadata, window, agent_id, sub_agent_id)
 
-        if after_seq is None and roles is None and not metadata and conv.covers(before_seq, limit):
+        filtered = window is not None or agent_id is not None or sub_agent_id is not None
+        if after_seq is None and roles is None and not metadata and not filtered and conv.covers(before_seq, limit):
             held = [m for m in conv.buffer.recent() if keep(m)]
             return held[-limit:] if limit else held if limit is None else []
-        rows = await self._store.call("get_messages", key, limit, before_seq, after_seq, roles, metadata)
+        rows = await self._store.call("get_messages", key, limit, before_seq, after_seq, roles, metadata,
+                                      window, agent_id, sub_agent_id)
         return overlay([row_to_message(r) for r in rows], conv.buffer.unsettled(), limit, keep)
 
     async def recent_many(self, requests: list[tuple[ConversationKey, int]]) -> list[tuple[list[Message], Tail]]:
@@ -468,6 +482,52 @@ class ConversationHost:
         counts: dict[str, int] = await self._store.call("delete_messages", key, ids)
         counts["vectors"] = await self._router.delete(refs)
         return counts
+
+    async def clear(self, key: ConversationKey, timeout_s: float = 60.0) -> dict[str, int]:
+        """Delete every message the conversation has acknowledged so far, with their vectors,
+        exported rows and its summary; the conversation, its working memory and its seqs stay
+        (new messages continue after the last seq). Messages added while it runs are kept.
+        Returns counts per store (``vectors`` included)."""
+        conv = await self._get(key)
+        upto = conv.last_seq
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while conv.summarizing and loop.time() < deadline:  # a fold in flight must not land afterwards
+            await asyncio.sleep(0.01)
+        await conv.flush(timeout_s)
+        for msg in conv.buffer.recent():  # (no await since the flush: no write of these can start)
+            if (msg.seq or 0) <= upto:
+                conv.buffer.discard(msg.id)
+        if conv.unindexed:
+            conv.unindexed = {i: m for i, m in conv.unindexed.items() if (m.seq or 0) > upto} or None
+        ns = conversation_namespace(key)
+        self._pipeline.forget_if(lambda item: item.namespace == ns and item.recency <= upto)
+        await self._pipeline.wait_idle(timeout_s)
+        counts: dict[str, int]
+        counts, ids = await self._store.call("clear_messages", key, upto)
+        counts["vectors"] = await self._router.delete([(ns, i) for i in ids])
+        if self._keeper is not None:
+            self._keeper.forget(key)
+        conv.unsummarized_tokens = -1  # recounted by the keeper on the next write
+        return counts
+
+    async def count_messages(self, key: ConversationKey, ids: list[str] | None = None) -> dict[str, int]:
+        """What this host holds of the conversation's messages (only ``ids`` when given): in the
+        buffer or the read-your-writes tail, and queued for embedding (a deletion check)."""
+        await self.start()
+        conv = self._conversations.get(key)
+        wanted = None if ids is None else set(ids)
+        ns = conversation_namespace(key)
+        held: set[str] = set()
+        if conv is not None:
+            held = {m.id for m in conv.buffer.recent()} | set(conv.unindexed or ())
+        queued = self._pipeline.count_if(lambda item: item.namespace == ns and (wanted is None or item.doc_id in wanted))
+        return {"host_messages": len(held if wanted is None else held & wanted), "host_queued": queued}
+
+    async def unconfirmed(self) -> list[tuple[Namespace, str]]:
+        """Items this host committed and the shards have not confirmed yet (a fork re-reads them)."""
+        await self.start()
+        return self._pipeline.unconfirmed()
 
     async def evict_user(self, app: str, user_id: str, timeout_s: float = 60.0) -> int:
         """Forget every conversation of the user held here and their queued embedding work, and

@@ -36,11 +36,13 @@ from memray.conversation.working_memory import WorkingMemory, render_instruction
 from memray.embedding.query import Encoded, QueryEncoder
 from memray.ids import ConversationKey
 from memray.index.base import ShardHit
-from memray.index.fusion import hit_order
+from memray.index.columns import columns_of
+from memray.index.fusion import hit_order, rank
 from memray.metrics import DEGRADED_RECALLS, SEARCH_LATENCY
 from memray.models import Context, Hit, Message, RetrievalMode
 from memray.runtime.batch import Coalescer
 from memray.runtime.ref import ActorRef
+from memray.scoring import Stream, Window
 from memray.store.rows import Namespace, conversation_namespace, row_to_message
 
 if TYPE_CHECKING:
@@ -83,7 +85,10 @@ class Recall:
         self._written: dict[tuple[str, str], dict[ConversationKey, dict[str, tuple[int, Message]]]] = {}
         self._written_count = 0
         self._recent_batches: dict[str, Coalescer[tuple[ConversationKey, int], tuple[list[Message], Tail]]] = {}
-        self._extras_batch: Coalescer[tuple[ConversationKey, str], tuple[str | None, str | None]] = Coalescer(
+        #: The newest recent messages context() keeps even when the summary covers them
+        #: (``SummarizerConfig.keep_messages``; the facade sets it).
+        self.keep_messages = 6
+        self._extras_batch: Coalescer[tuple[ConversationKey, str], tuple[str | None, str | None, int]] = Coalescer(
             lambda requests: self._store.call("context_extras", requests)
         )
 
@@ -157,18 +162,21 @@ class Recall:
     # -- search -----------------------------------------------------------------------------
     async def search(
         self, key: ConversationKey, query: str, limit: int, min_score: float | None = None,
-        mode: RetrievalMode | None = None, scope: Scope = "conversation",
+        mode: RetrievalMode | None = None, scope: Scope = "conversation", stream: Stream | None = None,
+        window: Window | None = None,
     ) -> SearchResults:
-        return await self._search(key, query, limit, min_score, mode, scope, None)
+        """``stream``: memory-stream scoring; ``window``: time bounds (:mod:`memray.scoring`)."""
+        return await self._search(key, query, limit, min_score, mode, scope, None, stream, window)
 
     async def search_app(
         self, app: str, query: str, limit: int, min_score: float | None = None, mode: RetrievalMode | None = None,
+        stream: Stream | None = None, window: Window | None = None,
     ) -> SearchResults:
         """Every conversation of ``app`` (all users): fans out to every shard, merges the top
         ``limit``. Sees what is indexed (no read-your-writes tail: that would ask every host)."""
         t0 = time.perf_counter()
         encoded = await self._encode(query, mode)
-        result = await self._router.search_app(app, "conv", encoded.query(query, limit, min_score))
+        result = await self._router.search_app(app, "conv", encoded.query(query, limit, min_score, (), stream, window))
         out = SearchResults(await self._hydrate(result.hits, {}))
         return _finish(out, result.degraded, result.reason, encoded.failed, "app", t0)
 
@@ -179,7 +187,7 @@ class Recall:
 
     async def _search(
         self, key: ConversationKey, query: str, limit: int, min_score: float | None, mode: RetrievalMode | None,
-        scope: Scope, host_tail: Awaitable[Tail] | None,
+        scope: Scope, host_tail: Awaitable[Tail] | None, stream: Stream | None = None, window: Window | None = None,
     ) -> SearchResults:
         """A search; its read-your-writes tail is this process's unseen writes (``host_tail``
         None), or the conversation's host's tail (context())."""
@@ -189,7 +197,7 @@ class Recall:
         if host_tail is not None:  # the host's tail covers this conversation, whoever wrote to it
             unseen[key] = {}
         watch = tuple((conversation_namespace(k), tuple(seq for seq, _ in mine.values())) for k, mine in unseen.items())
-        request = encoded.query(query, limit, min_score, watch)
+        request = encoded.query(query, limit, min_score, watch, stream, window)
 
         def run() -> Awaitable[RouterResult]:
             if scope == "conversation":
@@ -233,19 +241,21 @@ class Recall:
         embedder = self.encoder.embedder
         if encoded.vector is not None and embedder is not None and getattr(embedder, "recomputable", False):
             vectors = np.asarray(embedder.embed([m.text for m in msgs]), dtype=np.float32)
-        scores = score_tail(msgs, request, stats, vectors)
+        relevance = score_tail(msgs, request, stats, vectors)
         from_tail = {(ns, m.id): m for ns, m in pending}
         merged = [h for h in hits if (Namespace(*h.namespace), h.doc_id) not in from_tail]
-        if self._neighbour_weight > 0.0:  # as the shard does (memray.index.fusion)
+        if self._neighbour_weight > 0.0:  # as the shard does (memray.index.fusion), before stream ranking
             for ns in {ns for ns, _ in pending}:
                 at = [n for n, (n_ns, _) in enumerate(pending) if n_ns == ns]
-                known = {int(h.recency): h.score for h in merged if Namespace(*h.namespace) == ns}
-                for n, score in zip(at, support_neighbours([msgs[n].seq or 0 for n in at], [scores[n] for n in at],
+                known = {int(h.recency): h.score for h in merged if Namespace(*h.namespace) == ns and request.stream is None}
+                for n, score in zip(at, support_neighbours([msgs[n].seq or 0 for n in at], [relevance[n] for n in at],
                                                            known, self._neighbour_weight)):
-                    scores[n] = score
-        floor = request.min_score
-        for (ns, msg), score in zip(pending, scores):
-            if score > 0.0 if floor is None else score >= floor:
+                    relevance[n] = score
+        columns = np.array([columns_of(m.created_at, m.sim_time, m.importance) for m in msgs], dtype=np.float64)
+        scores = rank(np.array(relevance, dtype=np.float64), columns.reshape(-1, 3), request.min_score, request.stream,
+                      request.window)
+        for (ns, msg), score in zip(pending, scores.tolist()):
+            if score == score:  # NaN: not a hit (outside the window, or under the relevance floor)
                 merged.append(ShardHit(ns, msg.id, score, float(msg.seq or 0), ""))
         merged.sort(key=hit_order)
         return merged[: request.k], from_tail
@@ -285,23 +295,23 @@ class Recall:
     async def context(
         self, host: ActorRef, key: ConversationKey, wm: WorkingMemory, query: str | None, limit: int = 10, semantic_limit: int = 5,
         merge: Merge = "append", scope: Scope = "conversation", token_budget: int | None = None,
-        mode: RetrievalMode | None = None, min_score: float | None = None,
+        mode: RetrievalMode | None = None, min_score: float | None = None, stream: Stream | None = None,
     ) -> Context:
         recent_call = asyncio.ensure_future(self._recent(host, key, limit))
         extras_call = self._extras(key, wm)
         if not query or semantic_limit <= 0:
-            (only_recent, _), (summary_text, note) = await asyncio.gather(recent_call, extras_call)
-            return assemble(only_recent, [], merge, summary_text, note, token_budget)
+            (only_recent, _), (summary_text, note, through) = await asyncio.gather(recent_call, extras_call)
+            return assemble(self._uncovered(only_recent, through), [], merge, summary_text, note, token_budget)
 
         async def host_tail() -> Tail:  # the conversation's tail comes with its recent messages
             return (await recent_call)[1]
 
-        recall_call = self._search(key, query, semantic_limit + limit, min_score, mode, scope, host_tail())
+        recall_call = self._search(key, query, semantic_limit + limit, min_score, mode, scope, host_tail(), stream)
         got_recent, extras, recalled = await asyncio.gather(recent_call, extras_call, recall_call, return_exceptions=True)
         if isinstance(got_recent, BaseException):
             raise got_recent
-        recent = got_recent[0]
-        summary, block = (None, None) if isinstance(extras, BaseException) else extras
+        summary, block, through = (None, None, 0) if isinstance(extras, BaseException) else extras
+        recent = self._uncovered(got_recent[0], through)
         degraded, reason = False, None
         hits: list[Message] = []
         if isinstance(recalled, BaseException):
@@ -317,13 +327,23 @@ class Recall:
             DEGRADED_RECALLS.inc(1, {"scope": "context"})
         return ctx.model_copy(update={"degraded": degraded, "reason": reason})
 
-    async def _extras(self, key: ConversationKey, wm: WorkingMemory) -> tuple[str | None, str | None]:
-        """The summary text and the working-memory block (None when there is none): one store
-        call for all the context() calls running at once (see :class:`Coalescer`)."""
-        summary, raw = await self._extras_batch.get((key, wm.spec.scope))
+    def _uncovered(self, recent: list[Message], through: int) -> list[Message]:
+        """``recent`` without the messages the summary covers (seq <= ``through``): the summary
+        stands for them in the prompt. The newest ``keep_messages`` stay whatever it covers.
+        Recalled messages are not filtered: they are the verbatim detail a summary loses."""
+        if through <= 0:
+            return recent
+        keep = len(recent) - self.keep_messages
+        return [m for i, m in enumerate(recent) if i >= keep or (m.seq or 0) > through]
+
+    async def _extras(self, key: ConversationKey, wm: WorkingMemory) -> tuple[str | None, str | None, int]:
+        """The summary text, the working-memory block (None when there is none) and the seq the
+        summary covers through: one store call for all the context() calls running at once (see
+        :class:`Coalescer`)."""
+        summary, raw, through = await self._extras_batch.get((key, wm.spec.scope))
         note = wm.value_of(raw, 0)
         block = render_instructions(wm.spec, note.text) if note.content is not None else None
-        return summary, block
+        return summary, block, int(through)
 
 
 def _finish(

@@ -265,6 +265,12 @@ _SYSTEM_PROMPT = (
 )
 
 
+_TITLE_PROMPT = (
+    "Give the conversation below a short, specific title: at most 8 words, in its language, no "
+    "quotes, no trailing punctuation. Answer with the title only."
+)
+
+
 class OpenAIChatSummarizer:
     """A summariser that asks an OpenAI-compatible ``chat.completions`` endpoint (OpenAI, vLLM,
     Ollama...). Long inputs are folded in chunks of at most ``max_input_tokens``. Failures raise
@@ -345,6 +351,23 @@ class OpenAIChatSummarizer:
         if not text or not text.strip():
             raise SummaryError(f"summariser {self.model!r} returned an empty summary")
         return _TAGS.sub("", text).strip()
+
+    def title(self, lines: list[str]) -> str:
+        """A short title for a conversation that opens with ``lines`` (memray.conversation.title)."""
+        client = self._open()
+        import openai
+
+        try:
+            response = client.chat.completions.create(
+                model=self.model, max_tokens=32, temperature=0,
+                messages=[{"role": "system", "content": _TITLE_PROMPT}, {"role": "user", "content": "\n".join(lines)[:4000]}],
+            )
+        except openai.OpenAIError as exc:
+            raise SummaryError(f"summariser {self.model!r} could not title a conversation: {exc}") from exc
+        text = response.choices[0].message.content if response.choices else None
+        if not text or not text.strip():
+            raise SummaryError(f"summariser {self.model!r} returned an empty title")
+        return str(text).strip().strip("\"'").rstrip(".")
 
 
 def build_summarizer(config: SummarizerConfig, estimate_tokens: EstimateTokens = default_estimate_tokens) -> Summarizer | None:

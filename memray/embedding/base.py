@@ -49,7 +49,11 @@ def build_embedder(config: EmbedderConfig) -> Embedder | None:
     inner: Embedder
     if config.kind == "none":
         return None
-    if config.kind == "hash":
+    if config.kind == "custom":
+        from memray.embedding.custom import CustomEmbedder
+
+        inner = CustomEmbedder(config.custom, config.model)
+    elif config.kind == "hash":
         from memray.embedding.hashing import HashEmbedder
 
         inner = HashEmbedder(config.dim)

@@ -133,6 +133,11 @@ class HashEmbedder:
         self._table = _FeatureTable(dim)
         self._lock = threading.Lock()
 
+    def __reduce__(self) -> tuple[type[HashEmbedder], tuple[int, int]]:
+        # Pickles as its parameters (the token table is a cache; the lock cannot be pickled), so a
+        # caller's embedder that wraps one can be sent to the Ray actors.
+        return (HashEmbedder, (self.dim, self.max_vocab))
+
     def embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
         """Embed ``texts``: float32 ``[len(texts), dim]``, rows L2-normalised, order kept."""
         n = len(texts)

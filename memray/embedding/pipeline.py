@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from typing import TYPE_CHECKING, Any, Callable, Collection, NamedTuple
 
@@ -44,6 +45,7 @@ class PendingItem(NamedTuple):
     text: str
     recency: float
     payload: str = ""  # the item as JSON, kept by the shard so hits need no store read
+    columns: tuple[float, float, float] | None = None  # (created_at, sim_time, importance); None: unknown
 
 
 class EmbeddingPipeline:
@@ -61,6 +63,7 @@ class EmbeddingPipeline:
         self._lexical_after_s = lexical_after_s
         self._queue: list[PendingItem] = []
         self._retry: list[PendingItem] = []
+        self._busy: list[PendingItem] = []  # the batch being embedded and indexed now
         self._task: asyncio.Task[None] | None = None
         self._retry_task: asyncio.Task[None] | None = None
         self._idle = asyncio.Event()
@@ -103,6 +106,19 @@ class EmbeddingPipeline:
         wanted = {(Namespace(*ns), doc) for ns, doc in refs}
         return self._drop(lambda item: (item.namespace, item.doc_id) in wanted)
 
+    def forget_if(self, gone: Callable[[PendingItem], bool]) -> int:
+        """Drop queued and retry work for the items ``gone`` selects; returns how many."""
+        return self._drop(gone)
+
+    def unconfirmed(self) -> list[tuple[Namespace, str]]:
+        """Every item submitted and not yet confirmed indexed: queued, being processed, or
+        awaiting a retry (what a fork must re-read: :mod:`memray.runtime.fork`)."""
+        return list(dict.fromkeys((i.namespace, i.doc_id) for i in (*self._busy, *self._queue, *self._retry)))
+
+    def count_if(self, predicate: Callable[[PendingItem], bool]) -> int:
+        """Items queued or awaiting a retry that ``predicate`` selects."""
+        return sum(1 for i in (*self._queue, *self._retry) if predicate(i))
+
     def count(self, predicate: Callable[[Namespace], bool]) -> int:
         """Items queued or awaiting a retry whose namespace matches ``predicate``."""
         return sum(1 for i in (*self._queue, *self._retry) if predicate(i.namespace))
@@ -130,8 +146,11 @@ class EmbeddingPipeline:
         try:
             while self._queue:
                 batch, self._queue = self._queue[: self._batch_size], self._queue[self._batch_size :]
+                self._busy = batch
                 await self._process(batch)
+                self._busy = []
         finally:
+            self._busy = []
             self._task = None
             if not self._queue:
                 self._idle.set()
@@ -196,7 +215,8 @@ class EmbeddingPipeline:
         self._stamp += 1
         stamp = self._stamp
         items = [
-            IndexItem(i.namespace, i.doc_id, None if vectors is None else vectors[n], i.text, i.recency, i.payload, stamp)
+            IndexItem(i.namespace, i.doc_id, None if vectors is None else vectors[n], i.text, i.recency, i.payload, stamp,
+                      i.columns)
             for n, i in enumerate(batch)
         ]
         try:
@@ -237,7 +257,8 @@ class EmbeddingPipeline:
         if self._embedder is None:
             return 0
         rows = await self._store.call("pending_embeddings", self.model_id, limit)
-        self.submit([PendingItem(ns, doc_id, text, 0.0) for ns, doc_id, text in rows])
+        # recency and columns unknown here (NaN, None): the shard keeps what it holds for them
+        self.submit([PendingItem(ns, doc_id, text, math.nan) for ns, doc_id, text in rows])
         return len(rows)
 
     async def close(self) -> None:

@@ -17,6 +17,7 @@ from memray.embedding.calibration import Calibration
 from memray.errors import EmbeddingError
 from memray.index.search import Mode, Query
 from memray.runtime.batch import Coalescer
+from memray.scoring import Stream, Window
 
 if TYPE_CHECKING:
     from memray.embedding.base import Embedder
@@ -33,9 +34,10 @@ class Encoded(NamedTuple):
     calibration: Calibration
     failed: str | None  # why the vector part could not be used (the search is degraded)
 
-    def query(self, text: str, k: int, min_score: float | None, watch: tuple[Any, ...] = ()) -> Query:
+    def query(self, text: str, k: int, min_score: float | None, watch: tuple[Any, ...] = (),
+              stream: Stream | None = None, window: Window | None = None) -> Query:
         threshold, weight = self.calibration
-        return Query(text, self.vector, k, self.mode, min_score, self.model_id, threshold, weight, watch)
+        return Query(text, self.vector, k, self.mode, min_score, self.model_id, threshold, weight, watch, stream, window)
 
 
 class QueryEncoder:

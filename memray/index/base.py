@@ -49,9 +49,11 @@ class IndexItem(NamedTuple):
     doc_id: str
     vector: Any  # float32[dim], L2-normalised, or None
     text: str
-    recency: float  # seq for messages, timestamp for entries: the later wins ties
+    recency: float  # seq for messages, timestamp for entries: the later wins ties (NaN: unknown, kept)
     payload: str = ""  # the item as JSON, returned with hits so they need no store read
     stamp: int = 0  # the indexing stamp of a conversation host's upsert (read-your-writes)
+    columns: tuple[float, float, float] | None = None  # (created_at, sim_time, importance), NaN: none;
+    #                                                    None: unknown, the shard keeps what it has
 
 
 class ShardHit(NamedTuple):

@@ -31,6 +31,30 @@ Then, for conversation messages, **neighbour support**: a message whose previous
 topic. Only messages relevant on their own get it (their score stays above 0 only if it was), and
 it stays within [0, 1].
 
+**Filters** (:class:`memray.scoring.Window`) come first: an item outside the window is not a
+candidate. ``after``/``before`` bound its simulation time (``after <= sim_time < before``; an
+item without one is outside every simulation-time window), ``created_after``/``created_before``
+its wall-clock creation time (an entry's ``timestamp``) the same way.
+
+**Memory-stream scoring** (``Scoring.stream``; Park et al. 2023, "Generative Agents"). The
+relevance ``R`` above must pass the relevance floor first (``R > 0``, or ``R >= min_score``):
+recency and importance rank relevant items, they never make an irrelevant one a hit. Then::
+
+    S = (w_rec * recency + w_imp * importance + w_rel * R) / (w_rec + w_imp + w_rel)
+    recency = decay_per_hour ** max(0, (now - sim_time) / 3600)      (0 without a sim_time)
+    importance = the item's importance in [0, 1]                     (0 without one)
+
+``now`` is the query's simulation time and ``sim_time`` the item's, both in simulated seconds,
+so ``decay_per_hour`` is per simulated hour (0.995 in the paper). S is in [0, 1]. Where the paper
+min-max normalises each part over the candidates, memray keeps every part absolute (recency and
+importance are already in [0, 1]), so scores of different shards, and of the read-your-writes
+tail, compare directly. With ``min_score=0`` (no floor) every item in scope is a candidate with
+its R (0 for most), which ranks a namespace by recency and importance alone. A shard scores its
+own items (:func:`rank`, in :mod:`memray.index.search`), the caller the messages not yet indexed
+(:mod:`memray.conversation.tail`): the same function, so both agree. In an HNSW namespace the
+vector candidates are the nearest ``STREAM_DEPTH`` (200), not all of them: stream ranking there
+is approximate for items relevant only by vector and beyond that depth.
+
 Order: score descending, then recency descending (later messages/entries win ties), then
 ``doc_id`` ascending, then namespace: results are deterministic.
 """
@@ -39,7 +63,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import numpy as np
+
 from memray.index.base import ShardHit
+from memray.scoring import SECONDS_PER_HOUR, Stream, Window
 
 __all__ = [
     "lexical_score",
@@ -48,6 +75,9 @@ __all__ = [
     "neighbour_support",
     "hit_order",
     "top_hits",
+    "in_window",
+    "stream_scores",
+    "rank",
 ]
 
 
@@ -90,3 +120,40 @@ def top_hits(hits: Iterable[ShardHit], k: int, min_score: float | None = None) -
         kept = [h for h in hits if h.score >= min_score]
     kept.sort(key=hit_order)
     return kept[: max(0, k)]
+
+
+def in_window(columns: np.ndarray, window: Window | None) -> np.ndarray:
+    """Which rows of ``columns`` (``float64[n, 3]``: created_at, sim_time, importance) lie in
+    ``window`` (see the module docstring); NaN compares false, so a missing time is outside."""
+    keep = np.ones(len(columns), dtype=bool)
+    if window is None:
+        return keep
+    after, before, created_after, created_before = window
+    for col, lo, hi in ((1, after, before), (0, created_after, created_before)):
+        values = columns[:, col]
+        if lo is not None:
+            keep &= values >= lo
+        if hi is not None:
+            keep &= values < hi
+    return keep
+
+
+def stream_scores(relevance: np.ndarray, columns: np.ndarray, stream: Stream) -> np.ndarray:
+    """The memory-stream score S of each item (module docstring)."""
+    now, decay, w_rec, w_imp, w_rel = stream
+    sim = columns[:, 1]
+    hours = np.maximum(0.0, (now - np.nan_to_num(sim, nan=now)) / SECONDS_PER_HOUR)
+    recency = np.where(np.isnan(sim), 0.0, np.power(decay, hours))
+    importance = np.nan_to_num(columns[:, 2], nan=0.0)
+    scores: np.ndarray = (w_rec * recency + w_imp * importance + w_rel * relevance) / (w_rec + w_imp + w_rel)
+    return scores
+
+
+def rank(relevance: np.ndarray, columns: np.ndarray, min_score: float | None, stream: Stream | None,
+         window: Window | None) -> np.ndarray:
+    """The final score of each item: its relevance (or stream score), NaN where it is not a hit
+    (outside ``window``, or under the relevance floor: ``R > 0``, or ``R >= min_score``)."""
+    rel = np.asarray(relevance, dtype=np.float64)
+    ok = in_window(columns, window) & ((rel > 0.0) if min_score is None else (rel >= min_score))
+    score = rel if stream is None else stream_scores(rel, columns, stream)
+    return np.where(ok, score, np.nan)

@@ -44,6 +44,7 @@ from typing import Any, NamedTuple
 
 from memray.config import IndexConfig
 from memray.errors import UnavailableError
+from memray.index.fork import clear_marker
 from memray.index.search import Query, ShardReply
 from memray.index.shard import VectorShard
 from memray.store.base import IndexRow
@@ -83,10 +84,10 @@ def level_shard(store: Callable[..., Any], shard: Callable[..., Any], shard_id: 
     if want == tuple(shard("vector_digest")):
         return LevelReport(True, 0)
     held = {(Namespace(*ns), d) for ns, d in shard("vectored_refs")}
-    missing = [(Namespace(*ns), d) for ns, d in store("index_refs", shard_id, shards, model_id)
-               if (Namespace(*ns), d) not in held]
+    missing = [(Namespace(*ns), d) for ns, d, vectored in store("index_refs", shard_id, shards, model_id)
+               if vectored and (Namespace(*ns), d) not in held]
     for start in range(0, len(missing), page_size):
-        rows = store("index_rows_for", model_id, missing[start:start + page_size])
+        rows = store("fetch_index_rows", missing[start:start + page_size], model_id)
         shard("reconcile", rows)
     if missing:
         log.info("shard %d leveled with the store: %d vectors were missing", shard_id, len(missing))
@@ -108,11 +109,6 @@ class RecoveringShard(VectorShard):
     ) -> None:
         super().__init__(shard_id, path, dim, model_id, config)
         self.recovering = recovering
-        self._snapshotted: set[Namespace] = set()
-
-    def open(self) -> None:
-        super().open()
-        self._snapshotted = set(self._spaces)
 
     def is_recovering(self) -> bool:
         return self.recovering
@@ -133,33 +129,12 @@ class RecoveringShard(VectorShard):
         return [(ns, doc) for ns, space in self._spaces.items() for doc, label in space.labels.items()
                 if label in space.vectors]
 
-    def reconcile(self, rows: list[IndexRow]) -> int:
-        """:meth:`VectorShard.reconcile`, dropping the kept item JSON of stale items first: it
-        describes the old version (hits then read the item from the store)."""
-        for row in rows:
-            ns = Namespace(*row.namespace)
-            space = self._spaces.get(ns)
-            if space is not None and row.doc_id in space.payload and self._stale(ns, row):
-                del space.payload[row.doc_id]
-        return super().reconcile(rows)
-
     def finish_recovery(self) -> int:
         """End the reconcile pass (deleting what the store no longer has); searches resume."""
         deleted = self.end_reconcile()
         self.recovering = False
+        clear_marker(self.path)  # a fork's shard: now level with its store (memray.index.fork)
         return deleted
-
-    def snapshot(self) -> None:
-        super().snapshot()
-        self._snapshotted = set(self._spaces)
-
-    def snapshot_if_changed(self) -> bool:
-        """:meth:`snapshot` if a namespace changed, appeared or went since the last one (same
-        durability guarantee); True if it wrote one."""
-        if set(self._spaces) == self._snapshotted and not any(s.dirty for s in self._spaces.values()):
-            return False
-        self.snapshot()
-        return True
 
     def _guard(self) -> None:
         if self.recovering:

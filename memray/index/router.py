@@ -139,5 +139,5 @@ class ShardRouter:
                 for ns, seqs in result.held.items():
                     held.setdefault(Namespace(*ns), []).extend(seqs)
         reason = "; ".join(failures) if failures else None
-        return RouterResult(top_hits(hits, query.k, query.min_score), bool(failures), reason, Bm25Stats.merge(stats),
-                            stamps, held)
+        floor = query.min_score if query.stream is None else 0.0  # a stream score is not a relevance: shards applied the floor
+        return RouterResult(top_hits(hits, query.k, floor), bool(failures), reason, Bm25Stats.merge(stats), stamps, held)

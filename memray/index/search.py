@@ -19,18 +19,21 @@ import numpy as np
 from memray.config import IndexConfig
 from memray.index.base import ShardHit
 from memray.index.exact import ExactIndex
-from memray.index.fusion import hybrid_score, lexical_score, neighbour_support
+from memray.index.fusion import hybrid_score, in_window, lexical_score, neighbour_support, rank
 from memray.index.hnsw import HnswIndex
 from memray.index.lexical import Bm25Stats, ideal_bm25
 from memray.index.space import Space
+from memray.scoring import Stream, Window
 from memray.store.rows import Namespace
 from memray.text import index_terms
 
-__all__ = ["Mode", "Query", "ShardReply", "HYBRID_DEPTH", "search_spaces", "vector_scores"]
+__all__ = ["Mode", "Query", "ShardReply", "HYBRID_DEPTH", "STREAM_DEPTH", "search_spaces", "vector_scores"]
 
 Mode = Literal["vector", "lexical", "hybrid"]
 #: How many nearest neighbours an HNSW namespace contributes before thresholding (at least ``k``).
 HYBRID_DEPTH = 50
+#: The same under stream scoring, where recency and importance may lift a less similar item.
+STREAM_DEPTH = 200
 
 
 class Query(NamedTuple):
@@ -47,6 +50,8 @@ class Query(NamedTuple):
     # conversations whose read-your-writes state the reply carries: (namespace, seqs the caller
     # wrote there and has not seen indexed yet) — see memray.conversation.tail
     watch: tuple[tuple[Namespace, tuple[int, ...]], ...] = ()
+    stream: Stream | None = None  # memory-stream scoring (memray.scoring); None: by relevance
+    window: Window | None = None  # simulation / creation time bounds; None: all
 
 
 class ShardReply(NamedTuple):
@@ -62,11 +67,17 @@ def vector_scores(sims: np.ndarray, threshold: float) -> np.ndarray:
 
 
 def _vector_part(index: ExactIndex | HnswIndex, space: Space, vector: np.ndarray, threshold: float,
-                 also: list[str], depth: int) -> dict[str, float]:
-    """V of every item above the threshold (exact: all are compared; HNSW: the ``depth`` nearest),
-    and of the lexical candidates ``also`` wherever they have a vector."""
+                 also: list[str], depth: int, window: Window | None) -> dict[str, float]:
+    """V of every item above the threshold (exact: all are compared; HNSW: the ``depth`` nearest,
+    or, with a time ``window``, every item inside it, compared exactly), and of the lexical
+    candidates ``also`` wherever they have a vector."""
     if isinstance(index, ExactIndex):
         labels, sims = index.scan(vector)
+    elif window is not None:
+        all_labels = np.fromiter(space.docs, dtype=np.int64, count=len(space.docs))
+        inside = all_labels[in_window(space.columns.rows(all_labels), window)]
+        labels = np.array([label for label in inside.tolist() if label in index], dtype=np.int64)
+        sims = index.get(labels) @ vector if len(labels) else np.zeros(0, dtype=np.float32)
     else:
         found, found_sims = index.search(vector, max(depth, 1))
         wanted = [space.labels[d] for d in also if space.labels[d] in index]
@@ -85,33 +96,64 @@ def search_spaces(spaces: list[Space], query: Query, vector: np.ndarray | None, 
     ``vector`` is the L2-normalised query vector (None: no vector part); ``retired`` answers from
     the indexes of the model replaced by the last cutover."""
     mode = query.mode
+    stream = None if query.stream is None else Stream(*query.stream)
+    window = None if query.window is None else Window(*query.window)
     terms = list(dict.fromkeys(index_terms(query.text))) if mode != "vector" else []
     stats = Bm25Stats.merge(space.lexical.stats(terms) for space in spaces)
     ideal = ideal_bm25(terms, stats)
-    depth = max(query.k, HYBRID_DEPTH)
-    scored: list[tuple[float, float, str, Space]] = []
+    depth = max(query.k, HYBRID_DEPTH if stream is None else STREAM_DEPTH)
+    kept: list[tuple[float, float, str, Space]] = []
     for space in spaces:
         lexical = space.lexical.scores(terms, stats) if terms else {}
         vec: dict[str, float] = {}
         index = space.retired if retired else space.vectors
         if vector is not None and index is not None and len(index):
-            vec = _vector_part(index, space, vector, query.threshold, list(lexical), depth)
+            vec = _vector_part(index, space, vector, query.threshold, list(lexical), depth, window)
         scores = _fuse(mode, lexical, vec, ideal, query.vector_weight)
         if space.by_recency is not None and config.neighbour_weight > 0.0:
             if vector is not None and isinstance(index, HnswIndex):  # neighbours beyond the HNSW depth
                 scores.update(_fuse(mode, {}, _neighbour_vectors(space, index, vector, query.threshold, scores), ideal, query.vector_weight))
             scores = _with_neighbours(space, scores, config.neighbour_weight)
-        scored.extend((s, space.recency[doc], doc, space) for doc, s in scores.items())
-        if query.min_score is not None and query.min_score <= 0.0:  # no floor: the rest score 0
-            rest = [doc for doc in space.labels if doc not in scores]
-            rest = heapq.nlargest(query.k, rest, key=space.recency.__getitem__)
-            scored.extend((0.0, space.recency[doc], doc, space) for doc in rest)
-    floor = query.min_score
-    kept = [t for t in scored if (t[0] > 0.0 if floor is None else t[0] >= floor)]
+        if stream is None and window is None:
+            kept.extend(_plain(space, scores, query))
+        else:
+            kept.extend(_ranked(space, scores, query, stream, window))
     best = heapq.nsmallest(max(0, query.k), kept, key=lambda t: (-t[0], -t[1], t[2], tuple(t[3].namespace)))
     hits = [ShardHit(space.namespace, doc, score, recency, space.payload.get(doc, ""))
             for score, recency, doc, space in best]
     return hits, stats
+
+
+def _plain(space: Space, scores: dict[str, float], query: Query) -> list[tuple[float, float, str, Space]]:
+    """Relevance scoring: the items over the floor (with no floor, the ``k`` newest others at 0)."""
+    floor = query.min_score
+    out = [(s, space.recency[doc], doc, space) for doc, s in scores.items() if (s > 0.0 if floor is None else s >= floor)]
+    if floor is not None and floor <= 0.0:  # no floor: the rest score 0
+        rest = heapq.nlargest(query.k, (doc for doc in space.labels if doc not in scores), key=space.recency.__getitem__)
+        out.extend((0.0, space.recency[doc], doc, space) for doc in rest)
+    return out
+
+
+def _ranked(space: Space, scores: dict[str, float], query: Query, stream: Stream | None,
+            window: Window | None) -> list[tuple[float, float, str, Space]]:
+    """Stream scoring and/or a time window over one namespace, vectorised
+    (:func:`memray.index.fusion.rank`). With no floor every item of the namespace is a candidate
+    (relevance 0 unless scored): stream scoring ranks them all; relevance keeps the ``k`` newest."""
+    docs = list(scores)
+    relevance = [scores[d] for d in docs]
+    if query.min_score is not None and query.min_score <= 0.0:
+        rest = [doc for doc in space.labels if doc not in scores]
+        if stream is None and rest:
+            cols = space.columns.rows(np.array([space.labels[d] for d in rest], dtype=np.int64))
+            inside = [d for d, ok in zip(rest, in_window(cols, window).tolist()) if ok]
+            rest = heapq.nlargest(query.k, inside, key=space.recency.__getitem__)
+        docs += rest
+        relevance += [0.0] * len(rest)
+    if not docs:
+        return []
+    labels = np.array([space.labels[d] for d in docs], dtype=np.int64)
+    final = rank(np.array(relevance), space.columns.rows(labels), query.min_score, stream, window)
+    return [(score, space.recency[doc], doc, space) for doc, score in zip(docs, final.tolist()) if score == score]
 
 
 def _fuse(mode: Mode, lexical: dict[str, float], vec: dict[str, float], ideal: float, vector_weight: float) -> dict[str, float]:

@@ -50,7 +50,9 @@ import pyarrow.parquet as pq
 from memray.config import IndexConfig
 from memray.errors import ModelMismatchError, ValidationError
 from memray.index.base import IndexItem, atomic_save_npy, atomic_write_json, fsync_dir, read_json
+from memray.index.columns import COLUMN_NAMES, checked_columns, same_columns, snapshot_columns
 from memray.index.exact import ExactIndex
+from memray.index.fork import copy_snapshot
 from memray.index.hnsw import HnswIndex
 from memray.index.lexical import Bm25Stats
 from memray.index.search import Mode, Query, ShardReply, search_spaces
@@ -84,6 +86,7 @@ def _link_tree(src: Path, dst: Path) -> None:
 _ITEM_SCHEMA = pa.schema([
     ("uid", pa.int64()), ("doc_id", pa.string()), ("label", pa.int64()), ("recency", pa.float64()),
     ("payload", pa.string()), ("terms", pa.string()), ("vector_row", pa.int64()),
+    ("created_at", pa.float64()), ("sim_time", pa.float64()), ("importance", pa.float64()),
 ])
 
 
@@ -120,6 +123,8 @@ def _pack(spaces: list[Space], directory: Path, previous: Path | None, dim: int)
             cols["payload"].append(space.payload.get(doc, ""))
             cols["terms"].append(json.dumps(space.lexical.terms(doc) or {}, ensure_ascii=False))
             cols["vector_row"].append(where.get(label, -1))
+            for name, value in zip(COLUMN_NAMES, space.columns.get(label)):
+                cols[name].append(value)
     # Plain encoding: a raw byte scan of the snapshot (erasure verification) sees every id and text.
     pq.write_table(pa.table(cols, schema=_ITEM_SCHEMA), directory / "items.parquet", compression="none", use_dictionary=False)
     matrix = np.concatenate(blocks) if blocks else np.zeros((0, dim), dtype=np.float32)
@@ -140,13 +145,16 @@ def _unpack(directory: Path, table: list[list[Any]], dim: int, num_threads: int)
     items = pq.read_table(directory / "items.parquet").to_pydict()
     matrix = np.load(directory / "vectors.npy", allow_pickle=False)
     exact: dict[int, tuple[list[int], list[int]]] = {}
-    for uid, doc, label, recency, payload, terms, row in zip(
-        items["uid"], items["doc_id"], items["label"], items["recency"], items["payload"], items["terms"], items["vector_row"]
+    columns = snapshot_columns(items)  # a snapshot of an older memray has none: from the payloads
+    for uid, doc, label, recency, payload, terms, row, cols in zip(
+        items["uid"], items["doc_id"], items["label"], items["recency"], items["payload"], items["terms"],
+        items["vector_row"], columns,
     ):
         space = spaces[uid]
         space.labels[doc] = label
         space.docs[label] = doc
         space.set_recency(doc, recency)
+        space.columns.set(label, cols)
         if payload:
             space.payload[doc] = payload
         space.lexical.add_terms(doc, json.loads(terms))
@@ -176,6 +184,7 @@ class VectorShard:
         self._next_uid = 0
         self._snap_seq = 0
         self._snap_name: str | None = None
+        self._snapshotted: set[Namespace] = set()  # the namespaces of the last snapshot
         self._seen: set[Ref] | None = None
         self.discarded_snapshot: str | None = None
         self._stage: tuple[str, int] | None = None  # (model_id, dim) being built
@@ -204,6 +213,7 @@ class VectorShard:
                 self._next_uid = int(meta["next_uid"])
                 for space in _unpack(root / name, meta["spaces"], self.dim, self.num_threads):
                     self._attach(space)
+        self._snapshotted = set(self._spaces)
         self._remove_stale(root)
 
     def close(self) -> None:
@@ -243,7 +253,8 @@ class VectorShard:
                         f"{self.shard_id} (model {model_id!r}, dim {dim}); re-embed with "
                         "the index's model (run the backfill job)"
                     )
-            checked.append((IndexItem(ns, item.doc_id, vec, item.text, float(item.recency), item.payload, int(item.stamp)), vec))
+            cols = None if item.columns is None else checked_columns(item.doc_id, item.columns)
+            checked.append((IndexItem(ns, item.doc_id, vec, item.text, float(item.recency), item.payload, int(item.stamp), cols), vec))
         return checked
 
     def _target_dim(self, model_id: str) -> int:
@@ -286,7 +297,10 @@ class VectorShard:
         vectors: list[Any] = []
         for item, vec in group:
             label = space.label_of(item.doc_id)
-            space.set_recency(item.doc_id, item.recency)
+            if item.recency == item.recency or item.doc_id not in space.recency:  # NaN: unknown, keep it
+                space.set_recency(item.doc_id, item.recency if item.recency == item.recency else 0.0)
+            if item.columns is not None:
+                space.columns.set(label, item.columns)
             space.stamp = max(space.stamp, item.stamp)
             if item.payload:
                 space.payload[item.doc_id] = item.payload
@@ -428,6 +442,11 @@ class VectorShard:
         """Every (namespace, doc_id) held."""
         return [(ns, doc) for ns, space in self._spaces.items() for doc in space.labels]
 
+    def vectored(self) -> list[Ref]:
+        """Every (namespace, doc_id) held with a vector of the active model."""
+        return [(ns, doc) for ns, space in self._spaces.items() for doc, label in space.labels.items()
+                if label in space.vectors]
+
     def missing_from(self, refs: list[Ref]) -> list[Ref]:
         """The refs of ``refs`` this shard does not hold."""
         out = []
@@ -436,6 +455,13 @@ class VectorShard:
             if space is None or doc not in space.labels:
                 out.append((Namespace(*ns_raw), doc))
         return out
+
+    def count_items(self, namespace: Namespace, doc_ids: list[str] | None = None) -> int:
+        """Items held in ``namespace`` (only those of ``doc_ids`` when given): a deletion check."""
+        space = self._spaces.get(Namespace(*namespace))
+        if space is None:
+            return 0
+        return len(space) if doc_ids is None else sum(1 for d in doc_ids if d in space.labels)
 
     def count_user(self, app: str, user_id: str) -> int:
         """Items of the user left on this shard (0 after :meth:`drop`)."""
@@ -490,6 +516,8 @@ class VectorShard:
                 if row.doc_id not in space.labels:
                     space.label_of(row.doc_id)
                     space.set_recency(row.doc_id, float(row.recency))
+                    if row.columns is not None:
+                        space.columns.set(space.labels[row.doc_id], row.columns)
                     space.lexical.add(row.doc_id, row.text)
             labels = np.array([space.labels[r.doc_id] for r in group], dtype=np.int64)
             vectors = normalise(np.stack([np.asarray(r.vector, dtype=np.float32).reshape(-1) for r in group]), dim)
@@ -544,17 +572,23 @@ class VectorShard:
         is remembered as present in the store."""
         self._seen = set()
 
-    def reconcile(self, rows: list[IndexRow]) -> int:
+    def reconcile(self, rows: list[IndexRow], force: bool = False) -> int:
         """Upsert the rows (from ``store.scan_index_rows``) this shard lacks or holds stale: an
-        unknown item, a missing vector, another recency, or other text. (A changed vector with
-        unchanged text and recency is not detected.) Returns how many were upserted."""
+        unknown item, a missing vector, another recency, other columns or other text. (A changed
+        vector with unchanged text and recency is not detected.) A stale item's kept JSON goes:
+        it describes the other version (hits then read the item from the store). ``force``
+        treats every row as stale (a fork's items written after its copy). Returns how many were
+        upserted."""
         todo = []
         for row in rows:
             ns = Namespace(*row.namespace)
             if self._seen is not None:
                 self._seen.add((ns, row.doc_id))
-            if self._stale(ns, row):
-                todo.append(IndexItem(ns, row.doc_id, row.vector, row.text, row.recency))
+            if force or self._stale(ns, row):
+                space = self._spaces.get(ns)
+                if space is not None:
+                    space.payload.pop(row.doc_id, None)
+                todo.append(IndexItem(ns, row.doc_id, row.vector, row.text, row.recency, columns=row.columns))
         return self.upsert(todo, self.model_id) if todo else 0
 
     def _stale(self, ns: Namespace, row: IndexRow) -> bool:
@@ -563,6 +597,8 @@ class VectorShard:
         if space is None or label is None:
             return True
         if space.recency[row.doc_id] != float(row.recency):
+            return True
+        if row.columns is not None and not same_columns(space.columns.get(label), row.columns):
             return True
         if row.vector is not None and label not in space.vectors:
             return True
@@ -599,9 +635,25 @@ class VectorShard:
         fsync_dir(root)
         atomic_write_json(root / _CURRENT, {"snapshot": name})
         self._snap_name = name
+        self._snapshotted = set(self._spaces)
         for space in self._spaces.values():
             space.dirty = False
         self._remove_stale(root)
+
+    def snapshot_if_changed(self) -> bool:
+        """:meth:`snapshot` if a namespace changed, appeared or went since the last one (same
+        durability guarantee); True if it wrote one."""
+        if set(self._spaces) == self._snapshotted and not any(s.dirty for s in self._spaces.values()):
+            return False
+        self.snapshot()
+        return True
+
+    def fork_to(self, dst: str) -> int:
+        """Snapshot (if anything changed since the last one), then link that snapshot into the new
+        shard folder ``dst`` of a fork, marked for reconciliation (:mod:`memray.index.fork`).
+        Returns the files linked."""
+        self.snapshot_if_changed()
+        return copy_snapshot(self.path, self._snap_name, dst)
 
     def _remove_stale(self, root: Path) -> None:
         for entry in root.iterdir():

@@ -4,6 +4,8 @@ Doc ids (message or entry ids) map to int64 labels through a per-namespace dict 
 a hash, so labels cannot collide). Each item keeps a recency float (the seq of a message, the
 timestamp of an entry) for tie-breaks; in conversation namespaces recency is the seq, and
 ``by_recency`` finds a message's neighbours for :func:`memray.index.fusion.neighbour_support`.
+``columns`` keeps each item's creation time, simulation time and importance, by label, for time
+windows and stream scoring (:mod:`memray.index.columns`).
 ``stamp`` is the highest indexing stamp of any upsert applied here: a conversation host stamps
 its upserts, and read-your-writes compares stamps (see :mod:`memray.conversation.tail`).
 """
@@ -14,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from memray.index.columns import ItemColumns
 from memray.index.exact import ExactIndex
 from memray.index.hnsw import HnswIndex
 from memray.index.lexical import LexicalIndex
@@ -41,6 +44,7 @@ class Space:
         self.recency: dict[str, float] = {}
         self.by_recency: dict[float, str] | None = {} if namespace.kind == "conv" else None
         self.payload: dict[str, str] = {}
+        self.columns = ItemColumns()
         self.next_label = 0
         self.stamp = 0
         self.vectors: ExactIndex | HnswIndex = ExactIndex(dim)
@@ -82,6 +86,7 @@ class Space:
         if label is None:
             return False
         del self.docs[label]
+        self.columns.clear(label)
         recency = self.recency.pop(doc_id)
         if self.by_recency is not None and self.by_recency.get(recency) == doc_id:
             del self.by_recency[recency]

@@ -39,7 +39,7 @@ from memray import metrics
 from memray.config import IndexConfig, MemoryConfig
 from memray.conversation.host import ConversationHost
 from memray.embedding import build_embedder
-from memray.errors import DeadLetterError, StoreError, UnavailableError
+from memray.errors import DeadLetterError, StoreError, UnavailableError, ValidationError
 from memray.ids import stable_hash
 from memray.index.recovery import RecoveringShard, Scan, ShardKeeper
 from memray.runtime.deploy import shard_path
@@ -174,7 +174,7 @@ class _PriorityGate:
 _URGENT = {"append_messages", "commit_messages", "record_dead_letters", "resolve_acknowledged"}
 _BACKGROUND = {
     "put_embeddings", "mark_embedding_failed", "pending_embeddings", "missing_embeddings",
-    "scan_index_rows", "export_parquet", "purge_exports", "index_digest", "index_refs", "index_rows_for",
+    "scan_index_rows", "export_parquet", "purge_exports", "index_digest", "index_refs", "fetch_index_rows",
 }
 
 
@@ -287,6 +287,15 @@ class HostActor(ConversationHost):
         )
 
 
+def _check_picklable(embedder: object) -> None:
+    """The host actors get the caller's own embedder by pickle (cloudpickle, as Ray does)."""
+    try:
+        ray.cloudpickle.dumps(embedder)  # type: ignore[no-untyped-call]
+    except Exception as exc:
+        raise ValidationError("embedder", embedder, f"cannot be pickled to the Ray actors ({type(exc).__name__}: {exc})",
+                              "make it picklable (no locks or open clients: create them lazily), or use mode='inprocess'") from exc
+
+
 class RayDeployment:
     """The cores as named Ray actors (``mode="ray"``)."""
 
@@ -306,6 +315,8 @@ class RayDeployment:
 
     def create(self) -> None:
         cfg = self.config
+        if cfg.embedder.kind == "custom":
+            _check_picklable(cfg.embedder.custom)
         embedder = build_embedder(cfg.embedder)
         dim = embedder.dim if embedder is not None else cfg.embedder.dim
         model_id = embedder.model_id if embedder is not None else "none"

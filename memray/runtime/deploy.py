@@ -60,7 +60,23 @@ class LocalDeployment:
         os.makedirs(self.config.root, exist_ok=True)
         await self.store.call("open", {"mode": "inprocess", "role": "in-process store"})
         await asyncio.gather(*(s.call("open") for s in self.shards))
+        await asyncio.gather(*(self._reconcile_if_forked(i) for i in range(len(self.shards))))
         await asyncio.gather(*(h.call("start") for h in self.hosts))
+
+    async def _reconcile_if_forked(self, i: int) -> None:
+        """A fork's shard reconciles with the store before it serves (:mod:`memray.index.fork`)."""
+        from memray.index.fork import clear_marker, needs_reconcile, read_marker, reconcile_marked, reconcile_shard
+
+        path = shard_path(self.config, i)
+        if needs_reconcile(path):
+            model_id, changed = self._shards[i].model_id, read_marker(path)
+            if changed is None:  # the marker lists nothing: a full pass
+                _, upserted, deleted = await reconcile_shard(self.shards[i], self.store, i, len(self.shards), model_id)
+            else:
+                upserted, deleted = await reconcile_marked(self.shards[i], self.store, i, len(self.shards), model_id, changed)
+            if upserted or deleted:  # the linked snapshot was not exact: persist the reconciled one
+                await self.shards[i].call("snapshot")
+            clear_marker(path)
 
     async def stop(self, terminate: bool = True) -> list[dict[str, Any]]:
         try:

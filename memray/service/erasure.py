@@ -30,7 +30,7 @@ import urllib.parse
 from typing import TYPE_CHECKING, Any
 
 from memray.config import MemoryConfig
-from memray.ids import validate_id
+from memray.ids import ConversationKey, validate_id
 from memray.models import DeletionProof, DeletionReceipt
 from memray.store.schema import TABLES
 
@@ -40,7 +40,10 @@ if TYPE_CHECKING:
     from memray.runtime.deploy import Deployment
     from memray.service.longterm import MemoryService
 
-__all__ = ["erase_user", "verify_user_deleted", "scan_exports", "scan_snapshots", "clear_cache", "RECEIPT_KEYS"]
+__all__ = [
+    "erase_user", "verify_user_deleted", "verify_messages_deleted", "scan_exports", "scan_snapshots",
+    "scan_snapshot_items", "clear_cache", "RECEIPT_KEYS",
+]
 
 #: The keys of a receipt's ``counts``.
 RECEIPT_KEYS = ("messages", "conversations", "entries", "embeddings", "working_memory", "summaries",
@@ -109,6 +112,51 @@ async def verify_user_deleted(
     scanned += [f"exports {r}" for r in export_roots]
     scanned.append(f"shard snapshots {config.vectors_path}")
     return DeletionProof(app=app, user_id=user_id, remaining=remaining, scanned=scanned)
+
+
+async def verify_messages_deleted(
+    deployment: Deployment, config: MemoryConfig, key: ConversationKey, ids: list[str] | None,
+) -> DeletionProof:
+    """Scan every store for a conversation's messages (``ids``, or all of them): the store's
+    messages and vectors, the user's shard (after a snapshot, its snapshot files too), the
+    conversation's host (buffer, read-your-writes tail, embedding queue) and every export root.
+    The proof after ``delete_messages(ids)`` or ``clear()`` (README "Conversations")."""
+    from memray.runtime.deploy import shard_path
+    from memray.store.rows import conversation_namespace, user_hash
+
+    ns = conversation_namespace(key)
+    shard = user_hash(key.app, key.user_id) % len(deployment.shards)
+    host = deployment.hosts[key.route(len(deployment.hosts))]
+    await deployment.shards[shard].call("snapshot")  # the files on disk reflect the deletes
+    stored, vectors, held = await asyncio.gather(
+        deployment.store.call("count_messages", key, ids),
+        deployment.shards[shard].call("count_items", ns, ids),
+        host.call("count_messages", key, ids),
+    )
+    folder = shard_path(config, shard)
+    on_disk = await asyncio.to_thread(scan_snapshot_items, folder, ns, ids)
+    remaining = {**{k: int(v) for k, v in stored.items()}, "vectors": int(vectors), **held, "snapshot_items": on_disk}
+    scanned = [f"{deployment.store.label} (messages, embeddings)", deployment.shards[shard].label, host.label,
+               "export roots", f"shard snapshots {folder}"]
+    return DeletionProof(app=key.app, user_id=key.user_id, remaining=remaining, scanned=scanned)
+
+
+def scan_snapshot_items(folder: str, namespace: tuple[str, str, str, str], ids: list[str] | None) -> int:
+    """Items of ``namespace`` (only ``ids`` when given) in every snapshot under a shard's ``folder``."""
+    import pyarrow.parquet as pq
+
+    wanted = None if ids is None else set(ids)
+    total = 0
+    for file in _files(folder, "shard.json"):
+        with open(file, encoding="utf-8") as f:
+            spaces: list[list[Any]] = json.load(f).get("spaces") or []
+        uids = {int(row[4]) for row in spaces if tuple(row[:4]) == tuple(namespace)}
+        if not uids:
+            continue
+        items = pq.read_table(os.path.join(os.path.dirname(file), "items.parquet"), columns=["uid", "doc_id"]).to_pydict()
+        total += sum(1 for uid, doc in zip(items["uid"], items["doc_id"])
+                     if uid in uids and (wanted is None or doc in wanted))
+    return total
 
 
 def scan_exports(root: str, app: str, user_id: str) -> int:

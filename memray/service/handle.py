@@ -14,10 +14,12 @@ from typing import TYPE_CHECKING, Any
 from memray.models import (
     DeletionProof, DeletionReceipt, MemoryResult, RetrievalMode, SearchMemoryResponse, SearchRequest,
 )
+from memray.scoring import Scoring, SimTime, window
 from memray.service.longterm import EntryInput, MemoryService
 
 if TYPE_CHECKING:
     from memray.memory import Memory
+    from memray.service.project import ProjectView
 
 __all__ = ["MemoryServiceHandle"]
 
@@ -31,6 +33,13 @@ class MemoryServiceHandle:
     @property
     def core(self) -> MemoryService:
         return self._mem.service_core
+
+    def for_project(self, project_id: str) -> ProjectView:
+        """This service bound to project ``project_id``: ``add_session``, ``add_entry``, ``search``
+        and ``delete_entries`` act on it (:class:`~memray.service.project.ProjectView`)."""
+        from memray.service.project import ProjectView
+
+        return ProjectView(self, project_id)
 
     # -- writes -----------------------------------------------------------------------------
     def add_session(self, app: str, user_id: str, session_id: str, entries: Iterable[EntryInput]) -> list[str]:
@@ -86,14 +95,23 @@ class MemoryServiceHandle:
 
     def search_projects(self, app: str, user_id: str, query: str, project_ids: Sequence[str | None],
                         limit: int | None = None, min_score: float | None = None,
-                        mode: RetrievalMode | None = None) -> SearchMemoryResponse:
-        """Search exactly the listed scopes (``None``: global entries) of one user."""
-        return self._mem._run(self.core.search_projects(app, user_id, query, project_ids, limit, min_score, mode))
+                        mode: RetrievalMode | None = None, *, scoring: Scoring | None = None,
+                        after: SimTime | None = None, before: SimTime | None = None,
+                        created_after: SimTime | None = None, created_before: SimTime | None = None) -> SearchMemoryResponse:
+        """Search exactly the listed scopes (``None``: global entries) of one user; ``scoring`` and
+        the time bounds as in ``SearchRequest``."""
+        bounds = window(after, before, created_after, created_before)
+        return self._mem._run(self.core.search_projects(app, user_id, query, project_ids, limit, min_score, mode, scoring, bounds))
 
     async def asearch_projects(self, app: str, user_id: str, query: str, project_ids: Sequence[str | None],
                                limit: int | None = None, min_score: float | None = None,
-                               mode: RetrievalMode | None = None) -> SearchMemoryResponse:
-        return await self._mem._arun(self.core.search_projects(app, user_id, query, project_ids, limit, min_score, mode))
+                               mode: RetrievalMode | None = None, *, scoring: Scoring | None = None,
+                               after: SimTime | None = None, before: SimTime | None = None,
+                               created_after: SimTime | None = None,
+                               created_before: SimTime | None = None) -> SearchMemoryResponse:
+        bounds = window(after, before, created_after, created_before)
+        return await self._mem._arun(self.core.search_projects(app, user_id, query, project_ids, limit, min_score, mode,
+                                                               scoring, bounds))
 
     def get_entries(self, app: str, user_id: str, ids: Sequence[str]) -> list[MemoryResult]:
         """Entries by id, in the order asked; ids not stored are skipped."""

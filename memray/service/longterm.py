@@ -56,8 +56,10 @@ from memray.embedding.pipeline import EmbeddingPipeline, PendingItem
 from memray.embedding.query import QueryEncoder
 from memray.errors import ValidationError
 from memray.ids import validate_id, validate_project_id
+from memray.index.columns import columns_of
 from memray.models import MemoryEntry, MemoryResult, RetrievalMode, SearchMemoryResponse, SearchRequest, check_entry
 from memray.runtime.ref import ActorRef
+from memray.scoring import Scoring, Stream, Window, coerce_scoring, window
 from memray.store.rows import EntryRow, Namespace, entry_namespace, entry_to_row, row_to_entry
 from memray.text import tokenize
 
@@ -213,7 +215,9 @@ class MemoryService:
                 await self._router.delete(refs)
             ns = entry_namespace(app, user_id, project_id)
             self._pipeline.submit([
-                PendingItem(ns, e.id, e.text, e.timestamp, _payload(e, session_id, project_id)) for e in parsed if e.text
+                PendingItem(ns, e.id, e.text, e.timestamp, _payload(e, session_id, project_id),
+                            columns_of(e.timestamp, e.sim_time, e.importance))
+                for e in parsed if e.text
             ])
             await self._pipeline.wait_idle(self._index_timeout_s)
         return list(dict.fromkeys(ids))
@@ -236,24 +240,30 @@ class MemoryService:
         limit = check_limit(req.limit, DEFAULT_LIMIT)
         min_score = check_min_score(req.min_score)
         scopes: list[str | None] = [None] if project_id is None else [None, project_id]
-        return await self._search(app, user_id, req.query, scopes, limit, min_score, check_mode(req.mode))
+        stream = None if req.scoring is None else req.scoring.to_stream()
+        bounds = window(req.after, req.before, req.created_after, req.created_before)
+        return await self._search(app, user_id, req.query, scopes, limit, min_score, check_mode(req.mode), stream, bounds)
 
     async def search_projects(
         self, app: str, user_id: str, query: str, project_ids: Sequence[str | None], limit: int | None = None,
-        min_score: float | None = None, mode: RetrievalMode | None = None,
+        min_score: float | None = None, mode: RetrievalMode | None = None, scoring: Scoring | None = None,
+        bounds: Window | None = None,
     ) -> SearchMemoryResponse:
         """Like :meth:`search`, over exactly the scopes listed (``None``: the global entries):
         ``search`` always includes the global entries, this includes only what is asked for.
-        Ranked and scored as ``search``; no scopes, no results."""
+        Ranked and scored as ``search``; no scopes, no results. ``scoring`` and ``bounds`` (a
+        :class:`~memray.scoring.Window`) as the request fields of :meth:`search`."""
         validate_id("app", app)
         validate_id("user_id", user_id)
         scopes = [None if p is None else validate_project_id(p) for p in dict.fromkeys(project_ids)]
+        parsed = coerce_scoring(scoring)
+        stream = None if parsed is None else parsed.to_stream()
         return await self._search(app, user_id, query, scopes, check_limit(limit, DEFAULT_LIMIT),
-                                  check_min_score(min_score), check_mode(mode))
+                                  check_min_score(min_score), check_mode(mode), stream, bounds)
 
     async def _search(
         self, app: str, user_id: str, query: str, scopes: list[str | None], limit: int, min_score: float | None,
-        mode: RetrievalMode | None,
+        mode: RetrievalMode | None, stream: Stream | None = None, bounds: Window | None = None,
     ) -> SearchMemoryResponse:
         check_query(query)
         if not tokenize(query) or not scopes:
@@ -262,7 +272,7 @@ class MemoryService:
         if self.before_search is not None:
             self.before_search()
         encoded = await self._encoder.encode(query, mode or self._mode)
-        result = await self._router.search(namespaces, encoded.query(query, limit, min_score))
+        result = await self._router.search(namespaces, encoded.query(query, limit, min_score, (), stream, bounds))
         memories = await self._hydrate(app, user_id, [h for h in result.hits if Namespace(*h.namespace) in namespaces])
         reasons = [r for r in (encoded.failed, result.reason) if r]
         return SearchMemoryResponse(memories=memories, degraded=bool(reasons), reason="; ".join(reasons) or None)

@@ -39,6 +39,7 @@ class IndexRow(NamedTuple):
     vector: Any  # float32[dim]; None for an item not (yet) embedded with the model
     text: str
     recency: float  # seq for messages, timestamp for entries: later wins ties
+    columns: tuple[float, float, float] | None = None  # (created_at, sim_time, importance); NaN: none
 
 
 class HistoryStoreAPI(Protocol):
@@ -71,9 +72,13 @@ class HistoryStoreAPI(Protocol):
         after_seq: int | None = None,
         roles: list[str] | None = None,
         metadata: dict[str, Any] | None = None,
+        window: Any = None,
+        agent_id: str | None = None,
+        sub_agent_id: str | None = None,
     ) -> list[MessageRow]:
         """Messages by seq. ``limit`` = the most recent N that match, returned oldest first.
-        ``metadata`` matches rows whose metadata has each key with an equal (JSON) value."""
+        ``metadata`` matches rows whose metadata has each key with an equal (JSON) value;
+        ``window`` (a :class:`memray.scoring.Window`) bounds simulation and creation times."""
         ...
 
     def fetch_messages(self, app: str, user_id: str, refs: list[tuple[str, str]]) -> list[MessageRow]:
@@ -107,6 +112,44 @@ class HistoryStoreAPI(Protocol):
     def delete_messages(self, key: ConversationKey, ids: list[str]) -> dict[str, int]:
         """Delete some messages of the conversation with their vectors (and exported rows);
         the conversation and its last seq stay. Returns counts per table."""
+        ...
+
+    def clear_messages(self, key: ConversationKey, through_seq: int) -> tuple[dict[str, int], list[str]]:
+        """Delete the conversation's messages up to ``through_seq`` with their vectors, exported
+        rows and its summary; the conversation and its working memory stay. Returns counts and
+        the ids deleted."""
+        ...
+
+    def count_messages(self, key: ConversationKey, ids: list[str] | None = None) -> dict[str, int]:
+        """Rows left of the conversation's messages (``ids`` only when given): a deletion check."""
+        ...
+
+    def count_conversations(self, app: str, user_id: str) -> int: ...
+
+    def retitle(self, key: ConversationKey, expected: str | None, title: str) -> bool:
+        """Set the title if it is still ``expected``; True if written."""
+        ...
+
+    # -- forks ----------------------------------------------------------------------------
+    def fork_to(self, dst: str) -> dict[str, int]:
+        """Copy the database as of this call to the new file ``dst`` (memray.store.fork); the
+        result's ``version`` is the last transaction the copy holds."""
+        ...
+
+    def version(self) -> int:
+        """The last committed write transaction's number."""
+        ...
+
+    def changed_refs(self, version: int) -> list[tuple[Namespace, str]]:
+        """(namespace, doc_id) of the items written after transaction ``version``."""
+        ...
+
+    def index_refs(self, shard: int, shards: int, model_id: str) -> list[tuple[Namespace, str, bool]]:
+        """Every item the shard indexes, with whether it has a vector of ``model_id``."""
+        ...
+
+    def fetch_index_rows(self, wanted: list[tuple[Namespace, str]], model_id: str) -> list[IndexRow]:
+        """The index rows of these items (missing ones skipped)."""
         ...
 
     # -- embeddings -----------------------------------------------------------------------
@@ -149,8 +192,9 @@ class HistoryStoreAPI(Protocol):
 
     def get_summary(self, key: ConversationKey) -> SummaryState | None: ...
 
-    def context_extras(self, requests: list[tuple[ConversationKey, WMScope]]) -> list[tuple[str | None, str | None]]:
-        """(summary text, working-memory content of the given scope) per request, in one call."""
+    def context_extras(self, requests: list[tuple[ConversationKey, WMScope]]) -> list[tuple[str | None, str | None, int]]:
+        """(summary text, working-memory content of the given scope, the seq the summary covers
+        through, 0 without one) per request, in one call."""
         ...
 
     def put_summary(self, key: ConversationKey, text: str, through_seq: int, expected_version: int) -> int:

@@ -16,7 +16,8 @@ from memray.validation import check_text, json_text
 from memray.store.rows import user_hash
 
 __all__ = [
-    "create_conversation", "get_conversation", "list_conversations", "update_conversation",
+    "create_conversation", "get_conversation", "list_conversations", "count_conversations", "retitle",
+    "update_conversation",
     "load_conversation", "get_working_memory", "put_working_memory", "get_summary", "put_summary",
 ]
 
@@ -26,7 +27,10 @@ _ORDERS = {
     "updated_asc": "updated_at ASC, conversation_id ASC",
     "created_desc": "created_at DESC, conversation_id DESC",
     "created_asc": "created_at ASC, conversation_id ASC",
+    "title_asc": "title ASC NULLS LAST, conversation_id ASC",
+    "title_desc": "title DESC NULLS LAST, conversation_id DESC",
 }
+Order = Literal["updated_desc", "updated_asc", "created_desc", "created_asc", "title_asc", "title_desc"]
 _KEY_WHERE = "app = ? AND user_id = ? AND conversation_id = ?"
 
 
@@ -69,10 +73,8 @@ def create_conversation(db: Database, key: ConversationKey, title: str | None, m
     return created
 
 
-def list_conversations(
-    db: Database, app: str, user_id: str,
-    order: Literal["updated_desc", "updated_asc", "created_desc", "created_asc"], limit: int, offset: int,
-) -> list[dict[str, Any]]:
+def list_conversations(db: Database, app: str, user_id: str, order: Order, limit: int, offset: int) -> list[dict[str, Any]]:
+    """A page of the user's conversations in ``order`` (titles: untitled ones last)."""
     if order not in _ORDERS:
         raise ValidationError("order", order, f"must be one of {sorted(_ORDERS)}")
     for name, value in (("limit", limit), ("offset", offset)):
@@ -81,6 +83,23 @@ def list_conversations(
     rows = db.sql(f"SELECT {_CONV_COLS} FROM conversations WHERE app = ? AND user_id = ? "
                   f"ORDER BY {_ORDERS[order]} LIMIT ? OFFSET ?", [app, user_id, limit, offset]).fetchall()
     return [_info(r) for r in rows]
+
+
+def count_conversations(db: Database, app: str, user_id: str) -> int:
+    return int(db.sql("SELECT count(*) FROM conversations WHERE app = ? AND user_id = ?", [app, user_id]).fetchall()[0][0])
+
+
+def retitle(db: Database, key: ConversationKey, expected: str | None, title: str) -> bool:
+    """Set the title only if it is still ``expected`` (a generated title never overwrites one a
+    caller set meanwhile). True if written. Durable on return."""
+    if not isinstance(title, str) or not title.strip():
+        raise ValidationError("title", title, "must be a non-empty string")
+    with db.transaction() as version:
+        rows = db.sql(f"SELECT title FROM conversations WHERE {_KEY_WHERE}", _key(key)).fetchall()
+        if not rows or rows[0][0] != expected:
+            return False
+        db.sql(f"UPDATE conversations SET title = ?, changed_version = ? WHERE {_KEY_WHERE}", [title, version, *_key(key)])
+    return True
 
 
 def update_conversation(
@@ -217,9 +236,10 @@ def put_summary(db: Database, key: ConversationKey, text: str, through_seq: int,
     return current + 1
 
 
-def context_extras(db: Database, requests: list[tuple[ConversationKey, WMScope]]) -> list[tuple[str | None, str | None]]:
-    """(summary text, working-memory content of the requested scope) for many conversations in
-    two queries: what ``context()`` needs besides messages, batched across concurrent callers."""
+def context_extras(db: Database, requests: list[tuple[ConversationKey, WMScope]]) -> list[tuple[str | None, str | None, int]]:
+    """(summary text, working-memory content of the requested scope, the seq the summary covers
+    through: 0 without one) for many conversations in two queries: what ``context()`` needs
+    besides messages, batched across concurrent callers."""
     if not requests:
         return []
     import pyarrow as pa
@@ -233,13 +253,14 @@ def context_extras(db: Database, requests: list[tuple[ConversationKey, WMScope]]
     })
     db.con.register("_ctx", wanted)
     try:
-        summaries = db.sql("SELECT w.i, s.text FROM summaries s JOIN _ctx w USING (app, user_id, conversation_id)").fetchall()
+        summaries = db.sql("SELECT w.i, s.text, s.summarized_through_seq FROM summaries s "
+                           "JOIN _ctx w USING (app, user_id, conversation_id)").fetchall()
         notes = db.sql(
             "SELECT w.i, m.content FROM working_memory m JOIN _ctx w ON m.app = w.app AND m.user_id = w.user_id "
             "AND m.scope = w.scope AND m.conversation_id = w.wm_conversation_id"
         ).fetchall()
     finally:
         db.con.unregister("_ctx")
-    summary = dict(summaries)
+    summary = {i: (text, int(through)) for i, text, through in summaries}
     note = dict(notes)
-    return [(summary.get(i), note.get(i)) for i in range(len(requests))]
+    return [(summary.get(i, (None, 0))[0], note.get(i), summary.get(i, (None, 0))[1]) for i in range(len(requests))]

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from memray.errors import ClosedError, MemrayError, StoreError
 from memray.files import atomic_write
-from memray.store.schema import DDL
+from memray.store.schema import DDL, MIGRATIONS
 
 __all__ = ["Database", "in_use_message", "check_not_in_use"]
 
@@ -36,10 +36,11 @@ class Database:
 
     # -- lifecycle ------------------------------------------------------------------------
     def open(self, owner: dict[str, Any] | None = None) -> None:
-        """Open (creating if needed) the file and its tables; finish an interrupted rewrite.
-        ``owner`` (how to reach this process: mode, Ray address...) is recorded next to the file
-        with this process's pid and host, so a process that finds the file locked can say by whom.
-        A file locked by another process raises StoreError at once, naming that process."""
+        """Open (creating if needed) the file and its tables, add the columns of later releases
+        (:data:`~memray.store.schema.MIGRATIONS`), and finish an interrupted rewrite. ``owner``
+        (how to reach this process: mode, Ray address...) is recorded next to the file with this
+        process's pid and host, so a process that finds the file locked can say by whom. A file
+        locked by another process raises StoreError at once, naming that process."""
         parent = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(parent, exist_ok=True)
         try:
@@ -50,7 +51,7 @@ class Database:
             raise StoreError(f"cannot open history store {self.path!r}: {exc}") from exc
         _remove(self._rewrite_path)
         _write_owner(self.path + ".owner", owner)
-        for stmt in DDL:
+        for stmt in (*DDL, *MIGRATIONS):
             self._con.execute(stmt)
         rows = self.sql("SELECT key, value FROM meta").fetchall()
         meta = {str(k): int(v) for k, v in rows}

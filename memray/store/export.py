@@ -40,7 +40,8 @@ from memray.store.database import Database
 from memray.store.rows import user_hash
 from memray.store.schema import ENTRY_COLUMNS, MESSAGE_COLUMNS
 
-__all__ = ["EXPORT_BUCKETS", "export_parquet", "purge_exports", "purge_conversation", "export_roots", "app_key"]
+__all__ = ["EXPORT_BUCKETS", "export_parquet", "purge_exports", "purge_conversation", "export_roots", "app_key",
+           "count_messages"]
 
 EXPORT_BUCKETS = 16
 _EXTRA = ("embed_state", "model_id", "user_hash", "changed_version")
@@ -124,6 +125,12 @@ def purge_conversation(db: Database, root: str, app: str, user_id: str, conversa
     _rebuild(db, root, sorted(set(_recover(db, root)) | {("messages", app, b)}), db.version)
     _drop_legacy(root)
     return removed
+
+
+def count_messages(root: str, app: str, user_id: str, conversation_id: str, ids: list[str] | None = None) -> int:
+    """Rows of a conversation's messages (only ``ids`` when given) in the export under ``root``."""
+    return _count(_partition_dir(os.path.abspath(root), "messages", app, bucket_of(app, user_id)), app, user_id,
+                  conversation_id, ids)
 
 
 def _partition_dir(root: str, table: str, app: str, bucket: int) -> str:

@@ -14,16 +14,19 @@ Arrow batches, vectorised validation). This class wires them together and owns t
 from __future__ import annotations
 
 import os
-from typing import Any, Literal
+from typing import Any
 
 import pyarrow as pa
 
+from memray.errors import ValidationError
 from memray.ids import ConversationKey, validate_id
+from memray.scoring import Window
 from memray.store import conversations as conv
-from memray.store import deadletter, export, items, messages
+from memray.store import deadletter, export, items, messages, refs
 from memray.store.base import ConversationSnapshot, IndexRow, SummaryState, WMScope
 from memray.store.database import Database
 from memray.store.deadletter import CommitResult, DeadLetter
+from memray.store.fork import fork_database
 from memray.store.rows import EmbeddingRow, EntryRow, MessageRow, Namespace
 from memray.store.schema import TABLES
 
@@ -89,8 +92,9 @@ class HistoryStore:
     def load_conversation(self, key: ConversationKey, window: int) -> ConversationSnapshot:
         return conv.load_conversation(self._db, key, window)
 
-    def context_extras(self, requests: list[tuple[ConversationKey, WMScope]]) -> list[tuple[str | None, str | None]]:
-        """(summary text, working-memory content) per (conversation, working-memory scope)."""
+    def context_extras(self, requests: list[tuple[ConversationKey, WMScope]]) -> list[tuple[str | None, str | None, int]]:
+        """(summary text, working-memory content, seq the summary covers through) per
+        (conversation, working-memory scope)."""
         return conv.context_extras(self._db, requests)
 
     def load_conversations(self, keys: list[ConversationKey], window: int) -> list[ConversationSnapshot]:
@@ -100,10 +104,13 @@ class HistoryStore:
     def get_messages(
         self, key: ConversationKey, limit: int | None = None, before_seq: int | None = None,
         after_seq: int | None = None, roles: list[str] | None = None, metadata: dict[str, Any] | None = None,
+        window: Window | None = None, agent_id: str | None = None, sub_agent_id: str | None = None,
     ) -> list[MessageRow]:
         """Messages by seq; ``limit`` = the most recent N matching, oldest first. ``metadata``:
-        each key present with an equal JSON value (bools are not numbers; objects ignore key order)."""
-        return messages.get_messages(self._db, key, limit, before_seq, after_seq, roles, metadata)
+        each key present with an equal JSON value (bools are not numbers; objects ignore key order).
+        ``window``: simulation / creation time bounds; ``agent_id``, ``sub_agent_id``: equal."""
+        return messages.get_messages(self._db, key, limit, before_seq, after_seq, roles, metadata, window,
+                                     agent_id, sub_agent_id)
 
     def fetch_messages(self, app: str, user_id: str, refs: list[tuple[str, str]]) -> list[MessageRow]:
         """Messages by (conversation_id, id), in the order of ``refs``; missing ones skipped."""
@@ -117,12 +124,17 @@ class HistoryStore:
     def get_conversation(self, key: ConversationKey) -> dict[str, Any] | None:
         return conv.get_conversation(self._db, key)
 
-    def list_conversations(
-        self, app: str, user_id: str,
-        order: Literal["updated_desc", "updated_asc", "created_desc", "created_asc"], limit: int, offset: int,
-    ) -> list[dict[str, Any]]:
+    def list_conversations(self, app: str, user_id: str, order: conv.Order, limit: int, offset: int) -> list[dict[str, Any]]:
         """The user's conversations in ``order`` (ties broken by conversation id), paged."""
         return conv.list_conversations(self._db, app, user_id, order, limit, offset)
+
+    def count_conversations(self, app: str, user_id: str) -> int:
+        """How many conversations the user has (the total behind ``list_conversations``' pages)."""
+        return conv.count_conversations(self._db, app, user_id)
+
+    def retitle(self, key: ConversationKey, expected: str | None, title: str) -> bool:
+        """Set the title if it is still ``expected``; True if written. Durable on return."""
+        return conv.retitle(self._db, key, expected, title)
 
     def update_conversation(
         self, key: ConversationKey, title: str | None, metadata_patch: dict[str, Any] | None
@@ -175,6 +187,47 @@ class HistoryStore:
                                     for r in roots)
         return counts
 
+    def clear_messages(self, key: ConversationKey, through_seq: int) -> tuple[dict[str, int], list[str]]:
+        """Delete the conversation's messages up to ``through_seq`` with their vectors and its
+        summary (it summarised them) in one transaction, then purge them from every export root.
+        The conversation, its working memory and its ``last_seq`` stay. Returns counts
+        (``messages``, ``embeddings``, ``summaries``, ``export_rows``) and the ids deleted.
+        Durable on return."""
+        k = [validate_id("app", key.app), validate_id("user_id", key.user_id),
+             validate_id("conversation_id", key.conversation_id)]
+        if isinstance(through_seq, bool) or not isinstance(through_seq, int) or through_seq < 0:
+            raise ValidationError("through_seq", through_seq, "must be a non-negative integer")
+        where = "app = ? AND user_id = ? AND conversation_id = ?"
+        with self._db.transaction():
+            n_emb = self._db.count(f"DELETE FROM embeddings e USING (SELECT id FROM messages WHERE {where} AND seq <= ?) g "
+                                   "WHERE e.app = ? AND e.user_id = ? AND e.kind = 'conv' AND e.scope = ? AND e.doc_id = g.id",
+                                   [*k, through_seq, *k])
+            ids = [str(r[0]) for r in self._db.sql(f"DELETE FROM messages WHERE {where} AND seq <= ? RETURNING id",
+                                                   [*k, through_seq]).fetchall()]
+            n_sum = self._db.count(f"DELETE FROM summaries WHERE {where}", k)
+        roots = [r for r in export.export_roots(self._db) if os.path.isdir(r)] if ids else []
+        exported = sum(export.purge_conversation(self._db, r, key.app, key.user_id, key.conversation_id, ids) for r in roots)
+        return {"messages": len(ids), "embeddings": n_emb, "summaries": n_sum, "export_rows": exported}, ids
+
+    def count_messages(self, key: ConversationKey, ids: list[str] | None = None) -> dict[str, int]:
+        """Rows left of the conversation's messages (only ``ids`` when given): ``messages`` and
+        ``embeddings`` here, ``export_rows`` in every export root (a deletion check)."""
+        k = [key.app, key.user_id, key.conversation_id]
+        tables = {"ids": pa.table({"id": pa.array(list(ids or []), pa.string())})}
+        only = "AND id IN (SELECT id FROM _ids)" if ids is not None else ""
+        self._db.con.register("_ids", tables["ids"])
+        try:
+            messages_left = self._db.sql(f"SELECT count(*) FROM messages WHERE app = ? AND user_id = ? "
+                                         f"AND conversation_id = ? {only}", k).fetchall()[0][0]
+            only_e = "AND doc_id IN (SELECT id FROM _ids)" if ids is not None else ""
+            vectors_left = self._db.sql(f"SELECT count(*) FROM embeddings WHERE app = ? AND user_id = ? AND kind = 'conv' "
+                                        f"AND scope = ? {only_e}", k).fetchall()[0][0]
+        finally:
+            self._db.con.unregister("_ids")
+        exported = sum(export.count_messages(r, key.app, key.user_id, key.conversation_id, ids)
+                       for r in export.export_roots(self._db) if os.path.isdir(r))
+        return {"messages": int(messages_left), "embeddings": int(vectors_left), "export_rows": exported}
+
     # -- embeddings -----------------------------------------------------------------------
     def put_embeddings(self, rows: list[EmbeddingRow]) -> int:
         """Upsert vectors of items that still exist; returns vectors written. Durable on return."""
@@ -203,14 +256,6 @@ class HistoryStore:
         """(count, checksum) of the shard's items with a stored vector of ``model_id``: what the
         shard must hold (see :func:`memray.index.recovery.level_shard`)."""
         return items.index_digest(self._db, shard, shards, model_id)
-
-    def index_refs(self, shard: int, shards: int, model_id: str) -> list[tuple[Namespace, str]]:
-        """Every (namespace, doc_id) of the shard with a stored vector of ``model_id``."""
-        return items.index_refs(self._db, shard, shards, model_id)
-
-    def index_rows_for(self, model_id: str, refs: list[tuple[Namespace, str]]) -> list[IndexRow]:
-        """Index rows (vector, text, recency) of these items; gone ones skipped."""
-        return items.index_rows_for(self._db, model_id, refs)
 
     # -- working memory and summaries -----------------------------------------------------
     def get_working_memory(self, app: str, user_id: str, scope: WMScope, conversation_id: str | None) -> tuple[str | None, int]:
@@ -254,6 +299,28 @@ class HistoryStore:
     def delete_entries(self, app: str, user_id: str, ids: list[str]) -> int:
         """Delete entries and their vectors; returns entries deleted. Durable on return."""
         return items.delete_entries(self._db, app, user_id, ids)
+
+    # -- forks ----------------------------------------------------------------------------
+    def fork_to(self, dst: str) -> dict[str, int]:
+        """Copy the database, as of this call, to the new file ``dst`` (no export roots): see
+        :mod:`.fork`. Durable on return."""
+        return fork_database(self._db, dst)
+
+    def version(self) -> int:
+        """The last committed write transaction's number (``changed_version`` of its rows)."""
+        return self._db.version
+
+    def changed_refs(self, version: int) -> list[tuple[Namespace, str]]:
+        """(namespace, doc_id) of the items written after transaction ``version``."""
+        return refs.changed_refs(self._db, version)
+
+    def index_refs(self, shard: int, shards: int, model_id: str) -> list[tuple[Namespace, str, bool]]:
+        """Every item of the shard's users that it indexes, with whether it has a vector."""
+        return refs.index_refs(self._db, shard, shards, model_id)
+
+    def fetch_index_rows(self, wanted: list[tuple[Namespace, str]], model_id: str) -> list[IndexRow]:
+        """The index rows of these items (missing ones skipped)."""
+        return refs.fetch_index_rows(self._db, wanted, model_id)
 
     # -- erasure and exports --------------------------------------------------------------
     def delete_user(self, app: str, user_id: str) -> dict[str, int]:

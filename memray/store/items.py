@@ -17,7 +17,6 @@ from memray.store.schema import ENTRY_COLUMNS, embedding_batch, entry_batch, ref
 __all__ = [
     "put_entries", "get_entries", "list_entries", "entry_projects", "delete_entries", "put_embeddings",
     "mark_embedding_failed", "pending_embeddings", "missing_embeddings", "scan_index_rows", "index_digest",
-    "index_refs", "index_rows_for",
 ]
 
 _ECOLS = ", ".join(ENTRY_COLUMNS)
@@ -227,7 +226,9 @@ def scan_index_rows(
         params.extend([*after[0], after[1]])
     table = db.arrow(f"""
         SELECT e.app, e.user_id, e.kind, e.scope, e.doc_id, e.vector,
-               coalesce(m.text, n.text) AS text, coalesce(CAST(m.seq AS DOUBLE), n.timestamp) AS recency
+               coalesce(m.text, n.text) AS text, coalesce(CAST(m.seq AS DOUBLE), n.timestamp) AS recency,
+               coalesce(m.created_at, n.timestamp) AS created_at, coalesce(m.sim_time, n.sim_time) AS sim_time,
+               coalesce(m.importance, n.importance) AS importance
         FROM embeddings e
         LEFT JOIN messages m ON {_MSG_OF}
         LEFT JOIN entries n ON {_ENTRY_OF}
@@ -248,11 +249,13 @@ def _scan_items(
         cursor = "AND (i.app, i.user_id, i.kind, i.scope, i.doc_id) > (?, ?, ?, ?, ?)"
         params.extend([*after[0], after[1]])
     table = db.arrow(f"""
-        SELECT i.app, i.user_id, i.kind, i.scope, i.doc_id, x.vector, i.text, i.recency FROM (
+        SELECT i.app, i.user_id, i.kind, i.scope, i.doc_id, x.vector, i.text, i.recency,
+               i.created_at, i.sim_time, i.importance FROM (
           SELECT app, user_id, 'conv' AS kind, conversation_id AS scope, id AS doc_id, text,
-                 CAST(seq AS DOUBLE) AS recency FROM messages WHERE ((user_hash % ?) + ?) % ? = ?
+                 CAST(seq AS DOUBLE) AS recency, created_at, sim_time, importance
+          FROM messages WHERE ((user_hash % ?) + ?) % ? = ?
           UNION ALL
-          SELECT app, user_id, 'entry', coalesce(project_id, ''), id, text, timestamp
+          SELECT app, user_id, 'entry', coalesce(project_id, ''), id, text, timestamp, timestamp, sim_time, importance
           FROM entries WHERE ((user_hash % ?) + ?) % ? = ?) i
         LEFT JOIN embeddings x ON x.model_id = ? AND x.app = i.app AND x.user_id = i.user_id
           AND x.kind = i.kind AND x.scope = i.scope AND x.doc_id = i.doc_id
@@ -267,9 +270,12 @@ def _index_rows(table: pa.Table) -> list[IndexRow]:
     offsets = vec.offsets.to_numpy()
     valid = vec.is_valid().to_numpy(zero_copy_only=False) if vec.null_count else None
     cols: Sequence[list[Any]] = [table[c].to_pylist() for c in ("app", "user_id", "kind", "scope", "doc_id", "text", "recency")]
+    nan = float("nan")
+    extra = zip(*(table[c].to_pylist() for c in ("created_at", "sim_time", "importance")))
     return [IndexRow(Namespace(a, u, k, s), d,
-                     flat[offsets[i]:offsets[i + 1]] if valid is None or valid[i] else None, t, float(r))
-            for i, (a, u, k, s, d, t, r) in enumerate(zip(*cols))]
+                     flat[offsets[i]:offsets[i + 1]] if valid is None or valid[i] else None, t, float(r),
+                     (nan if c is None else c, nan if st is None else st, nan if im is None else im))
+            for i, ((a, u, k, s, d, t, r), (c, st, im)) in enumerate(zip(zip(*cols), extra))]
 
 
 # -- leveling a shard with the store: which items must have a vector there ---------------------
@@ -295,29 +301,3 @@ def index_digest(db: Database, shard: int, shards: int, model_id: str) -> tuple[
     rows = db.sql(f"SELECT count(*), coalesce(sum(md5_number_lower({_REF_KEY})), 0) FROM embeddings e "
                   f"WHERE {_OF_SHARD}", _shard_params(shard, shards, model_id)).fetchall()
     return int(rows[0][0]), int(rows[0][1]) % (1 << 64)
-
-
-def index_refs(db: Database, shard: int, shards: int, model_id: str) -> list[tuple[Namespace, str]]:
-    """The (namespace, doc_id) of every item of the shard with a stored vector of ``model_id``."""
-    rows = db.sql(f"SELECT e.app, e.user_id, e.kind, e.scope, e.doc_id FROM embeddings e WHERE {_OF_SHARD}",
-                  _shard_params(shard, shards, model_id)).fetchall()
-    return [(Namespace(a, u, k, s), d) for a, u, k, s, d in rows]
-
-
-def index_rows_for(db: Database, model_id: str, refs: list[tuple[Namespace, str]]) -> list[IndexRow]:
-    """The index rows (vector of ``model_id``, text, recency) of these items; gone ones skipped."""
-    if not refs:
-        return []
-    db.con.register("_want", ref_batch(refs))
-    try:
-        table = db.arrow(f"""
-            SELECT e.app, e.user_id, e.kind, e.scope, e.doc_id, e.vector,
-                   coalesce(m.text, n.text) AS text, coalesce(CAST(m.seq AS DOUBLE), n.timestamp) AS recency
-            FROM embeddings e SEMI JOIN _want w ON e.app = w.app AND e.user_id = w.user_id AND e.kind = w.kind
-                 AND e.scope = w.scope AND e.doc_id = w.doc_id
-            LEFT JOIN messages m ON {_MSG_OF}
-            LEFT JOIN entries n ON {_ENTRY_OF}
-            WHERE e.model_id = ? AND (m.id IS NOT NULL OR n.id IS NOT NULL)""", [model_id])
-    finally:
-        db.con.unregister("_want")
-    return _index_rows(table)

@@ -10,6 +10,7 @@ import pyarrow as pa
 
 from memray.errors import ValidationError
 from memray.ids import ConversationKey
+from memray.scoring import Window
 from memray.store.database import Database
 from memray.store.rows import MessageRow
 from memray.store.schema import MESSAGE_COLUMNS, ROLES, message_batch
@@ -82,7 +83,9 @@ def _update_existing(db: Database, batch: pa.Table, stored: dict[Any, tuple[int,
     db.con.register("_flagged", batch.append_column("is_new", is_new))
     try:
         db.sql(f"""UPDATE messages m SET role = b.role, parts_json = b.parts_json,
-                   metadata_json = b.metadata_json, text = b.text, embed_state = 'pending',
+                   metadata_json = b.metadata_json, text = b.text, sim_time = b.sim_time,
+                   importance = b.importance, agent_id = b.agent_id, sub_agent_id = b.sub_agent_id,
+                   embed_state = 'pending',
                    model_id = NULL, embed_error = NULL, changed_version = {version}
                    FROM (SELECT * FROM _flagged WHERE NOT is_new) b WHERE {_KEY}""")
         db.sql("""DELETE FROM embeddings e USING (SELECT * FROM _flagged WHERE NOT is_new) b
@@ -119,8 +122,12 @@ def _touch_conversations(db: Database, source: str, is_new: str, version: int) -
 def get_messages(
     db: Database, key: ConversationKey, limit: int | None = None, before_seq: int | None = None,
     after_seq: int | None = None, roles: list[str] | None = None, metadata: dict[str, Any] | None = None,
+    window: Window | None = None, agent_id: str | None = None, sub_agent_id: str | None = None,
 ) -> list[MessageRow]:
-    """Messages of one conversation by seq; ``limit`` = the most recent N matching, oldest first."""
+    """Messages of one conversation by seq; ``limit`` = the most recent N matching, oldest first.
+    ``window`` keeps simulation times in ``[after, before)`` and creation times in
+    ``[created_after, created_before)`` (:class:`~memray.scoring.Window`); ``agent_id`` /
+    ``sub_agent_id`` keep that agent's messages."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise ValidationError("limit", limit, "must be a non-negative integer or None")
     if limit == 0:
@@ -133,6 +140,17 @@ def get_messages(
     if after_seq is not None:
         where.append("seq > ?")
         params.append(int(after_seq))
+    if window is not None:
+        w = Window(*window)
+        for column, op, bound in (("sim_time", ">=", w.after), ("sim_time", "<", w.before),
+                                  ("created_at", ">=", w.created_after), ("created_at", "<", w.created_before)):
+            if bound is not None:
+                where.append(f"{column} {op} ?")
+                params.append(float(bound))
+    for column, value in (("agent_id", agent_id), ("sub_agent_id", sub_agent_id)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(value)
     if roles is not None:
         bad = [r for r in roles if r not in ROLES]
         if bad:

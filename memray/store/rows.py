@@ -60,6 +60,10 @@ class MessageRow(NamedTuple):
     metadata_json: str
     created_at: float
     text: str
+    sim_time: float | None = None  # simulated seconds (memray.scoring)
+    importance: float | None = None  # in [0, 1]
+    agent_id: str | None = None
+    sub_agent_id: str | None = None
 
 
 class EntryRow(NamedTuple):
@@ -73,6 +77,8 @@ class EntryRow(NamedTuple):
     metadata_json: str
     timestamp: float
     text: str
+    sim_time: float | None = None
+    importance: float | None = None
 
 
 class EmbeddingRow(NamedTuple):
@@ -90,6 +96,7 @@ def message_to_row(key: ConversationKey, msg: Message) -> MessageRow:
     return MessageRow(
         key.app, key.user_id, key.conversation_id, msg.id, msg.seq, msg.role, parts,
         json.dumps(msg.metadata, ensure_ascii=False, default=str), msg.created_at, msg.text,
+        msg.sim_time, msg.importance, msg.agent_id, msg.sub_agent_id,
     )
 
 
@@ -104,9 +111,14 @@ _ALL_FIELDS: dict[type[Any], set[str]] = {cls: set(cls.model_fields) for cls in 
 def message_payload(row: MessageRow) -> str:
     """The message as JSON (what ``Message.model_validate_json`` reads), assembled from the row's
     already-serialised parts and metadata instead of serialising the message a second time."""
+    extra = "".join(
+        f',"{name}":{json.dumps(value, ensure_ascii=False)}'
+        for name, value in (("sim_time", row.sim_time), ("importance", row.importance),
+                            ("agent_id", row.agent_id), ("sub_agent_id", row.sub_agent_id)) if value is not None
+    )
     return (
         f'{{"id":{json.dumps(row.id, ensure_ascii=False)},"role":"{row.role}","parts":{row.parts_json},'
-        f'"created_at":{row.created_at!r},"metadata":{row.metadata_json},"seq":{row.seq}}}'
+        f'"created_at":{row.created_at!r},"metadata":{row.metadata_json},"seq":{row.seq}{extra}}}'
     )
 
 
@@ -116,7 +128,8 @@ def row_to_message(row: MessageRow) -> Message:
     parts = [_PART_TYPES[p["type"]].model_construct(_ALL_FIELDS[_PART_TYPES[p["type"]]], **p) for p in json.loads(row.parts_json)]
     return Message.model_construct(
         _ALL_FIELDS[Message], id=row.id, role=cast(Role, row.role), parts=parts, created_at=row.created_at,
-        metadata=json.loads(row.metadata_json), seq=row.seq,
+        metadata=json.loads(row.metadata_json), seq=row.seq, sim_time=row.sim_time, importance=row.importance,
+        agent_id=row.agent_id, sub_agent_id=row.sub_agent_id,
     )
 
 
@@ -127,7 +140,7 @@ def entry_to_row(
     return EntryRow(
         app, user_id, entry.id, session_id, project_id, entry.author,
         json.dumps(content, ensure_ascii=False), json.dumps(entry.metadata, ensure_ascii=False, default=str),
-        entry.timestamp, entry.text,
+        entry.timestamp, entry.text, entry.sim_time, entry.importance,
     )
 
 
@@ -139,5 +152,7 @@ def row_to_entry(row: EntryRow) -> MemoryEntry:
             "author": row.author,
             "timestamp": row.timestamp,
             "metadata": json.loads(row.metadata_json),
+            "sim_time": row.sim_time,
+            "importance": row.importance,
         }
     )

@@ -24,6 +24,7 @@ from memray.validation import SURROGATE_HINT
 
 __all__ = [
     "DDL",
+    "MIGRATIONS",
     "TABLES",
     "MESSAGE_COLUMNS",
     "ENTRY_COLUMNS",
@@ -73,6 +74,18 @@ DDL = (
         app VARCHAR NOT NULL, user_id VARCHAR NOT NULL, conversation_id VARCHAR NOT NULL,
         id VARCHAR NOT NULL, seq BIGINT NOT NULL, kind VARCHAR NOT NULL, error VARCHAR NOT NULL,
         payload VARCHAR NOT NULL, recorded_at DOUBLE NOT NULL, user_hash BIGINT NOT NULL)""",
+)
+
+#: Columns added after the first release, applied on every open (idempotent): a data directory
+#: written by an older memray gains them (NULL in its old rows) and keeps working. Fresh files get
+#: them the same way, so old and new files have one column order.
+MIGRATIONS = (
+    "ALTER TABLE messages ADD COLUMN IF NOT EXISTS sim_time DOUBLE",
+    "ALTER TABLE messages ADD COLUMN IF NOT EXISTS importance DOUBLE",
+    "ALTER TABLE messages ADD COLUMN IF NOT EXISTS agent_id VARCHAR",
+    "ALTER TABLE messages ADD COLUMN IF NOT EXISTS sub_agent_id VARCHAR",
+    "ALTER TABLE entries ADD COLUMN IF NOT EXISTS sim_time DOUBLE",
+    "ALTER TABLE entries ADD COLUMN IF NOT EXISTS importance DOUBLE",
 )
 
 #: Tables that hold user data, in cascade order (children first).
@@ -145,13 +158,27 @@ def _check_json_object(name: str, arr: pa.Array) -> None:
            "pass json.dumps of a dict")
 
 
+_FLOATS = ("created_at", "timestamp", "sim_time", "importance")
+
+
+def _check_sim_columns(t: dict[str, pa.Array]) -> None:
+    """``sim_time`` finite where present, ``importance`` in [0, 1] where present."""
+    _check("sim_time", t["sim_time"], pc.invert(pc.is_finite(t["sim_time"])), "must be finite")
+    imp = t["importance"]
+    _check("importance", imp, pc.or_(pc.less(imp, 0.0), pc.greater(imp, 1.0)), "must be in [0, 1]",
+           "scale the rating into [0, 1]")
+
+
 def message_batch(rows: Sequence[MessageRow]) -> pa.Table:
     """Validate message rows and return them as an Arrow table with ``user_hash``."""
     cols = list(zip(*rows))
-    t = {n: _column(n, c, pa.float64() if n == "created_at" else pa.int64() if n == "seq" else pa.string())
+    t = {n: _column(n, c, pa.float64() if n in _FLOATS else pa.int64() if n == "seq" else pa.string())
          for n, c in zip(MESSAGE_COLUMNS, cols)}
     for name in ("app", "user_id", "conversation_id", "id"):
         check_ids(name, t[name])
+    for name in ("agent_id", "sub_agent_id"):
+        check_ids(name, t[name], nullable=True)
+    _check_sim_columns(t)
     _check("seq", t["seq"], pc.less_equal(t["seq"], 0), "must be > 0", "seq starts at 1")
     _check("role", t["role"], pc.invert(pc.is_in(t["role"], pa.array(ROLES))),
            f"must be one of {ROLES}")
@@ -168,8 +195,9 @@ def message_batch(rows: Sequence[MessageRow]) -> pa.Table:
 def entry_batch(rows: Sequence[EntryRow]) -> pa.Table:
     """Validate entry rows and return them as an Arrow table with ``user_hash``."""
     cols = list(zip(*rows))
-    t = {n: _column(n, c, pa.float64() if n == "timestamp" else pa.string())
+    t = {n: _column(n, c, pa.float64() if n in _FLOATS else pa.string())
          for n, c in zip(ENTRY_COLUMNS, cols)}
+    _check_sim_columns(t)
     for name in ("app", "user_id", "id"):
         check_ids(name, t[name])
     for name in ("session_id", "project_id"):

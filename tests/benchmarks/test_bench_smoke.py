@@ -19,6 +19,9 @@ CASES = {
     "recall_latency": ["--n", "600", "--shards", "1,2", "--clients", "1,4", "--queries", "16", "--recall-queries", "5",
                        "--conversations", "12", "--users", "4"],
     "simulate_agents": ["--agents", "30", "--turns", "3", "--hosts", "2", "--probes", "2"],
+    "fork": ["--conversations", "60", "--messages", "3", "--repeat", "1", "--writers", "1", "--rate", "200",
+             "--hosts", "1", "--shards", "1"],
+    "stream_scoring": ["--n", "400", "--conversations", "2", "--queries", "20", "--hosts", "1", "--shards", "1"],
 }
 
 
@@ -54,6 +57,16 @@ def test_benchmark_prints_one_json_line_with_its_floor(name: str, tmp_path: Path
                 assert ops["search_user"]["ratio_p50_to_floor_sum"] is not None
             assert row["recall_at_10"]["conversation"] == 1.0  # small namespaces are searched exactly
             assert row["recall_at_10"]["app"] == 1.0
+    elif name == "fork":
+        for phase in ("quiet", "writing"):
+            assert result[phase]["copy_s"] > 0 and result[phase]["ready_s"] >= result[phase]["copy_s"]
+        assert result["writing"]["written_per_s"] > 0 and result["quiet"]["written_per_s"] == 0
+        assert result["floor"]["copytree_fsync_s"] > 0 and result["ratio_quiet_copy_to_copytree_fsync"] is not None
+    elif name == "stream_scoring":
+        for layer in ("facade", "shard", "numpy_floor"):
+            assert result[layer]["relevance"]["n"] == 20 and result[layer]["stream"]["p50_ms"] > 0
+            assert result[layer]["ratio_p50"] is not None
+        assert result["items_per_conversation"] == 200
     else:
         assert result["verified"] is True and result["missing"] == 0 and result["unexpected"] == 0
         assert result["messages"] == 30 * 3 * 2

@@ -81,7 +81,13 @@ def test_killed_shard_degrades_then_recovers_everything(ray_session, tmp_path) -
         shard_ref = mem.deployment.shards[1]
         assert mem._router.shard_of(APP, victims[0]) == 1
 
+        from ray._private import state as ray_state
+
+        actor_id = shard_ref.handle._actor_id.hex()
         ray.kill(shard_ref.handle, no_restart=False)
+        # wait until the kill has landed (ray.kill returns first): a search sent now reaches the
+        # new actor before its recovery can start, or finds it dead
+        assert poll(lambda: ray_state.actors(actor_id)["State"] == "RESTARTING", every_s=0.005)
         during = convs[victims[0]].search("parcel code zebra2", limit=3, scope="user")
         assert degraded_or_complete(during, 1, "zebra2"), (during.degraded, during.reason, [h.message.text for h in during])
         assert convs[others[0]].search("parcel code zebra2", limit=3).degraded is False  # the other shard serves

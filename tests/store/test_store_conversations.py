@@ -115,5 +115,5 @@ def test_context_extras_answers_many_conversations_in_one_call(store):
     store.put_working_memory("app", "u", "conversation", "a", "note a", 0)
     store.put_working_memory("app", "u", "user", None, "user note", 0)
     got = store.context_extras([(a, "conversation"), (b, "user"), (c, "conversation"), (a, "user")])
-    assert got == [("summary of a", "note a"), (None, "user note"), (None, None), ("summary of a", "user note")]
+    assert got == [("summary of a", "note a", 3), (None, "user note", 0), (None, None, 0), ("summary of a", "user note", 3)]
     assert store.context_extras([]) == []

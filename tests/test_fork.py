@@ -1,0 +1,186 @@
+"""`mem.fork(path)`: a consistent, independent copy of the whole memray, taken while agents keep
+writing (issue 14, item 3), in both modes; and `memray fork SRC DST`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import memray
+from memray import MemoryEntry, SearchRequest
+from memray.errors import ValidationError
+from memray.index.fork import reconcile_shard
+
+MODES = ["inprocess", pytest.param("ray", marks=pytest.mark.ray)]
+
+
+@pytest.fixture(params=MODES)
+def mode(request: pytest.FixtureRequest) -> str:
+    if request.param == "ray":
+        request.getfixturevalue("ray_session")
+    return str(request.param)
+
+
+@pytest.fixture
+def source(tmp_path: Path, mode: str) -> Iterator[memray.Memory]:
+    mem = memray.open(str(tmp_path / "source"), mode=mode, hosts=1, shards=1, debounce_ms=10)
+    yield mem
+    mem.close(terminate=True)
+
+
+def items_of(mem: memray.Memory) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+    """(every item the shard holds, every item with text in the store), as (scope, doc_id)."""
+    held = mem._run(mem.deployment.shards[0].call("inventory"))
+    rows = mem._run(mem.deployment.store.call("scan_index_rows", 0, 1, mem._embedder.model_id, None, 100_000, True))
+    return {(ns[3], doc) for ns, doc in held}, {(r.namespace[3], r.doc_id) for r in rows}
+
+
+def test_a_fork_holds_every_kind_of_memory_and_lives_on_its_own(source, tmp_path):
+    conv = source.conversation(user_id="ada", conversation_id="town")
+    conv.add([{"id": "m1", "role": "user", "content": "the bakery opens at six", "sim_time": 60.0, "importance": 0.4}])
+    conv.working_memory.update("Ada runs the bakery")
+    source._run(source.deployment.store.call("put_summary", conv.key, "Ada bakes bread", 1, 0))
+    source.memory_service.add_entry("default", "ada", MemoryEntry(id="e1", content="Ada is allergic to walnuts"))
+
+    fork = source.fork(str(tmp_path / "branch"))
+    try:
+        assert set(fork.fork_info or {}) >= {"seconds", "store_s", "shards_s", "store_bytes"}
+        fconv = fork.conversation(user_id="ada", conversation_id="town")
+        assert [(m.id, m.sim_time, m.importance) for m in fconv.messages()] == [("m1", 60.0, 0.4)]
+        assert fconv.working_memory.get().text == "Ada runs the bakery"
+        assert fconv.summary() == "Ada bakes bread"
+        assert [h.message.id for h in fconv.search("when does the bakery open")] == ["m1"]
+        found = fork.memory_service.search(SearchRequest(query="walnuts", user_id="ada"))
+        assert [m.entry.id for m in found.memories] == ["e1"]
+
+        fconv.add({"id": "branch", "role": "user", "content": "the bakery burned down"})
+        conv.add({"id": "trunk", "role": "user", "content": "the bakery won a prize"})
+        assert [m.id for m in fconv.messages()] == ["m1", "branch"]
+        assert [m.id for m in conv.messages()] == ["m1", "trunk"]
+        assert fconv.search("prize") == [] and conv.search("burned") == []
+        fork.delete_user(app="default", user_id="ada")
+        assert [m.id for m in conv.messages()] == ["m1", "trunk"]
+    finally:
+        fork.close()
+    assert not (tmp_path / "branch" / "exports").exists()
+
+
+def test_a_fork_taken_while_agents_write_is_one_point_in_time(source, tmp_path):
+    convs = [source.conversation(user_id=f"agent{i}", conversation_id="stream") for i in range(3)]
+    acked: list[list[str]] = [[] for _ in convs]
+    stop, warmed = threading.Event(), threading.Event()
+
+    def write() -> None:
+        n = 0
+        while not stop.is_set():
+            for c, done in zip(convs, acked):
+                c.add({"id": f"{c.key.user_id}-{n}", "role": "user", "content": f"observation number {n} of {c.key.user_id}"})
+                done.append(f"{c.key.user_id}-{n}")
+            n += 1
+            if n == 20:
+                warmed.set()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        assert warmed.wait(120)
+        before = [list(done) for done in acked]  # acknowledged before fork() was called
+        fork = source.fork(str(tmp_path / "branch"))
+    finally:
+        stop.set()
+        writer.join()
+    try:
+        for c, had, all_acked in zip(convs, before, acked):
+            got = [m.id for m in fork.conversation(user_id=c.key.user_id, conversation_id="stream").messages()]
+            assert got == all_acked[: len(got)]  # a prefix: no gap, nothing invented
+            assert len(got) >= len(had)  # everything acknowledged before the fork
+            assert [m.seq for m in fork.conversation(user_id=c.key.user_id, conversation_id="stream").messages()] == \
+                list(range(1, len(got) + 1))
+        held, stored = items_of(fork)
+        assert held == stored  # the fork's indexes hold exactly the fork's items...
+        assert fork.wait_indexed()  # the fork embeds what the source had not embedded yet
+        model = fork._embedder.model_id
+        rows, stale, extra = fork._run(reconcile_shard(fork.deployment.shards[0], fork.deployment.store, 0, 1, model))
+        assert rows == len(stored) and (stale, extra) == (0, 0)  # ...each as the fork's store has it
+    finally:
+        fork.close()
+
+
+def test_fork_refuses_a_path_inside_the_source_or_not_empty(tmp_path):
+    source = memray.open(str(tmp_path / "source"), mode="inprocess", hosts=1, shards=1)  # checked before any mode's work
+    source.conversation(user_id="u", conversation_id="c").add({"role": "user", "content": "x"})
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "keep.txt").write_text("mine")
+    for bad in (source.config.root, str(Path(source.config.root) / "inner"), str(busy), str(tmp_path)):
+        with pytest.raises(ValidationError, match="path"):
+            source.fork(bad)
+    assert (busy / "keep.txt").read_text() == "mine" and not (Path(source.config.root) / "inner").exists()
+    source.close()
+
+
+def test_cli_forks_a_closed_data_directory(tmp_path):
+    with memray.open(str(tmp_path / "src"), mode="inprocess", hosts=1, shards=1) as mem:
+        mem.conversation(user_id="u", conversation_id="c").add({"role": "user", "content": "kept in both"}, durable=True)
+    out = subprocess.run([sys.executable, "-m", "memray.cli", "fork", str(tmp_path / "src"), str(tmp_path / "dst")],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["dst"] == str(tmp_path / "dst") and report["seconds"] > 0
+    with memray.open(str(tmp_path / "dst"), mode="inprocess", hosts=1, shards=1) as fork:
+        assert [m.text for m in fork.conversation(user_id="u", conversation_id="c").messages()] == ["kept in both"]
+    bad = subprocess.run([sys.executable, "-m", "memray.cli", "fork", str(tmp_path / "src"), str(tmp_path / "dst")],
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "already exists" in bad.stderr
+
+
+def test_a_marked_shard_is_made_exact_from_the_changes_alone(tmp_path):
+    """The in-process open of a fork: items the store lacks go, missing items and vectors come,
+    items written after the copy are re-read (their kept JSON dropped), untouched ones stay."""
+    import asyncio
+
+    from collections import Counter
+
+    import numpy as np
+
+    from memray.config import IndexConfig
+    from memray.index import IndexItem, VectorShard
+    from memray.index.fork import reconcile_marked
+    from memray.runtime.local import LocalRef
+    from memray.store.history import HistoryStore
+    from memray.store.rows import EmbeddingRow, MessageRow, Namespace
+    from memray.text import index_terms
+
+    store = HistoryStore(str(tmp_path / "h.duckdb"))
+    store.open()
+    ns = Namespace("a", "u", "conv", "c")
+    rows = [MessageRow("a", "u", "c", f"m{i}", i + 1, "user", f'[{{"type":"text","text":"note {i}"}}]', "{}", 1.0,
+                       f"note {i}") for i in range(4)]
+    store.append_messages(rows)
+    vec = np.ones(8, dtype=np.float32) / np.sqrt(8)
+    store.put_embeddings([EmbeddingRow(ns, f"m{i}", "m8", vec) for i in range(4)])
+    shard = VectorShard(0, str(tmp_path / "s"), 8, "m8", IndexConfig())
+    shard.open()
+    shard.upsert([IndexItem(ns, "m0", vec, "note 0", 1.0, "kept"),
+                  IndexItem(ns, "m1", None, "note 1", 2.0, "lexical only"),
+                  IndexItem(ns, "m2", vec, "note 2 newer", 3.0, "newer json"),
+                  IndexItem(ns, "late", vec, "after the copy", 9.0, "x")], "m8")
+    s, st = LocalRef(shard, "shard"), LocalRef(store, "store")
+    try:
+        upserted, deleted = asyncio.run(reconcile_marked(s, st, 0, 1, "m8", [(ns, "m2"), (ns, "late")]))
+    finally:
+        s.shutdown()
+        st.shutdown()
+    space = shard._spaces[ns]
+    assert deleted == 1 and sorted(space.labels) == ["m0", "m1", "m2", "m3"]
+    assert upserted == 3  # m1 (its vector), m2 (written after the copy), m3 (missing)
+    assert space.payload.get("m0") == "kept" and "m2" not in space.payload
+    assert space.lexical.terms("m2") == dict(Counter(index_terms("note 2")))  # the copy's version
+    assert sorted(shard.vectored()) == [(ns, f"m{i}") for i in range(4)]
+    store.close()
