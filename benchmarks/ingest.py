@@ -39,7 +39,7 @@ from benchmarks._harness import (
 )
 from memray.ids import ConversationKey
 from memray.models import Message
-from memray.runtime.ref import ActorRef
+from memray.rpc.ref import ActorRef
 from memray.store.history import HistoryStore
 from memray.store.rows import MessageRow, message_to_row
 
@@ -95,7 +95,7 @@ def sinks(mode: str, hosts: int) -> list[ActorRef]:
         cls = ray.remote(AsyncSink).options(num_cpus=0, max_concurrency=10_000)
         refs: list[ActorRef] = [RayRef(cls.remote(), f"sink {i}") for i in range(hosts)]
     else:
-        from memray.runtime.local import LocalRef
+        from memray.rpc.local import LocalRef
 
         refs = [LocalRef(AsyncSink(), f"sink {i}") for i in range(hosts)]
     return refs

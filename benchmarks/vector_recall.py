@@ -37,8 +37,8 @@ from memray.index.base import IndexItem
 from memray.index.router import ShardRouter
 from memray.index.search import Query
 from memray.index.shard import VectorShard
-from memray.runtime.local import LocalRef
-from memray.runtime.ref import ActorRef
+from memray.rpc.local import LocalRef
+from memray.rpc.ref import ActorRef
 from memray.store.rows import Namespace, user_hash
 
 Vec = npt.NDArray[np.float32]

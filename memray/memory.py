@@ -33,8 +33,8 @@ from memray.models import (
     Context, ConversationInfo, DeletionProof, DeletionReceipt, Message, MessageInput, RetrievalMode, coerce_message,
 )
 from memray.runtime.deploy import Deployment, LocalDeployment
-from memray.runtime.local import LoopThread
-from memray.runtime.ref import ActorRef, RetryingRef
+from memray.rpc.local import LoopThread
+from memray.rpc.ref import ActorRef, RetryingRef
 from memray.service.handle import MemoryServiceHandle
 from memray.service.longterm import MemoryService
 from memray.store.deadletter import DeadLetter

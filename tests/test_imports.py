@@ -8,7 +8,7 @@ CORES = [
     "memray", "memray.models", "memray.errors", "memray.ids", "memray.config",
     "memray.conversation.buffer", "memray.conversation.persist", "memray.conversation.core",
     "memray.conversation.host", "memray.conversation.recall", "memray.store.history",
-    "memray.embedding", "memray.index.shard", "memray.index.router", "memray.runtime.local",
+    "memray.embedding", "memray.index.shard", "memray.index.router", "memray.rpc.local",
     "memray.runtime.deploy", "memray.service", "memray.service.longterm", "memray.service.agent",
     "memray.service.erasure", "memray.service.handle",
     "memray.metrics", "memray.arguments",

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from memray.runtime.batch import Coalescer
-from memray.runtime.ref import ActorRef
+from memray.rpc.batch import Coalescer
+from memray.rpc.ref import ActorRef
 from memray.store.deadletter import CommitResult, DeadLetter
 from memray.store.rows import MessageRow
 

@@ -45,8 +45,8 @@ from memray.errors import ClosedError, DeadLetterError, StoreError
 from memray.ids import ConversationKey
 from memray.metrics import DEAD_LETTERS, MESSAGES_LOST, LagRecorder
 from memray.models import Message
-from memray.runtime.batch import Coalescer
-from memray.runtime.ref import ActorRef
+from memray.rpc.batch import Coalescer
+from memray.rpc.ref import ActorRef
 from memray.store.base import ConversationSnapshot
 from memray.store.deadletter import DeadLetter
 from memray.store.rows import (

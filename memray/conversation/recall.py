@@ -37,8 +37,8 @@ from memray.index.base import ShardHit
 from memray.index.fusion import hit_order
 from memray.metrics import DEGRADED_RECALLS, SEARCH_LATENCY
 from memray.models import Context, Hit, Message, RetrievalMode
-from memray.runtime.batch import Coalescer
-from memray.runtime.ref import ActorRef
+from memray.rpc.batch import Coalescer
+from memray.rpc.ref import ActorRef
 from memray.store.rows import Namespace, conversation_namespace, row_to_message
 
 if TYPE_CHECKING:

@@ -31,7 +31,7 @@ from memray.config import SummarizerConfig
 from memray.errors import ConflictError, MemrayError, MissingExtraError, SummaryError, ValidationError
 from memray.ids import ConversationKey
 from memray.models import DataPart, Message, ReasoningPart, TextPart, ToolPart
-from memray.runtime.ref import ActorRef
+from memray.rpc.ref import ActorRef
 from memray.store.base import SummaryState
 from memray.store.rows import MessageRow, row_to_message
 from memray.text import estimate_tokens as default_estimate_tokens

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from memray.errors import ConflictError, MemrayError, StoreError, ValidationError
 from memray.ids import validate_id
-from memray.runtime.ref import ActorRef
+from memray.rpc.ref import ActorRef
 from memray.store.base import WMScope
 
 __all__ = [

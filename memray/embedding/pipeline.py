@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Collection, NamedTuple
 import numpy as np
 
 from memray.metrics import EMBEDDING_FAILURES
-from memray.runtime.ref import ActorRef
+from memray.rpc.ref import ActorRef
 from memray.store.rows import EmbeddingRow, Namespace
 
 if TYPE_CHECKING:

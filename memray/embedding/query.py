@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from memray.embedding.calibration import Calibration
 from memray.errors import EmbeddingError
 from memray.index.search import Mode, Query
-from memray.runtime.batch import Coalescer
+from memray.rpc.batch import Coalescer
 
 if TYPE_CHECKING:
     from memray.embedding.base import Embedder

@@ -21,8 +21,8 @@ from memray.index.base import IndexItem, ShardHit
 from memray.index.fusion import top_hits
 from memray.index.lexical import Bm25Stats
 from memray.index.search import Query, ShardReply
-from memray.runtime.batch import Coalescer
-from memray.runtime.ref import ActorRef
+from memray.rpc.batch import Coalescer
+from memray.rpc.ref import ActorRef
 from memray.store.rows import Namespace, user_hash
 
 __all__ = ["ShardRouter", "RouterResult"]

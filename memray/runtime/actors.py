@@ -54,7 +54,7 @@ log = logging.getLogger(__name__)
 
 
 class RayRef:
-    """An :class:`~memray.runtime.ref.ActorRef` to a Ray actor."""
+    """An :class:`~memray.rpc.ref.ActorRef` to a Ray actor."""
 
     def __init__(self, handle: Any, label: str) -> None:
         self.handle = handle

@@ -11,8 +11,8 @@ import os
 from typing import Any, Protocol
 
 from memray.config import MemoryConfig
-from memray.runtime.local import LocalRef
-from memray.runtime.ref import ActorRef
+from memray.rpc.local import LocalRef
+from memray.rpc.ref import ActorRef
 
 __all__ = ["Deployment", "LocalDeployment", "shard_path"]
 

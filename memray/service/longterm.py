@@ -1,7 +1,7 @@
 """`MemoryService`: long-term memory entries per ``(app, user_id)``, optionally per project.
 
 A plain async class that runs in the caller's process (like :mod:`memray.conversation.recall`):
-it holds the store's :class:`~memray.runtime.ref.ActorRef`, a :class:`~memray.index.router.ShardRouter`
+it holds the store's :class:`~memray.rpc.ref.ActorRef`, a :class:`~memray.index.router.ShardRouter`
 and the caller's embedder, and owns one :class:`~memray.embedding.pipeline.EmbeddingPipeline`.
 
 Scopes
@@ -57,7 +57,7 @@ from memray.embedding.query import QueryEncoder
 from memray.errors import ValidationError
 from memray.ids import validate_id, validate_project_id
 from memray.models import MemoryEntry, MemoryResult, RetrievalMode, SearchMemoryResponse, SearchRequest, check_entry
-from memray.runtime.ref import ActorRef
+from memray.rpc.ref import ActorRef
 from memray.store.rows import EntryRow, Namespace, entry_namespace, entry_to_row, row_to_entry
 from memray.text import tokenize
 

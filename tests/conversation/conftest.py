@@ -15,7 +15,7 @@ import pytest
 from memray.errors import ConflictError
 from memray.ids import ConversationKey
 from memray.models import Message
-from memray.runtime.local import LocalRef
+from memray.rpc.local import LocalRef
 from memray.store.base import SummaryState, WMScope
 from memray.store.rows import MessageRow, message_to_row
 

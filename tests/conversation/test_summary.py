@@ -24,7 +24,7 @@ from memray.conversation.summary import (
 from memray.errors import MissingExtraError, SummaryError, ValidationError
 from memray.ids import ConversationKey
 from memray.models import Message
-from memray.runtime.local import LocalRef
+from memray.rpc.local import LocalRef
 from memray.text import estimate_tokens
 
 # The checkout this test runs from, for the subprocesses it starts.

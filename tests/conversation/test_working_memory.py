@@ -14,7 +14,7 @@ from memray.conversation.working_memory import (
     deep_merge,
 )
 from memray.errors import ConflictError, ValidationError
-from memray.runtime.local import LocalRef
+from memray.rpc.local import LocalRef
 
 
 def wm(ref: LocalRef, conversation_id: str = "c1", **spec: Any) -> WorkingMemory:

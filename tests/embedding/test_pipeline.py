@@ -14,7 +14,7 @@ from memray.embedding.pipeline import EmbeddingPipeline, PendingItem
 from memray.errors import UnavailableError
 from memray.index.router import ShardRouter
 from memray.index.shard import VectorShard
-from memray.runtime.local import LocalRef
+from memray.rpc.local import LocalRef
 from memray.store.history import HistoryStore
 from memray.store.rows import Namespace
 

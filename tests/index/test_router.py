@@ -11,7 +11,7 @@ import pytest
 from memray.config import IndexConfig
 from memray.errors import UnavailableError
 from memray.index import IndexItem, ShardRouter, VectorShard
-from memray.runtime.local import LocalRef
+from memray.rpc.local import LocalRef
 from memray.store.rows import Namespace, user_hash
 from tests.index.conftest import find, find_app, query, unit
 

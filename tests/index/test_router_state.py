@@ -17,7 +17,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from memray.config import IndexConfig
 from memray.index import IndexItem, ShardHit, ShardRouter, VectorShard
-from memray.runtime.local import LocalRef
+from memray.rpc.local import LocalRef
 from memray.store.rows import Namespace
 from tests.index.conftest import clustered, query
 

@@ -22,7 +22,7 @@ T = TypeVar("T")
 
 
 class LocalRef:
-    """An :class:`~memray.runtime.ref.ActorRef` to an object in this process."""
+    """An :class:`~memray.rpc.ref.ActorRef` to an object in this process."""
 
     def __init__(self, obj: Any, label: str) -> None:
         self.obj = obj
