@@ -202,7 +202,7 @@ def _count(mem: Any, app: str, convs: list[Any], acked: dict[tuple[int, str], tu
 
 def _index_figures(mem: Any, app: str, convs: list[Any], sample: int = 40, seed: int = 7) -> dict[str, Any]:
     """Every stored vector in its shard; a sample of messages findable by vector and lexically."""
-    from memray.store.rows import Namespace
+    from memray.ids import Namespace, user_hash
 
     dep = mem.deployment
     missing = 0
@@ -233,7 +233,6 @@ def searches_under_fault(mem: Any, conversations: int = 20, messages: int = 10, 
                          settle_s: float = 2.0) -> dict[str, Any]:
     """Searches from ``clients`` threads while shard 0 is SIGKILLed: none may raise; degraded ones
     name the shard; recovery is the time from the kill to the first complete answer after it."""
-    from memray.store.rows import user_hash
 
     app = "faults-search"
     shards = len(mem.deployment.shards)
@@ -326,7 +325,7 @@ def _apps(m: Any) -> list[str]:
 
 def _users(m: Any, app: str) -> list[str]:
     if app == "faults-search":
-        from memray.store.rows import user_hash
+        from memray.ids import user_hash
 
         return [u for u in (f"su{i}" for i in range(1000)) if user_hash(app, u) % len(m.deployment.shards) == 0]
     return [f"u{i}" for i in range(50)]

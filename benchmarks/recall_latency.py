@@ -42,13 +42,12 @@ from benchmarks._harness import (
     common_args, emit, log, pct_ms, plot_bars, ratio, run_clients, sentence, time_calls,
 )
 from memray.embedding.base import build_embedder
-from memray.ids import ConversationKey
+from memray.ids import ConversationKey, conversation_namespace, user_hash
 from memray.index.exact import ExactIndex
 from memray.index.fusion import top_hits
 from memray.index.search import Mode, Query
 from memray.index.shard import VectorShard
 from memray.runtime.deploy import shard_path
-from memray.store.rows import conversation_namespace, user_hash
 
 APP = "bench"
 OPS = ["search_conversation", "search_user", "search_app", "context"]

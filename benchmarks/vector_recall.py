@@ -39,7 +39,7 @@ from memray.index.search import Query
 from memray.index.shard import VectorShard
 from memray.rpc.local import LocalRef
 from memray.rpc.ref import ActorRef
-from memray.store.rows import Namespace, user_hash
+from memray.ids import Namespace, user_hash
 
 Vec = npt.NDArray[np.float32]
 APP = "bench"

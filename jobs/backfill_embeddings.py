@@ -42,9 +42,9 @@ from jobs.common import ProgressFile, add_common_args, config_from_args, connect
 from memray.config import EmbedderConfig, MemoryConfig
 from memray.errors import ValidationError
 from memray.index.router import ShardRouter
-from memray.ids import stable_hash
+from memray.ids import Namespace, stable_hash
 from memray.progress import bar
-from memray.store.rows import EmbeddingRow, Namespace
+from memray.store.rows import EmbeddingRow
 
 __all__ = ["parse_model", "run", "main", "EmbedBatches"]
 

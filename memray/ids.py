@@ -5,6 +5,10 @@ Every id (app, user, conversation, message, session, project, entry) is non-empt
 control characters (Unicode category ``Cc``) nor lone surrogates (``Cs``: a Python str such as
 ``"a\ud800"`` that no UTF-8 encoder accepts, so no store could hold it). Keys built from ids are tuples or length-prefixed
 strings, never concatenations that two different id tuples could both produce.
+
+The keys every part stands on live here too: :class:`ConversationKey`, :class:`UserKey`, and a
+shard's :class:`Namespace` with :func:`user_hash` (the shard of a user), which the store and the
+index both use.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import unicodedata
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from memray.errors import InvalidIdError
 
@@ -23,6 +28,10 @@ __all__ = [
     "stable_hash",
     "ConversationKey",
     "UserKey",
+    "Namespace",
+    "conversation_namespace",
+    "entry_namespace",
+    "user_hash",
 ]
 
 MAX_ID_CHARS = 256
@@ -107,3 +116,27 @@ class ConversationKey:
     def route(self, n: int) -> int:
         """The index of the host (of ``n``) that owns this conversation."""
         return stable_hash(self.app, self.user_id, self.conversation_id) % n
+
+
+class Namespace(NamedTuple):
+    """A vector/lexical namespace. ``kind`` is ``"conv"`` (scope = conversation id) or
+    ``"entry"`` (scope = project id, ``""`` for the user's global entries)."""
+
+    app: str
+    user_id: str
+    kind: str
+    scope: str
+
+
+def conversation_namespace(key: ConversationKey) -> Namespace:
+    return Namespace(key.app, key.user_id, "conv", key.conversation_id)
+
+
+def entry_namespace(app: str, user_id: str, project_id: str | None) -> Namespace:
+    return Namespace(app, user_id, "entry", project_id or "")
+
+
+def user_hash(app: str, user_id: str) -> int:
+    """Signed 64-bit stable hash of ``(app, user_id)``: the shard of a user is ``h % shards``."""
+    h = stable_hash(app, user_id)
+    return h - (1 << 64) if h >= (1 << 63) else h

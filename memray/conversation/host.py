@@ -42,16 +42,14 @@ from memray.conversation.persist import PersistChain
 from memray.conversation.tail import Tail, TailKeeper
 from memray.embedding.pipeline import EmbeddingPipeline, PendingItem
 from memray.errors import ClosedError, DeadLetterError, StoreError
-from memray.ids import ConversationKey
+from memray.ids import ConversationKey, Namespace, conversation_namespace
 from memray.metrics import DEAD_LETTERS, MESSAGES_LOST, LagRecorder
 from memray.models import Message
 from memray.rpc.batch import Coalescer
 from memray.rpc.ref import ActorRef
 from memray.store.base import ConversationSnapshot
 from memray.store.deadletter import DeadLetter
-from memray.store.rows import (
-    MessageRow, Namespace, conversation_namespace, message_payload, message_to_row, row_to_message,
-)
+from memray.store.rows import MessageRow, message_payload, message_to_row, row_to_message
 
 __all__ = ["ConversationHost"]
 

@@ -32,14 +32,14 @@ from memray.conversation.context import assemble
 from memray.conversation.tail import Tail, score_tail, support_neighbours
 from memray.conversation.working_memory import WorkingMemory, render_instructions
 from memray.embedding.query import Encoded, QueryEncoder
-from memray.ids import ConversationKey
+from memray.ids import ConversationKey, Namespace, conversation_namespace
 from memray.index.base import ShardHit
 from memray.index.fusion import hit_order
 from memray.metrics import DEGRADED_RECALLS, SEARCH_LATENCY
 from memray.models import Context, Hit, Message, RetrievalMode
 from memray.rpc.batch import Coalescer
 from memray.rpc.ref import ActorRef
-from memray.store.rows import Namespace, conversation_namespace, row_to_message
+from memray.store.rows import row_to_message
 
 if TYPE_CHECKING:
     from memray.index.router import RouterResult, ShardRouter

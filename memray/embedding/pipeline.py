@@ -27,7 +27,8 @@ import numpy as np
 
 from memray.metrics import EMBEDDING_FAILURES
 from memray.rpc.ref import ActorRef
-from memray.store.rows import EmbeddingRow, Namespace
+from memray.store.rows import EmbeddingRow
+from memray.ids import Namespace
 
 if TYPE_CHECKING:
     from memray.embedding.base import Embedder

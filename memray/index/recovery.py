@@ -47,7 +47,7 @@ from memray.errors import UnavailableError
 from memray.index.search import Query, ShardReply
 from memray.index.shard import VectorShard
 from memray.store.base import IndexRow
-from memray.store.rows import Namespace
+from memray.ids import Namespace
 
 __all__ = ["RecoveringShard", "ShardKeeper", "RecoveryReport", "Scan", "ref_key", "level_shard", "LevelReport"]
 

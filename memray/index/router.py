@@ -23,7 +23,7 @@ from memray.index.lexical import Bm25Stats
 from memray.index.search import Query, ShardReply
 from memray.rpc.batch import Coalescer
 from memray.rpc.ref import ActorRef
-from memray.store.rows import Namespace, user_hash
+from memray.ids import Namespace, user_hash
 
 __all__ = ["ShardRouter", "RouterResult"]
 

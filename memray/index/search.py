@@ -23,7 +23,7 @@ from memray.index.fusion import hybrid_score, lexical_score, neighbour_support
 from memray.index.hnsw import HnswIndex
 from memray.index.lexical import Bm25Stats, ideal_bm25
 from memray.index.space import Space
-from memray.store.rows import Namespace
+from memray.ids import Namespace
 from memray.text import index_terms
 
 __all__ = ["Mode", "Query", "ShardReply", "HYBRID_DEPTH", "search_spaces", "vector_scores"]

@@ -56,7 +56,7 @@ from memray.index.lexical import Bm25Stats
 from memray.index.search import Mode, Query, ShardReply, search_spaces
 from memray.index.space import Space, normalise
 from memray.store.base import IndexRow
-from memray.store.rows import Namespace
+from memray.ids import Namespace
 from memray.text import index_terms
 
 __all__ = ["VectorShard", "Mode", "LEXICAL_VERSION"]

@@ -17,7 +17,7 @@ import numpy as np
 from memray.index.exact import ExactIndex
 from memray.index.hnsw import HnswIndex
 from memray.index.lexical import LexicalIndex
-from memray.store.rows import Namespace
+from memray.ids import Namespace
 
 __all__ = ["Space", "normalise"]
 

@@ -40,13 +40,12 @@ from memray.config import IndexConfig, MemoryConfig
 from memray.conversation.host import ConversationHost
 from memray.embedding import build_embedder
 from memray.errors import DeadLetterError, StoreError, UnavailableError
-from memray.ids import stable_hash
+from memray.ids import Namespace, stable_hash
 from memray.index.recovery import RecoveringShard, Scan, ShardKeeper
 from memray.runtime.deploy import shard_path
 from memray.store.base import IndexRow
 from memray.store.database import check_not_in_use
 from memray.store.history import HistoryStore
-from memray.store.rows import Namespace
 
 __all__ = ["RayRef", "RayDeployment", "ensure_ray", "shutdown_ray", "named_ref"]
 

@@ -55,10 +55,10 @@ from memray.arguments import check_limit, check_min_score, check_mode, check_que
 from memray.embedding.pipeline import EmbeddingPipeline, PendingItem
 from memray.embedding.query import QueryEncoder
 from memray.errors import ValidationError
-from memray.ids import validate_id, validate_project_id
+from memray.ids import Namespace, entry_namespace, validate_id, validate_project_id
 from memray.models import MemoryEntry, MemoryResult, RetrievalMode, SearchMemoryResponse, SearchRequest, check_entry
 from memray.rpc.ref import ActorRef
-from memray.store.rows import EntryRow, Namespace, entry_namespace, entry_to_row, row_to_entry
+from memray.store.rows import EntryRow, entry_to_row, row_to_entry
 from memray.text import tokenize
 
 if TYPE_CHECKING:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Literal, NamedTuple, Protocol
 
-from memray.ids import ConversationKey
-from memray.store.rows import EmbeddingRow, EntryRow, MessageRow, Namespace
+from memray.ids import ConversationKey, Namespace
+from memray.store.rows import EmbeddingRow, EntryRow, MessageRow
 
 __all__ = ["HistoryStoreAPI", "ConversationSnapshot", "IndexRow", "SummaryState", "WMScope"]
 

@@ -7,13 +7,12 @@ import time
 from typing import Any, Literal
 
 from memray.errors import ConflictError, NotFoundError, ValidationError
-from memray.ids import ConversationKey, validate_id
+from memray.ids import ConversationKey, user_hash, validate_id
 from memray.store.base import ConversationSnapshot, SummaryState, WMScope
 from memray.store.database import Database
 from memray.store.rows import MessageRow
 from memray.store.schema import MESSAGE_COLUMNS
 from memray.validation import check_text, json_text
-from memray.store.rows import user_hash
 
 __all__ = [
     "create_conversation", "get_conversation", "list_conversations", "update_conversation",

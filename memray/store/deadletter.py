@@ -26,7 +26,8 @@ import pyarrow as pa
 from memray.errors import MemrayError, ValidationError
 from memray.store.database import Database
 from memray.store.messages import Correction, append_messages
-from memray.store.rows import MessageRow, user_hash
+from memray.store.rows import MessageRow
+from memray.ids import user_hash
 
 __all__ = [
     "DeadLetter", "CommitResult", "commit_messages", "record", "resolve_acknowledged", "is_data_error", "count",

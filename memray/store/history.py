@@ -18,13 +18,13 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
-from memray.ids import ConversationKey, validate_id
+from memray.ids import ConversationKey, Namespace, validate_id
 from memray.store import conversations as conv
 from memray.store import deadletter, export, items, messages
 from memray.store.base import ConversationSnapshot, IndexRow, SummaryState, WMScope
 from memray.store.database import Database
 from memray.store.deadletter import CommitResult, DeadLetter
-from memray.store.rows import EmbeddingRow, EntryRow, MessageRow, Namespace
+from memray.store.rows import EmbeddingRow, EntryRow, MessageRow
 from memray.store.schema import TABLES
 
 __all__ = ["HistoryStore"]

@@ -8,10 +8,10 @@ import numpy as np
 import pyarrow as pa
 
 from memray.errors import ValidationError
-from memray.ids import validate_id
+from memray.ids import Namespace, validate_id
 from memray.store.base import IndexRow
 from memray.store.database import Database
-from memray.store.rows import EmbeddingRow, EntryRow, Namespace
+from memray.store.rows import EmbeddingRow, EntryRow
 from memray.store.schema import ENTRY_COLUMNS, embedding_batch, entry_batch, ref_batch
 
 __all__ = [

@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple, cast
 
-from memray.ids import ConversationKey, stable_hash
+from memray.ids import ConversationKey, Namespace
 from memray.models import DataPart, MemoryEntry, Message, Part, ReasoningPart, Role, TextPart, ToolPart
 
 __all__ = [
-    "Namespace",
     "MessageRow",
     "EntryRow",
     "EmbeddingRow",
@@ -19,34 +18,7 @@ __all__ = [
     "message_payload",
     "entry_to_row",
     "row_to_entry",
-    "user_hash",
-    "conversation_namespace",
-    "entry_namespace",
 ]
-
-
-class Namespace(NamedTuple):
-    """A vector/lexical namespace. ``kind`` is ``"conv"`` (scope = conversation id) or
-    ``"entry"`` (scope = project id, ``""`` for the user's global entries)."""
-
-    app: str
-    user_id: str
-    kind: str
-    scope: str
-
-
-def conversation_namespace(key: ConversationKey) -> Namespace:
-    return Namespace(key.app, key.user_id, "conv", key.conversation_id)
-
-
-def entry_namespace(app: str, user_id: str, project_id: str | None) -> Namespace:
-    return Namespace(app, user_id, "entry", project_id or "")
-
-
-def user_hash(app: str, user_id: str) -> int:
-    """Signed 64-bit stable hash of ``(app, user_id)``: the shard of a user is ``h % shards``."""
-    h = stable_hash(app, user_id)
-    return h - (1 << 64) if h >= (1 << 63) else h
 
 
 class MessageRow(NamedTuple):

@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from memray.errors import InvalidIdError, ValidationError
-from memray.ids import MAX_ID_CHARS
-from memray.store.rows import EmbeddingRow, EntryRow, MessageRow, user_hash
+from memray.ids import MAX_ID_CHARS, user_hash
+from memray.store.rows import EmbeddingRow, EntryRow, MessageRow
 from memray.validation import SURROGATE_HINT
 
 __all__ = [

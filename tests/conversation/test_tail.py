@@ -12,13 +12,12 @@ from memray.conversation.tail import Tail, TailKeeper, score_tail
 from memray.embedding.calibration import Calibration
 from memray.embedding.pipeline import PendingItem
 from memray.embedding.query import QueryEncoder
-from memray.ids import ConversationKey
+from memray.ids import ConversationKey, conversation_namespace
 from memray.index.base import ShardHit
 from memray.index.lexical import Bm25Stats, LexicalIndex
 from memray.index.router import RouterResult
 from memray.index.search import Query
 from memray.models import Message
-from memray.store.rows import conversation_namespace
 from memray.text import index_terms
 from memray.conversation.buffer import MessageBuffer
 from memray.conversation.core import Conversation

@@ -16,7 +16,7 @@ from memray.index.router import ShardRouter
 from memray.index.shard import VectorShard
 from memray.rpc.local import LocalRef
 from memray.store.history import HistoryStore
-from memray.store.rows import Namespace
+from memray.ids import Namespace
 
 NS = Namespace("app", "u", "conv", "c")
 

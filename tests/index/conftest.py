@@ -7,7 +7,7 @@ import numpy.typing as npt
 
 from memray.index.base import ShardHit
 from memray.index.search import Mode, Query
-from memray.store.rows import Namespace
+from memray.ids import Namespace
 
 
 def unit(rng: np.random.Generator, n: int, dim: int) -> npt.NDArray[np.float32]:

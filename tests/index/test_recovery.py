@@ -11,11 +11,11 @@ import pytest
 
 from memray.config import IndexConfig
 from memray.errors import UnavailableError
-from memray.ids import ConversationKey
+from memray.ids import ConversationKey, Namespace, conversation_namespace, user_hash
 from memray.index import IndexItem
 from memray.index.recovery import RecoveringShard, ShardKeeper
 from memray.store.history import HistoryStore
-from memray.store.rows import EmbeddingRow, Namespace, conversation_namespace, user_hash
+from memray.store.rows import EmbeddingRow
 from tests.index.conftest import find, find_user
 from tests.store.conftest import msg
 

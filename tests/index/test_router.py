@@ -12,7 +12,7 @@ from memray.config import IndexConfig
 from memray.errors import UnavailableError
 from memray.index import IndexItem, ShardRouter, VectorShard
 from memray.rpc.local import LocalRef
-from memray.store.rows import Namespace, user_hash
+from memray.ids import Namespace, user_hash
 from tests.index.conftest import find, find_app, query, unit
 
 DIM = 8

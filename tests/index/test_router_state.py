@@ -18,7 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from memray.config import IndexConfig
 from memray.index import IndexItem, ShardHit, ShardRouter, VectorShard
 from memray.rpc.local import LocalRef
-from memray.store.rows import Namespace
+from memray.ids import Namespace
 from tests.index.conftest import clustered, query
 
 DIM = 32

@@ -11,7 +11,7 @@ from memray.config import IndexConfig
 from memray.errors import ModelMismatchError
 from memray.index import IndexItem, ShardHit, VectorShard
 from memray.store.base import IndexRow
-from memray.store.rows import Namespace
+from memray.ids import Namespace
 from tests.index.conftest import WEIGHT, clustered, find, find_app, find_user, unit
 
 DIM = 16

@@ -12,7 +12,7 @@ from memray.config import IndexConfig
 from memray.errors import ModelMismatchError
 from memray.index import IndexItem, VectorShard
 from memray.store.base import IndexRow
-from memray.store.rows import Namespace
+from memray.ids import Namespace
 from tests.index.conftest import find, find_app, find_user, unit
 
 OLD, NEW = "old-16", "new-8"

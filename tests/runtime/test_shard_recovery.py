@@ -14,8 +14,7 @@ import time
 import pytest
 
 import memray
-from memray.ids import ConversationKey
-from memray.store.rows import conversation_namespace, user_hash
+from memray.ids import ConversationKey, conversation_namespace, user_hash
 
 pytestmark = pytest.mark.ray
 

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from memray.errors import ConflictError, NotFoundError, ValidationError
-from memray.ids import ConversationKey
+from memray.ids import ConversationKey, conversation_namespace
 from memray.store.history import HistoryStore
-from memray.store.rows import EmbeddingRow, conversation_namespace
+from memray.store.rows import EmbeddingRow
 
 from .conftest import KEY, msg
 

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import numpy as np
 
-from memray.ids import ConversationKey
+from memray.ids import ConversationKey, conversation_namespace
 from memray.store.history import HistoryStore
-from memray.store.rows import EmbeddingRow, conversation_namespace
+from memray.store.rows import EmbeddingRow
 
 from .conftest import entry, msg
 

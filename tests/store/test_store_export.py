@@ -5,10 +5,9 @@ from pathlib import Path
 import duckdb
 import pyarrow.dataset as ds
 
-from memray.ids import ConversationKey
+from memray.ids import ConversationKey, user_hash
 from memray.store.export import EXPORT_BUCKETS
 from memray.store.history import HistoryStore
-from memray.store.rows import user_hash
 
 from .conftest import entry, msg
 

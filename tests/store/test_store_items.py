@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from memray.errors import ValidationError
-from memray.ids import ConversationKey
+from memray.ids import ConversationKey, Namespace, conversation_namespace, entry_namespace, user_hash
 from memray.store.history import HistoryStore
-from memray.store.rows import EmbeddingRow, Namespace, conversation_namespace, entry_namespace, user_hash
+from memray.store.rows import EmbeddingRow
 
 from .conftest import KEY, entry, msg
 
