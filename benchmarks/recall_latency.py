@@ -41,7 +41,7 @@ from benchmarks._harness import (
     in_data_dir,
     common_args, emit, log, pct_ms, plot_bars, ratio, run_clients, sentence, time_calls,
 )
-from memray.embedding.base import build_embedder
+from memray.embedding.factory import build_embedder
 from memray.ids import ConversationKey, conversation_namespace, user_hash
 from memray.index.exact import ExactIndex
 from memray.index.fusion import top_hits
