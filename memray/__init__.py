@@ -25,8 +25,7 @@ from memray.errors import (
     ValidationError,
 )
 from memray.ids import ConversationKey, validate_id, validate_project_id
-from memray.memory import ConversationHandle, Memory, open
-from memray.service.handle import MemoryServiceHandle
+from memray.facade import ConversationHandle, Memory, MemoryServiceHandle, open
 from memray.models import (
     Context,
     ConversationInfo,

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 from memray.ids import ConversationKey
-from memray.memory import Memory
+from memray.facade.memory import Memory
 from memray.progress import bar
 from memray.store.rows import MessageRow
 

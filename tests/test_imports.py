@@ -10,7 +10,7 @@ CORES = [
     "memray.conversation.host", "memray.conversation.recall", "memray.store.history",
     "memray.embedding", "memray.index.shard", "memray.index.router", "memray.rpc.local",
     "memray.runtime.deploy", "memray.service", "memray.service.longterm", "memray.service.agent",
-    "memray.service.erasure", "memray.service.handle",
+    "memray.service.erasure", "memray.facade", "memray.facade.service",
     "memray.metrics", "memray.arguments",
 ]
 

@@ -52,8 +52,8 @@ if TYPE_CHECKING:
     from google.adk.events.event import Event
     from google.adk.sessions.session import Session
 
-    from memray.memory import Memory
-    from memray.service.handle import MemoryServiceHandle
+    from memray.facade.memory import Memory
+    from memray.facade.service import MemoryServiceHandle
 
 __all__ = ["MemrayMemoryService", "events_to_entries"]
 

@@ -72,7 +72,7 @@ except ImportError as exc:  # pragma: no cover - exercised by the missing-extra 
     raise MissingExtraError("langgraph", "langgraph") from exc
 
 if TYPE_CHECKING:
-    from memray.memory import Memory
+    from memray.facade.memory import Memory
     from memray.service.longterm import MemoryService
 
 __all__ = ["MemrayStore"]

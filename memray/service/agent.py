@@ -1,7 +1,7 @@
 """Agent integration: preload relevant memories, a ``load_memory`` tool, store a finished session.
 
 The three steps of seed 2's agent loop, as small functions over ``mem.memory_service``
-(a :class:`~memray.service.handle.MemoryServiceHandle`; the ``a``-prefixed twins use its async
+(a :class:`~memray.facade.service.MemoryServiceHandle`; the ``a``-prefixed twins use its async
 methods)::
 
     block = relevant_memories_block(svc, app, user, user_text)        # before the turn

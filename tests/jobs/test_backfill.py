@@ -16,7 +16,7 @@ from jobs import backfill_embeddings, backfill_summaries
 from jobs.common import InjectedFailure, ProgressFile
 from memray.config import EmbedderConfig, SummarizerConfig
 from memray.embedding import HashEmbedder
-from memray.memory import _gather
+from memray.facade.memory import _gather
 
 pytestmark = pytest.mark.ray
 

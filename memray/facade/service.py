@@ -17,7 +17,7 @@ from memray.models import (
 from memray.service.longterm import EntryInput, MemoryService
 
 if TYPE_CHECKING:
-    from memray.memory import Memory
+    from memray.facade.memory import Memory
 
 __all__ = ["MemoryServiceHandle"]
 

@@ -1,4 +1,4 @@
-"""The facade: :func:`open`, :class:`Memory` and :class:`ConversationHandle`.
+"""The facade's root: :func:`open` and :class:`Memory` (the handles are in their own modules).
 
 Thin by design: it validates input, routes each call to the right core (a host, a shard, the
 store) through the deployment, and offers every call in a sync form and an asyncio twin
@@ -18,28 +18,28 @@ from collections.abc import Awaitable, Iterable
 from typing import Any, Coroutine, TypeVar
 
 from memray.arguments import (
-    check_choice, check_count, check_limit, check_merge, check_min_score, check_mode, check_query, check_roles,
-    check_scope, check_seq,
+    check_choice, check_count, check_limit, check_min_score, check_mode, check_query,
 )
 from memray.config import MemoryConfig, RunMode
-from memray.conversation.recall import Merge, Recall, Scope, SearchResults
-from memray.conversation.working_memory import WMMode, WorkingMemory, WorkingMemorySpec, WorkingMemoryValue
+from memray.conversation.recall import Recall, SearchResults
+from memray.conversation.working_memory import WorkingMemorySpec
 from memray.embedding.base import Embedder
 from memray.embedding.calibration import Calibration
 from memray.embedding.query import QueryEncoder
+from memray.facade.conversation import ConversationHandle
+from memray.facade.service import MemoryServiceHandle
 from memray.errors import ClosedError, DeadLetterError, StoreError, UnavailableError, ValidationError
 from memray.ids import ConversationKey, validate_id
 from memray.models import (
-    Context, ConversationInfo, DeletionProof, DeletionReceipt, Message, MessageInput, RetrievalMode, coerce_message,
+    ConversationInfo, DeletionProof, DeletionReceipt, Message, MessageInput, RetrievalMode, coerce_message,
 )
 from memray.runtime.deploy import Deployment, LocalDeployment
 from memray.rpc.local import LoopThread
 from memray.rpc.ref import ActorRef, RetryingRef
-from memray.service.handle import MemoryServiceHandle
 from memray.service.longterm import MemoryService
 from memray.store.deadletter import DeadLetter
 
-__all__ = ["open", "Memory", "ConversationHandle", "WorkingMemoryHandle"]
+__all__ = ["open", "Memory"]
 
 T = TypeVar("T")
 
@@ -450,187 +450,6 @@ class Memory:
 
 async def _gather(calls: Iterable[Awaitable[T]]) -> list[T]:
     return list(await asyncio.gather(*calls))
-
-
-class ConversationHandle:
-    """One conversation: ``(app, user_id, conversation_id)``. Every call has an async twin."""
-
-    def __init__(self, memory: Memory, key: ConversationKey, wm_spec: WorkingMemorySpec | None = None) -> None:
-        self._mem = memory
-        self.key = key
-        self.working_memory = WorkingMemoryHandle(memory, key, wm_spec or WorkingMemorySpec())
-
-    def __repr__(self) -> str:
-        return f"ConversationHandle({self.key.app!r}, {self.key.user_id!r}, {self.key.conversation_id!r})"
-
-    @property
-    def _host(self) -> ActorRef:
-        return self._mem.host_for(self.key)
-
-    # writes
-    def add(self, messages: Iterable[MessageInput] | MessageInput, durable: bool = False) -> list[int]:
-        """Add messages; returns their seqs. ``durable=True`` returns after the store commit."""
-        return self._mem._run(self._mem._add(self.key, self._mem._coerce(messages), durable))
-
-    async def aadd(self, messages: Iterable[MessageInput] | MessageInput, durable: bool = False) -> list[int]:
-        return await self._mem._arun(self._mem._add(self.key, self._mem._coerce(messages), durable))
-
-    def flush(self) -> None:
-        self._mem._run(self._host.call("flush", self.key))
-
-    async def aflush(self) -> None:
-        await self._mem._arun(self._host.call("flush", self.key))
-
-    # reads
-    def messages(self, limit: int | None = None, before_seq: int | None = None, after_seq: int | None = None,
-                 roles: list[str] | None = None, metadata: dict[str, Any] | None = None) -> list[Message]:
-        """Messages by seq: ``limit`` = the most recent N (None: all), returned oldest → newest."""
-        return self._mem._run(self._messages(limit, before_seq, after_seq, roles, metadata))
-
-    async def amessages(self, limit: int | None = None, before_seq: int | None = None, after_seq: int | None = None,
-                        roles: list[str] | None = None, metadata: dict[str, Any] | None = None) -> list[Message]:
-        return await self._mem._arun(self._messages(limit, before_seq, after_seq, roles, metadata))
-
-    def _messages(self, limit: int | None, before_seq: int | None, after_seq: int | None, roles: list[str] | None,
-                  metadata: dict[str, Any] | None) -> Coroutine[Any, Any, list[Message]]:
-        args = (check_limit(limit, None), check_seq(before_seq, "before_seq"), check_seq(after_seq, "after_seq"),
-                check_roles(roles))
-        return self._host.call("messages", self.key, *args, metadata)
-
-    def search(self, query: str, limit: int = 5, min_score: float | None = None, mode: RetrievalMode | None = None,
-               scope: Scope = "conversation") -> SearchResults:
-        """Indexed messages most relevant to ``query``; ``score`` in [0, 1] (README "Scores")."""
-        return self._mem._run(self._search(query, limit, min_score, mode, scope))
-
-    async def asearch(self, query: str, limit: int = 5, min_score: float | None = None, mode: RetrievalMode | None = None,
-                      scope: Scope = "conversation") -> SearchResults:
-        return await self._mem._arun(self._search(query, limit, min_score, mode, scope))
-
-    def _search(self, query: str, limit: int, min_score: float | None, mode: RetrievalMode | None,
-                scope: Scope) -> Coroutine[Any, Any, SearchResults]:
-        return self._mem._recall.search(self.key, check_query(query), check_limit(limit, 5), check_min_score(min_score),
-                                        check_mode(mode), check_scope(scope))
-
-    def context(self, query: str | None = None, limit: int = 10, semantic_limit: int = 5, merge: Merge = "append",
-                scope: Scope = "conversation", token_budget: int | None = None, mode: RetrievalMode | None = None,
-                min_score: float | None = None) -> Context:
-        """Recent messages + recalled ones + summary + working memory, for the next prompt.
-        Recalled messages are relevant ones only (``min_score=None``: score above 0; README
-        "Scores"); a query about nothing in the history recalls nothing."""
-        return self._mem._run(self._context(query, limit, semantic_limit, merge, scope, token_budget, mode, min_score))
-
-    async def acontext(self, query: str | None = None, limit: int = 10, semantic_limit: int = 5, merge: Merge = "append",
-                       scope: Scope = "conversation", token_budget: int | None = None, mode: RetrievalMode | None = None,
-                       min_score: float | None = None) -> Context:
-        return await self._mem._arun(self._context(query, limit, semantic_limit, merge, scope, token_budget, mode, min_score))
-
-    def _context(self, query: str | None, limit: int, semantic_limit: int, merge: Merge, scope: Scope,
-                 token_budget: int | None, mode: RetrievalMode | None, min_score: float | None) -> Coroutine[Any, Any, Context]:
-        if query is not None:
-            check_query(query)
-        if token_budget is not None:
-            check_limit(token_budget, None, "token_budget", none_means="no budget")
-        return self._mem._recall.context(
-            self._host, self.key, self.working_memory.core, query, check_limit(limit, 10),
-            check_count(semantic_limit, "semantic_limit"), check_merge(merge), check_scope(scope), token_budget,
-            check_mode(mode), check_min_score(min_score),
-        )
-
-    def delete_messages(self, ids: Iterable[str]) -> dict[str, int]:
-        """Delete these messages (ids the conversation does not hold are ignored): from the
-        buffer, the store, the vectors and the Parquet exports. Seqs are never reused; a summary
-        that already folded them in keeps them until it is rebuilt. Returns counts per store."""
-        return self._mem._run(self._host.call("delete_messages", self.key, _message_ids(ids)))
-
-    async def adelete_messages(self, ids: Iterable[str]) -> dict[str, int]:
-        return await self._mem._arun(self._host.call("delete_messages", self.key, _message_ids(ids)))
-
-    # summary and metadata
-    def summary(self) -> str | None:
-        """The current summary of the older history, or None."""
-        return self._mem._run(self._summary())
-
-    async def asummary(self) -> str | None:
-        return await self._mem._arun(self._summary())
-
-    async def _summary(self) -> str | None:
-        state = await self._mem.deployment.store.call("get_summary", self.key)
-        return state.text if state is not None else None
-
-    def create(self, title: str | None = None, metadata: dict[str, Any] | None = None) -> ConversationInfo:
-        """Get-or-create the conversation record (a first add creates it too)."""
-        row = self._mem._run(self._mem.deployment.store.call("create_conversation", self.key, title, metadata or {}))
-        return ConversationInfo.model_validate(row)
-
-    def info(self) -> ConversationInfo | None:
-        row = self._mem._run(self._mem.deployment.store.call("get_conversation", self.key))
-        return None if row is None else ConversationInfo.model_validate(row)
-
-    def update(self, title: str | None = None, metadata: dict[str, Any] | None = None) -> ConversationInfo:
-        """Set the title and merge ``metadata`` into the stored metadata (other keys kept)."""
-        row = self._mem._run(self._mem.deployment.store.call("update_conversation", self.key, title, metadata))
-        return ConversationInfo.model_validate(row)
-
-    def delete(self) -> dict[str, int]:
-        """Delete the conversation: messages, vectors, its working memory and summary."""
-        return self._mem._run(self._mem._delete_conversation(self.key))
-
-    async def adelete(self) -> dict[str, int]:
-        return await self._mem._arun(self._mem._delete_conversation(self.key))
-
-
-class WorkingMemoryHandle:
-    """The conversation's working-memory note (sync calls and ``a``-prefixed async twins)."""
-
-    def __init__(self, memory: Memory, key: ConversationKey, spec: WorkingMemorySpec) -> None:
-        self._mem = memory
-        self.key = key
-        self.spec = spec
-
-    @property
-    def core(self) -> WorkingMemory:
-        return WorkingMemory(self._mem.deployment.store, self.key.app, self.key.user_id, self.key.conversation_id, self.spec)
-
-    def get(self) -> WorkingMemoryValue:
-        return self._mem._run(self.core.get())
-
-    async def aget(self) -> WorkingMemoryValue:
-        return await self._mem._arun(self.core.get())
-
-    def update(self, content: Any, mode: WMMode = "append", expected_version: int | None = None) -> WorkingMemoryValue:
-        """Append (default, safe) or replace; validated after the merge; versioned."""
-        return self._mem._run(self.core.update(content, mode, expected_version))
-
-    async def aupdate(self, content: Any, mode: WMMode = "append", expected_version: int | None = None) -> WorkingMemoryValue:
-        return await self._mem._arun(self.core.update(content, mode, expected_version))
-
-    def clear(self) -> WorkingMemoryValue:
-        return self._mem._run(self.core.clear())
-
-    async def aclear(self) -> WorkingMemoryValue:
-        return await self._mem._arun(self.core.clear())
-
-    def instructions(self) -> str:
-        return self._mem._run(self.core.instructions())
-
-    async def ainstructions(self) -> str:
-        return await self._mem._arun(self.core.instructions())
-
-    def tools(self) -> list[dict[str, Any]]:
-        """``get_working_memory``, ``update_working_memory``, ``clear_working_memory`` (OpenAI JSON)."""
-        return self.core.tools()
-
-    def call_tool(self, name: str, arguments: str | dict[str, Any] | None) -> str:
-        return self._mem._run(self.core.call_tool(name, arguments))
-
-    async def acall_tool(self, name: str, arguments: str | dict[str, Any] | None) -> str:
-        return await self._mem._arun(self.core.call_tool(name, arguments))
-
-
-def _message_ids(ids: Iterable[str]) -> list[str]:
-    if isinstance(ids, str):
-        raise ValidationError("ids", ids, "must be a list of message ids, not one string", "pass [message_id]")
-    return [validate_id("message.id", i) for i in dict.fromkeys(ids)]
 
 
 def _check_path(config: MemoryConfig) -> None:
