@@ -18,7 +18,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
+
+from memray.rpc.client import Client
+
+T = TypeVar("T")
 
 __all__ = [
     "git_sha", "machine", "pct_ms", "emit", "log", "run_clients", "host_calls", "time_calls", "ratio", "common_args",
@@ -110,13 +114,14 @@ async def run_clients(clients: int, calls: int, fn: Callable[[int], Awaitable[An
     return lat, time.perf_counter() - t0
 
 
-def host_calls(mem: Any, method: str, *args: Any) -> Any:
-    """Call ``method`` on every host of ``mem``; await the result (a list, one per host)."""
+def host_calls(mem: Any, call: Callable[[Any], Awaitable[T]]) -> Awaitable[list[T]]:
+    """``call(host)`` on every host of ``mem`` (a :class:`~memray.conversation.client.HostClient`);
+    await the result (a list, one per host)."""
 
-    async def all_hosts() -> list[Any]:
-        return list(await asyncio.gather(*(h.call(method, *args) for h in mem.deployment.hosts)))
+    async def all_hosts() -> list[T]:
+        return list(await asyncio.gather(*(call(h) for h in mem._deployment.hosts)))
 
-    return mem._arun(all_hosts())
+    return mem._arun(all_hosts())  # type: ignore[no-any-return]
 
 
 def time_calls(calls: int, fn: Callable[[int], Any]) -> list[float]:
@@ -190,6 +195,16 @@ class AsyncSink:
 
     async def ping(self) -> bool:
         return True
+
+
+class SinkClient(Client):
+    """Typed calls to an :class:`AsyncSink` (the floor's stand-in for a host)."""
+
+    async def noop(self, *args: Any) -> int:
+        return await self._call("noop", *args)  # type: ignore[no-any-return]
+
+    async def ping(self) -> bool:
+        return await self._call("ping")  # type: ignore[no-any-return]
 
 
 # -- text -------------------------------------------------------------------------------------

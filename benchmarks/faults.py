@@ -55,17 +55,16 @@ def open_memory(path: str, hosts: int = 2, shards: int = 2, namespace: str = "me
                                                   namespace=namespace, write_timeout_s=120.0))
 
 
-def _call(mem: Any, ref: Any, method: str, timeout_s: float = 5.0) -> Any:
-    async def once() -> Any:
-        return await asyncio.wait_for(ref.call(method), timeout_s)
+def _pid(mem: Any, client: Any, timeout_s: float = 5.0) -> int:
+    """The process id of the actor behind ``client`` (a host says it in its stats)."""
+    from memray.conversation.client import HostClient
 
-    return mem._run(once())
+    async def once() -> int:
+        if isinstance(client, HostClient):
+            return int((await asyncio.wait_for(client.stats(), timeout_s))["pid"])
+        return int(await asyncio.wait_for(client.pid(), timeout_s))
 
-
-def _pid(mem: Any, ref: Any) -> int:
-    if ref.label.startswith("host"):
-        return int(_call(mem, ref, "stats")["pid"])
-    return int(_call(mem, ref, "pid"))
+    return int(mem._run(once()))
 
 
 def _victim(mem: Any, target: str) -> Any:
@@ -175,7 +174,7 @@ def _count(mem: Any, app: str, convs: list[Any], acked: dict[tuple[int, str], tu
         dead_seqs.setdefault(d.conversation_id, set()).add(d.seq)
     by_seq: dict[tuple[int, int], str] = {}
     for c, conv in enumerate(convs):
-        rows = mem._run(store.call("get_messages", conv.key))
+        rows = mem._run(store.get_messages(conv.key))
         ids = [r.id for r in rows]
         seqs = [r.seq for r in rows]
         duplicated += (len(ids) - len(set(ids))) + (len(seqs) - len(set(seqs)))
@@ -202,15 +201,15 @@ def _count(mem: Any, app: str, convs: list[Any], acked: dict[tuple[int, str], tu
 
 def _index_figures(mem: Any, app: str, convs: list[Any], sample: int = 40, seed: int = 7) -> dict[str, Any]:
     """Every stored vector in its shard; a sample of messages findable by vector and lexically."""
-    from memray.ids import Namespace, user_hash
+    from memray.ids import Namespace
 
     dep = mem.deployment
     missing = 0
     for i, shard in enumerate(dep.shards):
-        model = mem._run(shard.call("stats"))["model_id"]
-        want = {(Namespace(*ns), d) for ns, d in mem._run(dep.store.call("index_refs", i, len(dep.shards), model))
+        model = mem._run(shard.stats())["model_id"]
+        want = {(Namespace(*ns), d) for ns, d in mem._run(dep.store.index_refs(i, len(dep.shards), model))
                 if ns[0] == app}
-        held = {(Namespace(*ns), d) for ns, d in mem._run(shard.call("vectored_refs"))}
+        held = {(Namespace(*ns), d) for ns, d in mem._run(shard.vectored_refs())}
         missing += len(want - held)
     rng = random.Random(seed)
     found_vector = found_lexical = tried = 0
@@ -233,6 +232,7 @@ def searches_under_fault(mem: Any, conversations: int = 20, messages: int = 10, 
                          settle_s: float = 2.0) -> dict[str, Any]:
     """Searches from ``clients`` threads while shard 0 is SIGKILLed: none may raise; degraded ones
     name the shard; recovery is the time from the kill to the first complete answer after it."""
+    from memray.ids import user_hash
 
     app = "faults-search"
     shards = len(mem.deployment.shards)
@@ -300,7 +300,7 @@ def reopen_across_modes(mem: Any, path: str, reopen: Callable[[str, str], Any]) 
                 for info in m.list_conversations(user, app=app, limit=100_000):
                     conv = m.conversation(user_id=user, conversation_id=info.conversation_id, app=app)
                     rows[(app, user, info.conversation_id)] = [(x.id, x.seq, x.text) for x in conv.messages()]
-        vectors = sum(m._run(s.call("stats"))["vectors"] for s in m.deployment.shards)
+        vectors = sum(m._run(s.stats())["vectors"] for s in m.deployment.shards)
         return rows, vectors
 
     assert mem.wait_indexed(180)

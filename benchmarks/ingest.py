@@ -35,11 +35,10 @@ import pyarrow as pa
 import memray
 from benchmarks._harness import (
     in_data_dir,
-    AsyncSink, common_args, emit, host_calls, log, pct_ms, plot_bars, ratio, run_clients, sentence,
+    AsyncSink, SinkClient, common_args, emit, host_calls, log, pct_ms, plot_bars, ratio, run_clients, sentence,
 )
 from memray.ids import ConversationKey
 from memray.models import Message
-from memray.rpc.ref import ActorRef
 from memray.store.history import HistoryStore
 from memray.store.rows import MessageRow, message_to_row
 
@@ -79,26 +78,24 @@ async def pipelined(batches: list[Any], inflight: int, call: Any) -> float:
 
 async def lags(mem: memray.Memory, reset: bool) -> dict[str, Any]:
     """Merge every host's durable-lag samples; ``reset`` clears them."""
-    parts = await host_calls(mem, "durable_lag", reset, True)
+    parts = await host_calls(mem, lambda h: h.durable_lag(reset, True))
     samples = [x for p in parts for x in p["samples"]]
     out = pct_ms(samples)
     out["max_ms"] = round(max(samples) * 1000, 3) if samples else 0.0
     return out
 
 
-def sinks(mode: str, hosts: int) -> list[ActorRef]:
+def sinks(mode: str, hosts: int) -> list[SinkClient]:
     if mode == "ray":
         import ray
 
         from memray.runtime.actors import RayRef
 
         cls = ray.remote(AsyncSink).options(num_cpus=0, max_concurrency=10_000)
-        refs: list[ActorRef] = [RayRef(cls.remote(), f"sink {i}") for i in range(hosts)]
-    else:
-        from memray.rpc.local import LocalRef
+        return [SinkClient(RayRef(cls.remote(), f"sink {i}")) for i in range(hosts)]
+    from memray.rpc.local import LocalRef
 
-        refs = [LocalRef(AsyncSink(), f"sink {i}") for i in range(hosts)]
-    return refs
+    return [SinkClient(LocalRef(AsyncSink(), f"sink {i}")) for i in range(hosts)]
 
 
 def split(batch: list[tuple[ConversationKey, list[Message]]], hosts: int) -> dict[int, list[tuple[ConversationKey, list[Message]]]]:
@@ -108,17 +105,17 @@ def split(batch: list[tuple[ConversationKey, list[Message]]], hosts: int) -> dic
     return groups
 
 
-async def floor_ray(refs: list[ActorRef], batches: list[Any], inflight: int, per_conv: list[tuple[ConversationKey, Message]],
+async def floor_ray(refs: list[SinkClient], batches: list[Any], inflight: int, per_conv: list[tuple[ConversationKey, Message]],
                     clients: int) -> dict[str, Any]:
-    await asyncio.gather(*(r.call("ping") for r in refs))
+    await asyncio.gather(*(r.ping() for r in refs))
     n = len(refs)
 
     async def many(batch: Any) -> None:
-        await asyncio.gather(*(refs[h].call("noop", g, False) for h, g in split(batch, n).items()))
+        await asyncio.gather(*(refs[h].noop(g, False) for h, g in split(batch, n).items()))
 
     secs = await pipelined(batches, inflight, many)
     total = sum(len(b) for b in batches)
-    lat, wall = await run_clients(clients, len(per_conv), lambda i: refs[per_conv[i][0].route(n)].call("noop", per_conv[i][0], [per_conv[i][1]], False))
+    lat, wall = await run_clients(clients, len(per_conv), lambda i: refs[per_conv[i][0].route(n)].noop(per_conv[i][0], [per_conv[i][1]], False))
     return {"add_many_msgs_per_s": round(total / secs), "add_msgs_per_s": round(len(per_conv) / wall), "add_latency": pct_ms(lat)}
 
 
@@ -160,12 +157,12 @@ async def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
         await lags(mem, True)
         batches = make_batches(keys, args.messages, args.batch, rng, "many")
         log(f"add_many: {args.messages} messages in {len(batches)} calls")
-        commits0 = sum(s["commits"] for s in await host_calls(mem, "stats"))
+        commits0 = sum(s["commits"] for s in await host_calls(mem, lambda h: h.stats()))
         secs = await pipelined(batches, args.inflight, mem.aadd_many)
         t_ack = time.perf_counter()
         await mem.aflush()
         flushed_s = time.perf_counter() - t_ack
-        stats = await host_calls(mem, "stats")
+        stats = await host_calls(mem, lambda h: h.stats())
         commits = sum(s["commits"] for s in stats) - commits0
         many_lag = await lags(mem, True)
         per_conv = [(keys[n % len(keys)], Message(id=f"one-{n}", role="user", parts=sentence(rng, 12))) for n in range(args.add_messages)]  # type: ignore[arg-type]

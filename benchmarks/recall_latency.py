@@ -170,7 +170,7 @@ async def measure_clients(mem: memray.Memory, corpus: Corpus, clients: int, quer
 
     def ping(i: int) -> Any:
         key = corpus.keys[qs[i][0]]
-        return shards[router.shard_of(key.app, key.user_id)].call("ping")
+        return shards[router.shard_of(key.app, key.user_id)].ping()
 
     calls = {
         "ray_ping": ping,

@@ -88,11 +88,11 @@ class SearchableProbe:
 async def noop_floor(mode: str, hosts: int, agents: int) -> dict[str, Any]:
     refs = sinks(mode, hosts)
     keys = [ConversationKey.of(APP, f"agent-{a}", "main") for a in range(agents)]
-    await asyncio.gather(*(r.call("ping") for r in refs))
+    await asyncio.gather(*(r.ping() for r in refs))
     t0 = time.perf_counter()
-    await asyncio.gather(*(refs[k.route(hosts)].call("noop", k) for k in keys))
+    await asyncio.gather(*(refs[k.route(hosts)].noop(k) for k in keys))
     one = time.perf_counter() - t0
-    lat, _ = await run_clients(1, 200, lambda i: refs[0].call("ping"))
+    lat, _ = await run_clients(1, 200, lambda i: refs[0].ping())
     return {"tick_of_noop_calls_ms": round(one * 1000, 2), "round_trip": pct_ms(lat)}
 
 
@@ -103,7 +103,7 @@ async def rss_per_conversation(cfg: memray.MemoryConfig, agents: int, turns: int
         keys = [ConversationKey.of(APP, f"agent-{a}", "main") for a in range(agents)]
 
         async def rss() -> tuple[int, int]:
-            stats = await host_calls(mem, "stats")
+            stats = await host_calls(mem, lambda h: h.stats())
             by_pid = {s["pid"]: s["rss_bytes"] for s in stats}
             return sum(by_pid.values()), sum(s["conversations"] for s in stats)
 
@@ -138,12 +138,12 @@ async def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
     try:
         probe = SearchableProbe(mem, args.probes, args.poll_ms / 1000.0)
         probe.agents = args.agents
-        await host_calls(mem, "durable_lag", True)
+        await host_calls(mem, lambda h: h.durable_lag(True))
         log(f"simulating {args.agents} agents x {args.turns} turns")
         report = await simulate(mem, args.agents, args.turns, app=APP, seed=args.seed,
                                 decorate=probe.decorate, on_ack=probe.on_ack)
         searchable = await probe.finish()
-        parts = await host_calls(mem, "durable_lag", True, True)
+        parts = await host_calls(mem, lambda h: h.durable_lag(True, True))
         samples = [x for p in parts for x in p["samples"]]
         durable = {**pct_ms(samples), "max_ms": round(max(samples) * 1000, 2) if samples else 0.0}
         floor = await noop_floor(args.mode, args.hosts, args.agents)

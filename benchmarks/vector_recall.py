@@ -38,7 +38,7 @@ from memray.index.router import ShardRouter
 from memray.index.search import Query
 from memray.index.shard import VectorShard
 from memray.rpc.local import LocalRef
-from memray.rpc.ref import ActorRef
+from memray.index.client import ShardClient
 from memray.ids import Namespace, user_hash
 
 Vec = npt.NDArray[np.float32]
@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     big_idx = [int(i) for i in rng.integers(0, args.big, args.queries)] if args.big else []
     small_idx = [int(i) for i in rng.integers(args.big, len(users), args.queries)] if len(users) > args.big else []
     refs = [LocalRef(s, f"shard {s.shard_id}") for s in shards]
-    router = ShardRouter(list[ActorRef](refs))
+    router = ShardRouter([ShardClient(ref) for ref in refs])
     loop = asyncio.new_event_loop()
     result: dict[str, Any] = {}
     try:

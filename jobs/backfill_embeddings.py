@@ -43,7 +43,9 @@ from memray.config import EmbedderConfig, MemoryConfig
 from memray.errors import ValidationError
 from memray.index.router import ShardRouter
 from memray.ids import Namespace, stable_hash
+from memray.index.base import IndexItem
 from memray.progress import bar
+from memray.store.client import StoreClient
 from memray.store.rows import EmbeddingRow
 
 __all__ = ["parse_model", "run", "main", "EmbedBatches"]
@@ -81,17 +83,20 @@ class EmbedBatches:
         import ray
 
         from memray.embedding import build_embedder
+        from memray.runtime.actors import RayRef
+        from memray.store.client import StoreClient
 
         config = EmbedderConfig.model_validate_json(embedder_json).model_copy(update={"cache_size": 0})
         embedder = build_embedder(config)
         assert embedder is not None
         self.embedder = embedder
-        self.store = ray.get_actor(store_name, namespace=namespace)
+        self.store = StoreClient(RayRef(ray.get_actor(store_name, namespace=namespace), "history store"))
         self.table, self.model_id, self.base, self.check_store = table, model_id, base, check_store
 
     def __call__(self, batch: pa.Table) -> dict[str, np.ndarray]:
-        import ray
+        return asyncio.run(self._run(batch))
 
+    async def _run(self, batch: pa.Table) -> dict[str, np.ndarray]:
         todo = pc.and_(pc.greater(batch["changed_version"], self.base), pc.not_equal(batch["text"], ""))
         done = pc.and_(pc.equal(batch["embed_state"], "done"), pc.equal(pc.fill_null(batch["model_id"], ""), self.model_id))
         rows = batch.filter(pc.and_(todo, pc.invert(done)))
@@ -100,12 +105,12 @@ class EmbedBatches:
         refs = [(Namespace(a, u, kind, s), d) for a, u, s, d in zip(
             rows["app"].to_pylist(), rows["user_id"].to_pylist(), scope.to_pylist(), rows["id"].to_pylist())]
         if refs and self.check_store:  # a resumed run: skip what already has a vector of the model
-            keep: list[int] = ray.get(self.store.missing_embeddings.remote(self.model_id, refs))
+            keep = await self.store.missing_embeddings(self.model_id, refs)
             rows, refs = rows.take(pa.array(keep, pa.int64())), [refs[i] for i in keep]
         if refs:
             vectors = self.embedder.embed(rows["text"].to_pylist())
             out = [EmbeddingRow(ns, d, self.model_id, vectors[i]) for i, (ns, d) in enumerate(refs)]
-            ray.get(self.store.put_embeddings.remote(out))
+            await self.store.put_embeddings(out)
         seen = Counter(batch["path"].to_pylist())
         embedded = Counter(rows["path"].to_pylist())
         paths = sorted(seen)
@@ -172,9 +177,9 @@ def _bulk(mem: Any, target: EmbedderConfig, model_id: str, state: dict[str, Any]
     return embedded
 
 
-async def _index_items(store: Any, model_id: str, pending: list[tuple[Namespace, str, str]], vectors: np.ndarray) -> list[Any]:
+async def _index_items(store: StoreClient, model_id: str, pending: list[tuple[Namespace, str, str]],
+                       vectors: np.ndarray) -> list[IndexItem]:
     """Index items for vectors just stored: recency and payload from the store (deleted ones dropped)."""
-    from memray.index.base import IndexItem
     from memray.store.rows import row_to_message
 
     by_user: dict[tuple[str, str], list[int]] = {}
@@ -183,7 +188,7 @@ async def _index_items(store: Any, model_id: str, pending: list[tuple[Namespace,
     items = []
     for (app, user), idx in by_user.items():
         convs = [i for i in idx if pending[i][0].kind == "conv"]
-        rows = await store.call("fetch_messages", app, user, [(pending[i][0].scope, pending[i][1]) for i in convs])
+        rows = await store.fetch_messages(app, user, [(pending[i][0].scope, pending[i][1]) for i in convs])
         found = {(r.conversation_id, r.id): r for r in rows}
         for i in convs:
             ns, doc, text = pending[i]
@@ -192,7 +197,7 @@ async def _index_items(store: Any, model_id: str, pending: list[tuple[Namespace,
                 items.append(IndexItem(ns, doc, vectors[i], text, float(r.seq), row_to_message(r).model_dump_json()))
         ents = [i for i in idx if pending[i][0].kind == "entry"]
         if ents:
-            erows = {r.id: r for r in await store.call("get_entries", app, user, [pending[i][1] for i in ents])}
+            erows = {r.id: r for r in await store.get_entries(app, user, [pending[i][1] for i in ents])}
             for i in ents:
                 ns, doc, text = pending[i]
                 if doc in erows:
@@ -205,11 +210,11 @@ async def _catch_up(mem: Any, embedder: Any, model_id: str, max_rounds: int = 50
     the staged indexes before the cutover, the active ones after. Returns the rows embedded."""
     store, total = mem.deployment.store, 0
     for _ in range(max_rounds):
-        pending = await store.call("pending_embeddings", model_id, _PAGE)
+        pending = await store.pending_embeddings(model_id, _PAGE)
         if not pending:
             break
         vectors = await asyncio.to_thread(embedder.embed, [p[2] for p in pending])
-        await store.call("put_embeddings", [EmbeddingRow(ns, doc, model_id, vectors[i]) for i, (ns, doc, _) in enumerate(pending)])
+        await store.put_embeddings([EmbeddingRow(ns, doc, model_id, vectors[i]) for i, (ns, doc, _) in enumerate(pending)])
         items = await _index_items(store, model_id, pending, vectors)
         if items:
             await ShardRouter(mem.deployment.shards).upsert(items, model_id)
@@ -224,14 +229,14 @@ async def _stage(mem: Any, model_id: str, dim: int) -> int:
     is not on the model yet. Returns the vectors staged."""
     shards, store, total = mem.deployment.shards, mem.deployment.store, 0
     for i, shard in enumerate(shards):
-        if not await shard.call("stage_begin", model_id, dim):
+        if not await shard.stage_begin(model_id, dim):
             continue  # this shard already cut over (a resumed run)
         after = None
         while True:
-            rows = await store.call("scan_index_rows", i, len(shards), model_id, after, _STAGE_PAGE)
+            rows = await store.scan_index_rows(i, len(shards), model_id, after, _STAGE_PAGE)
             if not rows:
                 break
-            total += await shard.call("stage_upsert", rows, model_id)
+            total += await shard.stage_upsert(rows, model_id)
             after = (rows[-1].namespace, rows[-1].doc_id)
         log(f"shard {i}: staged {model_id}")
         fail_point("stage")
@@ -241,11 +246,11 @@ async def _stage(mem: Any, model_id: str, dim: int) -> int:
 async def _switch(mem: Any, target: EmbedderConfig, embedder: Any, model_id: str) -> dict[str, int]:
     dep = mem.deployment
     counts = {"catch_up": await _catch_up(mem, embedder, model_id)}
-    await asyncio.gather(*(h.call("set_embedder", target) for h in dep.hosts))
+    await asyncio.gather(*(h.set_embedder(target) for h in dep.hosts))
     log("hosts embed new writes with", model_id)
     counts["catch_up"] += await _catch_up(mem, embedder, model_id)
     for i, shard in enumerate(dep.shards):
-        if await shard.call("cutover", model_id):
+        if await shard.cutover(model_id):
             log(f"shard {i}: cut over to {model_id}")
         fail_point("cutover")
     from memray.embedding.active import read_active_model, write_active_model
@@ -255,8 +260,8 @@ async def _switch(mem: Any, target: EmbedderConfig, embedder: Any, model_id: str
         write_active_model(mem.config.root, target, model_id, embedder.dim)
         log("recorded the active model", model_id)
     counts["final_catch_up"] = await _catch_up(mem, embedder, model_id)
-    await asyncio.gather(*(s.call("retire_release") for s in dep.shards))
-    await asyncio.gather(*(s.call("snapshot") for s in dep.shards))
+    await asyncio.gather(*(s.retire_release() for s in dep.shards))
+    await asyncio.gather(*(s.snapshot() for s in dep.shards))
     return counts
 
 

@@ -41,11 +41,12 @@ class SummarizeBatches:
 
         from memray.conversation.summary import SummaryKeeper, build_summarizer
         from memray.runtime.actors import RayRef
+        from memray.store.client import StoreClient
 
         config = SummarizerConfig.model_validate_json(summarizer_json)
         summarizer = build_summarizer(config)
         assert summarizer is not None
-        store = RayRef(ray.get_actor(store_name, namespace=namespace), "history store")
+        store = StoreClient(RayRef(ray.get_actor(store_name, namespace=namespace), "history store"))
         self.keeper = SummaryKeeper(store, summarizer, config)
         self.force = force
 

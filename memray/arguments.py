@@ -26,20 +26,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, cast, get_args, overload
 
 from memray.errors import ValidationError
-from memray.models import RetrievalMode, Role
+from memray.models import ConversationOrder, RetrievalMode, Role
 
 if TYPE_CHECKING:
     from memray.conversation.recall import Merge, Scope
 
 __all__ = [
     "check_limit", "check_count", "check_min_score", "check_mode", "check_scope", "check_merge", "check_seq",
-    "check_query", "check_choice", "check_roles",
+    "check_query", "check_choice", "check_roles", "check_order",
 ]
 
 MODES: tuple[str, ...] = get_args(RetrievalMode)
 ROLES: tuple[str, ...] = get_args(Role)
 SCOPES = ("conversation", "user")
 MERGES = ("append", "prepend", "interleave")
+ORDERS: tuple[str, ...] = get_args(ConversationOrder)
 
 
 def _is_int(value: object) -> bool:
@@ -91,6 +92,10 @@ def check_scope(value: object) -> Scope:
 
 def check_merge(value: object) -> Merge:
     return cast("Merge", check_choice(value, "merge", MERGES))
+
+
+def check_order(value: object) -> ConversationOrder:
+    return cast(ConversationOrder, check_choice(value, "order", ORDERS))
 
 
 def check_choice(value: object, field: str, allowed: tuple[str, ...]) -> str:

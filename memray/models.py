@@ -45,6 +45,7 @@ __all__ = [
 
 Role = Literal["system", "user", "assistant", "tool"]
 RetrievalMode = Literal["vector", "lexical", "hybrid"]
+ConversationOrder = Literal["updated_desc", "updated_asc", "created_desc", "created_asc"]
 ToolState = Literal["pending", "output", "error"]
 
 #: Default cap on the characters of one message's parts; MemoryConfig.max_message_chars sets it.

@@ -164,7 +164,7 @@ async def _verify(mem: Memory, acked: dict[ConversationKey, dict[str, int]],
     shown = bar(len(acked), "verifying the store", unit="conv", enabled=progress)
 
     async def one(key: ConversationKey) -> tuple[int, int]:
-        rows: list[MessageRow] = await mem._arun(store.call("get_messages", key))
+        rows: list[MessageRow] = await mem._arun(store.get_messages(key))
         stored = {r.id: r.seq for r in rows}
         want = acked[key]
         missing = sum(1 for mid, seq in want.items() if stored.get(mid) != seq)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from memray.rpc.batch import Coalescer
-from memray.rpc.ref import ActorRef
+from memray.store.client import StoreClient
 from memray.store.deadletter import CommitResult, DeadLetter
 from memray.store.rows import MessageRow
 
@@ -36,7 +36,7 @@ class Outcome(NamedTuple):
 
 
 class GroupCommitter:
-    def __init__(self, store: ActorRef, max_rows: int = 20_000) -> None:
+    def __init__(self, store: StoreClient, max_rows: int = 20_000) -> None:
         self._store = store
         self._batch: Coalescer[list[MessageRow], Outcome] = Coalescer(self._commit, max_rows, weight=len)
         self.commits = 0
@@ -49,7 +49,7 @@ class GroupCommitter:
 
     async def _commit(self, submissions: list[list[MessageRow]]) -> list[Outcome]:
         all_rows = [row for rows in submissions for row in rows]
-        result = CommitResult(*await self._store.call("commit_messages", all_rows))
+        result = CommitResult(*await self._store.commit_messages(all_rows))
         self.commits += 1
         self.rows += len(all_rows)
         self.rejected += len(result.rejected)

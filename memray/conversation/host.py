@@ -46,8 +46,9 @@ from memray.ids import ConversationKey, Namespace, conversation_namespace
 from memray.metrics import DEAD_LETTERS, MESSAGES_LOST, LagRecorder
 from memray.models import Message
 from memray.rpc.batch import Coalescer
-from memray.rpc.ref import ActorRef
+from memray.index.client import ShardClient
 from memray.store.base import ConversationSnapshot
+from memray.store.client import StoreClient
 from memray.store.deadletter import DeadLetter
 from memray.store.rows import MessageRow, message_payload, message_to_row, row_to_message
 
@@ -57,7 +58,7 @@ log = logging.getLogger(__name__)
 
 
 class ConversationHost:
-    def __init__(self, host_id: int, config: MemoryConfig, store: ActorRef, shards: list[ActorRef]) -> None:
+    def __init__(self, host_id: int, config: MemoryConfig, store: StoreClient, shards: list[ShardClient]) -> None:
         self.host_id = host_id
         self.config = config
         self._store = store
@@ -111,7 +112,7 @@ class ConversationHost:
         summarizer = build_summarizer(self.config.summarizer)
         self._keeper = None if summarizer is None else SummaryKeeper(self._store, summarizer, self.config.summarizer, estimate_tokens)
         self._lookup: Coalescer[tuple[ConversationKey, list[str]], dict[str, int]] = Coalescer(
-            lambda asks: self._store.call("stored_seqs", asks), 4096)
+            lambda asks: self._store.stored_seqs(asks), 4096)
 
     async def _resolve_ledger(self) -> None:
         """Acknowledged messages of a previous incarnation that the store lacks become ``lost``
@@ -122,8 +123,8 @@ class ConversationHost:
         if records:
             reason = (f"acknowledged (durable=False) but not yet stored when host {self.host_id} stopped: "
                       "lost within the debounce window")
-            letters: list[DeadLetter] = await self._store.call(
-                "resolve_acknowledged", [(r.key, r.id, r.seq) for r in records], reason)
+            letters: list[DeadLetter] = await self._store.resolve_acknowledged(
+                [(r.key, r.id, r.seq) for r in records], reason)
             for d in letters:
                 self._lost.setdefault(ConversationKey(d.app, d.user_id, d.conversation_id), {})[d.id] = d.seq
             if letters:
@@ -160,7 +161,7 @@ class ConversationHost:
             futures = {k: loop.create_future() for k in todo}
             self._loading.update(futures)
             try:
-                snaps = await self._store.call("load_conversations", todo, self.config.buffer_window)
+                snaps = await self._store.load_conversations(todo, self.config.buffer_window)
                 for k, snap in zip(todo, snaps):
                     self._conversations[k] = conv = self._make(k, snap)
                     futures[k].set_result(conv)
@@ -280,7 +281,7 @@ class ConversationHost:
                                          "rejected", f"{type(exc).__name__}: {exc}"[:2000], ""))
         try:
             if broken:
-                await self._store.call("record_dead_letters", broken)
+                await self._store.record_dead_letters(broken)
             outcome = await self._committer.submit(rows) if rows else Outcome([], [])
         except BaseException:
             conv.buffer.mark_pending(ids)
@@ -362,7 +363,7 @@ class ConversationHost:
         letters = conv.take_failed() if report_failed else []
         if conv.lost and report_lost:  # lost in a restart, unless a retried add has stored them since
             lost, conv.lost = conv.lost, None
-            stored = (await self._store.call("stored_seqs", [(conv.key, list(lost))]))[0]
+            stored = (await self._store.stored_seqs([(conv.key, list(lost))]))[0]
             reason = f"acknowledged (durable=False) but not yet stored when host {self.host_id} stopped"
             letters += [DeadLetter(conv.key.app, conv.key.user_id, conv.key.conversation_id, i, s, "lost", reason, "")
                         for i, s in lost.items() if i not in stored]
@@ -400,7 +401,7 @@ class ConversationHost:
         if after_seq is None and roles is None and not metadata and conv.covers(before_seq, limit):
             held = [m for m in conv.buffer.recent() if keep(m)]
             return held[-limit:] if limit else held if limit is None else []
-        rows = await self._store.call("get_messages", key, limit, before_seq, after_seq, roles, metadata)
+        rows = await self._store.get_messages(key, limit, before_seq, after_seq, roles, metadata)
         return overlay([row_to_message(r) for r in rows], conv.buffer.unsettled(), limit, keep)
 
     async def recent_many(self, requests: list[tuple[ConversationKey, int]]) -> list[tuple[list[Message], Tail]]:
@@ -467,7 +468,7 @@ class ConversationHost:
         refs = [(ns, i) for i in ids]
         self._pipeline.forget_items(refs)
         await self._pipeline.wait_idle(timeout_s)
-        counts: dict[str, int] = await self._store.call("delete_messages", key, ids)
+        counts: dict[str, int] = await self._store.delete_messages(key, ids)
         counts["vectors"] = await self._router.delete(refs)
         return counts
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from memray.conversation.client import HostClient
 from memray.conversation.context import assemble
 from memray.conversation.tail import Tail, score_tail, support_neighbours
 from memray.conversation.working_memory import WorkingMemory, render_instructions
@@ -38,7 +39,8 @@ from memray.index.fusion import hit_order
 from memray.metrics import DEGRADED_RECALLS, SEARCH_LATENCY
 from memray.models import Context, Hit, Message, RetrievalMode
 from memray.rpc.batch import Coalescer
-from memray.rpc.ref import ActorRef
+from memray.store.base import WMScope
+from memray.store.client import StoreClient
 from memray.store.rows import row_to_message
 
 if TYPE_CHECKING:
@@ -66,8 +68,8 @@ class SearchResults(list[Hit]):
 
 class Recall:
     def __init__(
-        self, encoder: QueryEncoder, router: ShardRouter, store: ActorRef, default_mode: RetrievalMode,
-        host_for: Callable[[ConversationKey], ActorRef], neighbour_weight: float = 0.0,
+        self, encoder: QueryEncoder, router: ShardRouter, store: StoreClient, default_mode: RetrievalMode,
+        host_for: Callable[[ConversationKey], HostClient], neighbour_weight: float = 0.0,
     ) -> None:
         self.encoder = encoder
         self._router = router
@@ -80,8 +82,8 @@ class Recall:
         self._written: dict[tuple[str, str], dict[ConversationKey, float]] = {}
         self._recent_batches: dict[str, Coalescer[tuple[ConversationKey, int], tuple[list[Message], Tail]]] = {}
         self._tail_batches: dict[str, Coalescer[ConversationKey, Tail]] = {}
-        self._extras_batch: Coalescer[tuple[ConversationKey, str], tuple[str | None, str | None]] = Coalescer(
-            lambda requests: self._store.call("context_extras", requests)
+        self._extras_batch: Coalescer[tuple[ConversationKey, WMScope], tuple[str | None, str | None]] = Coalescer(
+            lambda requests: self._store.context_extras(requests)
         )
 
     def note_written(self, keys: Iterable[ConversationKey]) -> None:
@@ -200,11 +202,11 @@ class Recall:
 
         return fetch()
 
-    def _tail_batch(self, host: ActorRef) -> Coalescer[ConversationKey, Tail]:
+    def _tail_batch(self, host: HostClient) -> Coalescer[ConversationKey, Tail]:
         batch = self._tail_batches.get(host.label)
         if batch is None:
             async def fetch(keys: list[ConversationKey]) -> list[Tail]:
-                return [Tail(*t) for t in await host.call("tails", keys)]
+                return [Tail(*t) for t in await host.tails(keys)]
 
             batch = self._tail_batches[host.label] = Coalescer(fetch)
         return batch
@@ -218,7 +220,7 @@ class Recall:
                 missing.setdefault((h.namespace.app, h.namespace.user_id), []).append((h.namespace.scope, h.doc_id))
         by_ref: dict[tuple[str, str, str, str], Message] = {}
         for (app, user_id), refs in missing.items():
-            for r in await self._store.call("fetch_messages", app, user_id, refs):
+            for r in await self._store.fetch_messages(app, user_id, refs):
                 by_ref[(app, user_id, r.conversation_id, r.id)] = row_to_message(r)
         out = []
         for h in hits:
@@ -231,18 +233,18 @@ class Recall:
         return out
 
     # -- context ----------------------------------------------------------------------------
-    def _recent(self, host: ActorRef, key: ConversationKey, limit: int) -> Awaitable[tuple[list[Message], Tail]]:
+    def _recent(self, host: HostClient, key: ConversationKey, limit: int) -> Awaitable[tuple[list[Message], Tail]]:
         """The host's recent messages and tail, batched with the other context() calls to that host."""
         batch = self._recent_batches.get(host.label)
         if batch is None:
             async def fetch(requests: list[tuple[ConversationKey, int]]) -> list[tuple[list[Message], Tail]]:
-                return [(msgs, Tail(*tail)) for msgs, tail in await host.call("recent_many", requests)]
+                return [(msgs, Tail(*tail)) for msgs, tail in await host.recent_many(requests)]
 
             batch = self._recent_batches[host.label] = Coalescer(fetch)
         return batch.get((key, limit))
 
     async def context(
-        self, host: ActorRef, key: ConversationKey, wm: WorkingMemory, query: str | None, limit: int = 10, semantic_limit: int = 5,
+        self, host: HostClient, key: ConversationKey, wm: WorkingMemory, query: str | None, limit: int = 10, semantic_limit: int = 5,
         merge: Merge = "append", scope: Scope = "conversation", token_budget: int | None = None,
         mode: RetrievalMode | None = None, min_score: float | None = None,
     ) -> Context:

@@ -31,8 +31,8 @@ from memray.config import SummarizerConfig
 from memray.errors import ConflictError, MemrayError, MissingExtraError, SummaryError, ValidationError
 from memray.ids import ConversationKey
 from memray.models import DataPart, Message, ReasoningPart, TextPart, ToolPart
-from memray.rpc.ref import ActorRef
 from memray.store.base import SummaryState
+from memray.store.client import StoreClient
 from memray.store.rows import MessageRow, row_to_message
 from memray.text import estimate_tokens as default_estimate_tokens
 
@@ -373,7 +373,7 @@ class SummaryKeeper:
     """
 
     def __init__(
-        self, store: ActorRef, summarizer: Summarizer, config: SummarizerConfig,
+        self, store: StoreClient, summarizer: Summarizer, config: SummarizerConfig,
         estimate_tokens: EstimateTokens = default_estimate_tokens,
     ) -> None:
         self.store = store
@@ -385,7 +385,7 @@ class SummaryKeeper:
 
     async def current(self, key: ConversationKey) -> str | None:
         """The stored summary text, or None."""
-        state: SummaryState | None = await self.store.call("get_summary", key)
+        state: SummaryState | None = await self.store.get_summary(key)
         return state.text if state else None
 
     def pending_tokens(self, key: ConversationKey) -> int | None:
@@ -404,7 +404,7 @@ class SummaryKeeper:
         Returns the new state, or None when nothing was folded. Raises SummaryError if the
         summariser fails; the history and the stored summary are then untouched."""
         async with self._lock(key):
-            state: SummaryState | None = await self.store.call("get_summary", key)
+            state: SummaryState | None = await self.store.get_summary(key)
             through = state.summarized_through_seq if state else 0
             if last_seq <= through:
                 return None
@@ -435,8 +435,8 @@ class SummaryKeeper:
         previous = state.text if state else None
         text = await self._summarize(previous, inputs) if inputs else (previous or "")
         try:
-            version: int = await self.store.call(
-                "put_summary", key, text, new_through, state.version if state else 0
+            version: int = await self.store.put_summary(
+                key, text, new_through, state.version if state else 0
             )
         except ConflictError:
             self._counted.pop(key, None)
@@ -456,7 +456,7 @@ class SummaryKeeper:
             raise SummaryError(f"the summariser failed: {type(exc).__name__}: {exc}") from exc
 
     async def _messages(self, key: ConversationKey, after_seq: int, last_seq: int) -> list[Message]:
-        rows: list[MessageRow] = await self.store.call("get_messages", key, after_seq=after_seq)
+        rows: list[MessageRow] = await self.store.get_messages(key, after_seq=after_seq)
         return [row_to_message(r) for r in rows if r.seq <= last_seq]
 
     def _tokens(self, msg: Message) -> int:

@@ -26,8 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from memray.errors import ConflictError, MemrayError, StoreError, ValidationError
 from memray.ids import validate_id
-from memray.rpc.ref import ActorRef
 from memray.store.base import WMScope
+from memray.store.client import StoreClient
 
 __all__ = [
     "WMFormat",
@@ -170,7 +170,7 @@ class WorkingMemory:
     ``get_working_memory`` / ``put_working_memory`` (compare-and-set on version)."""
 
     def __init__(
-        self, store: ActorRef, app: str, user_id: str, conversation_id: str,
+        self, store: StoreClient, app: str, user_id: str, conversation_id: str,
         spec: WorkingMemorySpec | None = None, max_retries: int = 16,
     ) -> None:
         self.store = store
@@ -187,8 +187,8 @@ class WorkingMemory:
     # -- reads ---------------------------------------------------------------------------------
     async def get(self) -> WorkingMemoryValue:
         """The current note and its version (``content=None, version=0`` if never written)."""
-        raw, version = await self.store.call(
-            "get_working_memory", self.app, self.user_id, self.spec.scope, self._scope_conversation
+        raw, version = await self.store.get_working_memory(
+            self.app, self.user_id, self.spec.scope, self._scope_conversation
         )
         return WorkingMemoryValue(content=self._decode(raw), version=version)
 
@@ -240,8 +240,8 @@ class WorkingMemory:
                 )
             new_content = apply(current.content)
             try:
-                version = await self.store.call(
-                    "put_working_memory", self.app, self.user_id, self.spec.scope,
+                version = await self.store.put_working_memory(
+                    self.app, self.user_id, self.spec.scope,
                     self._scope_conversation, self._encode(new_content), current.version,
                 )
             except ConflictError:

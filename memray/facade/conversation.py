@@ -12,13 +12,13 @@ from memray.arguments import (
     check_count, check_limit, check_merge, check_min_score, check_mode, check_query, check_roles, check_scope,
     check_seq,
 )
+from memray.conversation.client import HostClient
 from memray.conversation.recall import Merge, Scope, SearchResults
 from memray.conversation.working_memory import WorkingMemorySpec
 from memray.errors import ValidationError
 from memray.facade.working_memory import WorkingMemoryHandle
 from memray.ids import ConversationKey, validate_id
 from memray.models import Context, ConversationInfo, Message, MessageInput, RetrievalMode
-from memray.rpc.ref import ActorRef
 
 if TYPE_CHECKING:
     from memray.facade.memory import Memory
@@ -38,7 +38,7 @@ class ConversationHandle:
         return f"ConversationHandle({self.key.app!r}, {self.key.user_id!r}, {self.key.conversation_id!r})"
 
     @property
-    def _host(self) -> ActorRef:
+    def _host(self) -> HostClient:
         return self._mem.host_for(self.key)
 
     # writes
@@ -50,10 +50,10 @@ class ConversationHandle:
         return await self._mem._arun(self._mem._add(self.key, self._mem._coerce(messages), durable))
 
     def flush(self) -> None:
-        self._mem._run(self._host.call("flush", self.key))
+        self._mem._run(self._host.flush(self.key))
 
     async def aflush(self) -> None:
-        await self._mem._arun(self._host.call("flush", self.key))
+        await self._mem._arun(self._host.flush(self.key))
 
     # reads
     def messages(self, limit: int | None = None, before_seq: int | None = None, after_seq: int | None = None,
@@ -69,7 +69,7 @@ class ConversationHandle:
                   metadata: dict[str, Any] | None) -> Coroutine[Any, Any, list[Message]]:
         args = (check_limit(limit, None), check_seq(before_seq, "before_seq"), check_seq(after_seq, "after_seq"),
                 check_roles(roles))
-        return self._host.call("messages", self.key, *args, metadata)
+        return self._host.messages(self.key, *args, metadata)
 
     def search(self, query: str, limit: int = 5, min_score: float | None = None, mode: RetrievalMode | None = None,
                scope: Scope = "conversation") -> SearchResults:
@@ -114,10 +114,10 @@ class ConversationHandle:
         """Delete these messages (ids the conversation does not hold are ignored): from the
         buffer, the store, the vectors and the Parquet exports. Seqs are never reused; a summary
         that already folded them in keeps them until it is rebuilt. Returns counts per store."""
-        return self._mem._run(self._host.call("delete_messages", self.key, _message_ids(ids)))
+        return self._mem._run(self._host.delete_messages(self.key, _message_ids(ids)))
 
     async def adelete_messages(self, ids: Iterable[str]) -> dict[str, int]:
-        return await self._mem._arun(self._host.call("delete_messages", self.key, _message_ids(ids)))
+        return await self._mem._arun(self._host.delete_messages(self.key, _message_ids(ids)))
 
     # summary and metadata
     def summary(self) -> str | None:
@@ -128,21 +128,21 @@ class ConversationHandle:
         return await self._mem._arun(self._summary())
 
     async def _summary(self) -> str | None:
-        state = await self._mem.deployment.store.call("get_summary", self.key)
+        state = await self._mem.deployment.store.get_summary(self.key)
         return state.text if state is not None else None
 
     def create(self, title: str | None = None, metadata: dict[str, Any] | None = None) -> ConversationInfo:
         """Get-or-create the conversation record (a first add creates it too)."""
-        row = self._mem._run(self._mem.deployment.store.call("create_conversation", self.key, title, metadata or {}))
+        row = self._mem._run(self._mem.deployment.store.create_conversation(self.key, title, metadata or {}))
         return ConversationInfo.model_validate(row)
 
     def info(self) -> ConversationInfo | None:
-        row = self._mem._run(self._mem.deployment.store.call("get_conversation", self.key))
+        row = self._mem._run(self._mem.deployment.store.get_conversation(self.key))
         return None if row is None else ConversationInfo.model_validate(row)
 
     def update(self, title: str | None = None, metadata: dict[str, Any] | None = None) -> ConversationInfo:
         """Set the title and merge ``metadata`` into the stored metadata (other keys kept)."""
-        row = self._mem._run(self._mem.deployment.store.call("update_conversation", self.key, title, metadata))
+        row = self._mem._run(self._mem.deployment.store.update_conversation(self.key, title, metadata))
         return ConversationInfo.model_validate(row)
 
     def delete(self) -> dict[str, int]:

@@ -18,9 +18,10 @@ from collections.abc import Awaitable, Iterable
 from typing import Any, Coroutine, TypeVar
 
 from memray.arguments import (
-    check_choice, check_count, check_limit, check_min_score, check_mode, check_query,
+    check_count, check_limit, check_min_score, check_mode, check_order, check_query,
 )
 from memray.config import MemoryConfig, RunMode
+from memray.conversation.client import HostClient
 from memray.conversation.recall import Recall, SearchResults
 from memray.conversation.working_memory import WorkingMemorySpec
 from memray.embedding.base import Embedder
@@ -31,21 +32,17 @@ from memray.facade.service import MemoryServiceHandle
 from memray.errors import ClosedError, DeadLetterError, StoreError, UnavailableError, ValidationError
 from memray.ids import ConversationKey, validate_id
 from memray.models import (
-    ConversationInfo, DeletionProof, DeletionReceipt, Message, MessageInput, RetrievalMode, coerce_message,
+    ConversationInfo, ConversationOrder, DeletionProof, DeletionReceipt, Message, MessageInput, RetrievalMode,
+    coerce_message,
 )
 from memray.runtime.deploy import Deployment, LocalDeployment
 from memray.rpc.local import LoopThread
-from memray.rpc.ref import ActorRef, RetryingRef
 from memray.service.longterm import MemoryService
 from memray.store.deadletter import DeadLetter
 
 __all__ = ["open", "Memory"]
 
 T = TypeVar("T")
-
-#: A host call retried after its host died may have been applied: a retried add asks for the seqs
-#: it got (``ConversationHost.add(..., retried=True)``).
-_ON_RETRY: dict[str, dict[str, Any]] = {"add": {"retried": True}, "add_many": {"retried": True}}
 
 
 def _raise_unpersisted(reports: list[dict[str, Any]]) -> None:
@@ -89,6 +86,7 @@ class Memory:
         self.config = config
         self._loop = LoopThread()
         self._deployment: Deployment | None = None
+        self._hosts: list[HostClient] = []  # the deployment's, retried while Ray restarts them
         self._service: MemoryService | None = None
         self._started_ray = False  # this driver started a local Ray (so it owns the actors by default)
         self._connected_ray = False  # this driver called ray.init (so it disconnects on close)
@@ -124,11 +122,14 @@ class Memory:
         if self.config.mode == "ray":
             from memray.runtime.actors import RayDeployment
 
-            deployment: Deployment = RayDeployment(self.config)  # type: ignore[assignment]  # RayRef is an ActorRef; lists are invariant
+            deployment: Deployment = RayDeployment(self.config)
         else:
             deployment = LocalDeployment(self.config)
         await deployment.start()
         self._deployment = deployment
+        # calls to a host are retried while Ray restarts it (they are idempotent; a retried add
+        # asks the host for the seqs its first attempt got)
+        self._hosts = [host.retrying() for host in deployment.hosts]
         self._embedder = build_embedder(self.config.embedder)
         self._router = ShardRouter(deployment.shards)
         self._encoder = QueryEncoder(self._embedder, await asyncio.to_thread(self._calibration, self._embedder))
@@ -181,7 +182,7 @@ class Memory:
 
     async def _export(self, root: str | None) -> dict[str, Any]:
         await self._flush()
-        manifest: dict[str, Any] = await self.deployment.store.call("export_parquet", root or self.config.exports_path)
+        manifest: dict[str, Any] = await self.deployment.store.export_parquet(root or self.config.exports_path)
         return manifest
 
     def close(self, terminate: bool | None = None) -> None:
@@ -270,11 +271,11 @@ class Memory:
         self._check_open()
         return MemoryServiceHandle(self)
 
-    def host_for(self, key: ConversationKey) -> ActorRef:
+    def host_for(self, key: ConversationKey) -> HostClient:
         """The host of ``key``; calls to it are retried while Ray restarts it (they are idempotent;
         a retried add asks the host for the seqs its first attempt got)."""
-        hosts = self.deployment.hosts
-        return RetryingRef(hosts[key.route(len(hosts))], on_retry=_ON_RETRY)
+        self._check_open()
+        return self._hosts[key.route(len(self._hosts))]
 
     # -- conversations ----------------------------------------------------------------------
     def conversation(
@@ -312,14 +313,12 @@ class Memory:
         return out
 
     async def _add_many(self, batch: list[tuple[ConversationKey, list[Message]]], durable: bool) -> list[list[int]]:
-        hosts = self.deployment.hosts
+        self._check_open()
+        hosts = self._hosts
         groups: dict[int, list[int]] = {}
         for i, (key, _) in enumerate(batch):
             groups.setdefault(key.route(len(hosts)), []).append(i)
-        results = await asyncio.gather(
-            *(RetryingRef(hosts[h], on_retry=_ON_RETRY).call("add_many", [batch[i] for i in idx], durable)
-              for h, idx in groups.items())
-        )
+        results = await asyncio.gather(*(hosts[h].add_many([batch[i] for i in idx], durable) for h, idx in groups.items()))
         out: list[list[int]] = [[] for _ in batch]
         for idx, seqs in zip(groups.values(), results):
             for i, s in zip(idx, seqs):
@@ -328,7 +327,7 @@ class Memory:
         return out
 
     async def _add(self, key: ConversationKey, messages: list[Message], durable: bool) -> list[int]:
-        seqs: list[int] = await self.host_for(key).call("add", key, messages, durable)
+        seqs: list[int] = await self.host_for(key).add(key, messages, durable)
         self._recall.note_written([key])
         return seqs
 
@@ -340,7 +339,7 @@ class Memory:
         await self._arun(self._flush())
 
     async def _flush(self) -> None:
-        results = await asyncio.gather(*(h.call("flush") for h in self.deployment.hosts), return_exceptions=True)
+        results = await asyncio.gather(*(h.flush() for h in self.deployment.hosts), return_exceptions=True)
         raise_combined(results)
 
     def dead_letters(self, app: str | None = None, user_id: str | None = None, limit: int = 100) -> list[DeadLetter]:
@@ -348,7 +347,7 @@ class Memory:
         store refused them; ``"lost"``: not yet durable when their host was killed), newest first.
         Each keeps its seq, which no other message is ever given. A conversation's next flush
         (or durable add) raises :class:`~memray.errors.DeadLetterError` naming its own."""
-        rows = self._run(self.deployment.store.call("dead_letters", app, user_id, limit))
+        rows = self._run(self.deployment.store.dead_letters(app, user_id, limit))
         return [DeadLetter(*r) for r in rows]
 
     def wait_indexed(self, timeout_s: float = 60.0) -> bool:
@@ -361,22 +360,18 @@ class Memory:
     async def _wait_indexed(self, timeout_s: float) -> bool:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        done = await asyncio.gather(*(h.call("wait_indexed", timeout_s) for h in self.deployment.hosts))
+        done = await asyncio.gather(*(h.wait_indexed(timeout_s) for h in self.deployment.hosts))
         if not all(done):
             return False
         # every committed, embedded item must have its vector in its shard: level each with the store
         from memray.index.recovery import level_shard
 
         store, shards = self.deployment.store, self.deployment.shards
-
-        def sync(ref: ActorRef) -> Any:
-            return lambda method, *args: asyncio.run_coroutine_threadsafe(ref.call(method, *args), loop).result()
-
         for i, shard in enumerate(shards):
             while True:
                 try:
-                    if not await shard.call("is_recovering"):
-                        await asyncio.to_thread(level_shard, sync(store), sync(shard), i, len(shards))
+                    if not await shard.is_recovering():
+                        await level_shard(store, shard, i, len(shards))
                         break
                 except UnavailableError:  # restarting: it recovers, then is leveled
                     pass
@@ -386,13 +381,13 @@ class Memory:
         return True
 
     async def _delete_conversation(self, key: ConversationKey) -> dict[str, int]:
-        await self.host_for(key).call("evict", key)  # pending writes dropped, in-flight ones awaited
-        counts: dict[str, int] = await self.deployment.store.call("delete_conversation", key)
+        await self.host_for(key).evict(key)  # pending writes dropped, in-flight ones awaited
+        counts: dict[str, int] = await self.deployment.store.delete_conversation(key)
         counts["vectors"] = await self._router.drop(key.app, key.user_id, "conv", key.conversation_id)
         return counts
 
     def stats(self) -> list[dict[str, Any]]:
-        return self._run(_gather(h.call("stats") for h in self.deployment.hosts))
+        return self._run(_gather(h.stats() for h in self.deployment.hosts))
 
     # -- erasure ----------------------------------------------------------------------------
     def delete_user(self, *, user_id: str, app: str = "default") -> DeletionReceipt:
@@ -439,12 +434,12 @@ class Memory:
                                        check_mode(mode))
 
     # -- conversations of a user ----------------------------------------------------------
-    def list_conversations(self, user_id: str, app: str = "default", order: str = "updated_desc", limit: int = 50, offset: int = 0) -> list[ConversationInfo]:
+    def list_conversations(self, user_id: str, app: str = "default", order: ConversationOrder = "updated_desc", limit: int = 50, offset: int = 0) -> list[ConversationInfo]:
         validate_id("user_id", user_id)
         validate_id("app", app)
-        check_choice(order, "order", ("updated_desc", "updated_asc", "created_desc", "created_asc"))
+        checked = check_order(order)
         limit, offset = check_limit(limit, 50), check_count(offset, "offset")
-        rows = self._run(self.deployment.store.call("list_conversations", app, user_id, order, limit, offset))
+        rows = self._run(self.deployment.store.list_conversations(app, user_id, checked, limit, offset))
         return [ConversationInfo.model_validate(r) for r in rows]
 
 

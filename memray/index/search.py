@@ -26,7 +26,10 @@ from memray.index.space import Space
 from memray.ids import Namespace
 from memray.text import index_terms
 
-__all__ = ["Mode", "Query", "ShardReply", "HYBRID_DEPTH", "search_spaces", "vector_scores"]
+__all__ = [
+    "Mode", "Query", "ShardReply", "NamespaceSearch", "UserSearch", "AppSearch", "ShardSearch", "HYBRID_DEPTH",
+    "search_spaces", "vector_scores",
+]
 
 Mode = Literal["vector", "lexical", "hybrid"]
 #: How many nearest neighbours an HNSW namespace contributes before thresholding (at least ``k``).
@@ -51,6 +54,34 @@ class ShardReply(NamedTuple):
     hits: list[ShardHit]
     stats: Bm25Stats  # of everything searched, for the query's index terms
     stamps: dict[Namespace, int]  # the indexing stamp of each watched namespace (0: none)
+
+
+class NamespaceSearch(NamedTuple):
+    """A search of these namespaces (``VectorShard.search``), in a batch (``search_many``)."""
+
+    namespaces: list[Namespace]
+    query: Query
+
+
+class UserSearch(NamedTuple):
+    """A search of every namespace of one user and ``kind`` (``VectorShard.search_user``)."""
+
+    app: str
+    user_id: str
+    kind: str
+    query: Query
+
+
+class AppSearch(NamedTuple):
+    """A search of every namespace of ``app`` and ``kind`` on a shard (``VectorShard.search_app``)."""
+
+    app: str
+    kind: str
+    query: Query
+
+
+#: One search of a batch: callers batch the searches of many concurrent agents into one call.
+ShardSearch = NamespaceSearch | UserSearch | AppSearch
 
 
 def vector_scores(sims: np.ndarray, threshold: float) -> np.ndarray:

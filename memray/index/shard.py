@@ -12,7 +12,7 @@ its text (lexical index) and recency and leaves any vector it already has in pla
 changed text arrives in a later upsert from the embedder, and until then the old one stays.
 
 Everything in and out is plain picklable data: the conversation host and the service call a
-shard through an ``ActorRef``. Calls are expected one at a time (one actor); ``HnswIndex`` locks
+shard through a :class:`~memray.index.client.ShardClient`. Calls are expected one at a time (one actor); ``HnswIndex`` locks
 on its own anyway.
 
 Snapshots (:meth:`VectorShard.snapshot`) are directories ``snap-<n>`` under ``path``, committed by
@@ -53,7 +53,9 @@ from memray.index.base import IndexItem, atomic_save_npy, atomic_write_json, fsy
 from memray.index.exact import ExactIndex
 from memray.index.hnsw import HnswIndex
 from memray.index.lexical import Bm25Stats
-from memray.index.search import Mode, Query, ShardReply, search_spaces
+from memray.index.search import (
+    AppSearch, Mode, NamespaceSearch, Query, ShardReply, ShardSearch, UserSearch, search_spaces,
+)
 from memray.index.space import Space, normalise
 from memray.store.base import IndexRow
 from memray.ids import Namespace
@@ -212,6 +214,10 @@ class VectorShard:
 
     def ping(self) -> bool:
         return True
+
+    def pid(self) -> int:
+        """The id of the process holding this shard (the fault tests kill it)."""
+        return os.getpid()
 
     def _attach(self, space: Space) -> None:
         self._spaces[space.namespace] = space
@@ -389,19 +395,25 @@ class VectorShard:
         hits, stats = search_spaces(spaces, query, vector, retired, self.config)
         return ShardReply(hits, stats, stamps)
 
-    def search_many(self, requests: list[tuple[str, tuple[Any, ...]]]) -> list[Any]:
-        """Many searches in one call: each request is ``(method, args)`` for :meth:`search`,
-        :meth:`search_user` or :meth:`search_app`; a failing one returns its error in its place
-        (callers batch the searches of many concurrent agents into one actor call)."""
-        if any(method not in ("search", "search_user", "search_app") for method, _ in requests):
-            raise ValidationError("requests", [m for m, _ in requests], "only search, search_user and search_app batch")
-        out: list[Any] = []
-        for method, args in requests:
+    def search_many(self, requests: list[ShardSearch]) -> list[ShardReply | Exception]:
+        """Many searches in one call (callers batch the searches of many concurrent agents into
+        one actor call); a failing one returns its error in its place."""
+        out: list[ShardReply | Exception] = []
+        for request in requests:
             try:
-                out.append(getattr(self, method)(*args))
+                out.append(self._search_one(request))
             except Exception as exc:
                 out.append(exc)
         return out
+
+    def _search_one(self, request: ShardSearch) -> ShardReply:
+        if isinstance(request, NamespaceSearch):
+            return self.search(request.namespaces, request.query)
+        if isinstance(request, UserSearch):
+            return self.search_user(request.app, request.user_id, request.kind, request.query)
+        if isinstance(request, AppSearch):
+            return self.search_app(request.app, request.kind, request.query)
+        raise ValidationError("request", request, "must be a NamespaceSearch, UserSearch or AppSearch")
 
     def search_user(self, app: str, user_id: str, kind: str, query: Query) -> ShardReply:
         """:meth:`search` over every namespace of one user and ``kind`` (all their conversations)."""

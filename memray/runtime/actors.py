@@ -40,10 +40,13 @@ from memray.config import IndexConfig, MemoryConfig
 from memray.conversation.host import ConversationHost
 from memray.embedding import build_embedder
 from memray.errors import DeadLetterError, StoreError, UnavailableError
-from memray.ids import Namespace, stable_hash
-from memray.index.recovery import RecoveringShard, Scan, ShardKeeper
+from memray.ids import stable_hash
+from memray.index.client import ShardClient
+from memray.index.recovery import RecoveringShard, ShardKeeper
 from memray.runtime.deploy import shard_path
-from memray.store.base import IndexRow
+from memray.conversation.client import HostClient
+from memray.rpc.client import Priority
+from memray.store.client import StoreClient
 from memray.store.database import check_not_in_use
 from memray.store.history import HistoryStore
 
@@ -152,10 +155,10 @@ class _PriorityGate:
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._busy = False
-        self._waiting = [0, 0, 0]
+        self._waiting = [0] * len(Priority)
 
     @contextlib.contextmanager
-    def hold(self, level: int) -> Iterator[None]:
+    def hold(self, level: Priority) -> Iterator[None]:
         with self._cond:
             self._waiting[level] += 1
             while self._busy or any(self._waiting[:level]):
@@ -170,16 +173,10 @@ class _PriorityGate:
                 self._cond.notify_all()
 
 
-_URGENT = {"append_messages", "commit_messages", "record_dead_letters", "resolve_acknowledged"}
-_BACKGROUND = {
-    "put_embeddings", "mark_embedding_failed", "pending_embeddings", "missing_embeddings",
-    "scan_index_rows", "export_parquet", "purge_exports", "index_digest", "index_refs", "index_rows_for",
-}
-
-
 class StoreActor(HistoryStore):
     """Opens its file when the actor starts, and again when Ray restarts it. A threaded actor
-    whose calls pass one at a time through a :class:`_PriorityGate` (see :func:`_gated`).
+    whose calls pass one at a time through a :class:`_PriorityGate`, each at the priority its
+    :class:`~memray.store.client.StoreClient` method declares (see :func:`_gated`).
 
     If the file cannot be opened (another process holds it), the actor does not fail its
     creation — Ray would restart it over and over while callers wait — but answers every call
@@ -195,10 +192,6 @@ class StoreActor(HistoryStore):
         except StoreError as exc:
             self._open_error = exc
 
-    def pid(self) -> int:
-        """This actor's process id (the fault tests kill it)."""
-        return os.getpid()
-
 
 def _gcs_address() -> str | None:
     try:
@@ -209,7 +202,7 @@ def _gcs_address() -> str | None:
 
 def _gated(name: str) -> Callable[..., Any]:
     method = getattr(HistoryStore, name)
-    level = 0 if name in _URGENT else 2 if name in _BACKGROUND else 1
+    level = StoreClient.options(name).priority
 
     @functools.wraps(method)
     def call(self: StoreActor, *args: Any, **kwargs: Any) -> Any:
@@ -221,9 +214,8 @@ def _gated(name: str) -> Callable[..., Any]:
     return call
 
 
-for _name, _member in vars(HistoryStore).items():
-    if callable(_member) and not _name.startswith("_") and _name != "open":
-        setattr(StoreActor, _name, _gated(_name))
+for _name in StoreClient.calls():  # every store method (tests/rpc/test_clients.py), at its declared priority
+    setattr(StoreActor, _name, _gated(_name))
 
 
 class ShardActor(RecoveringShard):
@@ -244,34 +236,15 @@ class ShardActor(RecoveringShard):
             dim, model_id = record.dim, record.model_id
         super().__init__(shard_id, path, dim, model_id, config, recovering=True)
         self.open()
-        handle = ray.get_actor(store, namespace=namespace)
-        self._keeper = ShardKeeper(
-            self._call_self, self._scan(handle, shards), config.snapshot_every_s,
-            store=lambda method, *args: ray.get(getattr(handle, method).remote(*args)), shard_id=shard_id, shards=shards,
-        )
+        # the keeper calls this shard through the actor's own handle: queued with every other call
+        own = ShardClient(RayRef(ray.get_runtime_context().current_actor, f"shard {shard_id}"))
+        self._keeper = ShardKeeper(own, StoreClient(named_ref(store, namespace, "history store")),
+                                   config.snapshot_every_s, shard_id=shard_id, shards=shards)
         self._keeper.start(f"memray-shard-{shard_id}-keeper")
-
-    @staticmethod
-    def _call_self(method: str, *args: Any) -> Any:
-        """Run ``method`` as a call on this actor's own handle: queued with every other call."""
-        return ray.get(getattr(ray.get_runtime_context().current_actor, method).remote(*args))
-
-    def _scan(self, store: Any, shards: int) -> Scan:
-        def scan(after: tuple[Namespace, str] | None, limit: int) -> list[IndexRow]:
-            rows: list[IndexRow] = ray.get(
-                store.scan_index_rows.remote(self.shard_id, shards, self.model_id, after, limit, True)
-            )
-            return rows
-
-        return scan
 
     def close(self) -> None:
         self._keeper.stop(timeout_s=0)  # never join: its pending call on this actor waits for us
         super().close()
-
-    def pid(self) -> int:
-        """This actor's process id (the fault tests kill it)."""
-        return os.getpid()
 
 
 class HostActor(ConversationHost):
@@ -281,8 +254,8 @@ class HostActor(ConversationHost):
     def __init__(self, host_id: int, config: MemoryConfig, store: str, shards: list[str]) -> None:
         ns = config.namespace
         super().__init__(
-            host_id, config, named_ref(store, ns, "history store"),
-            [named_ref(name, ns, f"shard {i}") for i, name in enumerate(shards)],
+            host_id, config, StoreClient(named_ref(store, ns, "history store")),
+            [ShardClient(named_ref(name, ns, f"shard {i}")) for i, name in enumerate(shards)],
         )
 
 
@@ -311,10 +284,9 @@ class RayDeployment:
         pin = {"resources": {cfg.store_resource: 0.01}} if cfg.store_resource else {}
         store = ray.remote(StoreActor).options(**self._options("store", max_concurrency=32, **pin)).remote(
             cfg.store_path, cfg.namespace)
-        self.store = RayRef(store, "history store")
         store_name, ns = f"{self.prefix}:store", cfg.namespace
         shard_names = [f"{self.prefix}:shard-{i}" for i in range(cfg.shards)]
-        self.shards = [
+        shards = [
             RayRef(
                 ray.remote(ShardActor).options(**self._options(f"shard-{i}")).remote(
                     i, shard_path(cfg, i), dim, model_id, cfg.index, store_name, ns, cfg.shards
@@ -323,7 +295,7 @@ class RayDeployment:
             )
             for i in range(cfg.shards)
         ]
-        self.hosts = [
+        hosts = [
             RayRef(
                 ray.remote(HostActor).options(**self._options(f"host-{i}", max_concurrency=10_000)).remote(
                     i, cfg, store_name, shard_names
@@ -332,25 +304,29 @@ class RayDeployment:
             )
             for i in range(cfg.hosts)
         ]
+        self._refs = [RayRef(store, "history store"), *shards, *hosts]
+        self.store = StoreClient(self._refs[0])
+        self.shards = [ShardClient(ref) for ref in shards]
+        self.hosts = [HostClient(ref) for ref in hosts]
 
     async def start(self) -> None:
         os.makedirs(self.config.root, exist_ok=True)
         self.create()
         try:
-            await self.store.call("ping")
+            await self.store.ping()
         except StoreError:  # the file is held elsewhere: this store actor can never serve; a later open retries
-            ray.kill(self.store.handle, no_restart=True)
+            ray.kill(self._refs[0].handle, no_restart=True)
             raise
-        await asyncio.gather(*(s.call("ping") for s in self.shards))
+        await asyncio.gather(*(s.ping() for s in self.shards))
         await asyncio.gather(*(self._recovered(s) for s in self.shards))
-        await asyncio.gather(*(h.call("start") for h in self.hosts))
+        await asyncio.gather(*(h.start() for h in self.hosts))
 
-    async def _recovered(self, shard: RayRef, timeout_s: float = 30.0) -> None:
+    async def _recovered(self, shard: ShardClient, timeout_s: float = 30.0) -> None:
         """Wait (bounded) for a shard's first catch-up with the store, so a fresh ``open`` does
         not answer its first searches degraded; past the bound it carries on (degraded)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        while await shard.call("is_recovering") and loop.time() < deadline:
+        while await shard.is_recovering() and loop.time() < deadline:
             await asyncio.sleep(0.05)
 
     async def stop(self, terminate: bool) -> list[dict[str, Any]]:
@@ -360,14 +336,14 @@ class RayDeployment:
         bound = self.config.write_timeout_s + 30.0
         if not terminate:
             # a driver leaving a shared memray: flush, but leave dead-letter reports to their writers
-            flushed = await _bounded([h.call("flush", None, None, False) for h in self.hosts], bound)
-            await _bounded([s.call("snapshot") for s in self.shards], bound)
+            flushed = await _bounded([h.flush(None, None, False) for h in self.hosts], bound)
+            await _bounded([s.snapshot() for s in self.shards], bound)
             return [{"host": h.label, "error": f"{type(r).__name__}: {r}",
                      "dead_letters": len(r.letters) if isinstance(r, DeadLetterError) else 0}
                     for h, r in zip(self.hosts, flushed) if isinstance(r, BaseException)]
         reports: list[dict[str, Any]] = []
         try:
-            closed = await _bounded([h.call("close") for h in self.hosts], bound)
+            closed = await _bounded([h.close() for h in self.hosts], bound)
             for host, result in zip(self.hosts, closed):
                 if isinstance(result, BaseException):
                     reports.append({"host": host.label, "error": f"{type(result).__name__}: {result}"})
@@ -375,15 +351,15 @@ class RayDeployment:
                     reports.append(result)
             # a shard's close is only a snapshot (indexes are derived data): one that is down or
             # restarting must not keep the store from closing nor the actors from being killed
-            closed = await _bounded([s.call("close") for s in self.shards], 60.0)
+            closed = await _bounded([s.close() for s in self.shards], 60.0)
             for shard, result in zip(self.shards, closed):
                 if isinstance(result, BaseException):
                     log.warning("%s did not close cleanly (%r); it recovers from the store", shard.label, result)
-            stored = await _bounded([self.store.call("close")], 60.0)
+            stored = await _bounded([self.store.close()], 60.0)
             if isinstance(stored[0], BaseException):
                 log.warning("the history store did not close cleanly (%r); its WAL is replayed on the next open", stored[0])
         finally:
-            for ref in [*self.hosts, *self.shards, self.store]:
+            for ref in self._refs:
                 with contextlib.suppress(Exception):
                     ray.kill(ref.handle, no_restart=True)
         return reports

@@ -11,8 +11,10 @@ import os
 from typing import Any, Protocol
 
 from memray.config import MemoryConfig
+from memray.conversation.client import HostClient
+from memray.index.client import ShardClient
 from memray.rpc.local import LocalRef
-from memray.rpc.ref import ActorRef
+from memray.store.client import StoreClient
 
 __all__ = ["Deployment", "LocalDeployment", "shard_path"]
 
@@ -22,9 +24,9 @@ def shard_path(config: MemoryConfig, shard_id: int) -> str:
 
 
 class Deployment(Protocol):
-    store: ActorRef
-    shards: list[ActorRef]
-    hosts: list[ActorRef]
+    store: StoreClient
+    shards: list[ShardClient]
+    hosts: list[HostClient]
 
     async def start(self) -> None: ...
     async def stop(self, terminate: bool) -> list[dict[str, Any]]:
@@ -51,24 +53,25 @@ class LocalDeployment:
         # core as a shard actor, so wait_indexed() can level it with the store in both modes
         self._shards = [RecoveringShard(i, shard_path(config, i), dim, model_id, config.index, recovering=False)
                         for i in range(config.shards)]
-        self.store: ActorRef = LocalRef(self._store, "history store")
-        self.shards: list[ActorRef] = [LocalRef(s, f"shard {i}") for i, s in enumerate(self._shards)]
+        self._refs = [LocalRef(self._store, "history store"), *(LocalRef(s, f"shard {i}") for i, s in enumerate(self._shards))]
+        self.store = StoreClient(self._refs[0])
+        self.shards = [ShardClient(ref) for ref in self._refs[1:]]
         self._hosts = [ConversationHost(i, config, self.store, self.shards) for i in range(config.hosts)]
-        self.hosts: list[ActorRef] = [LocalRef(h, f"host {i}") for i, h in enumerate(self._hosts)]
+        self._refs += [LocalRef(h, f"host {i}") for i, h in enumerate(self._hosts)]
+        self.hosts = [HostClient(ref) for ref in self._refs[1 + len(self._shards):]]
 
     async def start(self) -> None:
         os.makedirs(self.config.root, exist_ok=True)
-        await self.store.call("open", {"mode": "inprocess", "role": "in-process store"})
-        await asyncio.gather(*(s.call("open") for s in self.shards))
-        await asyncio.gather(*(h.call("start") for h in self.hosts))
+        await self.store.open({"mode": "inprocess", "role": "in-process store"})
+        await asyncio.gather(*(s.open() for s in self.shards))
+        await asyncio.gather(*(h.start() for h in self.hosts))
 
     async def stop(self, terminate: bool = True) -> list[dict[str, Any]]:
         try:
-            reports: list[dict[str, Any]] = list(await asyncio.gather(*(h.call("close") for h in self.hosts)))
-            await asyncio.gather(*(s.call("close") for s in self.shards))
+            reports: list[dict[str, Any]] = list(await asyncio.gather(*(h.close() for h in self.hosts)))
+            await asyncio.gather(*(s.close() for s in self.shards))
         finally:
-            await self.store.call("close")
-            for ref in [self.store, *self.shards, *self.hosts]:
-                assert isinstance(ref, LocalRef)
+            await self.store.close()
+            for ref in self._refs:
                 ref.shutdown()
         return reports

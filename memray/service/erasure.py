@@ -60,12 +60,12 @@ async def erase_user(
     validate_id("app", app)
     validate_id("user_id", user_id)
     async with service.user_lock(app, user_id):
-        evicted = await asyncio.gather(*(h.call("evict_user", app, user_id) for h in deployment.hosts))
+        evicted = await asyncio.gather(*(h.evict_user(app, user_id) for h in deployment.hosts))
         await service.evict_user(app, user_id)
-        stored: dict[str, int] = await deployment.store.call("delete_user", app, user_id)
-        dropped = await asyncio.gather(*(s.call("drop", app, user_id) for s in deployment.shards))
-        await asyncio.gather(*(s.call("snapshot") for s in deployment.shards))
-        cleared = await asyncio.gather(*(h.call("clear_caches") for h in deployment.hosts))
+        stored: dict[str, int] = await deployment.store.delete_user(app, user_id)
+        dropped = await asyncio.gather(*(s.drop(app, user_id) for s in deployment.shards))
+        await asyncio.gather(*(s.snapshot() for s in deployment.shards))
+        cleared = await asyncio.gather(*(h.clear_caches() for h in deployment.hosts))
     counts = {t: int(stored.get(t, 0)) for t in TABLES}
     counts.update(
         vectors=sum(dropped), export_rows=int(stored.get("export_rows", 0)),
@@ -81,10 +81,10 @@ async def verify_user_deleted(
     validate_id("app", app)
     validate_id("user_id", user_id)
     store_counts, shard_counts, host_counts, roots = await asyncio.gather(
-        deployment.store.call("count_user", app, user_id),
-        asyncio.gather(*(s.call("count_user", app, user_id) for s in deployment.shards)),
-        asyncio.gather(*(h.call("count_user", app, user_id) for h in deployment.hosts)),
-        deployment.store.call("export_roots"),
+        deployment.store.count_user(app, user_id),
+        asyncio.gather(*(s.count_user(app, user_id) for s in deployment.shards)),
+        asyncio.gather(*(h.count_user(app, user_id) for h in deployment.hosts)),
+        deployment.store.export_roots(),
     )
     export_roots = sorted({os.path.abspath(r) for r in roots} | {config.exports_path})
     export_rows = await asyncio.to_thread(lambda: sum(scan_exports(r, app, user_id) for r in export_roots))

@@ -1,7 +1,7 @@
 """`MemoryService`: long-term memory entries per ``(app, user_id)``, optionally per project.
 
 A plain async class that runs in the caller's process (like :mod:`memray.conversation.recall`):
-it holds the store's :class:`~memray.rpc.ref.ActorRef`, a :class:`~memray.index.router.ShardRouter`
+it holds the store's :class:`~memray.store.client.StoreClient`, a :class:`~memray.index.router.ShardRouter`
 and the caller's embedder, and owns one :class:`~memray.embedding.pipeline.EmbeddingPipeline`.
 
 Scopes
@@ -57,7 +57,7 @@ from memray.embedding.query import QueryEncoder
 from memray.errors import ValidationError
 from memray.ids import Namespace, entry_namespace, validate_id, validate_project_id
 from memray.models import MemoryEntry, MemoryResult, RetrievalMode, SearchMemoryResponse, SearchRequest, check_entry
-from memray.rpc.ref import ActorRef
+from memray.store.client import StoreClient
 from memray.store.rows import EntryRow, entry_to_row, row_to_entry
 from memray.text import tokenize
 
@@ -126,7 +126,7 @@ class MemoryService:
     """The long-term memory service (see the module docstring). All methods are coroutines."""
 
     def __init__(
-        self, store: ActorRef, router: ShardRouter, encoder: QueryEncoder, default_mode: RetrievalMode = "hybrid",
+        self, store: StoreClient, router: ShardRouter, encoder: QueryEncoder, default_mode: RetrievalMode = "hybrid",
         batch_size: int = 256, backoff_s: float = 0.5, backoff_max_s: float = 30.0, index_timeout_s: float = 60.0,
     ) -> None:
         self._store = store
@@ -205,7 +205,8 @@ class MemoryService:
         ids = [e.id for e in parsed]
         async with self.user_lock(app, user_id):
             before = await self._scopes_before(app, user_id, ids, session_id if replace else None)
-            removed = await self._store.call("put_entries", rows, (app, user_id, session_id) if replace else None)
+            replaced = (app, user_id, session_id) if replace and session_id is not None else None
+            removed = await self._store.put_entries(rows, replaced)
             if removed:  # old versions: their vectors are gone from the store; take them out of the shards
                 await self._pipeline.wait_idle(self._index_timeout_s)
                 refs = [(entry_namespace(app, user_id, before.get(i, project_id)), i) for i in removed]
@@ -221,9 +222,9 @@ class MemoryService:
     async def _scopes_before(self, app: str, user_id: str, ids: list[str], session_id: str | None) -> dict[str, str | None]:
         """Project of each entry a write may replace (same id, or same session), read first so
         the replaced versions can be removed from the right namespace."""
-        calls = [self._store.call("get_entries", app, user_id, ids)]
+        calls = [self._store.get_entries(app, user_id, ids)]
         if session_id is not None:
-            calls.append(self._store.call("list_entries", app, user_id, None, session_id, True, None))
+            calls.append(self._store.list_entries(app, user_id, None, session_id, True, None))
         found: list[list[EntryRow]] = list(await asyncio.gather(*calls))
         return {r.id: r.project_id for rows in found for r in rows}
 
@@ -270,7 +271,7 @@ class MemoryService:
     async def _hydrate(self, app: str, user_id: str, hits: Sequence[ShardHit]) -> list[MemoryResult]:
         """Hits as results: from the shard's payload, or from the store where it has none."""
         missing = [h.doc_id for h in hits if not h.payload]
-        rows: list[EntryRow] = await self._store.call("get_entries", app, user_id, missing) if missing else []
+        rows: list[EntryRow] = await self._store.get_entries(app, user_id, missing) if missing else []
         by_id = {r.id: r for r in rows}
         out = []
         for h in hits:
@@ -289,9 +290,9 @@ class MemoryService:
         validate_id("app", app)
         validate_id("user_id", user_id)
         n = check_limit(limit, DEFAULT_LIMIT)
-        calls = [self._store.call("list_entries", app, user_id, None, None, False, n)]
+        calls = [self._store.list_entries(app, user_id, None, None, False, n)]
         if project_id is not None:
-            calls.append(self._store.call("list_entries", app, user_id, validate_project_id(project_id), None, False, n))
+            calls.append(self._store.list_entries(app, user_id, validate_project_id(project_id), None, False, n))
         rows = [r for part in await asyncio.gather(*calls) for r in part]
         rows.sort(key=lambda r: (r.timestamp, r.id), reverse=True)
         return [_unscored(r) for r in rows[:n]]
@@ -304,7 +305,7 @@ class MemoryService:
         validate_id("user_id", user_id)
         n = check_limit(limit, None, none_means="every entry")
         project = None if project_id is None else validate_project_id(project_id)
-        rows: list[EntryRow] = await self._store.call("list_entries", app, user_id, project, None, False, n)
+        rows: list[EntryRow] = await self._store.list_entries(app, user_id, project, None, False, n)
         return [_unscored(r) for r in rows]
 
     async def get_entries(self, app: str, user_id: str, ids: Sequence[str]) -> list[MemoryResult]:
@@ -312,7 +313,7 @@ class MemoryService:
         validate_id("app", app)
         validate_id("user_id", user_id)
         wanted = [validate_id("entry.id", i) for i in ids]
-        rows: list[EntryRow] = await self._store.call("get_entries", app, user_id, wanted) if wanted else []
+        rows: list[EntryRow] = await self._store.get_entries(app, user_id, wanted) if wanted else []
         return [_unscored(r) for r in rows]
 
     async def list_projects(self, app: str, user_id: str | None = None) -> list[tuple[str, str]]:
@@ -321,7 +322,7 @@ class MemoryService:
         validate_id("app", app)
         if user_id is not None:
             validate_id("user_id", user_id)
-        projects: list[tuple[str, str]] = await self._store.call("entry_projects", app, user_id)
+        projects: list[tuple[str, str]] = await self._store.entry_projects(app, user_id)
         return projects
 
     # -- deletes ----------------------------------------------------------------------------
@@ -342,7 +343,7 @@ class MemoryService:
             raise ValidationError("query", query, "has no words to match, so it would match nothing or everything",
                                   "to delete every entry use delete_project(...) or delete_user(...)")
         async with self.user_lock(app, user_id):
-            rows: list[EntryRow] = await self._store.call("list_entries", app, user_id, project_id, None, False, None)
+            rows: list[EntryRow] = await self._store.list_entries(app, user_id, project_id, None, False, None)
             return await self._delete_rows(app, user_id, [r for r in rows if entry_matches(wanted, r.text)])
 
     async def delete_entries_by_id(self, app: str, user_id: str, ids: Sequence[str]) -> dict[str, int]:
@@ -352,7 +353,7 @@ class MemoryService:
         validate_id("user_id", user_id)
         wanted = [validate_id("entry.id", i) for i in ids]
         async with self.user_lock(app, user_id):
-            rows = await self._store.call("get_entries", app, user_id, wanted) if wanted else []
+            rows = await self._store.get_entries(app, user_id, wanted) if wanted else []
             return await self._delete_rows(app, user_id, rows)
 
     async def delete_project(self, app: str, user_id: str, project_id: str) -> dict[str, int]:
@@ -361,7 +362,7 @@ class MemoryService:
         validate_id("user_id", user_id)
         validate_project_id(project_id)
         async with self.user_lock(app, user_id):
-            rows = await self._store.call("list_entries", app, user_id, project_id, None, False, None)
+            rows = await self._store.list_entries(app, user_id, project_id, None, False, None)
             counts = await self._delete_rows(app, user_id, rows)
             counts["vectors"] += await self._router.drop(app, user_id, "entry", project_id)
             return counts
@@ -372,7 +373,7 @@ class MemoryService:
         validate_id("user_id", user_id)
         validate_id("session_id", session_id)
         async with self.user_lock(app, user_id):
-            rows = await self._store.call("list_entries", app, user_id, None, session_id, True, None)
+            rows = await self._store.list_entries(app, user_id, None, session_id, True, None)
             return await self._delete_rows(app, user_id, rows)
 
     async def delete_user(self, app: str, user_id: str) -> dict[str, int]:
@@ -382,7 +383,7 @@ class MemoryService:
         validate_id("user_id", user_id)
         async with self.user_lock(app, user_id):
             queued = await self.evict_user(app, user_id)
-            rows = await self._store.call("list_entries", app, user_id, None, None, True, None)
+            rows = await self._store.list_entries(app, user_id, None, None, True, None)
             counts = await self._delete_rows(app, user_id, rows)
             counts["vectors"] += await self._router.drop(app, user_id, "entry")
             counts["queued"] = queued
@@ -396,7 +397,7 @@ class MemoryService:
         refs = [(entry_namespace(app, user_id, r.project_id), r.id) for r in rows]
         self._pipeline.forget_items(refs)
         await self._pipeline.wait_idle(self._index_timeout_s)
-        entries: int = await self._store.call("delete_entries", app, user_id, [r.id for r in rows])
+        entries: int = await self._store.delete_entries(app, user_id, [r.id for r in rows])
         vectors = await self._router.delete(refs)
         return {"entries": entries, "vectors": vectors}
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Literal, NamedTuple, Protocol
 
 from memray.ids import ConversationKey, Namespace
+from memray.models import ConversationOrder
 from memray.store.rows import EmbeddingRow, EntryRow, MessageRow
 
 __all__ = ["HistoryStoreAPI", "ConversationSnapshot", "IndexRow", "SummaryState", "WMScope"]
@@ -88,7 +89,7 @@ class HistoryStoreAPI(Protocol):
     def get_conversation(self, key: ConversationKey) -> dict[str, Any] | None: ...
 
     def list_conversations(
-        self, app: str, user_id: str, order: Literal["updated_desc", "updated_asc", "created_desc", "created_asc"],
+        self, app: str, user_id: str, order: ConversationOrder,
         limit: int, offset: int,
     ) -> list[dict[str, Any]]: ...
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Literal
+from typing import Any
 
 from memray.errors import ConflictError, NotFoundError, ValidationError
 from memray.ids import ConversationKey, user_hash, validate_id
+from memray.models import ConversationOrder
 from memray.store.base import ConversationSnapshot, SummaryState, WMScope
 from memray.store.database import Database
 from memray.store.rows import MessageRow
@@ -70,7 +71,7 @@ def create_conversation(db: Database, key: ConversationKey, title: str | None, m
 
 def list_conversations(
     db: Database, app: str, user_id: str,
-    order: Literal["updated_desc", "updated_asc", "created_desc", "created_asc"], limit: int, offset: int,
+    order: ConversationOrder, limit: int, offset: int,
 ) -> list[dict[str, Any]]:
     if order not in _ORDERS:
         raise ValidationError("order", order, f"must be one of {sorted(_ORDERS)}")

@@ -14,11 +14,12 @@ Arrow batches, vectorised validation). This class wires them together and owns t
 from __future__ import annotations
 
 import os
-from typing import Any, Literal
+from typing import Any
 
 import pyarrow as pa
 
 from memray.ids import ConversationKey, Namespace, validate_id
+from memray.models import ConversationOrder
 from memray.store import conversations as conv
 from memray.store import deadletter, export, items, messages
 from memray.store.base import ConversationSnapshot, IndexRow, SummaryState, WMScope
@@ -51,6 +52,10 @@ class HistoryStore:
 
     def ping(self) -> bool:
         return self._db.is_open and self._db.sql("SELECT 1").fetchall() == [(1,)]
+
+    def pid(self) -> int:
+        """The id of the process that holds the file (the fault tests kill it)."""
+        return os.getpid()
 
     # -- messages -------------------------------------------------------------------------
     def append_messages(self, rows: list[MessageRow]) -> list[tuple[str, str, str, str, int, float]]:
@@ -119,7 +124,7 @@ class HistoryStore:
 
     def list_conversations(
         self, app: str, user_id: str,
-        order: Literal["updated_desc", "updated_asc", "created_desc", "created_asc"], limit: int, offset: int,
+        order: ConversationOrder, limit: int, offset: int,
     ) -> list[dict[str, Any]]:
         """The user's conversations in ``order`` (ties broken by conversation id), paged."""
         return conv.list_conversations(self._db, app, user_id, order, limit, offset)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from memray.conversation.client import HostClient
 from memray.conversation.recall import Recall
 from memray.conversation.tail import Tail, TailKeeper, score_tail
 from memray.embedding.calibration import Calibration
@@ -18,6 +19,7 @@ from memray.index.lexical import Bm25Stats, LexicalIndex
 from memray.index.router import RouterResult
 from memray.index.search import Query
 from memray.models import Message
+from memray.rpc.local import LocalRef
 from memray.text import index_terms
 from memray.conversation.buffer import MessageBuffer
 from memray.conversation.core import Conversation
@@ -91,16 +93,16 @@ class FakeRouter:
         return RouterResult([ShardHit(NS, "m4", 0.9, 4.0, payload)], False, None, Bm25Stats(2, 6, {"tangerin": 1}), {NS: 5})
 
 
-class FakeHost:
-    label = "host 0"
+class ConfirmedHost:
+    """A host whose tail of the conversation is empty: it confirmed the upsert with stamp 5."""
 
-    async def call(self, method: str, *args: Any) -> Any:
-        assert method == "tails"
-        return [Tail([], 5) for _ in args[0]]  # confirmed with stamp 5, so no longer in the tail
+    async def tails(self, keys: list[ConversationKey]) -> list[Tail]:
+        return [Tail([], 5) for _ in keys]
 
 
 def test_a_shard_answer_older_than_the_hosts_confirmation_is_asked_again() -> None:
     router = FakeRouter()
-    recall = Recall(QueryEncoder(None, Calibration(1.0, 0.0)), router, None, "hybrid", lambda key: FakeHost())  # type: ignore[arg-type]
+    host = HostClient(LocalRef(ConfirmedHost(), "host 0"))
+    recall = Recall(QueryEncoder(None, Calibration(1.0, 0.0)), router, None, "hybrid", lambda key: host)  # type: ignore[arg-type]
     hits = asyncio.run(recall.search(KEY, "tangerine", 3))
     assert router.calls == 2 and [h.message.id for h in hits] == ["m4"]

@@ -17,6 +17,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from memray.config import IndexConfig
 from memray.index import IndexItem, ShardHit, ShardRouter, VectorShard
+from memray.index.client import ShardClient
 from memray.rpc.local import LocalRef
 from memray.ids import Namespace
 from tests.index.conftest import clustered, query
@@ -46,7 +47,7 @@ class ShardedIndexMachine(RuleBasedStateMachine):
         self.root = Path(tempfile.mkdtemp(prefix="memray-index-sm-"))
         self.loop = asyncio.new_event_loop()
         self.refs = [LocalRef(self._shard(i), f"shard {i}") for i in range(SHARDS)]
-        self.router = ShardRouter(self.refs)  # type: ignore[arg-type]
+        self.router = ShardRouter([ShardClient(ref) for ref in self.refs])
         self.oracle: dict[Namespace, dict[str, Doc]] = {}
         self.clock = 0.0
         self.found = 0

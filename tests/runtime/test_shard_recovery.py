@@ -80,7 +80,7 @@ def test_killed_shard_degrades_then_recovers_everything(ray_session, tmp_path) -
         shard_ref = mem.deployment.shards[1]
         assert mem._router.shard_of(APP, victims[0]) == 1
 
-        ray.kill(shard_ref.handle, no_restart=False)
+        ray.kill(shard_ref.ref.handle, no_restart=False)
         during = convs[victims[0]].search("parcel code zebra2", limit=3, scope="user")
         assert degraded_or_complete(during, 1, "zebra2"), (during.degraded, during.reason, [h.message.text for h in during])
         assert convs[others[0]].search("parcel code zebra2", limit=3).degraded is False  # the other shard serves
@@ -88,7 +88,7 @@ def test_killed_shard_degrades_then_recovers_everything(ray_session, tmp_path) -
         for u, conv in convs.items():  # writes go on during the outage: durable, indexed later
             conv.add(turns(u, 5, 3))
         mem.flush()
-        assert poll(lambda: restarted(shard_ref.handle)), "Ray did not restart shard 1"
+        assert poll(lambda: restarted(shard_ref.ref.handle)), "Ray did not restart shard 1"
 
         def level() -> bool:
             res = convs[victims[1]].search("zebra7", limit=10, mode="lexical")
@@ -96,18 +96,18 @@ def test_killed_shard_degrades_then_recovers_everything(ray_session, tmp_path) -
 
         assert poll(level), "shard 1 did not come back level with the store"
         assert mem.wait_indexed(30)
-        store, held = mem.deployment.store, set(mem._run(shard_ref.call("inventory")))
+        store, held = mem.deployment.store, set(mem._run(shard_ref.inventory()))
         for u in victims:
             key = ConversationKey(APP, u, "c")
-            rows = mem._run(store.call("get_messages", key))
+            rows = mem._run(store.get_messages(key))
             assert len(rows) == 8
             assert {(conversation_namespace(key), r.id) for r in rows} <= held
         for u in victims:  # complete by vector too: every message of the user has its vector back
             hits = convs[u].search(f"{u} note 6: the parcel code is zebra6", limit=8, mode="vector")
             assert not hits.degraded and len(hits) == 8 and hits[0].message.text.endswith("zebra6")
 
-        ray.kill(shard_ref.handle, no_restart=True)  # down for good: every search of its users degrades
-        assert poll(lambda: dead(shard_ref.handle)), "shard 1 did not die"
+        ray.kill(shard_ref.ref.handle, no_restart=True)  # down for good: every search of its users degrades
+        assert poll(lambda: dead(shard_ref.ref.handle)), "shard 1 did not die"
         down = convs[victims[0]].search("parcel code zebra2", limit=3, scope="user")
         assert down.degraded and "shard 1" in (down.reason or "") and list(down) == []
         assert convs[others[0]].search("parcel code zebra2", limit=3).degraded is False  # the other shard serves
