@@ -39,7 +39,8 @@ class SummarizeBatches:
     def __init__(self, summarizer_json: str, store_name: str, namespace: str, force: bool) -> None:
         import ray
 
-        from memray.conversation.summary import SummaryKeeper, build_summarizer
+        from memray.conversation.summarizer import build_summarizer
+        from memray.conversation.summary import SummaryKeeper
         from memray.runtime.actors import RayRef
         from memray.store.client import StoreClient
 

@@ -78,7 +78,8 @@ class ConversationHost:
 
     def _build(self) -> None:
         self._started = True
-        from memray.conversation.summary import SummaryKeeper, build_summarizer
+        from memray.conversation.summarizer import build_summarizer
+        from memray.conversation.summary import SummaryKeeper
         from memray.embedding import build_embedder
         from memray.embedding.active import resolve_config
 

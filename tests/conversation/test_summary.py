@@ -11,12 +11,10 @@ from typing import Any
 import pytest
 
 from memray.config import SummarizerConfig
+from memray.conversation.summarizer import ExtractiveSummarizer, OpenAIChatSummarizer, build_summarizer
 from memray.conversation.summary import (
     SUMMARY_MARKER,
-    ExtractiveSummarizer,
-    OpenAIChatSummarizer,
     SummaryKeeper,
-    build_summarizer,
     is_summary_message,
     strip_summary_blocks,
     summary_message,
@@ -350,7 +348,7 @@ def test_extractive_is_deterministic_across_processes() -> None:
     import sys
 
     code = (
-        "from memray.conversation.summary import ExtractiveSummarizer\n"
+        "from memray.conversation.summarizer import ExtractiveSummarizer\n"
         "from memray.models import Message\n"
         "msgs = [Message(role='user', parts=f'fact {i} about topic{i % 5} and thing{i % 3} here.') for i in range(40)]\n"
         "print(ExtractiveSummarizer().summarize('- user: old line', msgs, 80))\n"
