@@ -15,7 +15,7 @@ import pytest
 from pydantic import BaseModel
 
 import memray
-from memray.conversation.working_memory import WorkingMemorySpec
+from memray.conversation.note import WorkingMemorySpec
 from memray.errors import ConflictError, NotFoundError, ValidationError
 
 MODES = ["inprocess", pytest.param("ray", marks=pytest.mark.ray)]

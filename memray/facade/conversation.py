@@ -14,7 +14,7 @@ from memray.arguments import (
 )
 from memray.conversation.client import HostClient
 from memray.conversation.recall import Merge, Scope, SearchResults
-from memray.conversation.working_memory import WorkingMemorySpec
+from memray.conversation.note import WorkingMemorySpec
 from memray.errors import ValidationError
 from memray.facade.working_memory import WorkingMemoryHandle
 from memray.ids import ConversationKey, validate_id

@@ -23,7 +23,7 @@ from memray.arguments import (
 from memray.config import MemoryConfig, RunMode
 from memray.conversation.client import HostClient
 from memray.conversation.recall import Recall, SearchResults
-from memray.conversation.working_memory import WorkingMemorySpec
+from memray.conversation.note import WorkingMemorySpec
 from memray.embedding.base import Embedder
 from memray.embedding.calibration import Calibration
 from memray.embedding.query import QueryEncoder

@@ -8,11 +8,8 @@ import jsonschema
 import pytest
 from pydantic import BaseModel
 
-from memray.conversation.working_memory import (
-    WorkingMemory,
-    WorkingMemorySpec,
-    deep_merge,
-)
+from memray.conversation.note import WorkingMemorySpec, deep_merge
+from memray.conversation.working_memory import WorkingMemory
 from memray.errors import ConflictError, ValidationError
 from memray.store.client import StoreClient
 from tests.conversation.conftest import CountingStore
