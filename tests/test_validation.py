@@ -14,7 +14,7 @@ import memray
 from memray.errors import InvalidIdError, ValidationError
 from memray.ids import MAX_ID_CHARS, validate_id
 from memray.models import Message, check_message, coerce_message
-from memray.service.longterm import coerce_entries
+from memray.service.entries import coerce_entries
 from memray.validation import check_finite, check_text, json_text
 
 MODES = ["inprocess", pytest.param("ray", marks=pytest.mark.ray)]

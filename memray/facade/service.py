@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 from memray.models import (
     DeletionProof, DeletionReceipt, MemoryResult, RetrievalMode, SearchMemoryResponse, SearchRequest,
 )
-from memray.service.longterm import EntryInput, MemoryService
+from memray.service.entries import EntryInput
+from memray.service.longterm import MemoryService
 
 if TYPE_CHECKING:
     from memray.facade.memory import Memory

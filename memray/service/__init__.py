@@ -18,7 +18,8 @@ from memray.service.agent import (
     relevant_memories_block,
     store_session,
 )
-from memray.service.longterm import DEFAULT_LIMIT, MemoryService, coerce_entries, entry_matches
+from memray.service.entries import coerce_entries, entry_matches
+from memray.service.longterm import DEFAULT_LIMIT, MemoryService
 
 __all__ = [
     "MemoryService",

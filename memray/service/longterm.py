@@ -26,13 +26,7 @@ indexed, so a search right after an add finds them. If the embedder fails the ad
 the entries are indexed lexically at once and embedded by the pipeline's retries (or the
 backfill). Re-adding a session replaces that session's entries.
 
-"Entries matching a query" (the ``delete_entries*`` calls): an entry matches when **every**
-token of the query (:func:`memray.text.tokenize`: case-folded words, punctuation splits words,
-CJK characters and bigrams) is among the entry's tokens. It is a predicate, not a ranking: no
-score threshold, no embedding, so what it deletes is predictable and never more than the entries
-that literally contain the query's words. A query with no tokens (``""``, ``"?!"``) is rejected
-with :class:`~memray.errors.ValidationError`: use ``delete_project`` or ``delete_user`` to delete
-everything.
+"Entries matching a query" (the ``delete_entries*`` calls): see :mod:`memray.service.entries`.
 
 Search: ``score`` and ``min_score`` mean exactly what :mod:`memray.index.fusion` says (in [0, 1],
 0 = not relevant; by default only relevant entries come back, so a query about something the
@@ -56,7 +50,8 @@ from memray.embedding.pipeline import EmbeddingPipeline, PendingItem
 from memray.embedding.query import QueryEncoder
 from memray.errors import ValidationError
 from memray.ids import Namespace, entry_namespace, validate_id, validate_project_id
-from memray.models import MemoryEntry, MemoryResult, RetrievalMode, SearchMemoryResponse, SearchRequest, check_entry
+from memray.models import MemoryEntry, MemoryResult, RetrievalMode, SearchMemoryResponse, SearchRequest
+from memray.service.entries import EntryInput, coerce_entries, entry_matches, entry_payload, unscored
 from memray.store.client import StoreClient
 from memray.store.rows import EntryRow, entry_to_row, row_to_entry
 from memray.text import tokenize
@@ -66,61 +61,12 @@ if TYPE_CHECKING:
     from memray.index.base import ShardHit
     from memray.index.router import ShardRouter
 
-__all__ = ["MemoryService", "DEFAULT_LIMIT", "EntryInput", "entry_matches", "coerce_entries"]
+__all__ = ["MemoryService", "DEFAULT_LIMIT"]
 
 log = logging.getLogger(__name__)
 
 #: Results a search returns when ``limit`` is None.
 DEFAULT_LIMIT = 10
-
-EntryInput = MemoryEntry | dict[str, Any] | str
-
-
-def coerce_entries(entries: Iterable[EntryInput] | EntryInput) -> list[MemoryEntry]:
-    """Parse entries given as :class:`MemoryEntry`, dicts or plain strings (a string is the
-    content of an entry authored by ``"user"``). Raises ValidationError naming the entry."""
-    if isinstance(entries, (MemoryEntry, dict, str)):
-        entries = [entries]
-    out = []
-    for i, value in enumerate(entries):
-        if isinstance(value, MemoryEntry):
-            out.append(value)
-        elif isinstance(value, (dict, str)):
-            data = {"content": value} if isinstance(value, str) else value
-            try:
-                out.append(MemoryEntry.model_validate(data))
-            except ValidationError:
-                raise
-            except Exception as exc:  # pydantic's error: name the entry and the field
-                raise _entry_error(i, exc, value) from exc
-        else:
-            raise ValidationError(f"entries[{i}]", value, f"must be a MemoryEntry, a dict or a str, got {type(value).__name__}")
-        check_entry(out[-1], f"entries[{i}]")  # what the store can hold: UTF-8, strict JSON, finite
-    return out
-
-
-def _entry_error(i: int, exc: Exception, value: Any) -> ValidationError:
-    errors = getattr(exc, "errors", None)
-    if callable(errors):
-        first = errors()[0]
-        original = first.get("ctx", {}).get("error")
-        if isinstance(original, ValidationError):
-            return original
-        loc = ".".join(str(p) for p in first.get("loc", ()))
-        return ValidationError(f"entries[{i}].{loc}" if loc else f"entries[{i}]", first.get("input", value), first.get("msg", str(exc)))
-    return ValidationError(f"entries[{i}]", value, str(exc))
-
-
-def entry_matches(query_tokens: set[str], text: str) -> bool:
-    """The delete predicate: every query token is among the text's tokens (module docstring)."""
-    return bool(query_tokens) and query_tokens <= set(tokenize(text))
-
-
-def _payload(entry: MemoryEntry, session_id: str | None, project_id: str | None) -> str:
-    """What the shard keeps with an entry so a hit needs no store read."""
-    return json.dumps({"entry": entry.model_dump(mode="json"), "session_id": session_id, "project_id": project_id},
-                      ensure_ascii=False)
-
 
 class MemoryService:
     """The long-term memory service (see the module docstring). All methods are coroutines."""
@@ -214,7 +160,7 @@ class MemoryService:
                 await self._router.delete(refs)
             ns = entry_namespace(app, user_id, project_id)
             self._pipeline.submit([
-                PendingItem(ns, e.id, e.text, e.timestamp, _payload(e, session_id, project_id)) for e in parsed if e.text
+                PendingItem(ns, e.id, e.text, e.timestamp, entry_payload(e, session_id, project_id)) for e in parsed if e.text
             ])
             await self._pipeline.wait_idle(self._index_timeout_s)
         return list(dict.fromkeys(ids))
@@ -295,7 +241,7 @@ class MemoryService:
             calls.append(self._store.list_entries(app, user_id, validate_project_id(project_id), None, False, n))
         rows = [r for part in await asyncio.gather(*calls) for r in part]
         rows.sort(key=lambda r: (r.timestamp, r.id), reverse=True)
-        return [_unscored(r) for r in rows[:n]]
+        return [unscored(r) for r in rows[:n]]
 
     async def list_entries(self, app: str, user_id: str, project_id: str | None = None,
                            limit: int | None = None) -> list[MemoryResult]:
@@ -306,7 +252,7 @@ class MemoryService:
         n = check_limit(limit, None, none_means="every entry")
         project = None if project_id is None else validate_project_id(project_id)
         rows: list[EntryRow] = await self._store.list_entries(app, user_id, project, None, False, n)
-        return [_unscored(r) for r in rows]
+        return [unscored(r) for r in rows]
 
     async def get_entries(self, app: str, user_id: str, ids: Sequence[str]) -> list[MemoryResult]:
         """Entries by id, in the order of ``ids``; ids not stored are skipped. ``score`` is 0.0."""
@@ -314,7 +260,7 @@ class MemoryService:
         validate_id("user_id", user_id)
         wanted = [validate_id("entry.id", i) for i in ids]
         rows: list[EntryRow] = await self._store.get_entries(app, user_id, wanted) if wanted else []
-        return [_unscored(r) for r in rows]
+        return [unscored(r) for r in rows]
 
     async def list_projects(self, app: str, user_id: str | None = None) -> list[tuple[str, str]]:
         """(user_id, project_id) of every project holding entries in ``app`` — of one user when
@@ -422,10 +368,6 @@ class MemoryService:
         picked up by the next start's sweep or the backfill job."""
         await self._pipeline.wait_idle(self._index_timeout_s)
         await self._pipeline.close()
-
-
-def _unscored(row: EntryRow) -> MemoryResult:
-    return MemoryResult(entry=row_to_entry(row), score=0.0, session_id=row.session_id, project_id=row.project_id)
 
 
 def _parse_request(data: Any) -> SearchRequest:
