@@ -68,7 +68,7 @@ def _pid(mem: Any, client: Any, timeout_s: float = 5.0) -> int:
 
 
 def _victim(mem: Any, target: str) -> Any:
-    dep = mem.deployment
+    dep = mem._deployment
     return {"host": dep.hosts[0], "store": dep.store, "shard": dep.shards[0]}[target]
 
 
@@ -165,7 +165,7 @@ def ingest_under_fault(mem: Any, scenario: str, conversations: int, messages: in
 
 def _count(mem: Any, app: str, convs: list[Any], acked: dict[tuple[int, str], tuple[int, float]],
            kill: dict[str, float]) -> dict[str, Any]:
-    store = mem.deployment.store
+    store = mem._deployment.store
     stored: dict[tuple[int, str], int] = {}
     duplicated = gaps = 0
     letters = [d for d in mem.dead_letters(app=app, limit=10_000_000)]
@@ -203,7 +203,7 @@ def _index_figures(mem: Any, app: str, convs: list[Any], sample: int = 40, seed:
     """Every stored vector in its shard; a sample of messages findable by vector and lexically."""
     from memray.ids import Namespace
 
-    dep = mem.deployment
+    dep = mem._deployment
     missing = 0
     for i, shard in enumerate(dep.shards):
         model = mem._run(shard.stats())["model_id"]
@@ -235,7 +235,7 @@ def searches_under_fault(mem: Any, conversations: int = 20, messages: int = 10, 
     from memray.ids import user_hash
 
     app = "faults-search"
-    shards = len(mem.deployment.shards)
+    shards = len(mem._deployment.shards)
     users = [u for u in (f"su{i}" for i in range(1000)) if user_hash(app, u) % shards == 0][:conversations]
     convs = [mem.conversation(user_id=u, conversation_id="c", app=app) for u in users]
     for c, conv in enumerate(convs):
@@ -274,7 +274,7 @@ def searches_under_fault(mem: Any, conversations: int = 20, messages: int = 10, 
     for t in threads:
         t.start()
     time.sleep(settle_s)
-    kill["at"], kill["back_s"] = kill_and_time(mem, mem.deployment.shards[0])
+    kill["at"], kill["back_s"] = kill_and_time(mem, mem._deployment.shards[0])
     deadline = time.monotonic() + 120
     while not first_ok_after_kill and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -300,7 +300,7 @@ def reopen_across_modes(mem: Any, path: str, reopen: Callable[[str, str], Any]) 
                 for info in m.list_conversations(user, app=app, limit=100_000):
                     conv = m.conversation(user_id=user, conversation_id=info.conversation_id, app=app)
                     rows[(app, user, info.conversation_id)] = [(x.id, x.seq, x.text) for x in conv.messages()]
-        vectors = sum(m._run(s.stats())["vectors"] for s in m.deployment.shards)
+        vectors = sum(m._run(s.stats())["vectors"] for s in m._deployment.shards)
         return rows, vectors
 
     assert mem.wait_indexed(180)
@@ -327,7 +327,7 @@ def _users(m: Any, app: str) -> list[str]:
     if app == "faults-search":
         from memray.ids import user_hash
 
-        return [u for u in (f"su{i}" for i in range(1000)) if user_hash(app, u) % len(m.deployment.shards) == 0]
+        return [u for u in (f"su{i}" for i in range(1000)) if user_hash(app, u) % len(m._deployment.shards) == 0]
     return [f"u{i}" for i in range(50)]
 
 

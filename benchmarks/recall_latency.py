@@ -165,7 +165,7 @@ def recall_at_k(mem: memray.Memory, corpus: Corpus, embedder: Any, count: int, k
 async def measure_clients(mem: memray.Memory, corpus: Corpus, clients: int, queries: int, k: int) -> dict[str, Any]:
     qs = corpus.queries(max(queries, 4 * clients))
     handles = [mem.conversation(key.user_id, key.conversation_id, key.app) for key in corpus.keys]
-    shards = mem.deployment.shards
+    shards = mem._deployment.shards
     router = mem._router
 
     def ping(i: int) -> Any:

@@ -137,7 +137,7 @@ def _bulk(mem: Any, target: EmbedderConfig, model_id: str, state: dict[str, Any]
     import ray.data
 
     gpus = 1 if target.kind == "local" and ray.cluster_resources().get("GPU", 0) >= 1 else 0  # type: ignore[no-untyped-call]
-    store_name = f"{mem.deployment.prefix}:store"
+    store_name = f"{mem._deployment.prefix}:store"
     total = float(ray.cluster_resources().get("CPU", 1.0))  # type: ignore[no-untyped-call]
     if cpus * workers > total - 1:  # the pool must leave a whole CPU: each read task asks for one
         cpus = max(0.1, (total - 1) / workers)
@@ -208,7 +208,7 @@ async def _index_items(store: StoreClient, model_id: str, pending: list[tuple[Na
 async def _catch_up(mem: Any, embedder: Any, model_id: str, max_rounds: int = 50) -> int:
     """Embed what has no vector of ``model_id`` yet (writes since the export) and index it: into
     the staged indexes before the cutover, the active ones after. Returns the rows embedded."""
-    store, total = mem.deployment.store, 0
+    store, total = mem._deployment.store, 0
     for _ in range(max_rounds):
         pending = await store.pending_embeddings(model_id, _PAGE)
         if not pending:
@@ -217,7 +217,7 @@ async def _catch_up(mem: Any, embedder: Any, model_id: str, max_rounds: int = 50
         await store.put_embeddings([EmbeddingRow(ns, doc, model_id, vectors[i]) for i, (ns, doc, _) in enumerate(pending)])
         items = await _index_items(store, model_id, pending, vectors)
         if items:
-            await ShardRouter(mem.deployment.shards).upsert(items, model_id)
+            await ShardRouter(mem._deployment.shards).upsert(items, model_id)
         total += len(pending)
         if len(pending) < _PAGE:
             break
@@ -227,7 +227,7 @@ async def _catch_up(mem: Any, embedder: Any, model_id: str, max_rounds: int = 50
 async def _stage(mem: Any, model_id: str, dim: int) -> int:
     """Load the new model's vectors from the store into a staged index set on every shard that
     is not on the model yet. Returns the vectors staged."""
-    shards, store, total = mem.deployment.shards, mem.deployment.store, 0
+    shards, store, total = mem._deployment.shards, mem._deployment.store, 0
     for i, shard in enumerate(shards):
         if not await shard.stage_begin(model_id, dim):
             continue  # this shard already cut over (a resumed run)
@@ -244,7 +244,7 @@ async def _stage(mem: Any, model_id: str, dim: int) -> int:
 
 
 async def _switch(mem: Any, target: EmbedderConfig, embedder: Any, model_id: str) -> dict[str, int]:
-    dep = mem.deployment
+    dep = mem._deployment
     counts = {"catch_up": await _catch_up(mem, embedder, model_id)}
     await asyncio.gather(*(h.set_embedder(target) for h in dep.hosts))
     log("hosts embed new writes with", model_id)

@@ -101,7 +101,7 @@ def run(config: MemoryConfig, workers: int = 2, force: bool = False, batch_size:
                 SummarizeBatches, batch_size=batch_size, batch_format="numpy", num_cpus=cpus_per_worker,
                 **pool_args(workers, mem.config.verbose),
                 fn_constructor_kwargs={"summarizer_json": mem.config.summarizer.model_dump_json(),
-                                       "store_name": f"{mem.deployment.prefix}:store",
+                                       "store_name": f"{mem._deployment.prefix}:store",
                                        "namespace": mem.config.namespace, "force": force},
             )
             with bar(len(keys), "summaries", unit="conv") as shown:

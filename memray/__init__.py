@@ -10,6 +10,8 @@ The cores (``memray.conversation``, ``memray.store``, ``memray.embedding``, ``me
 """
 
 from memray.config import EmbedderConfig, IndexConfig, MemoryConfig, SummarizerConfig
+from memray.conversation.note import WorkingMemorySpec, WorkingMemoryValue
+from memray.conversation.recall import SearchResults
 from memray.errors import (
     ClosedError,
     ConflictError,
@@ -21,11 +23,18 @@ from memray.errors import (
     ModelMismatchError,
     NotFoundError,
     StoreError,
+    SummaryError,
     UnavailableError,
     ValidationError,
 )
+from memray.facade import (
+    ConversationHandle,
+    Memory,
+    MemoryServiceHandle,
+    WorkingMemoryHandle,
+    open,
+)
 from memray.ids import ConversationKey, validate_id, validate_project_id
-from memray.facade import ConversationHandle, Memory, MemoryServiceHandle, open
 from memray.models import (
     Context,
     ConversationInfo,
@@ -42,45 +51,52 @@ from memray.models import (
     TextPart,
     ToolPart,
 )
+from memray.store.deadletter import DeadLetter
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "open",
-    "Memory",
-    "ConversationHandle",
-    "MemoryServiceHandle",
-    "ConversationKey",
-    "MemoryConfig",
-    "EmbedderConfig",
-    "SummarizerConfig",
-    "IndexConfig",
-    "Message",
-    "TextPart",
-    "ReasoningPart",
-    "ToolPart",
-    "DataPart",
-    "Hit",
+    "ClosedError",
+    "ConflictError",
     "Context",
+    "ConversationHandle",
     "ConversationInfo",
-    "MemoryEntry",
-    "SearchRequest",
-    "MemoryResult",
-    "SearchMemoryResponse",
-    "DeletionReceipt",
+    "ConversationKey",
+    "DataPart",
+    "DeadLetter",
+    "DeadLetterError",
     "DeletionProof",
+    "DeletionReceipt",
+    "EmbedderConfig",
+    "EmbeddingError",
+    "Hit",
+    "IndexConfig",
+    "InvalidIdError",
+    "Memory",
+    "MemoryConfig",
+    "MemoryEntry",
+    "MemoryResult",
+    "MemoryServiceHandle",
+    "MemrayError",
+    "Message",
+    "MissingExtraError",
+    "ModelMismatchError",
+    "NotFoundError",
+    "ReasoningPart",
+    "SearchMemoryResponse",
+    "SearchRequest",
+    "SearchResults",
+    "StoreError",
+    "SummarizerConfig",
+    "SummaryError",
+    "TextPart",
+    "ToolPart",
+    "UnavailableError",
+    "ValidationError",
+    "WorkingMemoryHandle",
+    "WorkingMemorySpec",
+    "WorkingMemoryValue",
+    "open",
     "validate_id",
     "validate_project_id",
-    "MemrayError",
-    "ValidationError",
-    "InvalidIdError",
-    "NotFoundError",
-    "ConflictError",
-    "EmbeddingError",
-    "ModelMismatchError",
-    "StoreError",
-    "DeadLetterError",
-    "UnavailableError",
-    "MissingExtraError",
-    "ClosedError",
 ]

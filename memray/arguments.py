@@ -23,13 +23,10 @@ seq cursors        ``before_seq`` / ``after_seq``: ``None`` or an int >= 0
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast, get_args, overload
+from typing import cast, get_args, overload
 
 from memray.errors import ValidationError
-from memray.models import ConversationOrder, RetrievalMode, Role
-
-if TYPE_CHECKING:
-    from memray.conversation.recall import Merge, Scope
+from memray.models import ConversationOrder, Merge, RetrievalMode, Role, Scope
 
 __all__ = [
     "check_limit", "check_count", "check_min_score", "check_mode", "check_scope", "check_merge", "check_seq",
@@ -87,11 +84,11 @@ def check_mode(value: object) -> RetrievalMode | None:
 
 
 def check_scope(value: object) -> Scope:
-    return cast("Scope", check_choice(value, "scope", SCOPES))
+    return cast(Scope, check_choice(value, "scope", SCOPES))
 
 
 def check_merge(value: object) -> Merge:
-    return cast("Merge", check_choice(value, "merge", MERGES))
+    return cast(Merge, check_choice(value, "merge", MERGES))
 
 
 def check_order(value: object) -> ConversationOrder:

@@ -46,6 +46,8 @@ __all__ = [
 Role = Literal["system", "user", "assistant", "tool"]
 RetrievalMode = Literal["vector", "lexical", "hybrid"]
 ConversationOrder = Literal["updated_desc", "updated_asc", "created_desc", "created_asc"]
+Scope = Literal["conversation", "user"]  # of a search: one conversation, or all of the user's
+Merge = Literal["append", "prepend", "interleave"]  # where context() puts recalled messages
 ToolState = Literal["pending", "output", "error"]
 
 #: Default cap on the characters of one message's parts; MemoryConfig.max_message_chars sets it.

@@ -160,7 +160,7 @@ async def simulate(
 async def _verify(mem: Memory, acked: dict[ConversationKey, dict[str, int]],
                   progress: bool | None = None) -> tuple[int, int]:
     """Count acknowledged messages missing from the store (or at another seq) and unexpected ones."""
-    store = mem.deployment.store
+    store = mem._deployment.store
     shown = bar(len(acked), "verifying the store", unit="conv", enabled=progress)
 
     async def one(key: ConversationKey) -> tuple[int, int]:

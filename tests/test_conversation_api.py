@@ -131,7 +131,7 @@ def test_context_carries_working_memory_and_summary_and_summaries_keep_updating(
         assert mem.wait_indexed(30)
         deadline = __import__("time").monotonic() + 20
         while __import__("time").monotonic() < deadline:
-            state = mem._run(mem.deployment.store.get_summary(conv.key))
+            state = mem._run(mem._deployment.store.get_summary(conv.key))
             if state is not None and (not throughs or state.summarized_through_seq > throughs[-1]):
                 break
             __import__("time").sleep(0.05)

@@ -68,7 +68,7 @@ def test_readding_an_id_updates_in_place(mem):
 def test_durable_add_is_in_the_store_when_it_returns(mem):
     conv = fresh(mem)
     conv.add({"role": "user", "content": "durable please"}, durable=True)
-    rows = mem._run(mem.deployment.store.get_messages(conv.key))
+    rows = mem._run(mem._deployment.store.get_messages(conv.key))
     assert [r.text for r in rows] == ["durable please"]
 
 
@@ -150,7 +150,7 @@ def test_many_threads_adding_to_one_conversation_get_one_total_order(mem):
     conv.flush()
     seqs = sorted(s for batch in got for s in batch)
     assert seqs == list(range(1, 61))
-    stored = mem._run(mem.deployment.store.get_messages(conv.key))
+    stored = mem._run(mem._deployment.store.get_messages(conv.key))
     assert sorted(r.seq for r in stored) == seqs and len({r.id for r in stored}) == 60
 
 
@@ -232,7 +232,7 @@ def test_a_killed_host_loses_nothing_acknowledged_durably(mem):
 
     conv = fresh(mem)
     conv.add([{"role": "user", "content": f"durable {i}"} for i in range(5)], durable=True)
-    ray.kill(mem.host_for(conv.key).ref.handle, no_restart=False)  # Ray restarts it; its memory is gone
+    ray.kill(mem._host_for(conv.key).ref.handle, no_restart=False)  # Ray restarts it; its memory is gone
     deadline = time.monotonic() + 60
     while True:
         try:

@@ -24,7 +24,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -38,7 +38,7 @@ from memray.ids import ConversationKey, Namespace, conversation_namespace
 from memray.index.base import ShardHit
 from memray.index.fusion import hit_order
 from memray.metrics import DEGRADED_RECALLS, SEARCH_LATENCY
-from memray.models import Context, Hit, Message, RetrievalMode
+from memray.models import Context, Hit, Merge, Message, RetrievalMode, Scope
 from memray.rpc.batch import Coalescer
 from memray.store.base import WMScope
 from memray.store.client import StoreClient
@@ -47,12 +47,10 @@ from memray.store.rows import row_to_message
 if TYPE_CHECKING:
     from memray.index.router import RouterResult, ShardRouter
 
-__all__ = ["Recall", "SearchResults", "Scope", "Merge"]
+__all__ = ["Recall", "SearchResults"]
 
 log = logging.getLogger(__name__)
 
-Scope = Literal["conversation", "user"]
-Merge = Literal["append", "prepend", "interleave"]
 #: How long a conversation this process wrote to stays in user-wide read-your-writes without a
 #: search confirming its tail empty (a bound on memory for writers that never search).
 WRITTEN_TTL_S = 60.0

@@ -13,12 +13,12 @@ from memray.arguments import (
     check_seq,
 )
 from memray.conversation.client import HostClient
-from memray.conversation.recall import Merge, Scope, SearchResults
+from memray.conversation.recall import SearchResults
 from memray.conversation.note import WorkingMemorySpec
 from memray.errors import ValidationError
 from memray.facade.working_memory import WorkingMemoryHandle
 from memray.ids import ConversationKey, validate_id
-from memray.models import Context, ConversationInfo, Message, MessageInput, RetrievalMode
+from memray.models import Context, ConversationInfo, Merge, Message, MessageInput, RetrievalMode, Scope
 
 if TYPE_CHECKING:
     from memray.facade.memory import Memory
@@ -39,7 +39,7 @@ class ConversationHandle:
 
     @property
     def _host(self) -> HostClient:
-        return self._mem.host_for(self.key)
+        return self._mem._host_for(self.key)
 
     # writes
     def add(self, messages: Iterable[MessageInput] | MessageInput, durable: bool = False) -> list[int]:
@@ -105,7 +105,7 @@ class ConversationHandle:
         if token_budget is not None:
             check_limit(token_budget, None, "token_budget", none_means="no budget")
         return self._mem._recall.context(
-            self._host, self.key, self.working_memory.core, query, check_limit(limit, 10),
+            self._host, self.key, self.working_memory._core, query, check_limit(limit, 10),
             check_count(semantic_limit, "semantic_limit"), check_merge(merge), check_scope(scope), token_budget,
             check_mode(mode), check_min_score(min_score),
         )
@@ -128,29 +128,48 @@ class ConversationHandle:
         return await self._mem._arun(self._summary())
 
     async def _summary(self) -> str | None:
-        state = await self._mem.deployment.store.get_summary(self.key)
+        state = await self._mem._deployment.store.get_summary(self.key)
         return state.text if state is not None else None
 
     def create(self, title: str | None = None, metadata: dict[str, Any] | None = None) -> ConversationInfo:
         """Get-or-create the conversation record (a first add creates it too)."""
-        row = self._mem._run(self._mem.deployment.store.create_conversation(self.key, title, metadata or {}))
+        return self._mem._run(self._create(title, metadata))
+
+    async def acreate(self, title: str | None = None, metadata: dict[str, Any] | None = None) -> ConversationInfo:
+        return await self._mem._arun(self._create(title, metadata))
+
+    async def _create(self, title: str | None, metadata: dict[str, Any] | None) -> ConversationInfo:
+        row = await self._mem._deployment.store.create_conversation(self.key, title, metadata or {})
         return ConversationInfo.model_validate(row)
 
     def info(self) -> ConversationInfo | None:
-        row = self._mem._run(self._mem.deployment.store.get_conversation(self.key))
+        """The conversation record, or None before its first write or ``create``."""
+        return self._mem._run(self._info())
+
+    async def ainfo(self) -> ConversationInfo | None:
+        return await self._mem._arun(self._info())
+
+    async def _info(self) -> ConversationInfo | None:
+        row = await self._mem._deployment.store.get_conversation(self.key)
         return None if row is None else ConversationInfo.model_validate(row)
 
     def update(self, title: str | None = None, metadata: dict[str, Any] | None = None) -> ConversationInfo:
         """Set the title and merge ``metadata`` into the stored metadata (other keys kept)."""
-        row = self._mem._run(self._mem.deployment.store.update_conversation(self.key, title, metadata))
+        return self._mem._run(self._update(title, metadata))
+
+    async def aupdate(self, title: str | None = None, metadata: dict[str, Any] | None = None) -> ConversationInfo:
+        return await self._mem._arun(self._update(title, metadata))
+
+    async def _update(self, title: str | None, metadata: dict[str, Any] | None) -> ConversationInfo:
+        row = await self._mem._deployment.store.update_conversation(self.key, title, metadata)
         return ConversationInfo.model_validate(row)
 
     def delete(self) -> dict[str, int]:
         """Delete the conversation: messages, vectors, its working memory and summary."""
-        return self._mem._run(self._mem._delete_conversation(self.key))
+        return self._mem._run(self._mem._check_open().delete_conversation(self.key))
 
     async def adelete(self) -> dict[str, int]:
-        return await self._mem._arun(self._mem._delete_conversation(self.key))
+        return await self._mem._arun(self._mem._check_open().delete_conversation(self.key))
 
 
 def _message_ids(ids: Iterable[str]) -> list[str]:

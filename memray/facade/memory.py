@@ -1,8 +1,9 @@
 """The facade's root: :func:`open` and :class:`Memory` (the handles are in their own modules).
 
 Thin by design: it validates input, routes each call to the right core (a host, a shard, the
-store) through the deployment, and offers every call in a sync form and an asyncio twin
-(``add`` / ``aadd``). Both modes (``ray``, ``inprocess``) run the same cores behind it.
+store) through the :class:`~memray.facade.session.Session` it started, and offers every call in
+a sync form and an asyncio twin (``add`` / ``aadd``). Both modes (``ray``, ``inprocess``) run
+the same cores behind it.
 
 Arguments are checked by :mod:`memray.arguments` (the rules the long-term service uses too)
 before anything is sent. Every call on a closed memray raises the same
@@ -14,57 +15,34 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Awaitable, Iterable
+from collections.abc import Iterable
 from typing import Any, Coroutine, TypeVar
 
-from memray.arguments import (
-    check_count, check_limit, check_min_score, check_mode, check_order, check_query,
-)
+from memray.arguments import check_count, check_limit, check_min_score, check_mode, check_order, check_query
 from memray.config import MemoryConfig, RunMode
 from memray.conversation.client import HostClient
-from memray.conversation.recall import Recall, SearchResults
 from memray.conversation.note import WorkingMemorySpec
+from memray.conversation.recall import Recall, SearchResults
 from memray.embedding.base import Embedder
-from memray.embedding.calibration import Calibration
 from memray.embedding.query import QueryEncoder
+from memray.errors import ClosedError, StoreError, ValidationError
 from memray.facade.conversation import ConversationHandle
 from memray.facade.service import MemoryServiceHandle
-from memray.errors import ClosedError, DeadLetterError, StoreError, UnavailableError, ValidationError
+from memray.facade.session import Session
 from memray.ids import ConversationKey, validate_id
+from memray.index.router import ShardRouter
 from memray.models import (
     ConversationInfo, ConversationOrder, DeletionProof, DeletionReceipt, Message, MessageInput, RetrievalMode,
     coerce_message,
 )
-from memray.runtime.deploy import Deployment, LocalDeployment
 from memray.rpc.local import LoopThread
+from memray.runtime.deploy import Deployment
 from memray.service.longterm import MemoryService
 from memray.store.deadletter import DeadLetter
 
 __all__ = ["open", "Memory"]
 
 T = TypeVar("T")
-
-
-def _raise_unpersisted(reports: list[dict[str, Any]]) -> None:
-    lost = sum(int(r.get("unpersisted", 0)) for r in reports)
-    dead = sum(int(r.get("dead_letters", 0)) for r in reports)
-    errors = [f"{r.get('host', '?')}: {r['error']}" for r in reports if r.get("error")]
-    if lost or dead or errors:
-        raise StoreError(
-            f"closed, but {lost} acknowledged message(s) could not be made durable and {dead} were dead-lettered "
-            f"({'; '.join(errors)[:500]}); dead letters are listed by Memory.dead_letters() after reopening"
-        )
-
-
-def raise_combined(results: list[Any]) -> None:
-    """Re-raise what ``gather(..., return_exceptions=True)`` returned: the dead letters of every
-    host as one DeadLetterError, else the first other error."""
-    letters = [x for r in results if isinstance(r, DeadLetterError) for x in r.letters]
-    for r in results:
-        if isinstance(r, BaseException) and not isinstance(r, DeadLetterError):
-            raise r
-    if letters:
-        raise DeadLetterError(letters)
 
 
 def open(path: str | None = None, mode: RunMode | None = None, config: MemoryConfig | None = None, **overrides: Any) -> Memory:  # noqa: A001
@@ -76,23 +54,27 @@ def open(path: str | None = None, mode: RunMode | None = None, config: MemoryCon
     if mode is not None:
         updates["mode"] = mode
     cfg = MemoryConfig.model_validate({**base.model_dump(), **updates})
-    return Memory(cfg).start()
+    return Memory(cfg)._start()
 
 
 class Memory:
-    """One memray: conversations, the long-term service, erasure. Close it (or use ``with``)."""
+    """One memray: conversations, the long-term service, erasure. Close it (or use ``with``).
+    Made by :func:`memray.open`."""
 
     def __init__(self, config: MemoryConfig) -> None:
-        self.config = config
+        self._config = config
         self._loop = LoopThread()
-        self._deployment: Deployment | None = None
-        self._hosts: list[HostClient] = []  # the deployment's, retried while Ray restarts them
-        self._service: MemoryService | None = None
+        self._session: Session | None = None
         self._started_ray = False  # this driver started a local Ray (so it owns the actors by default)
         self._connected_ray = False  # this driver called ray.init (so it disconnects on close)
 
+    @property
+    def config(self) -> MemoryConfig:
+        """The configuration in force (the active model a re-embedding job recorded included)."""
+        return self._session.config if self._session is not None else self._config
+
     # -- lifecycle ------------------------------------------------------------------------
-    def start(self) -> Memory:
+    def _start(self) -> Memory:
         _check_path(self.config)
         if self.config.mode == "ray":  # here, not on the loop's thread: Ray wants the main thread
             from memray.runtime.actors import ensure_ray
@@ -101,7 +83,7 @@ class Memory:
             self._started_ray = self._connected_ray and not self.config.address
         self._loop.start()
         try:
-            self._loop.run(self._start())
+            self._session = self._loop.run(Session.start(self.config))
         except BaseException:
             self._loop.stop()
             if self._connected_ray:  # a local Ray started for nothing stops; a joined one is left
@@ -110,80 +92,6 @@ class Memory:
                 shutdown_ray()
             raise
         return self
-
-    async def _start(self) -> None:
-        from memray.embedding import build_embedder
-        from memray.embedding.active import ModelWatcher, resolve_config
-        from memray.index.router import ShardRouter
-
-        self._watcher = ModelWatcher(self.config.root)
-        self.config = resolve_config(self.config)  # the model a re-embedding job recorded wins
-
-        if self.config.mode == "ray":
-            from memray.runtime.actors import RayDeployment
-
-            deployment: Deployment = RayDeployment(self.config)
-        else:
-            deployment = LocalDeployment(self.config)
-        await deployment.start()
-        self._deployment = deployment
-        # calls to a host are retried while Ray restarts it (they are idempotent; a retried add
-        # asks the host for the seqs its first attempt got)
-        self._hosts = [host.retrying() for host in deployment.hosts]
-        self._embedder = build_embedder(self.config.embedder)
-        self._router = ShardRouter(deployment.shards)
-        self._encoder = QueryEncoder(self._embedder, await asyncio.to_thread(self._calibration, self._embedder))
-        self._recall = Recall(self._encoder, self._router, deployment.store, self.config.index.mode, self.host_for,
-                              self.config.index.neighbour_weight)
-        self._service = MemoryService(
-            deployment.store, self._router, self._encoder, self.config.index.mode,
-            batch_size=self.config.embedder.batch_size, backoff_s=self.config.retry_backoff_s,
-            backoff_max_s=self.config.retry_backoff_max_s,
-        )
-        self._recall.before_search = self._check_model
-        self._service.before_search = self._check_model
-
-    def _calibration(self, embedder: Embedder | None) -> Calibration:
-        """``embedder``'s relevance threshold and vector weight (measured once per model and data
-        directory, :mod:`memray.embedding.calibration`), with the configured overrides."""
-        from memray.embedding.calibration import calibration_of
-
-        if embedder is None:
-            return Calibration(1.0, 0.0)
-        threshold, weight = calibration_of(self.config.root, embedder)
-        if self.config.embedder.min_similarity is not None:
-            threshold = self.config.embedder.min_similarity
-        if self.config.index.vector_weight is not None:
-            weight = self.config.index.vector_weight
-        return Calibration(threshold, weight)
-
-    def _check_model(self) -> None:
-        """Switch the query embedder if a re-embedding job recorded a new model (one ``stat``)."""
-        from memray.embedding import build_embedder
-
-        record = self._watcher.changed()
-        if record is not None and record.embedder != self.config.embedder:
-            self._embedder = build_embedder(record.embedder)
-            self.config = self.config.model_copy(update={"embedder": record.embedder})
-            self._encoder.set_embedder(self._embedder, self._calibration(self._embedder))
-            if self._service is not None:
-                self._service.set_embedder(self._embedder)
-
-    def export(self, root: str | None = None) -> dict[str, Any]:
-        """Export messages and entries to hive-partitioned Parquet under ``root`` (default
-        ``config.exports_path``), incrementally; returns the manifest (rows, files, watermark).
-        Layout: ``<root>/{messages,entries}/app_key=<key>/bucket=<n>/part-*.parquet``, every file
-        holding the ``app`` column (``key`` is the app, or a prefix and a hash of a long one); read it with
-        ``ray.data.read_parquet`` or DuckDB's ``read_parquet(..., hive_partitioning=true)``."""
-        return self._run(self._export(root))
-
-    async def aexport(self, root: str | None = None) -> dict[str, Any]:
-        return await self._arun(self._export(root))
-
-    async def _export(self, root: str | None) -> dict[str, Any]:
-        await self._flush()
-        manifest: dict[str, Any] = await self.deployment.store.export_parquet(root or self.config.exports_path)
-        return manifest
 
     def close(self, terminate: bool | None = None) -> None:
         """Flush everything acknowledged, then stop. Returns within ``write_timeout_s`` plus about
@@ -195,25 +103,21 @@ class Memory:
         a local Ray itself; a driver that joined a running Ray leaves them to the others sharing
         them, and only disconnects).
         """
-        if self._deployment is None:
+        session = self._session
+        if session is None:
             return
         reports: list[dict[str, Any]] = []
         try:
-            reports = self._loop.run(self._stop(self._deployment, self._started_ray if terminate is None else terminate))
+            reports = self._loop.run(session.stop(self._started_ray if terminate is None else terminate))
         finally:
-            self._deployment = None
-            self._service = None
+            self._config = session.config
+            self._session = None
             self._loop.stop()
             if self._connected_ray:
                 from memray.runtime.actors import shutdown_ray
 
                 shutdown_ray()  # stops a local Ray this driver started; only disconnects from a joined one
         _raise_unpersisted(reports)
-
-    async def _stop(self, deployment: Deployment, terminate: bool) -> list[dict[str, Any]]:
-        if self._service is not None:
-            await self._service.close()
-        return await deployment.stop(terminate)
 
     async def aclose(self, terminate: bool | None = None) -> None:
         await asyncio.to_thread(self.close, terminate)
@@ -230,54 +134,67 @@ class Memory:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    # -- plumbing -------------------------------------------------------------------------
+    # -- plumbing (private: for the handles, the jobs and the tests) ------------------------
     @property
     def closed(self) -> bool:
-        return self._deployment is None
+        return self._session is None
 
-    def _check_open(self) -> Deployment:
+    def _check_open(self) -> Session:
         """The one closed-ness check: every call (sync or async, facade or service) passes here
         and raises :class:`ClosedError` with the same words once :meth:`close` has run."""
-        if self._deployment is None:
+        if self._session is None:
             raise ClosedError()
-        return self._deployment
+        return self._session
 
     @property
-    def deployment(self) -> Deployment:
-        return self._check_open()
+    def _deployment(self) -> Deployment:
+        return self._check_open().deployment
+
+    @property
+    def _recall(self) -> Recall:
+        return self._check_open().recall
+
+    @property
+    def _router(self) -> ShardRouter:
+        return self._check_open().router
+
+    @property
+    def _encoder(self) -> QueryEncoder:
+        return self._check_open().encoder
+
+    @property
+    def _embedder(self) -> Embedder | None:
+        return self._check_open().embedder
+
+    @property
+    def _service_core(self) -> MemoryService:
+        """The long-term service's async core (``memory_service`` is the sync/async handle)."""
+        return self._check_open().service
+
+    def _host_for(self, key: ConversationKey) -> HostClient:
+        """The host of ``key``; calls to it are retried while Ray restarts it (they are idempotent;
+        a retried add asks the host for the seqs its first attempt got)."""
+        return self._check_open().host_for(key)
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        if self._deployment is None:
+        if self._session is None:
             coro.close()  # never started: no "coroutine was never awaited" warning
             raise ClosedError()
         return self._loop.run(coro)
 
     async def _arun(self, coro: Coroutine[Any, Any, T]) -> T:
-        if self._deployment is None:
+        if self._session is None:
             coro.close()
             raise ClosedError()
         return await self._loop.arun(coro)
 
-    @property
-    def service_core(self) -> MemoryService:
-        """The long-term service's async core (``memory_service`` is the sync/async handle)."""
-        self._check_open()
-        assert self._service is not None
-        return self._service
-
+    # -- handles ----------------------------------------------------------------------------
     @property
     def memory_service(self) -> MemoryServiceHandle:
         """The long-term memory service (SPEC §8): entries per app/user/project, search, deletes."""
         self._check_open()
         return MemoryServiceHandle(self)
 
-    def host_for(self, key: ConversationKey) -> HostClient:
-        """The host of ``key``; calls to it are retried while Ray restarts it (they are idempotent;
-        a retried add asks the host for the seqs its first attempt got)."""
-        self._check_open()
-        return self._hosts[key.route(len(self._hosts))]
-
-    # -- conversations ----------------------------------------------------------------------
     def conversation(
         self, user_id: str, conversation_id: str, app: str = "default", working_memory: WorkingMemorySpec | None = None
     ) -> ConversationHandle:
@@ -286,6 +203,7 @@ class Memory:
         self._check_open()
         return ConversationHandle(self, ConversationKey.of(app, user_id, conversation_id), working_memory)
 
+    # -- writes -----------------------------------------------------------------------------
     def _coerce(self, messages: Iterable[MessageInput] | MessageInput) -> list[Message]:
         if isinstance(messages, (Message, dict)):
             messages = [messages]
@@ -298,10 +216,10 @@ class Memory:
 
     def add_many(self, batch: Iterable[tuple[ConversationKey | ConversationHandle, Iterable[MessageInput]]], durable: bool = False) -> list[list[int]]:
         """Add to many conversations at once: one call per host. Returns seqs per input item."""
-        return self._run(self._add_many(self._prepare_many(batch), durable))
+        return self._run(self._check_open().add_many(self._prepare_many(batch), durable))
 
     async def aadd_many(self, batch: Iterable[tuple[ConversationKey | ConversationHandle, Iterable[MessageInput]]], durable: bool = False) -> list[list[int]]:
-        return await self._arun(self._add_many(self._prepare_many(batch), durable))
+        return await self._arun(self._check_open().add_many(self._prepare_many(batch), durable))
 
     def _prepare_many(self, batch: Iterable[tuple[Any, Iterable[MessageInput]]]) -> list[tuple[ConversationKey, list[Message]]]:
         out = []
@@ -312,111 +230,86 @@ class Memory:
             out.append((key, self._coerce(msgs)))
         return out
 
-    async def _add_many(self, batch: list[tuple[ConversationKey, list[Message]]], durable: bool) -> list[list[int]]:
-        self._check_open()
-        hosts = self._hosts
-        groups: dict[int, list[int]] = {}
-        for i, (key, _) in enumerate(batch):
-            groups.setdefault(key.route(len(hosts)), []).append(i)
-        results = await asyncio.gather(*(hosts[h].add_many([batch[i] for i in idx], durable) for h, idx in groups.items()))
-        out: list[list[int]] = [[] for _ in batch]
-        for idx, seqs in zip(groups.values(), results):
-            for i, s in zip(idx, seqs):
-                out[i] = s
-        self._recall.note_written(key for key, _ in batch)
-        return out
-
     async def _add(self, key: ConversationKey, messages: list[Message], durable: bool) -> list[int]:
-        seqs: list[int] = await self.host_for(key).add(key, messages, durable)
+        seqs = await self._host_for(key).add(key, messages, durable)
         self._recall.note_written([key])
         return seqs
 
     def flush(self) -> None:
         """Make everything acknowledged so far durable, in every conversation."""
-        self._run(self._flush())
+        self._run(self._check_open().flush())
 
     async def aflush(self) -> None:
-        await self._arun(self._flush())
+        await self._arun(self._check_open().flush())
 
-    async def _flush(self) -> None:
-        results = await asyncio.gather(*(h.flush() for h in self.deployment.hosts), return_exceptions=True)
-        raise_combined(results)
+    def wait_indexed(self, timeout_s: float = 60.0) -> bool:
+        """Flush, then wait until every durable message is embedded and searchable."""
+        return self._run(self._check_open().wait_indexed(timeout_s))
 
+    async def await_indexed(self, timeout_s: float = 60.0) -> bool:
+        return await self._arun(self._check_open().wait_indexed(timeout_s))
+
+    def export(self, root: str | None = None) -> dict[str, Any]:
+        """Export messages and entries to hive-partitioned Parquet under ``root`` (default
+        ``config.exports_path``), incrementally; returns the manifest (rows, files, watermark).
+        Layout: ``<root>/{messages,entries}/app_key=<key>/bucket=<n>/part-*.parquet``, every file
+        holding the ``app`` column (``key`` is the app, or a prefix and a hash of a long one); read it with
+        ``ray.data.read_parquet`` or DuckDB's ``read_parquet(..., hive_partitioning=true)``."""
+        return self._run(self._export(root))
+
+    async def aexport(self, root: str | None = None) -> dict[str, Any]:
+        return await self._arun(self._export(root))
+
+    async def _export(self, root: str | None) -> dict[str, Any]:
+        await self._check_open().flush()
+        return await self._deployment.store.export_parquet(root or self.config.exports_path)
+
+    # -- reads ------------------------------------------------------------------------------
     def dead_letters(self, app: str | None = None, user_id: str | None = None, limit: int = 100) -> list[DeadLetter]:
         """Messages that were acknowledged but could not be stored (``kind="rejected"``: the
         store refused them; ``"lost"``: not yet durable when their host was killed), newest first.
         Each keeps its seq, which no other message is ever given. A conversation's next flush
         (or durable add) raises :class:`~memray.errors.DeadLetterError` naming its own."""
-        rows = self._run(self.deployment.store.dead_letters(app, user_id, limit))
-        return [DeadLetter(*r) for r in rows]
+        return self._run(self._dead_letters(app, user_id, limit))
 
-    def wait_indexed(self, timeout_s: float = 60.0) -> bool:
-        """Flush, then wait until every durable message is embedded and searchable."""
-        return self._run(self._wait_indexed(timeout_s))
+    async def adead_letters(self, app: str | None = None, user_id: str | None = None, limit: int = 100) -> list[DeadLetter]:
+        return await self._arun(self._dead_letters(app, user_id, limit))
 
-    async def await_indexed(self, timeout_s: float = 60.0) -> bool:
-        return await self._arun(self._wait_indexed(timeout_s))
-
-    async def _wait_indexed(self, timeout_s: float) -> bool:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        done = await asyncio.gather(*(h.wait_indexed(timeout_s) for h in self.deployment.hosts))
-        if not all(done):
-            return False
-        # every committed, embedded item must have its vector in its shard: level each with the store
-        from memray.index.recovery import level_shard
-
-        store, shards = self.deployment.store, self.deployment.shards
-        for i, shard in enumerate(shards):
-            while True:
-                try:
-                    if not await shard.is_recovering():
-                        await level_shard(store, shard, i, len(shards))
-                        break
-                except UnavailableError:  # restarting: it recovers, then is leveled
-                    pass
-                if loop.time() >= deadline:
-                    return False
-                await asyncio.sleep(0.05)
-        return True
-
-    async def _delete_conversation(self, key: ConversationKey) -> dict[str, int]:
-        await self.host_for(key).evict(key)  # pending writes dropped, in-flight ones awaited
-        counts: dict[str, int] = await self.deployment.store.delete_conversation(key)
-        counts["vectors"] = await self._router.drop(key.app, key.user_id, "conv", key.conversation_id)
-        return counts
+    async def _dead_letters(self, app: str | None, user_id: str | None, limit: int) -> list[DeadLetter]:
+        return [DeadLetter(*r) for r in await self._deployment.store.dead_letters(app, user_id, limit)]
 
     def stats(self) -> list[dict[str, Any]]:
-        return self._run(_gather(h.stats() for h in self.deployment.hosts))
+        """Each host's figures: conversations held, pending writes, commits, embedding failures,
+        dead letters, messages lost on a restart, its pid and memory."""
+        return self._run(self._stats())
 
-    # -- erasure ----------------------------------------------------------------------------
-    def delete_user(self, *, user_id: str, app: str = "default") -> DeletionReceipt:
-        """Erase the user everywhere: conversations, messages, entries, working memory,
-        summaries, vectors in every shard and their snapshots, Parquet exports, caches. Returns
-        counts per store. Keyword-only, so app and user cannot be swapped by position."""
-        return self._run(self._erase(app, user_id))
+    async def astats(self) -> list[dict[str, Any]]:
+        return await self._arun(self._stats())
 
-    async def adelete_user(self, *, user_id: str, app: str = "default") -> DeletionReceipt:
-        return await self._arun(self._erase(app, user_id))
+    async def _stats(self) -> list[dict[str, Any]]:
+        return list(await asyncio.gather(*(h.stats() for h in self._deployment.hosts)))
 
-    def verify_deleted(self, *, user_id: str, app: str = "default") -> DeletionProof:
-        """Scan every store for the user; ``.clean`` is True when nothing of them remains."""
-        return self._run(self._verify(app, user_id))
+    def list_conversations(self, user_id: str, app: str = "default", order: ConversationOrder = "updated_desc",
+                           limit: int = 50, offset: int = 0) -> list[ConversationInfo]:
+        """The user's conversations in ``order`` (ties by conversation id), ``limit`` from ``offset``."""
+        return self._run(self._list_conversations(user_id, app, order, limit, offset))
 
-    async def averify_deleted(self, *, user_id: str, app: str = "default") -> DeletionProof:
-        return await self._arun(self._verify(app, user_id))
+    async def alist_conversations(self, user_id: str, app: str = "default", order: ConversationOrder = "updated_desc",
+                                  limit: int = 50, offset: int = 0) -> list[ConversationInfo]:
+        return await self._arun(self._list_conversations(user_id, app, order, limit, offset))
 
-    async def _erase(self, app: str, user_id: str) -> DeletionReceipt:
-        from memray.service.erasure import erase_user
+    def _list_conversations(self, user_id: str, app: str, order: ConversationOrder, limit: int,
+                            offset: int) -> Coroutine[Any, Any, list[ConversationInfo]]:
+        validate_id("user_id", user_id)
+        validate_id("app", app)
+        args = (check_order(order), check_limit(limit, 50), check_count(offset, "offset"))
 
-        return await erase_user(self.deployment, self.service_core, self._embedder, app, user_id)
+        async def rows() -> list[ConversationInfo]:
+            found = await self._deployment.store.list_conversations(app, user_id, *args)
+            return [ConversationInfo.model_validate(r) for r in found]
 
-    async def _verify(self, app: str, user_id: str) -> DeletionProof:
-        from memray.service.erasure import verify_user_deleted
+        return rows()
 
-        return await verify_user_deleted(self.deployment, self.service_core, self.config, app, user_id)
-
-    # -- app-wide recall -------------------------------------------------------------------
     def search_app(self, app: str, query: str, limit: int = 5, mode: RetrievalMode | None = None,
                    min_score: float | None = None) -> SearchResults:
         """Search every conversation of every user of ``app`` (an explicit app-wide operation:
@@ -433,18 +326,34 @@ class Memory:
         return self._recall.search_app(app, check_query(query), check_limit(limit, 5), check_min_score(min_score),
                                        check_mode(mode))
 
-    # -- conversations of a user ----------------------------------------------------------
-    def list_conversations(self, user_id: str, app: str = "default", order: ConversationOrder = "updated_desc", limit: int = 50, offset: int = 0) -> list[ConversationInfo]:
-        validate_id("user_id", user_id)
-        validate_id("app", app)
-        checked = check_order(order)
-        limit, offset = check_limit(limit, 50), check_count(offset, "offset")
-        rows = self._run(self.deployment.store.list_conversations(app, user_id, checked, limit, offset))
-        return [ConversationInfo.model_validate(r) for r in rows]
+    # -- deletes and erasure ----------------------------------------------------------------
+    def delete_user(self, *, user_id: str, app: str = "default") -> DeletionReceipt:
+        """Erase the user everywhere: conversations, messages, entries, working memory,
+        summaries, vectors in every shard and their snapshots, Parquet exports, caches. Returns
+        counts per store. Keyword-only, so app and user cannot be swapped by position."""
+        return self._run(self._check_open().erase(app, user_id))
+
+    async def adelete_user(self, *, user_id: str, app: str = "default") -> DeletionReceipt:
+        return await self._arun(self._check_open().erase(app, user_id))
+
+    def verify_deleted(self, *, user_id: str, app: str = "default") -> DeletionProof:
+        """Scan every store for the user; ``.clean`` is True when nothing of them remains."""
+        return self._run(self._check_open().verify(app, user_id))
+
+    async def averify_deleted(self, *, user_id: str, app: str = "default") -> DeletionProof:
+        return await self._arun(self._check_open().verify(app, user_id))
 
 
-async def _gather(calls: Iterable[Awaitable[T]]) -> list[T]:
-    return list(await asyncio.gather(*calls))
+
+def _raise_unpersisted(reports: list[dict[str, Any]]) -> None:
+    lost = sum(int(r.get("unpersisted", 0)) for r in reports)
+    dead = sum(int(r.get("dead_letters", 0)) for r in reports)
+    errors = [f"{r.get('host', '?')}: {r['error']}" for r in reports if r.get("error")]
+    if lost or dead or errors:
+        raise StoreError(
+            f"closed, but {lost} acknowledged message(s) could not be made durable and {dead} were dead-lettered "
+            f"({'; '.join(errors)[:500]}); dead letters are listed by Memory.dead_letters() after reopening"
+        )
 
 
 def _check_path(config: MemoryConfig) -> None:

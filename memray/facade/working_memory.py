@@ -24,40 +24,40 @@ class WorkingMemoryHandle:
         self.spec = spec
 
     @property
-    def core(self) -> WorkingMemory:
-        return WorkingMemory(self._mem.deployment.store, self.key.app, self.key.user_id, self.key.conversation_id, self.spec)
+    def _core(self) -> WorkingMemory:
+        return WorkingMemory(self._mem._deployment.store, self.key.app, self.key.user_id, self.key.conversation_id, self.spec)
 
     def get(self) -> WorkingMemoryValue:
-        return self._mem._run(self.core.get())
+        return self._mem._run(self._core.get())
 
     async def aget(self) -> WorkingMemoryValue:
-        return await self._mem._arun(self.core.get())
+        return await self._mem._arun(self._core.get())
 
     def update(self, content: Any, mode: WMMode = "append", expected_version: int | None = None) -> WorkingMemoryValue:
         """Append (default, safe) or replace; validated after the merge; versioned."""
-        return self._mem._run(self.core.update(content, mode, expected_version))
+        return self._mem._run(self._core.update(content, mode, expected_version))
 
     async def aupdate(self, content: Any, mode: WMMode = "append", expected_version: int | None = None) -> WorkingMemoryValue:
-        return await self._mem._arun(self.core.update(content, mode, expected_version))
+        return await self._mem._arun(self._core.update(content, mode, expected_version))
 
     def clear(self) -> WorkingMemoryValue:
-        return self._mem._run(self.core.clear())
+        return self._mem._run(self._core.clear())
 
     async def aclear(self) -> WorkingMemoryValue:
-        return await self._mem._arun(self.core.clear())
+        return await self._mem._arun(self._core.clear())
 
     def instructions(self) -> str:
-        return self._mem._run(self.core.instructions())
+        return self._mem._run(self._core.instructions())
 
     async def ainstructions(self) -> str:
-        return await self._mem._arun(self.core.instructions())
+        return await self._mem._arun(self._core.instructions())
 
     def tools(self) -> list[dict[str, Any]]:
         """``get_working_memory``, ``update_working_memory``, ``clear_working_memory`` (OpenAI JSON)."""
-        return self.core.tools()
+        return self._core.tools()
 
     def call_tool(self, name: str, arguments: str | dict[str, Any] | None) -> str:
-        return self._mem._run(self.core.call_tool(name, arguments))
+        return self._mem._run(self._core.call_tool(name, arguments))
 
     async def acall_tool(self, name: str, arguments: str | dict[str, Any] | None) -> str:
-        return await self._mem._arun(self.core.call_tool(name, arguments))
+        return await self._mem._arun(self._core.call_tool(name, arguments))

@@ -101,7 +101,7 @@ class MemrayStore(BaseStore):
 
     @property
     def _core(self) -> MemoryService:
-        return self._mem.service_core
+        return self._mem._service_core
 
     # -- the two entry points ---------------------------------------------------------------
     def batch(self, ops: Iterable[Op]) -> list[Result]:

@@ -35,9 +35,11 @@ from memray.models import DeletionProof, DeletionReceipt
 from memray.store.schema import TABLES
 
 if TYPE_CHECKING:
+    from memray.conversation.client import HostClient
     from memray.embedding.base import Embedder
-    from memray.runtime.deploy import Deployment
+    from memray.index.client import ShardClient
     from memray.service.longterm import MemoryService
+    from memray.store.client import StoreClient
 
 __all__ = ["erase_user", "verify_user_deleted", "scan_exports", "scan_snapshots", "clear_cache", "RECEIPT_KEYS"]
 
@@ -54,18 +56,19 @@ def clear_cache(embedder: Embedder | None) -> int:
 
 
 async def erase_user(
-    deployment: Deployment, service: MemoryService, embedder: Embedder | None, app: str, user_id: str,
+    store: StoreClient, shards: list[ShardClient], hosts: list[HostClient], service: MemoryService,
+    embedder: Embedder | None, app: str, user_id: str,
 ) -> DeletionReceipt:
     """Erase the user from every store (module docstring); returns counts per store."""
     validate_id("app", app)
     validate_id("user_id", user_id)
     async with service.user_lock(app, user_id):
-        evicted = await asyncio.gather(*(h.evict_user(app, user_id) for h in deployment.hosts))
+        evicted = await asyncio.gather(*(h.evict_user(app, user_id) for h in hosts))
         await service.evict_user(app, user_id)
-        stored: dict[str, int] = await deployment.store.delete_user(app, user_id)
-        dropped = await asyncio.gather(*(s.drop(app, user_id) for s in deployment.shards))
-        await asyncio.gather(*(s.snapshot() for s in deployment.shards))
-        cleared = await asyncio.gather(*(h.clear_caches() for h in deployment.hosts))
+        stored: dict[str, int] = await store.delete_user(app, user_id)
+        dropped = await asyncio.gather(*(s.drop(app, user_id) for s in shards))
+        await asyncio.gather(*(s.snapshot() for s in shards))
+        cleared = await asyncio.gather(*(h.clear_caches() for h in hosts))
     counts = {t: int(stored.get(t, 0)) for t in TABLES}
     counts.update(
         vectors=sum(dropped), export_rows=int(stored.get("export_rows", 0)),
@@ -75,16 +78,17 @@ async def erase_user(
 
 
 async def verify_user_deleted(
-    deployment: Deployment, service: MemoryService, config: MemoryConfig, app: str, user_id: str,
+    store: StoreClient, shards: list[ShardClient], hosts: list[HostClient], service: MemoryService,
+    config: MemoryConfig, app: str, user_id: str,
 ) -> DeletionProof:
     """Scan every store for the user; ``remaining`` counts what is left in each."""
     validate_id("app", app)
     validate_id("user_id", user_id)
     store_counts, shard_counts, host_counts, roots = await asyncio.gather(
-        deployment.store.count_user(app, user_id),
-        asyncio.gather(*(s.count_user(app, user_id) for s in deployment.shards)),
-        asyncio.gather(*(h.count_user(app, user_id) for h in deployment.hosts)),
-        deployment.store.export_roots(),
+        store.count_user(app, user_id),
+        asyncio.gather(*(s.count_user(app, user_id) for s in shards)),
+        asyncio.gather(*(h.count_user(app, user_id) for h in hosts)),
+        store.export_roots(),
     )
     export_roots = sorted({os.path.abspath(r) for r in roots} | {config.exports_path})
     export_rows = await asyncio.to_thread(lambda: sum(scan_exports(r, app, user_id) for r in export_roots))
@@ -98,8 +102,8 @@ async def verify_user_deleted(
         export_rows=export_rows,
         snapshot_items=snapshot_items,
     )
-    scanned = [f"{deployment.store.label} (tables: {', '.join(TABLES)})"]
-    scanned += [s.label for s in deployment.shards] + [h.label for h in deployment.hosts]
+    scanned = [f"{store.label} (tables: {', '.join(TABLES)})"]
+    scanned += [s.label for s in shards] + [h.label for h in hosts]
     scanned += ["service embedding queue"] + [f"exports {r}" for r in export_roots]
     scanned.append(f"shard snapshots {config.vectors_path}")
     return DeletionProof(app=app, user_id=user_id, remaining=remaining, scanned=scanned)

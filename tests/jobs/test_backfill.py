@@ -3,6 +3,7 @@ and resumed job, a finished job rerun, summaries, and the export read by Ray Dat
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import uuid
 from pathlib import Path
@@ -16,7 +17,6 @@ from jobs import backfill_embeddings, backfill_summaries
 from jobs.common import InjectedFailure, ProgressFile
 from memray.config import EmbedderConfig, SummarizerConfig
 from memray.embedding import HashEmbedder
-from memray.facade.memory import _gather
 
 pytestmark = pytest.mark.ray
 
@@ -39,20 +39,23 @@ def seed(mem: memray.Memory, convs: int = 12, per: int = 25) -> int:
 
 
 def shard_stats(mem: memray.Memory) -> list[dict[str, Any]]:
-    return mem._run(_gather(s.stats() for s in mem.deployment.shards))
+    async def every_shard() -> list[dict[str, Any]]:
+        return list(await asyncio.gather(*(s.stats() for s in mem._deployment.shards)))
+
+    return mem._run(every_shard())
 
 
 def store_vectors(mem: memray.Memory, model_id: str) -> dict[str, tuple[str, np.ndarray]]:
     """doc_id → (text, vector) of every stored vector of ``model_id``, through the store actor."""
     out: dict[str, tuple[str, np.ndarray]] = {}
     for shard in range(mem.config.shards):
-        rows = mem._run(mem.deployment.store.scan_index_rows(shard, mem.config.shards, model_id, None, 1_000_000))
+        rows = mem._run(mem._deployment.store.scan_index_rows(shard, mem.config.shards, model_id, None, 1_000_000))
         out.update({r.doc_id: (r.text, np.asarray(r.vector)) for r in rows})
     return out
 
 
 def assert_fully_on_new_model(mem: memray.Memory, total: int) -> None:
-    assert mem._run(mem.deployment.store.pending_embeddings(NEW_ID, 10)) == []
+    assert mem._run(mem._deployment.store.pending_embeddings(NEW_ID, 10)) == []
     vectors = store_vectors(mem, NEW_ID)
     assert len(vectors) == total
     texts = [t for t, _ in vectors.values()]

@@ -77,7 +77,7 @@ def test_killed_shard_degrades_then_recovers_everything(ray_session, tmp_path) -
         for u, conv in convs.items():
             conv.add(turns(u, 0, 5))
         assert mem.wait_indexed(30)
-        shard_ref = mem.deployment.shards[1]
+        shard_ref = mem._deployment.shards[1]
         assert mem._router.shard_of(APP, victims[0]) == 1
 
         ray.kill(shard_ref.ref.handle, no_restart=False)
@@ -96,7 +96,7 @@ def test_killed_shard_degrades_then_recovers_everything(ray_session, tmp_path) -
 
         assert poll(level), "shard 1 did not come back level with the store"
         assert mem.wait_indexed(30)
-        store, held = mem.deployment.store, set(mem._run(shard_ref.inventory()))
+        store, held = mem._deployment.store, set(mem._run(shard_ref.inventory()))
         for u in victims:
             key = ConversationKey(APP, u, "c")
             rows = mem._run(store.get_messages(key))

@@ -26,7 +26,7 @@ def found(mem: memray.Memory, app: str, user: str, query: str, project: str | No
 
 
 def stored_ids(mem: memray.Memory, app: str, user: str) -> set[str]:
-    rows = mem._run(mem.deployment.store.list_entries(app, user, None, None, True, None))
+    rows = mem._run(mem._deployment.store.list_entries(app, user, None, None, True, None))
     return {r.id for r in rows}
 
 
@@ -98,7 +98,7 @@ ALL_U = {"g1", "g2", "a1", "a2", "b1", "b2"}
     (lambda svc, app: svc.delete_project(app, "u", "A"), {"a1", "a2"}),
     (lambda svc, app: svc.delete_session(app, "u", "s1"), {"g1", "g2"}),
     (lambda svc, app: svc.delete_session(app, "u", "s2"), {"a1", "a2"}),
-    (lambda svc, app: svc.delete_user(app, "u"), ALL_U),
+    (lambda svc, app: svc.delete_user(app=app, user_id="u"), ALL_U),
 ], ids=["entries", "entries-punct", "entries-all-words", "in-project-A", "in-project-B", "project",
         "session-global", "session-project", "user"])
 def test_delete_scope_matrix(mem, app, op, removed):
