@@ -18,11 +18,10 @@ from typing import NamedTuple
 from memray.rpc.batch import Coalescer
 from memray.store.client import StoreClient
 from memray.store.deadletter import CommitResult, DeadLetter
+from memray.store.messages import Correction
 from memray.store.rows import MessageRow
 
-__all__ = ["GroupCommitter", "Correction", "Outcome"]
-
-Correction = tuple[str, str, str, str, int, float]  # (app, user_id, conversation_id, id, seq, created_at)
+__all__ = ["GroupCommitter", "Outcome"]
 
 
 class Outcome(NamedTuple):
@@ -53,7 +52,7 @@ class GroupCommitter:
         self.commits += 1
         self.rows += len(all_rows)
         self.rejected += len(result.rejected)
-        by_row = {c[:4]: c for c in result.corrections}
+        by_row = {(c.app, c.user_id, c.conversation_id, c.id): c for c in result.corrections}
         bad = dict(zip(result.positions, (DeadLetter(*d) for d in result.rejected)))
         out = []
         start = 0

@@ -179,7 +179,7 @@ class WritePath:
         self._lag.committed(conv.key, ids)
         rejected = [*broken, *outcome.rejected]
         bad = {d.id for d in broken} | set(outcome.rejected_ids)
-        corrected = {c[3]: c for c in outcome.corrections}
+        corrected = {c.id: c for c in outcome.corrections}
         gone = bad | set(corrected) | (conv.outside or set()).intersection(ids)
         for mid in gone:  # dead-lettered, or held by the store under an older seq: out of the tail
             conv.buffer.discard(mid)
@@ -187,7 +187,7 @@ class WritePath:
             conv.outside.difference_update(ids)
         if rejected:
             self._dead_lettered(conv, rejected)
-        rows = [r._replace(seq=corrected[r.id][4], created_at=corrected[r.id][5]) if r.id in corrected else r
+        rows = [r._replace(seq=corrected[r.id].seq, created_at=corrected[r.id].created_at) if r.id in corrected else r
                 for r in rows if r.id not in bad]
         self._after_commit(conv, rows)
         if self._ledger.due:

@@ -16,6 +16,7 @@ from memray.models import ConversationOrder
 from memray.rpc.client import Client, background, urgent
 from memray.store.base import ConversationSnapshot, IndexRow, SummaryState, WMScope
 from memray.store.deadletter import CommitResult, DeadLetter
+from memray.store.messages import Correction
 from memray.store.rows import EmbeddingRow, EntryRow, MessageRow
 
 __all__ = ["StoreClient"]
@@ -40,7 +41,7 @@ class StoreClient(Client):
 
     # -- messages (commits are urgent: durable lag waits for them) -----------------------
     @urgent
-    async def append_messages(self, rows: list[MessageRow]) -> list[tuple[str, str, str, str, int, float]]:
+    async def append_messages(self, rows: list[MessageRow]) -> list[Correction]:
         return await self._call("append_messages", rows)
 
     @urgent

@@ -1,6 +1,7 @@
 """The DuckDB history store: durable truth for one file, owned by one single-writer actor.
 
-:class:`HistoryStore` satisfies :class:`~memray.store.base.HistoryStoreAPI`. It keeps one
+:class:`HistoryStore` is the store's contract (other cores call it through a
+:class:`~memray.store.client.StoreClient`). It keeps one
 connection and runs calls one at a time (the actor, or the in-process ref, serialises them).
 Every write method is one transaction, committed to DuckDB's WAL before it returns: it survives
 a crash of the process (SIGKILL) once it has returned, and is absent entirely if it had not.
@@ -25,6 +26,7 @@ from memray.store import deadletter, export, items, messages
 from memray.store.base import ConversationSnapshot, IndexRow, SummaryState, WMScope
 from memray.store.database import Database
 from memray.store.deadletter import CommitResult, DeadLetter
+from memray.store.messages import Correction
 from memray.store.rows import EmbeddingRow, EntryRow, MessageRow
 from memray.store.schema import TABLES
 
@@ -58,7 +60,7 @@ class HistoryStore:
         return os.getpid()
 
     # -- messages -------------------------------------------------------------------------
-    def append_messages(self, rows: list[MessageRow]) -> list[tuple[str, str, str, str, int, float]]:
+    def append_messages(self, rows: list[MessageRow]) -> list[Correction]:
         """Upsert messages in one transaction (group commit); see :func:`.messages.append_messages`.
         Durability: committed to the WAL when it returns."""
         return messages.append_messages(self._db, rows)

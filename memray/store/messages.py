@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, NamedTuple, Sequence
 
 import pyarrow as pa
 
@@ -16,7 +16,15 @@ from memray.store.schema import MESSAGE_COLUMNS, ROLES, message_batch
 
 __all__ = ["append_messages", "get_messages", "fetch_messages", "stored_seqs", "json_equal", "Correction"]
 
-Correction = tuple[str, str, str, str, int, float]
+class Correction(NamedTuple):
+    """A row the store already held under another seq: the seq and created_at it keeps."""
+
+    app: str
+    user_id: str
+    conversation_id: str
+    id: str
+    seq: int
+    created_at: float
 
 _KEY = "m.app = b.app AND m.user_id = b.user_id AND m.conversation_id = b.conversation_id AND m.id = b.id"
 _COLS = ", ".join(MESSAGE_COLUMNS)
@@ -51,7 +59,7 @@ def append_messages(db: Database, rows: Sequence[MessageRow]) -> list[Correction
     for r in rows if kept else ():
         k = (r.app, r.user_id, r.conversation_id, r.id)
         if k in kept and kept[k][0] != r.seq:
-            out.append((*k, *kept[k]))
+            out.append(Correction(*k, *kept[k]))
     return out
 
 
