@@ -22,7 +22,7 @@ import json
 import math
 import time
 from collections import Counter
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt

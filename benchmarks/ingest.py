@@ -34,8 +34,18 @@ import pyarrow as pa
 
 import memray
 from benchmarks._harness import (
+    AsyncSink,
+    SinkClient,
+    common_args,
+    emit,
+    host_calls,
     in_data_dir,
-    AsyncSink, SinkClient, common_args, emit, host_calls, log, pct_ms, plot_bars, ratio, run_clients, sentence,
+    log,
+    pct_ms,
+    plot_bars,
+    ratio,
+    run_clients,
+    sentence,
 )
 from memray.ids import ConversationKey
 from memray.models import Message

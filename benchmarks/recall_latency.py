@@ -38,8 +38,16 @@ import numpy as np
 
 import memray
 from benchmarks._harness import (
+    common_args,
+    emit,
     in_data_dir,
-    common_args, emit, log, pct_ms, plot_bars, ratio, run_clients, sentence, time_calls,
+    log,
+    pct_ms,
+    plot_bars,
+    ratio,
+    run_clients,
+    sentence,
+    time_calls,
 )
 from memray.embedding.factory import build_embedder
 from memray.ids import ConversationKey, conversation_namespace, user_hash
@@ -210,7 +218,7 @@ def one_config(args: argparse.Namespace, root: str, n: int, shards: int) -> dict
         rec = recall_at_k(mem, corpus, embedder, args.recall_queries, args.k)
     finally:
         mem.close(terminate=True)
-    for c, ops in per_clients.items():
+    for ops in per_clients.values():
         ping = ops["ray_ping"]
         for op in OPS:
             fl = floor["search_conversation"] if op == "context" else floor[op]

@@ -32,9 +32,9 @@ import numpy as np
 
 from memray.config import EmbedderConfig, MemoryConfig
 from memray.embedding import HashEmbedder
+from memray.ids import Namespace
 from memray.store.history import HistoryStore
 from memray.store.rows import EmbeddingRow, MessageRow
-from memray.ids import Namespace
 
 
 def texts(n: int, seed: int = 11) -> list[str]:

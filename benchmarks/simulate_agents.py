@@ -34,7 +34,7 @@ import time
 from typing import Any
 
 import memray
-from benchmarks._harness import in_data_dir, common_args, emit, host_calls, log, pct_ms, plot_bars, ratio, run_clients
+from benchmarks._harness import common_args, emit, host_calls, in_data_dir, log, pct_ms, plot_bars, ratio, run_clients
 from benchmarks.ingest import sinks
 from memray.ids import ConversationKey
 from memray.simulation import simulate

@@ -32,7 +32,7 @@ def make_rows(start: int, n: int, conversations: int) -> list[MessageRow]:
     for i in range(start, start + n):
         c = i % conversations
         out.append(MessageRow("bench", f"user-{c % max(1, conversations // 10)}", f"conv-{c}", f"msg-{i}",
-                              i // conversations + 1, "user", PARTS % i, '{"turn": %d}' % i, 1.7e9 + i,
+                              i // conversations + 1, "user", PARTS % i, f'{{"turn": {i}}}', 1.7e9 + i,
                               f"hello there, this is message {i}"))
     return out
 

@@ -33,13 +33,13 @@ import numpy.typing as npt
 
 from benchmarks.index_crossover import git_sha
 from memray.config import IndexConfig
+from memray.ids import Namespace, user_hash
 from memray.index.base import IndexItem
+from memray.index.client import ShardClient
 from memray.index.router import ShardRouter
 from memray.index.search import Query
 from memray.index.shard import VectorShard
 from memray.rpc.local import LocalRef
-from memray.index.client import ShardClient
-from memray.ids import Namespace, user_hash
 
 Vec = npt.NDArray[np.float32]
 APP = "bench"

@@ -41,9 +41,9 @@ import pyarrow.compute as pc
 from jobs.common import ProgressFile, add_common_args, config_from_args, connect, emit, fail_point, log, pool_args
 from memray.config import EmbedderConfig, MemoryConfig
 from memray.errors import ValidationError
-from memray.index.router import ShardRouter
 from memray.ids import Namespace, stable_hash
 from memray.index.base import IndexItem
+from memray.index.router import ShardRouter
 from memray.progress import bar
 from memray.store.client import StoreClient
 from memray.store.rows import EmbeddingRow

@@ -55,7 +55,6 @@ def connect(config: MemoryConfig) -> tuple[Any, bool]:
 
     import memray
     from memray.ids import stable_hash
-
     from memray.runtime.actors import ensure_ray
 
     ensure_ray(config)  # quiet unless config.verbose; memray.open below then joins this Ray

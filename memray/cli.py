@@ -15,7 +15,7 @@ import shutil
 import sys
 import tempfile
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 __all__ = ["main", "build_parser", "DefaultsHelpFormatter"]
 

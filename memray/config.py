@@ -10,11 +10,10 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
-from typing_extensions import Self
 
 from memray.errors import ValidationError
 from memray.models import RetrievalMode

@@ -10,7 +10,7 @@ import itertools
 import json
 import os
 import time
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -88,7 +88,7 @@ class DataPart(_Record):
     data: Any = None
 
 
-Part = Annotated[Union[TextPart, ReasoningPart, ToolPart, DataPart], Field(discriminator="type")]
+Part = Annotated[TextPart | ReasoningPart | ToolPart | DataPart, Field(discriminator="type")]
 
 
 def _now() -> float:
@@ -168,7 +168,7 @@ class Message(_Record):
         return [p.tool_call_id for p in self.parts if isinstance(p, ToolPart)]
 
 
-MessageInput = Union[Message, dict[str, Any]]
+MessageInput = Message | dict[str, Any]
 
 
 def coerce_message(value: MessageInput, max_chars: int = MAX_CONTENT_CHARS) -> Message:

@@ -17,11 +17,12 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
 
-from memray.ids import ConversationKey
 from memray.facade.memory import Memory
+from memray.ids import ConversationKey
 from memray.progress import bar
 from memray.store.rows import MessageRow
 

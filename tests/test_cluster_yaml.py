@@ -57,5 +57,5 @@ def test_onprem_variant_validates() -> None:
 def test_unknown_keys_are_rejected_so_the_check_can_fail() -> None:
     config = yaml.safe_load(CLUSTER.read_text())
     config["not_a_ray_key"] = 1
-    with pytest.raises(Exception):
+    with pytest.raises(Exception, match="'not_a_ray_key' was unexpected"):  # jsonschema's error, via Ray
         validated(config)

@@ -3,7 +3,6 @@ tool merging, caps, and what survives a killed writer."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys

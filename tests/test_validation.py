@@ -148,7 +148,7 @@ def mem(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 def test_poison_is_rejected_before_anything_is_acknowledged(mem: memray.Memory) -> None:
     conv = mem.conversation(user_id="u", conversation_id=uuid.uuid4().hex, app="val")
     assert conv.add({"role": "user", "content": "before"}, durable=True) == [1]
-    for what, value, _field in POISON_MESSAGES:
+    for _what, value, _field in POISON_MESSAGES:
         with pytest.raises(ValidationError):
             conv.add([{"role": "user", "content": "good, but in a batch with poison"}, value])
         with pytest.raises(ValidationError):

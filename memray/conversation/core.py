@@ -8,7 +8,8 @@ runs whole without interleaving: seq assignment and buffer merges are atomic per
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from memray.conversation.buffer import MessageBuffer
 from memray.conversation.persist import PersistChain

@@ -16,7 +16,7 @@ the highest seq it made durable (or raising, after re-marking what it drained as
 from __future__ import annotations
 
 import asyncio
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from memray.errors import StoreError, UnavailableError
 

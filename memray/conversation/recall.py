@@ -30,8 +30,8 @@ import numpy as np
 
 from memray.conversation.client import HostClient
 from memray.conversation.context import assemble
-from memray.conversation.tail import Tail, score_tail, support_neighbours
 from memray.conversation.instructions import render_instructions
+from memray.conversation.tail import Tail, score_tail, support_neighbours
 from memray.conversation.working_memory import WorkingMemory
 from memray.embedding.query import Encoded, QueryEncoder
 from memray.ids import ConversationKey, Namespace, conversation_namespace

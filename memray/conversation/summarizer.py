@@ -17,7 +17,12 @@ from typing import Any
 
 from memray.config import SummarizerConfig
 from memray.conversation.summary import (
-    TAGS, EstimateTokens, Summarizer, is_summary_message, render_message, strip_summary_blocks,
+    TAGS,
+    EstimateTokens,
+    Summarizer,
+    is_summary_message,
+    render_message,
+    strip_summary_blocks,
 )
 from memray.errors import MissingExtraError, SummaryError, ValidationError
 from memray.models import Message

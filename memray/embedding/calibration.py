@@ -35,7 +35,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from memray.errors import EmbeddingError
 from memray.files import atomic_write
 
 __all__ = ["CORPUS", "QUANTILE", "DEFAULT", "CALIBRATION_FILE", "Calibration", "calibrate", "calibration_of"]

@@ -21,13 +21,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Callable, Collection, NamedTuple
+from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from memray.ids import Namespace
 from memray.metrics import EMBEDDING_FAILURES
 from memray.store.rows import EmbeddingRow
-from memray.ids import Namespace
 
 if TYPE_CHECKING:
     from memray.embedding.base import Embedder

@@ -5,16 +5,23 @@ Every call in a sync form and an ``a``-prefixed asyncio twin, run on the memory'
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Coroutine
+from collections.abc import Coroutine, Iterable
+from typing import TYPE_CHECKING, Any
 
 from memray.arguments import (
-    check_count, check_limit, check_merge, check_min_score, check_mode, check_query, check_roles, check_scope,
+    check_count,
+    check_limit,
+    check_merge,
+    check_min_score,
+    check_mode,
+    check_query,
+    check_roles,
+    check_scope,
     check_seq,
 )
 from memray.conversation.client import HostClient
-from memray.conversation.recall import SearchResults
 from memray.conversation.note import WorkingMemorySpec
+from memray.conversation.recall import SearchResults
 from memray.errors import ValidationError
 from memray.facade.working_memory import WorkingMemoryHandle
 from memray.ids import ConversationKey, validate_id

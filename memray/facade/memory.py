@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterable
-from typing import Any, Coroutine, TypeVar
+from collections.abc import Coroutine, Iterable
+from typing import Any, TypeVar
 
 from memray.arguments import check_count, check_limit, check_min_score, check_mode, check_order, check_query
 from memray.config import MemoryConfig, RunMode
@@ -32,7 +32,13 @@ from memray.facade.session import Session
 from memray.ids import ConversationKey, validate_id
 from memray.index.router import ShardRouter
 from memray.models import (
-    ConversationInfo, ConversationOrder, DeletionProof, DeletionReceipt, Message, MessageInput, RetrievalMode,
+    ConversationInfo,
+    ConversationOrder,
+    DeletionProof,
+    DeletionReceipt,
+    Message,
+    MessageInput,
+    RetrievalMode,
     coerce_message,
 )
 from memray.rpc.local import LoopThread

@@ -12,7 +12,12 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memray.models import (
-    DeletionProof, DeletionReceipt, MemoryResult, RetrievalMode, SearchMemoryResponse, SearchRequest,
+    DeletionProof,
+    DeletionReceipt,
+    MemoryResult,
+    RetrievalMode,
+    SearchMemoryResponse,
+    SearchRequest,
 )
 from memray.service.entries import EntryInput
 from memray.service.longterm import MemoryService

@@ -44,12 +44,12 @@ from typing import NamedTuple
 
 from memray.config import IndexConfig
 from memray.errors import UnavailableError
+from memray.ids import Namespace
 from memray.index.client import ShardClient
 from memray.index.search import Query, ShardReply
 from memray.index.shard import VectorShard
 from memray.store.base import IndexRow
 from memray.store.client import StoreClient
-from memray.ids import Namespace
 
 __all__ = ["RecoveringShard", "ShardKeeper", "RecoveryReport", "ref_key", "level_shard", "LevelReport"]
 

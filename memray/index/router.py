@@ -17,13 +17,13 @@ import asyncio
 from collections.abc import Awaitable, Iterable
 from typing import Any, NamedTuple, TypeVar
 
+from memray.ids import Namespace, user_hash
 from memray.index.base import IndexItem, ShardHit
 from memray.index.client import ShardClient
 from memray.index.fusion import top_hits
 from memray.index.lexical import Bm25Stats
 from memray.index.search import AppSearch, NamespaceSearch, Query, ShardReply, ShardSearch, UserSearch
 from memray.rpc.batch import Coalescer
-from memray.ids import Namespace, user_hash
 
 __all__ = ["ShardRouter", "RouterResult"]
 

@@ -17,13 +17,13 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from memray.config import IndexConfig
+from memray.ids import Namespace
 from memray.index.base import ShardHit
 from memray.index.exact import ExactIndex
 from memray.index.fusion import hybrid_score, lexical_score, neighbour_support
 from memray.index.hnsw import HnswIndex
 from memray.index.lexical import Bm25Stats, ideal_bm25
 from memray.index.space import Space
-from memray.ids import Namespace
 from memray.text import index_terms
 
 __all__ = [

@@ -34,16 +34,23 @@ import numpy as np
 
 from memray.config import IndexConfig
 from memray.errors import ModelMismatchError, ValidationError
+from memray.ids import Namespace
 from memray.index import snapshot
 from memray.index.base import IndexItem
 from memray.index.hnsw import HnswIndex
 from memray.index.lexical import Bm25Stats
 from memray.index.search import (
-    AppSearch, Mode, NamespaceSearch, Query, ShardReply, ShardSearch, UserSearch, search_spaces,
+    AppSearch,
+    Mode,
+    NamespaceSearch,
+    Query,
+    ShardReply,
+    ShardSearch,
+    UserSearch,
+    search_spaces,
 )
 from memray.index.space import Space, Spaces, normalise
 from memray.store.base import IndexRow
-from memray.ids import Namespace
 from memray.text import index_terms
 
 __all__ = ["VectorShard", "Mode", "LEXICAL_VERSION"]

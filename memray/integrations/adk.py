@@ -34,7 +34,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from memray.errors import MissingExtraError
@@ -189,7 +189,7 @@ def _to_adk(result: MemoryResult) -> AdkMemoryEntry:
         id=entry.id,
         content=types.Content(role=role, parts=[types.Part(text=entry.text)]),
         author=entry.author,
-        timestamp=datetime.fromtimestamp(entry.timestamp, tz=timezone.utc).isoformat(),
+        timestamp=datetime.fromtimestamp(entry.timestamp, tz=UTC).isoformat(),
         custom_metadata={**custom, "score": result.score, "session_id": result.session_id,
                          "project_id": result.project_id},
     )
@@ -207,4 +207,4 @@ def _parse_time(value: str | None) -> float | None:
         parsed = datetime.fromisoformat(value)
     except ValueError:
         return None
-    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()

@@ -55,7 +55,7 @@ import asyncio
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from memray.errors import MissingExtraError
@@ -65,8 +65,20 @@ from memray.text import tokenize
 
 try:
     from langgraph.store.base import (
-        BaseStore, GetOp, InvalidNamespaceError, Item, ListNamespacesOp, MatchCondition, Op, PutOp, Result,
-        SearchItem, SearchOp, get_text_at_path, tokenize_path, validate_op_namespace,
+        BaseStore,
+        GetOp,
+        InvalidNamespaceError,
+        Item,
+        ListNamespacesOp,
+        MatchCondition,
+        Op,
+        PutOp,
+        Result,
+        SearchItem,
+        SearchOp,
+        get_text_at_path,
+        tokenize_path,
+        validate_op_namespace,
     )
 except ImportError as exc:  # pragma: no cover - exercised by the missing-extra test in a subprocess
     raise MissingExtraError("langgraph", "langgraph") from exc
@@ -171,7 +183,7 @@ class MemrayStore(BaseStore):
         gone = [i for op, i in zip(ops, ids) if op.value is None and i in before]
         if gone:
             await self._core.delete_entries_by_id(self.app, user, gone)
-        now = datetime.now(timezone.utc).timestamp()
+        now = datetime.now(UTC).timestamp()
         by_project: dict[str, list[MemoryEntry]] = {}
         for op, entry_id in zip(ops, ids):
             if op.value is None:
@@ -287,8 +299,8 @@ def _is(result: MemoryResult, namespace: Namespace, key: str) -> bool:
 def _item(result: MemoryResult, cls: type[Any], score: float | None = None) -> Any:
     meta = _meta(result)
     fields = dict(namespace=tuple(meta["namespace"]), key=meta["key"], value=meta["value"],
-                  created_at=datetime.fromtimestamp(meta["created_at"], tz=timezone.utc),
-                  updated_at=datetime.fromtimestamp(meta["updated_at"], tz=timezone.utc))
+                  created_at=datetime.fromtimestamp(meta["created_at"], tz=UTC),
+                  updated_at=datetime.fromtimestamp(meta["updated_at"], tz=UTC))
     return cls(**fields, score=score) if cls is SearchItem else cls(**fields)
 
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
+from collections.abc import Coroutine
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Coroutine, TypeVar
+from typing import Any, TypeVar
 
 from memray.errors import ClosedError
 

@@ -37,15 +37,15 @@ from ray.util import metrics as ray_metrics
 
 from memray import metrics
 from memray.config import IndexConfig, MemoryConfig
+from memray.conversation.client import HostClient
 from memray.conversation.host import ConversationHost
 from memray.embedding import build_embedder
 from memray.errors import DeadLetterError, StoreError, UnavailableError
 from memray.ids import stable_hash
 from memray.index.client import ShardClient
 from memray.index.recovery import RecoveringShard, ShardKeeper
-from memray.runtime.deploy import shard_path
-from memray.conversation.client import HostClient
 from memray.rpc.client import Priority
+from memray.runtime.deploy import shard_path
 from memray.store.client import StoreClient
 from memray.store.database import check_not_in_use
 from memray.store.history import HistoryStore

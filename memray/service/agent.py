@@ -23,7 +23,7 @@ import json
 import re
 import time
 from collections.abc import Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from memray.errors import ValidationError
@@ -86,7 +86,7 @@ class AsyncService(Protocol):
 
 # -- the preloaded block ---------------------------------------------------------------------
 def _when(ts: float) -> str:
-    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _safe(text: str) -> str:

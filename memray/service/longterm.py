@@ -42,8 +42,8 @@ import asyncio
 import json
 import logging
 import weakref
-from collections.abc import Iterable, Sequence
-from typing import Callable, TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from memray.arguments import check_limit, check_min_score, check_mode, check_query
 from memray.embedding.pipeline import EmbeddingPipeline, PendingItem

@@ -9,7 +9,8 @@ import os
 import re
 import socket
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import duckdb
 import pyarrow as pa

@@ -19,15 +19,16 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 
 from memray.errors import MemrayError, ValidationError
+from memray.ids import user_hash
 from memray.store.database import Database
 from memray.store.messages import Correction, append_messages
 from memray.store.rows import MessageRow
-from memray.ids import user_hash
 
 __all__ = [
     "DeadLetter", "CommitResult", "commit_messages", "record", "resolve_acknowledged", "is_data_error", "count",

@@ -36,8 +36,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from memray.store.database import Database
 from memray.ids import user_hash
+from memray.store.database import Database
 from memray.store.schema import ENTRY_COLUMNS, MESSAGE_COLUMNS
 
 __all__ = ["EXPORT_BUCKETS", "export_parquet", "purge_exports", "purge_conversation", "export_roots", "app_key"]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Iterator, NamedTuple, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 

@@ -11,7 +11,8 @@ store is the only writer of its file, so uniqueness is kept by the upsert (an an
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa

@@ -23,8 +23,8 @@ from memray.errors import MissingExtraError, SummaryError, ValidationError
 from memray.ids import ConversationKey
 from memray.models import Message
 from memray.store.client import StoreClient
-from tests.conversation.conftest import CountingStore
 from memray.text import estimate_tokens
+from tests.conversation.conftest import CountingStore
 
 # The checkout this test runs from, for the subprocesses it starts.
 REPO_ROOT = str(Path(__file__).resolve().parents[2])

@@ -7,7 +7,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from memray.conversation.buffer import MessageBuffer
 from memray.conversation.client import HostClient
+from memray.conversation.core import Conversation
+from memray.conversation.persist import PersistChain
 from memray.conversation.recall import Recall
 from memray.conversation.tail import Tail, TailKeeper, score_tail
 from memray.embedding.calibration import Calibration
@@ -21,9 +24,6 @@ from memray.index.search import Query
 from memray.models import Message
 from memray.rpc.local import LocalRef
 from memray.text import index_terms
-from memray.conversation.buffer import MessageBuffer
-from memray.conversation.core import Conversation
-from memray.conversation.persist import PersistChain
 
 KEY = ConversationKey("app", "u", "c")
 NS = conversation_namespace(KEY)

@@ -12,13 +12,13 @@ from memray.config import IndexConfig
 from memray.embedding.hashing import HashEmbedder
 from memray.embedding.pipeline import EmbeddingPipeline, PendingItem
 from memray.errors import UnavailableError
+from memray.ids import Namespace
+from memray.index.client import ShardClient
 from memray.index.router import ShardRouter
 from memray.index.shard import VectorShard
-from memray.index.client import ShardClient
 from memray.rpc.local import LocalRef
 from memray.store.client import StoreClient
 from memray.store.history import HistoryStore
-from memray.ids import Namespace
 
 NS = Namespace("app", "u", "conv", "c")
 

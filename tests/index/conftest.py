@@ -5,9 +5,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from memray.ids import Namespace
 from memray.index.base import ShardHit
 from memray.index.search import Mode, Query
-from memray.ids import Namespace
 
 
 def unit(rng: np.random.Generator, n: int, dim: int) -> npt.NDArray[np.float32]:

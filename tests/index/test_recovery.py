@@ -22,7 +22,7 @@ from memray.rpc.local import LocalRef
 from memray.store.client import StoreClient
 from memray.store.history import HistoryStore
 from memray.store.rows import EmbeddingRow
-from tests.index.conftest import find, find_user
+from tests.index.conftest import find_user
 from tests.store.conftest import msg
 
 DIM = 8

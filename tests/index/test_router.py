@@ -10,10 +10,10 @@ import pytest
 
 from memray.config import IndexConfig
 from memray.errors import UnavailableError
+from memray.ids import Namespace, user_hash
 from memray.index import IndexItem, ShardRouter, VectorShard
 from memray.index.client import ShardClient
 from memray.rpc.local import LocalRef
-from memray.ids import Namespace, user_hash
 from tests.index.conftest import find, find_app, query, unit
 
 DIM = 8

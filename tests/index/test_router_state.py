@@ -4,9 +4,9 @@ shard restarted from its snapshot now and then) must agree with exact search per
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
 import shutil
 import tempfile
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from memray.config import IndexConfig
+from memray.ids import Namespace
 from memray.index import IndexItem, ShardHit, ShardRouter, VectorShard
 from memray.index.client import ShardClient
 from memray.rpc.local import LocalRef
-from memray.ids import Namespace
 from tests.index.conftest import clustered, query
 
 DIM = 32

@@ -9,10 +9,10 @@ import pytest
 
 from memray.config import IndexConfig
 from memray.errors import ModelMismatchError
+from memray.ids import Namespace
 from memray.index import IndexItem, ShardHit, VectorShard
 from memray.store.base import IndexRow
-from memray.ids import Namespace
-from tests.index.conftest import WEIGHT, clustered, find, find_app, find_user, unit
+from tests.index.conftest import WEIGHT, clustered, find, find_app, unit
 
 DIM = 16
 MODEL = "hash-v1"

@@ -15,7 +15,13 @@ pytest.importorskip("langgraph")
 from langgraph.graph import END, START, StateGraph  # noqa: E402
 from langgraph.runtime import Runtime  # noqa: E402
 from langgraph.store.base import (  # noqa: E402
-    BaseStore, GetOp, InvalidNamespaceError, ListNamespacesOp, MatchCondition, PutOp, SearchOp,
+    BaseStore,
+    GetOp,
+    InvalidNamespaceError,
+    ListNamespacesOp,
+    MatchCondition,
+    PutOp,
+    SearchOp,
 )
 from langgraph.store.memory import InMemoryStore  # noqa: E402
 

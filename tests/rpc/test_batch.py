@@ -1,7 +1,5 @@
 import asyncio
 
-import pytest
-
 from memray.rpc.batch import Coalescer
 
 

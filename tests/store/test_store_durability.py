@@ -8,9 +8,9 @@ import textwrap
 
 import numpy as np
 
+from memray.ids import conversation_namespace
 from memray.store.history import HistoryStore
 from memray.store.rows import EmbeddingRow
-from memray.ids import conversation_namespace
 
 from .conftest import KEY, entry, msg
 

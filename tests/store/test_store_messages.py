@@ -50,8 +50,8 @@ def test_repeated_id_in_one_batch_keeps_first_seq_last_content(store: HistorySto
 def test_upsert_resets_embedding_and_drops_stale_vector(store: HistoryStore) -> None:
     import numpy as np
 
-    from memray.store.rows import EmbeddingRow
     from memray.ids import conversation_namespace
+    from memray.store.rows import EmbeddingRow
     store.append_messages([msg(1)])
     ns = conversation_namespace(KEY)
     assert store.put_embeddings([EmbeddingRow(ns, "m1", "hash", np.ones(3))]) == 1
