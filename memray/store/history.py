@@ -22,7 +22,7 @@ import pyarrow as pa
 from memray.ids import ConversationKey, Namespace, validate_id
 from memray.models import ConversationOrder
 from memray.store import conversations as conv
-from memray.store import deadletter, export, items, messages
+from memray.store import deadletter, entries, export, items, messages
 from memray.store.base import ConversationSnapshot, IndexRow, SummaryState, WMScope
 from memray.store.database import Database
 from memray.store.deadletter import CommitResult, DeadLetter
@@ -241,10 +241,10 @@ class HistoryStore:
     def put_entries(self, rows: list[EntryRow], replace_session: tuple[str, str, str] | None = None) -> list[str]:
         """Insert/replace entries; returns ids whose old version (and vectors) were removed.
         Durable on return."""
-        return items.put_entries(self._db, rows, replace_session)
+        return entries.put_entries(self._db, rows, replace_session)
 
     def get_entries(self, app: str, user_id: str, ids: list[str]) -> list[EntryRow]:
-        return items.get_entries(self._db, app, user_id, ids)
+        return entries.get_entries(self._db, app, user_id, ids)
 
     def list_entries(
         self, app: str, user_id: str, project_id: str | None = None, session_id: str | None = None,
@@ -252,15 +252,15 @@ class HistoryStore:
     ) -> list[EntryRow]:
         """Newest first. Not ``all_projects``: ``project_id=None`` → global entries only,
         ``project_id=P`` → P's entries only. ``session_id`` narrows further."""
-        return items.list_entries(self._db, app, user_id, project_id, session_id, all_projects, limit)
+        return entries.list_entries(self._db, app, user_id, project_id, session_id, all_projects, limit)
 
     def entry_projects(self, app: str, user_id: str | None = None) -> list[tuple[str, str]]:
         """Distinct (user_id, project_id) holding entries in ``app`` (one user's if given)."""
-        return items.entry_projects(self._db, app, user_id)
+        return entries.entry_projects(self._db, app, user_id)
 
     def delete_entries(self, app: str, user_id: str, ids: list[str]) -> int:
         """Delete entries and their vectors; returns entries deleted. Durable on return."""
-        return items.delete_entries(self._db, app, user_id, ids)
+        return entries.delete_entries(self._db, app, user_id, ids)
 
     # -- erasure and exports --------------------------------------------------------------
     def delete_user(self, app: str, user_id: str) -> dict[str, int]:
