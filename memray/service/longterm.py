@@ -39,51 +39,44 @@ no query syntax.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import weakref
-from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
-from memray.arguments import check_limit, check_min_score, check_mode, check_query
+from memray.arguments import check_query
 from memray.embedding.pipeline import EmbeddingPipeline, PendingItem
 from memray.embedding.query import QueryEncoder
 from memray.errors import ValidationError
-from memray.ids import Namespace, entry_namespace, validate_id, validate_project_id
-from memray.models import MemoryEntry, MemoryResult, RetrievalMode, SearchMemoryResponse, SearchRequest
-from memray.service.entries import EntryInput, coerce_entries, entry_matches, entry_payload, unscored
+from memray.ids import entry_namespace, validate_id, validate_project_id
+from memray.models import RetrievalMode
+from memray.service.entries import EntryInput, coerce_entries, entry_matches, entry_payload
+from memray.service.reader import DEFAULT_LIMIT, EntryReader
 from memray.store.client import StoreClient
-from memray.store.rows import EntryRow, entry_to_row, row_to_entry
+from memray.store.rows import EntryRow, entry_to_row
 from memray.text import tokenize
 
 if TYPE_CHECKING:
     from memray.embedding.base import Embedder
-    from memray.index.base import ShardHit
     from memray.index.router import ShardRouter
 
 __all__ = ["MemoryService", "DEFAULT_LIMIT"]
 
 log = logging.getLogger(__name__)
 
-#: Results a search returns when ``limit`` is None.
-DEFAULT_LIMIT = 10
 
-class MemoryService:
-    """The long-term memory service (see the module docstring). All methods are coroutines."""
+class MemoryService(EntryReader):
+    """The long-term memory service (see the module docstring): the reads of
+    :class:`~memray.service.reader.EntryReader` and the writes. All methods are coroutines."""
 
     def __init__(
         self, store: StoreClient, router: ShardRouter, encoder: QueryEncoder, default_mode: RetrievalMode = "hybrid",
         batch_size: int = 256, backoff_s: float = 0.5, backoff_max_s: float = 30.0, index_timeout_s: float = 60.0,
     ) -> None:
-        self._store = store
-        self._router = router
-        self._encoder = encoder
-        self._mode = default_mode
+        super().__init__(store, router, encoder, default_mode)
         self._index_timeout_s = index_timeout_s
         self._pipeline = EmbeddingPipeline(encoder.embedder, store, router, batch_size, backoff_s, backoff_max_s)
         self._locks: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = weakref.WeakValueDictionary()
-        #: Called before each search (the facade checks for a re-embedding cutover there).
-        self.before_search: Callable[[], None] | None = None
 
     def set_embedder(self, embedder: Embedder | None) -> None:
         """Embed entries with ``embedder`` from now on (after a re-embedding cutover; queries
@@ -173,103 +166,6 @@ class MemoryService:
             calls.append(self._store.list_entries(app, user_id, None, session_id, True, None))
         found: list[list[EntryRow]] = list(await asyncio.gather(*calls))
         return {r.id: r.project_id for rows in found for r in rows}
-
-    # -- reads ------------------------------------------------------------------------------
-    async def search(self, request: SearchRequest | dict[str, Any]) -> SearchMemoryResponse:
-        """Ranked entries relevant to ``request.query`` in the request's scope (module docstring)."""
-        req = request if isinstance(request, SearchRequest) else _parse_request(request)
-        app, user_id = validate_id("app_name", req.app_name), validate_id("user_id", req.user_id)
-        project_id = None if req.project_id is None else validate_project_id(req.project_id)
-        limit = check_limit(req.limit, DEFAULT_LIMIT)
-        min_score = check_min_score(req.min_score)
-        scopes: list[str | None] = [None] if project_id is None else [None, project_id]
-        return await self._search(app, user_id, req.query, scopes, limit, min_score, check_mode(req.mode))
-
-    async def search_projects(
-        self, app: str, user_id: str, query: str, project_ids: Sequence[str | None], limit: int | None = None,
-        min_score: float | None = None, mode: RetrievalMode | None = None,
-    ) -> SearchMemoryResponse:
-        """Like :meth:`search`, over exactly the scopes listed (``None``: the global entries):
-        ``search`` always includes the global entries, this includes only what is asked for.
-        Ranked and scored as ``search``; no scopes, no results."""
-        validate_id("app", app)
-        validate_id("user_id", user_id)
-        scopes = [None if p is None else validate_project_id(p) for p in dict.fromkeys(project_ids)]
-        return await self._search(app, user_id, query, scopes, check_limit(limit, DEFAULT_LIMIT),
-                                  check_min_score(min_score), check_mode(mode))
-
-    async def _search(
-        self, app: str, user_id: str, query: str, scopes: list[str | None], limit: int, min_score: float | None,
-        mode: RetrievalMode | None,
-    ) -> SearchMemoryResponse:
-        check_query(query)
-        if not tokenize(query) or not scopes:
-            return SearchMemoryResponse(memories=[])
-        namespaces = [entry_namespace(app, user_id, p) for p in scopes]
-        if self.before_search is not None:
-            self.before_search()
-        encoded = await self._encoder.encode(query, mode or self._mode)
-        result = await self._router.search(namespaces, encoded.query(query, limit, min_score))
-        memories = await self._hydrate(app, user_id, [h for h in result.hits if Namespace(*h.namespace) in namespaces])
-        reasons = [r for r in (encoded.failed, result.reason) if r]
-        return SearchMemoryResponse(memories=memories, degraded=bool(reasons), reason="; ".join(reasons) or None)
-
-    async def _hydrate(self, app: str, user_id: str, hits: Sequence[ShardHit]) -> list[MemoryResult]:
-        """Hits as results: from the shard's payload, or from the store where it has none."""
-        missing = [h.doc_id for h in hits if not h.payload]
-        rows: list[EntryRow] = await self._store.get_entries(app, user_id, missing) if missing else []
-        by_id = {r.id: r for r in rows}
-        out = []
-        for h in hits:
-            if h.payload:
-                data = json.loads(h.payload)
-                out.append(MemoryResult(entry=MemoryEntry.model_validate(data["entry"]), score=h.score,
-                                        session_id=data.get("session_id"), project_id=data.get("project_id")))
-            elif (row := by_id.get(h.doc_id)) is not None and (row.project_id or "") == h.namespace[3]:
-                out.append(MemoryResult(entry=row_to_entry(row), score=h.score, session_id=row.session_id,
-                                        project_id=row.project_id))
-        return out
-
-    async def list_recent(self, app: str, user_id: str, limit: int | None = None, project_id: str | None = None) -> list[MemoryResult]:
-        """The newest entries (timestamp, then id, descending) in the search scope of
-        ``project_id`` (None: global only; P: global plus P). ``score`` is 0.0: not a search."""
-        validate_id("app", app)
-        validate_id("user_id", user_id)
-        n = check_limit(limit, DEFAULT_LIMIT)
-        calls = [self._store.list_entries(app, user_id, None, None, False, n)]
-        if project_id is not None:
-            calls.append(self._store.list_entries(app, user_id, validate_project_id(project_id), None, False, n))
-        rows = [r for part in await asyncio.gather(*calls) for r in part]
-        rows.sort(key=lambda r: (r.timestamp, r.id), reverse=True)
-        return [unscored(r) for r in rows[:n]]
-
-    async def list_entries(self, app: str, user_id: str, project_id: str | None = None,
-                           limit: int | None = None) -> list[MemoryResult]:
-        """Every entry of exactly one scope, newest first: the global entries (``project_id=None``)
-        or P's alone (unlike :meth:`list_recent`, which adds the global ones). ``limit`` None: all."""
-        validate_id("app", app)
-        validate_id("user_id", user_id)
-        n = check_limit(limit, None, none_means="every entry")
-        project = None if project_id is None else validate_project_id(project_id)
-        rows: list[EntryRow] = await self._store.list_entries(app, user_id, project, None, False, n)
-        return [unscored(r) for r in rows]
-
-    async def get_entries(self, app: str, user_id: str, ids: Sequence[str]) -> list[MemoryResult]:
-        """Entries by id, in the order of ``ids``; ids not stored are skipped. ``score`` is 0.0."""
-        validate_id("app", app)
-        validate_id("user_id", user_id)
-        wanted = [validate_id("entry.id", i) for i in ids]
-        rows: list[EntryRow] = await self._store.get_entries(app, user_id, wanted) if wanted else []
-        return [unscored(r) for r in rows]
-
-    async def list_projects(self, app: str, user_id: str | None = None) -> list[tuple[str, str]]:
-        """(user_id, project_id) of every project holding entries in ``app`` — of one user when
-        ``user_id`` is given — sorted. An explicit app-wide read when ``user_id`` is None."""
-        validate_id("app", app)
-        if user_id is not None:
-            validate_id("user_id", user_id)
-        projects: list[tuple[str, str]] = await self._store.entry_projects(app, user_id)
-        return projects
 
     # -- deletes ----------------------------------------------------------------------------
     async def delete_entries(self, app: str, user_id: str, query: str) -> dict[str, int]:
@@ -368,21 +264,3 @@ class MemoryService:
         picked up by the next start's sweep or the backfill job."""
         await self._pipeline.wait_idle(self._index_timeout_s)
         await self._pipeline.close()
-
-
-def _parse_request(data: Any) -> SearchRequest:
-    if not isinstance(data, dict):
-        raise ValidationError("request", data, f"must be a SearchRequest or a dict, got {type(data).__name__}")
-    # the shared rules first: pydantic would coerce True to 1 and "5" to 5, and word its errors its own way
-    check_limit(data.get("limit"), DEFAULT_LIMIT)
-    check_min_score(data.get("min_score"))
-    check_mode(data.get("mode"))
-    try:
-        return SearchRequest.model_validate(data)
-    except Exception as exc:
-        errors = getattr(exc, "errors", None)
-        if callable(errors):
-            first = errors()[0]
-            loc = ".".join(str(p) for p in first.get("loc", ())) or "request"
-            raise ValidationError(loc, first.get("input", data), first.get("msg", str(exc))) from exc
-        raise ValidationError("request", data, str(exc)) from exc
