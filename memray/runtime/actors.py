@@ -27,8 +27,7 @@ import functools
 import logging
 import os
 import re
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import ray
@@ -39,13 +38,12 @@ from memray import metrics
 from memray.config import IndexConfig, MemoryConfig
 from memray.conversation.client import HostClient
 from memray.conversation.host import ConversationHost
-from memray.embedding import build_embedder
 from memray.errors import DeadLetterError, StoreError, UnavailableError
 from memray.ids import stable_hash
 from memray.index.client import ShardClient
 from memray.index.recovery import RecoveringShard, ShardKeeper
-from memray.rpc.client import Priority
-from memray.runtime.deploy import shard_path
+from memray.rpc.gate import PriorityGate
+from memray.runtime.deploy import active_model, shard_path
 from memray.store.client import StoreClient
 from memray.store.database import check_not_in_use
 from memray.store.history import HistoryStore
@@ -147,35 +145,9 @@ def _drop_ray_notices(notices: tuple[str, ...]) -> None:
     ray_worker.print_to_stdstream = print_unless_by_design
 
 
-class _PriorityGate:
-    """One call at a time into the store, most urgent first: message commits (what durable lag
-    waits for), then reads and other writes, then background work (vectors, scans, exports).
-    Under load the background waits; nothing is reordered within a level."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._busy = False
-        self._waiting = [0] * len(Priority)
-
-    @contextlib.contextmanager
-    def hold(self, level: Priority) -> Iterator[None]:
-        with self._cond:
-            self._waiting[level] += 1
-            while self._busy or any(self._waiting[:level]):
-                self._cond.wait()
-            self._waiting[level] -= 1
-            self._busy = True
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._busy = False
-                self._cond.notify_all()
-
-
 class StoreActor(HistoryStore):
     """Opens its file when the actor starts, and again when Ray restarts it. A threaded actor
-    whose calls pass one at a time through a :class:`_PriorityGate`, each at the priority its
+    whose calls pass one at a time through a :class:`~memray.rpc.gate.PriorityGate`, each at the priority its
     :class:`~memray.store.client.StoreClient` method declares (see :func:`_gated`).
 
     If the file cannot be opened (another process holds it), the actor does not fail its
@@ -184,7 +156,7 @@ class StoreActor(HistoryStore):
 
     def __init__(self, path: str, namespace: str = "") -> None:
         super().__init__(path)
-        self._gate = _PriorityGate()
+        self._gate = PriorityGate()
         self._open_error: StoreError | None = None
         owner = {"mode": "ray", "role": "store actor", "address": _gcs_address(), "namespace": namespace}
         try:
@@ -276,36 +248,24 @@ class RayDeployment:
         opts.update(extra)
         return opts
 
+    def _actor(self, cls: type, role: str, label: str, args: tuple[Any, ...], **options: Any) -> RayRef:
+        """The named actor ``role`` of ``cls`` (created, or the running one: ``get_if_exists``)."""
+        return RayRef(ray.remote(cls).options(**self._options(role, **options)).remote(*args), label)
+
     def create(self) -> None:
-        cfg = self.config
-        embedder = build_embedder(cfg.embedder)
-        dim = embedder.dim if embedder is not None else cfg.embedder.dim
-        model_id = embedder.model_id if embedder is not None else "none"
+        cfg, ns = self.config, self.config.namespace
+        dim, model_id = active_model(cfg)
         pin = {"resources": {cfg.store_resource: 0.01}} if cfg.store_resource else {}
-        store = ray.remote(StoreActor).options(**self._options("store", max_concurrency=32, **pin)).remote(
-            cfg.store_path, cfg.namespace)
-        store_name, ns = f"{self.prefix}:store", cfg.namespace
+        store = self._actor(StoreActor, "store", "history store", (cfg.store_path, ns), max_concurrency=32, **pin)
+        store_name = f"{self.prefix}:store"
         shard_names = [f"{self.prefix}:shard-{i}" for i in range(cfg.shards)]
-        shards = [
-            RayRef(
-                ray.remote(ShardActor).options(**self._options(f"shard-{i}")).remote(
-                    i, shard_path(cfg, i), dim, model_id, cfg.index, store_name, ns, cfg.shards
-                ),
-                f"shard {i}",
-            )
-            for i in range(cfg.shards)
-        ]
-        hosts = [
-            RayRef(
-                ray.remote(HostActor).options(**self._options(f"host-{i}", max_concurrency=10_000)).remote(
-                    i, cfg, store_name, shard_names
-                ),
-                f"host {i}",
-            )
-            for i in range(cfg.hosts)
-        ]
-        self._refs = [RayRef(store, "history store"), *shards, *hosts]
-        self.store = StoreClient(self._refs[0])
+        shards = [self._actor(ShardActor, f"shard-{i}", f"shard {i}",
+                              (i, shard_path(cfg, i), dim, model_id, cfg.index, store_name, ns, cfg.shards))
+                  for i in range(cfg.shards)]
+        hosts = [self._actor(HostActor, f"host-{i}", f"host {i}", (i, cfg, store_name, shard_names),
+                             max_concurrency=10_000) for i in range(cfg.hosts)]
+        self._refs = [store, *shards, *hosts]
+        self.store = StoreClient(store)
         self.shards = [ShardClient(ref) for ref in shards]
         self.hosts = [HostClient(ref) for ref in hosts]
 

@@ -23,6 +23,14 @@ def shard_path(config: MemoryConfig, shard_id: int) -> str:
     return os.path.join(config.vectors_path, f"shard-{shard_id}")
 
 
+def active_model(config: MemoryConfig) -> tuple[int, str]:
+    """The dim and model id the shards index: the configured embedder's (``"none"`` without one)."""
+    from memray.embedding import build_embedder
+
+    embedder = build_embedder(config.embedder)
+    return (embedder.dim, embedder.model_id) if embedder is not None else (config.embedder.dim, "none")
+
+
 class Deployment(Protocol):
     store: StoreClient
     shards: list[ShardClient]
@@ -40,14 +48,11 @@ class LocalDeployment:
 
     def __init__(self, config: MemoryConfig) -> None:
         from memray.conversation.host import ConversationHost
-        from memray.embedding import build_embedder
         from memray.index.recovery import RecoveringShard
         from memray.store.history import HistoryStore
 
         self.config = config
-        embedder = build_embedder(config.embedder)
-        dim = embedder.dim if embedder is not None else config.embedder.dim
-        model_id = embedder.model_id if embedder is not None else "none"
+        dim, model_id = active_model(config)
         self._store = HistoryStore(config.store_path)
         # a RecoveringShard that never recovers (it cannot die apart from this process): the same
         # core as a shard actor, so wait_indexed() can level it with the store in both modes
