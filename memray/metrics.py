@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import math
+import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -34,7 +35,7 @@ __all__ = [
     "Counter", "Histogram", "LagRecorder", "snapshot", "export", "ray_active",
     "MESSAGES_COMMITTED", "FLUSH_LAG", "SEARCH_LATENCY", "EMBEDDING_FAILURES", "DEGRADED_RECALLS",
     "DEAD_LETTERS", "MESSAGES_LOST",
-    "LAG_BOUNDARIES_S", "LATENCY_BOUNDARIES_S", "percentiles",
+    "LAG_BOUNDARIES_S", "LATENCY_BOUNDARIES_S", "percentiles", "rss_bytes",
 ]
 
 EXPORT_INTERVAL_S = 1.0
@@ -286,3 +287,12 @@ class LagRecorder:
         if reset:
             self.lags = []
         return out
+
+
+def rss_bytes() -> int:
+    """This process's resident memory in bytes (0 where /proc is not there to say)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return 0

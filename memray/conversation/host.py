@@ -24,17 +24,23 @@ from memray.config import EmbedderConfig, MemoryConfig
 from memray.conversation.buffer import MessageBuffer
 from memray.conversation.core import Conversation, matches, overlay
 from memray.conversation.ledger import AckLedger
+from memray.conversation.summarizer import build_summarizer
+from memray.conversation.summary import SummaryKeeper
 from memray.conversation.tail import Tail, TailKeeper
 from memray.conversation.writes import WritePath
+from memray.embedding.active import resolve_config
+from memray.embedding.factory import build_embedder
 from memray.embedding.pipeline import EmbeddingPipeline, PendingItem
 from memray.errors import ClosedError, DeadLetterError
 from memray.ids import ConversationKey, Namespace, conversation_namespace
 from memray.index.client import ShardClient
-from memray.metrics import LagRecorder
+from memray.index.router import ShardRouter
+from memray.metrics import LagRecorder, rss_bytes
 from memray.models import Message
 from memray.store.base import ConversationSnapshot
 from memray.store.client import StoreClient
 from memray.store.rows import row_to_message
+from memray.text import estimate_tokens
 
 __all__ = ["ConversationHost"]
 
@@ -78,15 +84,7 @@ class ConversationHost:
 
     def _build(self) -> None:
         self._started = True
-        from memray.conversation.summarizer import build_summarizer
-        from memray.conversation.summary import SummaryKeeper
-        from memray.embedding import build_embedder
-        from memray.embedding.active import resolve_config
-
         self.config = resolve_config(self.config)  # a re-embedding job may have switched models
-        from memray.index.router import ShardRouter
-        from memray.text import estimate_tokens
-
         self._router = ShardRouter(self._shards)
         self._embedder = build_embedder(self.config.embedder)
         self._pipeline = EmbeddingPipeline(
@@ -310,8 +308,6 @@ class ConversationHost:
     async def set_embedder(self, config: EmbedderConfig) -> str:
         """Embed new writes with the model ``config`` describes from now on (the re-embedding
         job's switch). Returns its model id. Idempotent."""
-        from memray.embedding import build_embedder
-
         await self.start()
         embedder = build_embedder(config)
         self.config = self.config.model_copy(update={"embedder": config})
@@ -332,7 +328,7 @@ class ConversationHost:
             "embedding_error": self._pipeline.last_error,
             "dead_letters": self._writes.dead_letters,
             "lost_on_restart": self.lost_on_restart,
-            "rss_bytes": _rss_bytes(),
+            "rss_bytes": rss_bytes(),
         }
 
     async def ping(self) -> bool:
@@ -372,11 +368,3 @@ class ConversationHost:
             self._ledger.reset()  # everything acknowledged is durable: nothing to resolve next time
         self._ledger.close()
         return report
-
-
-def _rss_bytes() -> int:
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except OSError:
-        return 0
