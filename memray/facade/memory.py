@@ -14,7 +14,6 @@ before anything is sent. Every call on a closed memray raises the same
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Coroutine, Iterable
 from typing import Any, TypeVar
 
@@ -25,10 +24,10 @@ from memray.conversation.note import WorkingMemorySpec
 from memray.conversation.recall import Recall, SearchResults
 from memray.embedding.base import Embedder
 from memray.embedding.query import QueryEncoder
-from memray.errors import ClosedError, StoreError, ValidationError
+from memray.errors import ClosedError, ValidationError
 from memray.facade.conversation import ConversationHandle
 from memray.facade.service import MemoryServiceHandle
-from memray.facade.session import Session
+from memray.facade.session import Session, check_path, raise_unpersisted
 from memray.ids import ConversationKey, validate_id
 from memray.index.router import ShardRouter
 from memray.models import (
@@ -81,7 +80,7 @@ class Memory:
 
     # -- lifecycle ------------------------------------------------------------------------
     def _start(self) -> Memory:
-        _check_path(self.config)
+        check_path(self.config)
         if self.config.mode == "ray":  # here, not on the loop's thread: Ray wants the main thread
             from memray.runtime.actors import ensure_ray
 
@@ -123,7 +122,7 @@ class Memory:
                 from memray.runtime.actors import shutdown_ray
 
                 shutdown_ray()  # stops a local Ray this driver started; only disconnects from a joined one
-        _raise_unpersisted(reports)
+        raise_unpersisted(reports)
 
     async def aclose(self, terminate: bool | None = None) -> None:
         await asyncio.to_thread(self.close, terminate)
@@ -348,28 +347,3 @@ class Memory:
 
     async def averify_deleted(self, *, user_id: str, app: str = "default") -> DeletionProof:
         return await self._arun(self._check_open().verify(app, user_id))
-
-
-
-def _raise_unpersisted(reports: list[dict[str, Any]]) -> None:
-    lost = sum(int(r.get("unpersisted", 0)) for r in reports)
-    dead = sum(int(r.get("dead_letters", 0)) for r in reports)
-    errors = [f"{r.get('host', '?')}: {r['error']}" for r in reports if r.get("error")]
-    if lost or dead or errors:
-        raise StoreError(
-            f"closed, but {lost} acknowledged message(s) could not be made durable and {dead} were dead-lettered "
-            f"({'; '.join(errors)[:500]}); dead letters are listed by Memory.dead_letters() after reopening"
-        )
-
-
-def _check_path(config: MemoryConfig) -> None:
-    """The data directory: a directory (created if missing), never a file."""
-    path = config.path
-    if os.path.exists(config.root) and not os.path.isdir(config.root):
-        raise ValidationError("path", path, "is a file, not a directory",
-                              "give a directory (memray creates it if missing and keeps history.duckdb, vectors/ and exports/ in it)")
-    try:
-        os.makedirs(config.root, exist_ok=True)
-    except OSError as exc:
-        raise ValidationError("path", path, f"cannot be created: {exc.strerror or exc}",
-                              "give a directory you can write to") from exc

@@ -12,6 +12,7 @@ validates, routes and offers it sync and async.
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,14 +23,14 @@ from memray.embedding.active import ModelWatcher
 from memray.embedding.base import Embedder
 from memray.embedding.calibration import Calibration
 from memray.embedding.query import QueryEncoder
-from memray.errors import DeadLetterError, UnavailableError
+from memray.errors import DeadLetterError, StoreError, UnavailableError, ValidationError
 from memray.ids import ConversationKey
 from memray.index.router import ShardRouter
 from memray.models import DeletionProof, DeletionReceipt, Message
 from memray.runtime.deploy import Deployment, LocalDeployment
 from memray.service.longterm import MemoryService
 
-__all__ = ["Session"]
+__all__ = ["Session", "check_path", "raise_unpersisted"]
 
 
 @dataclass
@@ -181,3 +182,29 @@ def _calibration(config: MemoryConfig, embedder: Embedder | None) -> Calibration
     if config.index.vector_weight is not None:
         weight = config.index.vector_weight
     return Calibration(threshold, weight)
+
+
+def raise_unpersisted(reports: list[dict[str, Any]]) -> None:
+    """Raise StoreError if the hosts' close reports (:meth:`Session.stop`) say something
+    acknowledged was not made durable or was dead-lettered."""
+    lost = sum(int(r.get("unpersisted", 0)) for r in reports)
+    dead = sum(int(r.get("dead_letters", 0)) for r in reports)
+    errors = [f"{r.get('host', '?')}: {r['error']}" for r in reports if r.get("error")]
+    if lost or dead or errors:
+        raise StoreError(
+            f"closed, but {lost} acknowledged message(s) could not be made durable and {dead} were dead-lettered "
+            f"({'; '.join(errors)[:500]}); dead letters are listed by Memory.dead_letters() after reopening"
+        )
+
+
+def check_path(config: MemoryConfig) -> None:
+    """The data directory: a directory (created if missing), never a file."""
+    path = config.path
+    if os.path.exists(config.root) and not os.path.isdir(config.root):
+        raise ValidationError("path", path, "is a file, not a directory",
+                              "give a directory (memray creates it if missing and keeps history.duckdb, vectors/ and exports/ in it)")
+    try:
+        os.makedirs(config.root, exist_ok=True)
+    except OSError as exc:
+        raise ValidationError("path", path, f"cannot be created: {exc.strerror or exc}",
+                              "give a directory you can write to") from exc
