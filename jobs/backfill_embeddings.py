@@ -68,7 +68,9 @@ def parse_model(spec: str, base_url: str | None = None, batch_size: int = 256) -
         if kind == "local" and rest:
             return EmbedderConfig(kind="local", model=rest)
     except ValueError as exc:
-        raise ValidationError("model", spec, str(exc).splitlines()[0], "e.g. hash:384, openai:text-embedding-3-small:512") from exc
+        raise ValidationError(
+            "model", spec, str(exc).splitlines()[0], "e.g. hash:384, openai:text-embedding-3-small:512"
+        ) from exc
     raise ValidationError("model", spec, "unknown model spec", "use hash:<dim>, openai:<model>[:<dim>] or local:<name>")
 
 
@@ -78,8 +80,16 @@ class EmbedBatches:
     Returns, per export file in the batch, the rows seen and embedded: the driver marks a file
     done once all its rows were seen. Writes are upserts, so a retried batch changes nothing."""
 
-    def __init__(self, embedder_json: str, store_name: str, namespace: str, table: str, model_id: str, base: int,
-                 check_store: bool = False) -> None:
+    def __init__(
+        self,
+        embedder_json: str,
+        store_name: str,
+        namespace: str,
+        table: str,
+        model_id: str,
+        base: int,
+        check_store: bool = False,
+    ) -> None:
         import ray
 
         from memray.embedding import build_embedder
@@ -98,12 +108,18 @@ class EmbedBatches:
 
     async def _run(self, batch: pa.Table) -> dict[str, np.ndarray]:
         todo = pc.and_(pc.greater(batch["changed_version"], self.base), pc.not_equal(batch["text"], ""))
-        done = pc.and_(pc.equal(batch["embed_state"], "done"), pc.equal(pc.fill_null(batch["model_id"], ""), self.model_id))
+        done = pc.and_(
+            pc.equal(batch["embed_state"], "done"), pc.equal(pc.fill_null(batch["model_id"], ""), self.model_id)
+        )
         rows = batch.filter(pc.and_(todo, pc.invert(done)))
         kind = "conv" if self.table == "messages" else "entry"
         scope = rows["conversation_id"] if self.table == "messages" else pc.fill_null(rows["project_id"], "")
-        refs = [(Namespace(a, u, kind, s), d) for a, u, s, d in zip(
-            rows["app"].to_pylist(), rows["user_id"].to_pylist(), scope.to_pylist(), rows["id"].to_pylist())]
+        refs = [
+            (Namespace(a, u, kind, s), d)
+            for a, u, s, d in zip(
+                rows["app"].to_pylist(), rows["user_id"].to_pylist(), scope.to_pylist(), rows["id"].to_pylist()
+            )
+        ]
         if refs and self.check_store:  # a resumed run: skip what already has a vector of the model
             keep = await self.store.missing_embeddings(self.model_id, refs)
             rows, refs = rows.take(pa.array(keep, pa.int64())), [refs[i] for i in keep]
@@ -114,8 +130,11 @@ class EmbedBatches:
         seen = Counter(batch["path"].to_pylist())
         embedded = Counter(rows["path"].to_pylist())
         paths = sorted(seen)
-        return {"path": np.array(paths, dtype=object), "seen": np.array([seen[p] for p in paths]),
-                "embedded": np.array([embedded[p] for p in paths])}
+        return {
+            "path": np.array(paths, dtype=object),
+            "seen": np.array([seen[p] for p in paths]),
+            "embedded": np.array([embedded[p] for p in paths]),
+        }
 
 
 def _export_files(root: str) -> dict[str, list[str]]:
@@ -129,8 +148,16 @@ def _export_files(root: str) -> dict[str, list[str]]:
     return out
 
 
-def _bulk(mem: Any, target: EmbedderConfig, model_id: str, state: dict[str, Any], progress: ProgressFile,
-          workers: int, batch_size: int, cpus: float) -> int:
+def _bulk(
+    mem: Any,
+    target: EmbedderConfig,
+    model_id: str,
+    state: dict[str, Any],
+    progress: ProgressFile,
+    workers: int,
+    batch_size: int,
+    cpus: float,
+) -> int:
     """Embed every exported row changed after ``state['base']``; returns the rows embedded."""
     import pyarrow.parquet as pq
     import ray
@@ -151,12 +178,21 @@ def _bulk(mem: Any, target: EmbedderConfig, model_id: str, state: dict[str, Any]
         sizes = {f: pq.read_metadata(f).num_rows for f in todo}
         log(f"bulk {table}: {len(todo)} files, {sum(sizes.values())} rows (workers={workers}, gpus/worker={gpus})")
         ds = ray.data.read_parquet(todo, include_paths=True).map_batches(
-            EmbedBatches, batch_size=batch_size, batch_format="pyarrow", num_cpus=cpus, num_gpus=gpus,
+            EmbedBatches,
+            batch_size=batch_size,
+            batch_format="pyarrow",
+            num_cpus=cpus,
+            num_gpus=gpus,
             **pool_args(workers, mem.config.verbose),
-            fn_constructor_kwargs={"embedder_json": target.model_dump_json(), "store_name": store_name,
-                                   "namespace": mem.config.namespace, "table": table, "model_id": model_id,
-                                   "base": int(state["base"]),
-                                   "check_store": bool(state["base"] or state["files_done"])},
+            fn_constructor_kwargs={
+                "embedder_json": target.model_dump_json(),
+                "store_name": store_name,
+                "namespace": mem.config.namespace,
+                "table": table,
+                "model_id": model_id,
+                "base": int(state["base"]),
+                "check_store": bool(state["base"] or state["files_done"]),
+            },
         )
         seen: Counter[str] = Counter()
         with bar(sum(sizes.values()), f"embedding {table}", unit="row") as shown:
@@ -172,13 +208,16 @@ def _bulk(mem: Any, target: EmbedderConfig, model_id: str, state: dict[str, Any]
                 progress.save(state)
                 fail_point("bulk", batches)
                 if shown.disable:  # no terminal: a line per batch instead of the bar
-                    log(f"bulk {table}: {sum(seen.values())}/{sum(sizes.values())} rows read, {embedded} embedded, "
-                        f"{len(done)}/{len(todo)} files done")
+                    log(
+                        f"bulk {table}: {sum(seen.values())}/{sum(sizes.values())} rows read, {embedded} embedded, "
+                        f"{len(done)}/{len(todo)} files done"
+                    )
     return embedded
 
 
-async def _index_items(store: StoreClient, model_id: str, pending: list[tuple[Namespace, str, str]],
-                       vectors: np.ndarray) -> list[IndexItem]:
+async def _index_items(
+    store: StoreClient, model_id: str, pending: list[tuple[Namespace, str, str]], vectors: np.ndarray
+) -> list[IndexItem]:
     """Index items for vectors just stored: recency and payload from the store (deleted ones dropped)."""
     from memray.store.rows import row_to_message
 
@@ -214,7 +253,9 @@ async def _catch_up(mem: Any, embedder: Any, model_id: str, max_rounds: int = 50
         if not pending:
             break
         vectors = await asyncio.to_thread(embedder.embed, [p[2] for p in pending])
-        await store.put_embeddings([EmbeddingRow(ns, doc, model_id, vectors[i]) for i, (ns, doc, _) in enumerate(pending)])
+        await store.put_embeddings(
+            [EmbeddingRow(ns, doc, model_id, vectors[i]) for i, (ns, doc, _) in enumerate(pending)]
+        )
         items = await _index_items(store, model_id, pending, vectors)
         if items:
             await ShardRouter(mem._deployment.shards).upsert(items, model_id)
@@ -265,8 +306,14 @@ async def _switch(mem: Any, target: EmbedderConfig, embedder: Any, model_id: str
     return counts
 
 
-def run(config: MemoryConfig, target: EmbedderConfig, workers: int = 2, batch_size: int = 1024,
-        since: int | None = None, cpus_per_worker: float = 1.0) -> dict[str, Any]:
+def run(
+    config: MemoryConfig,
+    target: EmbedderConfig,
+    workers: int = 2,
+    batch_size: int = 1024,
+    since: int | None = None,
+    cpus_per_worker: float = 1.0,
+) -> dict[str, Any]:
     """Run (or resume) the backfill of ``target`` over the memray at ``config``; returns the
     result record (also the JSON line of :func:`main`)."""
     from memray.embedding import build_embedder
@@ -286,15 +333,19 @@ def run(config: MemoryConfig, target: EmbedderConfig, workers: int = 2, batch_si
     try:
         mem.wait_indexed(30.0)
         manifest = mem.export()
-        log(f"export: {manifest['rows']} changed rows, watermark {manifest['watermark']}; resuming above {state['base']}")
+        log(
+            f"export: {manifest['rows']} changed rows, watermark {manifest['watermark']}; resuming above {state['base']}"
+        )
         t_bulk = time.monotonic()
         bulk = _bulk(mem, target, model_id, state, progress, workers, batch_size, cpus_per_worker)
         bulk_s = time.monotonic() - t_bulk
         # every row of the current export files is now done: later runs read only files that a
         # later export rebuilt (and, in them, rows changed above the new base)
         files = {f for fs in _export_files(mem.config.exports_path).values() for f in fs}
-        state.update(base=max(int(state["base"]), int(manifest["watermark"])),
-                     files_done=sorted(files & set(state["files_done"])))
+        state.update(
+            base=max(int(state["base"]), int(manifest["watermark"])),
+            files_done=sorted(files & set(state["files_done"])),
+        )
         progress.save(state)
         staged = asyncio.run(_stage(mem, model_id, embedder.dim))
         counts = asyncio.run(_switch(mem, target, embedder, model_id))
@@ -304,22 +355,43 @@ def run(config: MemoryConfig, target: EmbedderConfig, workers: int = 2, batch_si
         mem.close(terminate=owned)
     seconds = time.monotonic() - t0
     rows = bulk + counts["catch_up"] + counts["final_catch_up"]
-    return {"job": "backfill_embeddings", "model": model_id, "workers": workers, "rows": rows,
-            "rows_per_s": round(rows / seconds, 1) if seconds else 0.0, "seconds": round(seconds, 3),
-            "bulk_rows": bulk, "bulk_seconds": round(bulk_s, 3),
-            "bulk_rows_per_s": round(bulk / bulk_s, 1) if bulk_s and bulk else 0.0,
-            "staged_vectors": staged, **counts, "watermark": state["base"]}
+    return {
+        "job": "backfill_embeddings",
+        "model": model_id,
+        "workers": workers,
+        "rows": rows,
+        "rows_per_s": round(rows / seconds, 1) if seconds else 0.0,
+        "seconds": round(seconds, 3),
+        "bulk_rows": bulk,
+        "bulk_seconds": round(bulk_s, 3),
+        "bulk_rows_per_s": round(bulk / bulk_s, 1) if bulk_s and bulk else 0.0,
+        "staged_vectors": staged,
+        **counts,
+        "watermark": state["base"],
+    }
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     from memray.cli import DefaultsHelpFormatter
 
-    parser = parser or argparse.ArgumentParser(prog="python -m jobs.backfill_embeddings", description=__doc__.splitlines()[0],
-                                               formatter_class=DefaultsHelpFormatter)
+    parser = parser or argparse.ArgumentParser(
+        prog="python -m jobs.backfill_embeddings",
+        description=__doc__.splitlines()[0],
+        formatter_class=DefaultsHelpFormatter,
+    )
     add_common_args(parser)
     parser.add_argument("--model", required=True, help="hash:<dim> | openai:<model>[:<dim>] | local:<name>")
-    parser.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint for openai: models (default: OPENAI_BASE_URL, else OpenAI's)")
-    parser.add_argument("--since", type=int, default=None, help="treat rows changed at or below this watermark as done (default: resume from the saved progress)")
+    parser.add_argument(
+        "--base-url",
+        default=None,
+        help="OpenAI-compatible endpoint for openai: models (default: OPENAI_BASE_URL, else OpenAI's)",
+    )
+    parser.add_argument(
+        "--since",
+        type=int,
+        default=None,
+        help="treat rows changed at or below this watermark as done (default: resume from the saved progress)",
+    )
     parser.add_argument("--batch-size", type=int, default=1024, help="rows per map_batches call")
     return parser
 

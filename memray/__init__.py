@@ -27,13 +27,7 @@ from memray.errors import (
     UnavailableError,
     ValidationError,
 )
-from memray.facade import (
-    ConversationHandle,
-    Memory,
-    MemoryServiceHandle,
-    WorkingMemoryHandle,
-    open,
-)
+from memray.facade import ConversationHandle, Memory, MemoryServiceHandle, WorkingMemoryHandle, open
 from memray.ids import ConversationKey, validate_id, validate_project_id
 from memray.models import (
     Context,

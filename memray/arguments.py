@@ -29,8 +29,17 @@ from memray.errors import ValidationError
 from memray.models import ConversationOrder, Merge, RetrievalMode, Role, Scope
 
 __all__ = [
-    "check_limit", "check_count", "check_min_score", "check_mode", "check_scope", "check_merge", "check_seq",
-    "check_query", "check_choice", "check_roles", "check_order",
+    "check_limit",
+    "check_count",
+    "check_min_score",
+    "check_mode",
+    "check_scope",
+    "check_merge",
+    "check_seq",
+    "check_query",
+    "check_choice",
+    "check_roles",
+    "check_order",
 ]
 
 MODES: tuple[str, ...] = get_args(RetrievalMode)
@@ -71,8 +80,12 @@ def check_min_score(value: object) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
         # NaN fails the range test too; inf is out of range
-        raise ValidationError("min_score", value, "must be a number in [0, 1] or None",
-                              "scores are in [0, 1] (README \"Scores\"); None keeps every hit")
+        raise ValidationError(
+            "min_score",
+            value,
+            "must be a number in [0, 1] or None",
+            'scores are in [0, 1] (README "Scores"); None keeps every hit',
+        )
     return float(value)
 
 
@@ -106,8 +119,12 @@ def check_seq(value: object, field: str) -> int | None:
     if value is None:
         return None
     if not _is_int(value) or cast(int, value) < 0:
-        raise ValidationError(field, value, "must be a non-negative integer seq or None",
-                              "seqs are the ints that add() returned and Message.seq holds")
+        raise ValidationError(
+            field,
+            value,
+            "must be a non-negative integer seq or None",
+            "seqs are the ints that add() returned and Message.seq holds",
+        )
     return cast(int, value)
 
 

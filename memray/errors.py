@@ -155,9 +155,7 @@ class MissingExtraError(MemrayError, ImportError):
     """An optional dependency is missing."""
 
     def __init__(self, package: str, extra: str) -> None:
-        super().__init__(
-            f"{package} is not installed; install the extra: pip install 'memray-agents[{extra}]'"
-        )
+        super().__init__(f"{package} is not installed; install the extra: pip install 'memray-agents[{extra}]'")
         self.package = package
         self.extra = extra
 

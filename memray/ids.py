@@ -45,7 +45,9 @@ def validate_id(field: str, value: object) -> str:
         raise InvalidIdError(field, value, "must not be empty", "pass a non-empty id")
     if len(value) > MAX_ID_CHARS:
         raise InvalidIdError(
-            field, value, f"is {len(value)} characters, the limit is {MAX_ID_CHARS}",
+            field,
+            value,
+            f"is {len(value)} characters, the limit is {MAX_ID_CHARS}",
             "use a shorter id (a hash of a long one works)",
         )
     if value.isascii() and value.isprintable():
@@ -53,12 +55,12 @@ def validate_id(field: str, value: object) -> str:
     for ch in value:
         category = unicodedata.category(ch)
         if category == "Cc":
-            raise InvalidIdError(
-                field, value, f"contains the control character {ch!r}", "remove control characters"
-            )
+            raise InvalidIdError(field, value, f"contains the control character {ch!r}", "remove control characters")
         if category == "Cs":
             raise InvalidIdError(
-                field, value, f"contains the lone surrogate {ch!r}, which UTF-8 cannot encode",
+                field,
+                value,
+                f"contains the lone surrogate {ch!r}, which UTF-8 cannot encode",
                 "decode the id properly, or replace what cannot be encoded: s.encode('utf-8', 'replace').decode()",
             )
     return value
@@ -104,9 +106,7 @@ class ConversationKey:
     @classmethod
     def of(cls, app: str, user_id: str, conversation_id: str) -> ConversationKey:
         return cls(
-            validate_id("app", app),
-            validate_id("user_id", user_id),
-            validate_id("conversation_id", conversation_id),
+            validate_id("app", app), validate_id("user_id", user_id), validate_id("conversation_id", conversation_id)
         )
 
     @property

@@ -183,8 +183,12 @@ def coerce_message(value: MessageInput, max_chars: int = MAX_CONTENT_CHARS) -> M
         except Exception as exc:  # pydantic's error: translate, naming the field
             raise _translate(exc, value) from exc
     else:
-        raise ValidationError("message", value, f"must be a Message or a dict, got {type(value).__name__}",
-                              "e.g. {'role': 'user', 'content': 'hello'}")
+        raise ValidationError(
+            "message",
+            value,
+            f"must be a Message or a dict, got {type(value).__name__}",
+            "e.g. {'role': 'user', 'content': 'hello'}",
+        )
     return check_message(msg, max_chars)
 
 
@@ -208,7 +212,9 @@ def check_message(msg: Message, max_chars: int = MAX_CONTENT_CHARS) -> Message:
         size += len(json_text("message.metadata", msg.metadata))
     if size > max_chars:
         raise ValidationError(
-            "message.parts", f"<{size} characters>", f"exceeds the cap of {max_chars} characters (parts and metadata)",
+            "message.parts",
+            f"<{size} characters>",
+            f"exceeds the cap of {max_chars} characters (parts and metadata)",
             "split the content or raise MemoryConfig.max_message_chars",
         )
     return msg
@@ -218,8 +224,12 @@ def _dump(field: str, part: BaseModel) -> Any:
     try:
         return part.model_dump(mode="json")
     except Exception as exc:  # pydantic cannot serialise a value in it (an arbitrary object)
-        raise ValidationError(field, part, f"is not JSON-serialisable: {exc}",
-                              "pass plain JSON values: str, int, float, bool, None, list, dict") from None
+        raise ValidationError(
+            field,
+            part,
+            f"is not JSON-serialisable: {exc}",
+            "pass plain JSON values: str, int, float, bool, None, list, dict",
+        ) from None
 
 
 def _translate(exc: Exception, value: Any) -> ValidationError:
@@ -235,8 +245,12 @@ def _translate(exc: Exception, value: Any) -> ValidationError:
         if kind == "missing":  # pydantic's input is then the whole message, not the field's value
             return ValidationError(f"message.{field}", MISSING, "is required", _MESSAGE_HINTS.get(field, ""))
         if kind == "extra_forbidden":
-            return ValidationError(f"message.{field}", first.get("input"), "unknown message field",
-                                   "a message has id, role, content (or parts), created_at and metadata; put the rest in metadata")
+            return ValidationError(
+                f"message.{field}",
+                first.get("input"),
+                "unknown message field",
+                "a message has id, role, content (or parts), created_at and metadata; put the rest in metadata",
+            )
         problem = str(first.get("msg", exc)).replace("Input should be", "must be", 1)
         return ValidationError(f"message.{field}", first.get("input", value), problem)
     return ValidationError("message", value, str(exc))

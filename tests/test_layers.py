@@ -87,8 +87,12 @@ def test_no_package_cycle() -> None:
 def test_every_import_points_down_the_layers() -> None:
     layer = {part: i for i, parts in enumerate(LAYERS) for part in parts}
     assert set(part_graph()) <= set(layer), f"parts missing from LAYERS: {set(part_graph()) - set(layer)}"
-    upward = [(source, target) for source, targets in part_graph().items() for target in targets
-              if layer[target] > layer[source]]
+    upward = [
+        (source, target)
+        for source, targets in part_graph().items()
+        for target in targets
+        if layer[target] > layer[source]
+    ]
     assert upward == [], f"imports that point up a layer: {upward}"
 
 

@@ -74,11 +74,13 @@ def test_durable_add_is_in_the_store_when_it_returns(mem):
 
 def test_search_finds_the_relevant_message(mem):
     conv = fresh(mem)
-    conv.add([
-        {"role": "user", "content": "My sister lives in Reykjavik and loves knitting."},
-        {"role": "user", "content": "The quarterly budget review is on Thursday."},
-        {"role": "user", "content": "I adopted a grey cat named Pixel."},
-    ])
+    conv.add(
+        [
+            {"role": "user", "content": "My sister lives in Reykjavik and loves knitting."},
+            {"role": "user", "content": "The quarterly budget review is on Thursday."},
+            {"role": "user", "content": "I adopted a grey cat named Pixel."},
+        ]
+    )
     assert mem.wait_indexed(30)
     hits = conv.search("what is my cat called?", limit=2)
     assert hits and "Pixel" in hits[0].message.text

@@ -21,9 +21,14 @@ def mem(tmp_path) -> Iterator[memray.Memory]:
 
 def test_deleted_messages_leave_every_store_and_seqs_are_not_reused(mem, tmp_path):
     conv = mem.conversation(user_id="u", conversation_id="c")
-    conv.add([{"id": "m1", "role": "user", "content": "my locker code is 4471"},
-              {"id": "m2", "role": "assistant", "content": "noted the wombat"},
-              {"id": "m3", "role": "user", "content": "and the bike lock is 9902"}], durable=True)
+    conv.add(
+        [
+            {"id": "m1", "role": "user", "content": "my locker code is 4471"},
+            {"id": "m2", "role": "assistant", "content": "noted the wombat"},
+            {"id": "m3", "role": "user", "content": "and the bike lock is 9902"},
+        ],
+        durable=True,
+    )
     mem.wait_indexed()
     mem.export(str(tmp_path / "export"))
 

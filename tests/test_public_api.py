@@ -67,8 +67,11 @@ def test_every_type_the_facade_signatures_use_is_exported() -> None:
 
 
 def test_every_error_is_exported() -> None:
-    defined = {name for name, obj in vars(errors).items()
-               if isinstance(obj, type) and issubclass(obj, errors.MemrayError) and obj.__module__ == errors.__name__}
+    defined = {
+        name
+        for name, obj in vars(errors).items()
+        if isinstance(obj, type) and issubclass(obj, errors.MemrayError) and obj.__module__ == errors.__name__
+    }
     assert defined and defined <= set(memray.__all__)
 
 
@@ -91,7 +94,8 @@ def test_every_call_has_an_a_prefixed_twin_with_the_same_parameters() -> None:
             twin = calls.get("a" + name)
             assert twin is not None and inspect.iscoroutinefunction(twin), f"{cls.__name__}.{name} has no a{name}"
             assert inspect.signature(twin) == inspect.signature(fn).replace(
-                return_annotation=inspect.signature(twin).return_annotation), f"{cls.__name__}.a{name} differs"
+                return_annotation=inspect.signature(twin).return_annotation
+            ), f"{cls.__name__}.a{name} differs"
             assert typing.get_type_hints(twin).get("return") == typing.get_type_hints(fn).get("return"), name
 
 

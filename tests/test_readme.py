@@ -56,7 +56,9 @@ def test_readme_python_block_runs_as_written(tmp_path, where, code, expected, sk
     if skip is not None:
         pytest.skip(f"{where}: {skip}")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, f"{where} failed:\n{out.stderr[-3000:]}"
     if expected is not None:
         assert _TIME.sub("<time>", out.stdout) == _TIME.sub("<time>", expected), f"{where} printed something else"
@@ -65,7 +67,9 @@ def test_readme_python_block_runs_as_written(tmp_path, where, code, expected, sk
 def test_only_blocks_that_cannot_run_here_are_skipped():
     for where, _, _, skip in BLOCKS:
         if skip is not None:
-            assert re.search(r"cluster|API key|network|GPU", skip), f"{where}: {skip!r} is not a reason it cannot run here"
+            assert re.search(r"cluster|API key|network|GPU", skip), (
+                f"{where}: {skip!r} is not a reason it cannot run here"
+            )
 
 
 def transcript_commands() -> list[str]:

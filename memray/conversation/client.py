@@ -43,16 +43,20 @@ class HostClient(Client):
 
     # -- writes (a retry says so: the host then returns the seqs the first attempt gave) -----------
     @resend(retried=True)
-    async def add(self, key: ConversationKey, messages: list[Message], durable: bool = False,
-        retried: bool = False) -> list[int]:
+    async def add(
+        self, key: ConversationKey, messages: list[Message], durable: bool = False, retried: bool = False
+    ) -> list[int]:
         return await self._call("add", key, messages, durable, retried=retried)
 
     @resend(retried=True)
-    async def add_many(self, batch: list[tuple[ConversationKey, list[Message]]], durable: bool = False,
-        retried: bool = False) -> list[list[int]]:
+    async def add_many(
+        self, batch: list[tuple[ConversationKey, list[Message]]], durable: bool = False, retried: bool = False
+    ) -> list[list[int]]:
         return await self._call("add_many", batch, durable, retried=retried)
 
-    async def flush(self, key: ConversationKey | None = None, timeout_s: float | None = None, report: bool = True) -> None:
+    async def flush(
+        self, key: ConversationKey | None = None, timeout_s: float | None = None, report: bool = True
+    ) -> None:
         return await self._call("flush", key, timeout_s, report)
 
     async def wait_indexed(self, timeout_s: float | None = None) -> bool:
@@ -60,8 +64,13 @@ class HostClient(Client):
 
     # -- reads -------------------------------------------------------------------------------------
     async def messages(
-        self, key: ConversationKey, limit: int | None = None, before_seq: int | None = None,
-        after_seq: int | None = None, roles: list[str] | None = None, metadata: dict[str, Any] | None = None,
+        self,
+        key: ConversationKey,
+        limit: int | None = None,
+        before_seq: int | None = None,
+        after_seq: int | None = None,
+        roles: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> list[Message]:
         return await self._call("messages", key, limit, before_seq, after_seq, roles, metadata)
 

@@ -59,7 +59,10 @@ class GroupCommitter:
         for rows in submissions:
             keys = [(r.app, r.user_id, r.conversation_id, r.id) for r in rows]
             mine = [i - start for i in sorted(bad) if start <= i < start + len(rows)]
-            out.append(Outcome([by_row[k] for k in keys if k in by_row], [bad[start + i] for i in mine],
-                               [rows[i].id for i in mine]))
+            out.append(
+                Outcome(
+                    [by_row[k] for k in keys if k in by_row], [bad[start + i] for i in mine], [rows[i].id for i in mine]
+                )
+            )
             start += len(rows)
         return out

@@ -27,13 +27,30 @@ class Conversation:
     shared by every conversation of a host): an idle conversation costs no timer, task or chain."""
 
     __slots__ = (
-        "key", "buffer", "_chain", "_make_chain", "last_seq", "whole", "deleted", "unsummarized_tokens", "summarizing",
-        "outside", "tail", "failed", "lost", "unindexed", "indexed_stamp",
+        "key",
+        "buffer",
+        "_chain",
+        "_make_chain",
+        "last_seq",
+        "whole",
+        "deleted",
+        "unsummarized_tokens",
+        "summarizing",
+        "outside",
+        "tail",
+        "failed",
+        "lost",
+        "unindexed",
+        "indexed_stamp",
     )
 
     def __init__(
-        self, key: ConversationKey, buffer: MessageBuffer, make_chain: Callable[[Conversation], PersistChain],
-        last_seq: int, whole: bool,
+        self,
+        key: ConversationKey,
+        buffer: MessageBuffer,
+        make_chain: Callable[[Conversation], PersistChain],
+        last_seq: int,
+        whole: bool,
     ) -> None:
         self.key = key
         self.buffer = buffer
@@ -108,8 +125,13 @@ class Conversation:
         re-add) or sent again by a retried call. Memray's own new ids need no lookup."""
         if self.whole and not self.buffer.evicted:
             return []
-        return [m.id for m in messages if self.buffer.target_of(m) is None and not (self.lost and m.id in self.lost)
-                and (retried or "id" in m.model_fields_set)]
+        return [
+            m.id
+            for m in messages
+            if self.buffer.target_of(m) is None
+            and not (self.lost and m.id in self.lost)
+            and (retried or "id" in m.model_fields_set)
+        ]
 
     def report(self, letters: list[DeadLetter]) -> None:
         """Keep dead letters for the next flush to raise."""
@@ -129,7 +151,11 @@ class Conversation:
             return True
         if limit is None:
             return False
-        held = self.buffer.recent() if before_seq is None else [m for m in self.buffer.recent() if (m.seq or 0) < before_seq]
+        held = (
+            self.buffer.recent()
+            if before_seq is None
+            else [m for m in self.buffer.recent() if (m.seq or 0) < before_seq]
+        )
         return len(held) >= limit
 
 
@@ -152,7 +178,9 @@ def matches(
     return True
 
 
-def overlay(durable: list[Message], unsettled: list[Message], limit: int | None, keep: Callable[[Message], bool]) -> list[Message]:
+def overlay(
+    durable: list[Message], unsettled: list[Message], limit: int | None, keep: Callable[[Message], bool]
+) -> list[Message]:
     """Durable messages from the store with the buffer's not-yet-durable ones laid over them."""
     by_id = {m.id: m for m in durable}
     for m in unsettled:

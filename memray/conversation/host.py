@@ -92,9 +92,21 @@ class ConversationHost:
         )
         self._pipeline.on_indexed = self._on_indexed
         summarizer = build_summarizer(self.config.summarizer)
-        self._keeper = None if summarizer is None else SummaryKeeper(self._store, summarizer, self.config.summarizer, estimate_tokens)
-        self._writes = WritePath(self.host_id, self.config, self._store, self._ledger, self._lag, self._pipeline,
-                                 self._keeper, lambda: self._conversations.values())
+        self._keeper = (
+            None
+            if summarizer is None
+            else SummaryKeeper(self._store, summarizer, self.config.summarizer, estimate_tokens)
+        )
+        self._writes = WritePath(
+            self.host_id,
+            self.config,
+            self._store,
+            self._ledger,
+            self._lag,
+            self._pipeline,
+            self._keeper,
+            lambda: self._conversations.values(),
+        )
 
     # -- conversations in memory ------------------------------------------------------------
     async def _get(self, key: ConversationKey) -> Conversation:
@@ -140,8 +152,9 @@ class ConversationHost:
         return conv
 
     # -- writes -----------------------------------------------------------------------------
-    async def add(self, key: ConversationKey, messages: list[Message], durable: bool = False,
-                  retried: bool = False) -> list[int]:
+    async def add(
+        self, key: ConversationKey, messages: list[Message], durable: bool = False, retried: bool = False
+    ) -> list[int]:
         """Add messages; their seqs, in order. ``retried``: the caller sent this call before and
         may not have had the answer (its host died): ids it sent keep the seqs they got."""
         conv = await self._get(key)
@@ -151,8 +164,9 @@ class ConversationHost:
             await self._writes.flush_one(conv, self.config.write_timeout_s)
         return seqs
 
-    async def add_many(self, batch: list[tuple[ConversationKey, list[Message]]], durable: bool = False,
-                       retried: bool = False) -> list[list[int]]:
+    async def add_many(
+        self, batch: list[tuple[ConversationKey, list[Message]]], durable: bool = False, retried: bool = False
+    ) -> list[list[int]]:
         """Add to many conversations in one call; seqs per conversation, in input order."""
         convs = await self._get_many([k for k, _ in batch])
         by_key = {c.key: c for c in convs}
@@ -164,7 +178,9 @@ class ConversationHost:
             await self._writes.flush_all(list(by_key.values()), self.config.write_timeout_s)
         return out
 
-    async def flush(self, key: ConversationKey | None = None, timeout_s: float | None = None, report: bool = True) -> None:
+    async def flush(
+        self, key: ConversationKey | None = None, timeout_s: float | None = None, report: bool = True
+    ) -> None:
         """Make everything acknowledged so far durable (one conversation, or all of this host's).
 
         Raises :class:`DeadLetterError` naming the messages of these conversations that could not
@@ -176,10 +192,14 @@ class ConversationHost:
             return
         if key is not None and key not in self._conversations and key in self._lost:
             await self._get(key)  # not held since the restart: load it so its losses are reported
-        convs = [self._conversations[key]] if key is not None and key in self._conversations else (
-            [] if key is not None else list(self._conversations.values())
+        convs = (
+            [self._conversations[key]]
+            if key is not None and key in self._conversations
+            else ([] if key is not None else list(self._conversations.values()))
         )
-        await self._writes.flush_all(convs, self.config.write_timeout_s if timeout_s is None else timeout_s, report, report)
+        await self._writes.flush_all(
+            convs, self.config.write_timeout_s if timeout_s is None else timeout_s, report, report
+        )
 
     async def wait_indexed(self, timeout_s: float | None = None) -> bool:
         """Flush, then wait until every durable message has been embedded and indexed (False on
@@ -191,10 +211,16 @@ class ConversationHost:
 
     # -- reads ------------------------------------------------------------------------------
     async def messages(
-        self, key: ConversationKey, limit: int | None = None, before_seq: int | None = None,
-        after_seq: int | None = None, roles: list[str] | None = None, metadata: dict[str, Any] | None = None,
+        self,
+        key: ConversationKey,
+        limit: int | None = None,
+        before_seq: int | None = None,
+        after_seq: int | None = None,
+        roles: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> list[Message]:
         conv = await self._get(key)
+
         def keep(m: Message) -> bool:
             return matches(m, before_seq, after_seq, roles, metadata)
 

@@ -86,8 +86,7 @@ def _content_parameter(spec: WorkingMemorySpec) -> tuple[dict[str, Any], dict[st
     schema.pop("$schema", None)
     schema.pop("title", None)
     schema["description"] = (
-        "The JSON object to write. In append mode send only the fields that change; "
-        "they are merged into the note."
+        "The JSON object to write. In append mode send only the fields that change; they are merged into the note."
     )
     return schema, defs
 

@@ -21,7 +21,16 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from memray.errors import ValidationError
 from memray.store.base import WMScope
 
-__all__ = ["WMFormat", "WMMode", "MODES", "WorkingMemorySpec", "WorkingMemoryValue", "translate", "deep_merge", "append_text"]
+__all__ = [
+    "WMFormat",
+    "WMMode",
+    "MODES",
+    "WorkingMemorySpec",
+    "WorkingMemoryValue",
+    "translate",
+    "deep_merge",
+    "append_text",
+]
 
 WMFormat = Literal["json", "markdown", "text"]
 WMMode = Literal["append", "replace"]

@@ -67,8 +67,13 @@ class SearchResults(list[Hit]):
 
 class Recall:
     def __init__(
-        self, encoder: QueryEncoder, router: ShardRouter, store: StoreClient, default_mode: RetrievalMode,
-        host_for: Callable[[ConversationKey], HostClient], neighbour_weight: float = 0.0,
+        self,
+        encoder: QueryEncoder,
+        router: ShardRouter,
+        store: StoreClient,
+        default_mode: RetrievalMode,
+        host_for: Callable[[ConversationKey], HostClient],
+        neighbour_weight: float = 0.0,
     ) -> None:
         self.encoder = encoder
         self._router = router
@@ -93,14 +98,19 @@ class Recall:
 
     # -- search -----------------------------------------------------------------------------
     async def search(
-        self, key: ConversationKey, query: str, limit: int, min_score: float | None = None,
-        mode: RetrievalMode | None = None, scope: Scope = "conversation",
+        self,
+        key: ConversationKey,
+        query: str,
+        limit: int,
+        min_score: float | None = None,
+        mode: RetrievalMode | None = None,
+        scope: Scope = "conversation",
     ) -> SearchResults:
         watched = self._watched(key, scope)
         return await self._search(key, query, limit, min_score, mode, scope, self._tails(watched), watched)
 
     async def search_app(
-        self, app: str, query: str, limit: int, min_score: float | None = None, mode: RetrievalMode | None = None,
+        self, app: str, query: str, limit: int, min_score: float | None = None, mode: RetrievalMode | None = None
     ) -> SearchResults:
         """Every conversation of ``app`` (all users): fans out to every shard, merges the top
         ``limit``. Sees what is indexed (no read-your-writes tail: that would ask every host)."""
@@ -125,8 +135,15 @@ class Recall:
         return await self.encoder.encode(query, mode or self._mode)
 
     async def _search(
-        self, key: ConversationKey, query: str, limit: int, min_score: float | None, mode: RetrievalMode | None,
-        scope: Scope, tails_call: Awaitable[Tails], watched: list[ConversationKey],
+        self,
+        key: ConversationKey,
+        query: str,
+        limit: int,
+        min_score: float | None,
+        mode: RetrievalMode | None,
+        scope: Scope,
+        tails_call: Awaitable[Tails],
+        watched: list[ConversationKey],
     ) -> SearchResults:
         t0 = time.perf_counter()
         encoded = await self._encode(query, mode)
@@ -164,7 +181,7 @@ class Recall:
                 del self._written[(key.app, key.user_id)]
 
     def _merge(
-        self, hits: list[ShardHit], tails: Tails, encoded: Encoded, request: Any, stats: Any,
+        self, hits: list[ShardHit], tails: Tails, encoded: Encoded, request: Any, stats: Any
     ) -> tuple[list[ShardHit], dict[tuple[Namespace, str], Message]]:
         """The shard's hits and the tails' scored messages, best ``request.k`` first. A message in
         a tail is newer than (or absent from) the shard's copy: the tail's version wins."""
@@ -183,8 +200,12 @@ class Recall:
             for ns in {ns for ns, _ in pending}:
                 at = [n for n, (n_ns, _) in enumerate(pending) if n_ns == ns]
                 known = {int(h.recency): h.score for h in merged if Namespace(*h.namespace) == ns}
-                for n, score in zip(at, support_neighbours([msgs[n].seq or 0 for n in at], [scores[n] for n in at],
-                                                           known, self._neighbour_weight)):
+                for n, score in zip(
+                    at,
+                    support_neighbours(
+                        [msgs[n].seq or 0 for n in at], [scores[n] for n in at], known, self._neighbour_weight
+                    ),
+                ):
                     scores[n] = score
         floor = request.min_score
         for (ns, msg), score in zip(pending, scores):
@@ -195,6 +216,7 @@ class Recall:
 
     def _tails(self, keys: list[ConversationKey]) -> Awaitable[Tails]:
         """The read-your-writes tails of ``keys`` from their hosts (batched per host)."""
+
         async def fetch() -> Tails:
             got = await asyncio.gather(*(self._tail_batch(self._host_for(k)).get(k) for k in keys))
             return dict(zip(keys, got))
@@ -204,6 +226,7 @@ class Recall:
     def _tail_batch(self, host: HostClient) -> Coalescer[ConversationKey, Tail]:
         batch = self._tail_batches.get(host.label)
         if batch is None:
+
             async def fetch(keys: list[ConversationKey]) -> list[Tail]:
                 return [Tail(*t) for t in await host.tails(keys)]
 
@@ -226,7 +249,11 @@ class Recall:
             ns = Namespace(*h.namespace)
             msg = from_tail.get((ns, h.doc_id))
             if msg is None:
-                msg = Message.model_validate_json(h.payload) if h.payload else by_ref.get((ns.app, ns.user_id, ns.scope, h.doc_id))
+                msg = (
+                    Message.model_validate_json(h.payload)
+                    if h.payload
+                    else by_ref.get((ns.app, ns.user_id, ns.scope, h.doc_id))
+                )
             if msg is not None:  # a hit deleted meanwhile is dropped
                 out.append(Hit(message=msg, score=h.score, conversation_id=ns.scope))
         return out
@@ -236,6 +263,7 @@ class Recall:
         """The host's recent messages and tail, batched with the other context() calls to that host."""
         batch = self._recent_batches.get(host.label)
         if batch is None:
+
             async def fetch(requests: list[tuple[ConversationKey, int]]) -> list[tuple[list[Message], Tail]]:
                 return [(msgs, Tail(*tail)) for msgs, tail in await host.recent_many(requests)]
 
@@ -243,9 +271,18 @@ class Recall:
         return batch.get((key, limit))
 
     async def context(
-        self, host: HostClient, key: ConversationKey, wm: WorkingMemory, query: str | None, limit: int = 10, semantic_limit: int = 5,
-        merge: Merge = "append", scope: Scope = "conversation", token_budget: int | None = None,
-        mode: RetrievalMode | None = None, min_score: float | None = None,
+        self,
+        host: HostClient,
+        key: ConversationKey,
+        wm: WorkingMemory,
+        query: str | None,
+        limit: int = 10,
+        semantic_limit: int = 5,
+        merge: Merge = "append",
+        scope: Scope = "conversation",
+        token_budget: int | None = None,
+        mode: RetrievalMode | None = None,
+        min_score: float | None = None,
     ) -> Context:
         recent_call = asyncio.ensure_future(self._recent(host, key, limit))
         extras_call = self._extras(key, wm)
@@ -260,7 +297,9 @@ class Recall:
             return {key: own[1], **rest}
 
         recall_call = self._search(key, query, semantic_limit + limit, min_score, mode, scope, tails(), watched)
-        got_recent, extras, recalled = await asyncio.gather(recent_call, extras_call, recall_call, return_exceptions=True)
+        got_recent, extras, recalled = await asyncio.gather(
+            recent_call, extras_call, recall_call, return_exceptions=True
+        )
         if isinstance(got_recent, BaseException):
             raise got_recent
         recent = got_recent[0]
@@ -274,9 +313,14 @@ class Recall:
             hits = [h.message for h in recalled if h.message.id not in seen][:semantic_limit]
             degraded, reason = recalled.degraded, recalled.reason
         if isinstance(extras, BaseException):
-            degraded, reason = True, (reason + "; " if reason else "") + f"summary/working memory unavailable: {extras!r}"
+            degraded, reason = (
+                True,
+                (reason + "; " if reason else "") + f"summary/working memory unavailable: {extras!r}",
+            )
         ctx = assemble(recent, hits, merge, summary, block, token_budget)
-        if isinstance(recalled, BaseException) or isinstance(extras, BaseException):  # (a degraded search counted itself)
+        if isinstance(recalled, BaseException) or isinstance(
+            extras, BaseException
+        ):  # (a degraded search counted itself)
             DEGRADED_RECALLS.inc(1, {"scope": "context"})
         return ctx.model_copy(update={"degraded": degraded, "reason": reason})
 

@@ -77,8 +77,10 @@ class ExtractiveSummarizer:
     """
 
     def __init__(
-        self, estimate_tokens: EstimateTokens = default_estimate_tokens,
-        previous_share: float = 0.6, covered_weight: float = 0.3,
+        self,
+        estimate_tokens: EstimateTokens = default_estimate_tokens,
+        previous_share: float = 0.6,
+        covered_weight: float = 0.3,
     ) -> None:
         self.estimate_tokens = estimate_tokens
         self.previous_share = previous_share
@@ -179,8 +181,13 @@ class OpenAIChatSummarizer:
     :class:`~memray.errors.SummaryError` (the client has already retried transient errors)."""
 
     def __init__(
-        self, model: str, base_url: str | None = None, api_key: str | None = None,
-        timeout_s: float = 60.0, max_retries: int = 2, max_input_tokens: int = 60_000,
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout_s: float = 60.0,
+        max_retries: int = 2,
+        max_input_tokens: int = 60_000,
         estimate_tokens: EstimateTokens = default_estimate_tokens,
     ) -> None:
         self.model = model
@@ -205,8 +212,10 @@ class OpenAIChatSummarizer:
                     "(or SummarizerConfig.api_key_env), or point base_url at a server that needs none"
                 )
             self._client = openai.OpenAI(
-                api_key=self.api_key or "unused", base_url=base_url,
-                timeout=self.timeout_s, max_retries=self.max_retries,
+                api_key=self.api_key or "unused",
+                base_url=base_url,
+                timeout=self.timeout_s,
+                max_retries=self.max_retries,
             )
         return self._client
 
@@ -240,7 +249,9 @@ class OpenAIChatSummarizer:
         )
         try:
             response = client.chat.completions.create(
-                model=self.model, max_tokens=max_tokens, temperature=0,
+                model=self.model,
+                max_tokens=max_tokens,
+                temperature=0,
                 messages=[
                     {"role": "system", "content": _SYSTEM_PROMPT.format(max_tokens=max_tokens)},
                     {"role": "user", "content": user},
@@ -255,7 +266,9 @@ class OpenAIChatSummarizer:
         return TAGS.sub("", text).strip()
 
 
-def build_summarizer(config: SummarizerConfig, estimate_tokens: EstimateTokens = default_estimate_tokens) -> Summarizer | None:
+def build_summarizer(
+    config: SummarizerConfig, estimate_tokens: EstimateTokens = default_estimate_tokens
+) -> Summarizer | None:
     """The summariser ``config`` asks for; None for ``kind="none"``."""
     if config.kind == "none":
         return None
@@ -266,6 +279,9 @@ def build_summarizer(config: SummarizerConfig, estimate_tokens: EstimateTokens =
             "summarizer.model", config.model, "is required for kind 'openai'", "name the chat model, e.g. 'gpt-4o-mini'"
         )
     return OpenAIChatSummarizer(
-        config.model, config.base_url, os.environ.get(config.api_key_env), config.timeout_s,
+        config.model,
+        config.base_url,
+        os.environ.get(config.api_key_env),
+        config.timeout_s,
         estimate_tokens=estimate_tokens,
     )

@@ -60,7 +60,8 @@ def summary_message(text: str) -> Message:
     """The system message that carries a summary into a prompt."""
     body = TAGS.sub("", text).strip()
     return Message(
-        id=SUMMARY_MESSAGE_ID, role="system",
+        id=SUMMARY_MESSAGE_ID,
+        role="system",
         parts=[TextPart(text=f"<agent_summary>\n{body}\n</agent_summary>")],
         metadata={SUMMARY_MARKER: True},
     )
@@ -70,9 +71,7 @@ def is_summary_message(msg: Message) -> bool:
     """True for a summary message: marked in its metadata, or a system message with the tag."""
     if msg.metadata.get(SUMMARY_MARKER) is True:
         return True
-    return msg.role == "system" and any(
-        isinstance(p, TextPart) and "<agent_summary>" in p.text for p in msg.parts
-    )
+    return msg.role == "system" and any(isinstance(p, TextPart) and "<agent_summary>" in p.text for p in msg.parts)
 
 
 def strip_summary_blocks(text: str) -> str:
@@ -128,7 +127,10 @@ class SummaryKeeper:
     """
 
     def __init__(
-        self, store: StoreClient, summarizer: Summarizer, config: SummarizerConfig,
+        self,
+        store: StoreClient,
+        summarizer: Summarizer,
+        config: SummarizerConfig,
         estimate_tokens: EstimateTokens = default_estimate_tokens,
     ) -> None:
         self.store = store
@@ -190,9 +192,7 @@ class SummaryKeeper:
         previous = state.text if state else None
         text = await self._summarize(previous, inputs) if inputs else (previous or "")
         try:
-            version: int = await self.store.put_summary(
-                key, text, new_through, state.version if state else 0
-            )
+            version: int = await self.store.put_summary(key, text, new_through, state.version if state else 0)
         except ConflictError:
             self._counted.pop(key, None)
             return None

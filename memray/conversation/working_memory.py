@@ -33,8 +33,13 @@ class WorkingMemory:
     ``get_working_memory`` / ``put_working_memory`` (compare-and-set on version)."""
 
     def __init__(
-        self, store: StoreClient, app: str, user_id: str, conversation_id: str,
-        spec: WorkingMemorySpec | None = None, max_retries: int = 16,
+        self,
+        store: StoreClient,
+        app: str,
+        user_id: str,
+        conversation_id: str,
+        spec: WorkingMemorySpec | None = None,
+        max_retries: int = 16,
     ) -> None:
         self.store = store
         self.app = validate_id("app", app)
@@ -99,13 +104,19 @@ class WorkingMemory:
             if expected_version is not None and current.version != expected_version:
                 raise ConflictError(
                     f"working memory of {self.user_id!r} is at version {current.version}, not "
-                    f"{expected_version}; re-read it and retry", expected_version, current.version,
+                    f"{expected_version}; re-read it and retry",
+                    expected_version,
+                    current.version,
                 )
             new_content = apply(current.content)
             try:
                 version = await self.store.put_working_memory(
-                    self.app, self.user_id, self.spec.scope,
-                    self._scope_conversation, self._encode(new_content), current.version,
+                    self.app,
+                    self.user_id,
+                    self.spec.scope,
+                    self._scope_conversation,
+                    self._encode(new_content),
+                    current.version,
                 )
             except ConflictError:
                 if expected_version is not None:
@@ -132,7 +143,9 @@ class WorkingMemory:
             try:
                 content = json.loads(content)
             except json.JSONDecodeError as exc:
-                raise ValidationError("content", content, f"is not valid JSON ({exc.msg})", "pass a JSON object") from exc
+                raise ValidationError(
+                    "content", content, f"is not valid JSON ({exc.msg})", "pass a JSON object"
+                ) from exc
         if not isinstance(content, dict):
             raise ValidationError("content", content, "must be a JSON object for format 'json'")
         try:
@@ -150,7 +163,9 @@ class WorkingMemory:
         size = len(self._encode(value) or "")
         if size > self.spec.max_chars:
             raise ValidationError(
-                "content", f"<{size} characters>", f"the note would exceed {self.spec.max_chars} characters",
+                "content",
+                f"<{size} characters>",
+                f"the note would exceed {self.spec.max_chars} characters",
                 "condense it with mode='replace' or raise WorkingMemorySpec.max_chars",
             )
         schema = self.spec.schema_
@@ -161,7 +176,9 @@ class WorkingMemory:
             if errors:
                 where = "/".join(str(p) for p in errors[0].absolute_path) or "(root)"
                 raise ValidationError(
-                    "content", value, f"after the merge, {where}: {errors[0].message}",
+                    "content",
+                    value,
+                    f"after the merge, {where}: {errors[0].message}",
                     "the old value was kept; fix the update to match the schema",
                 )
             return
@@ -171,7 +188,9 @@ class WorkingMemory:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "(root)"
             raise ValidationError(
-                "content", value, f"after the merge, {where}: {first['msg']}",
+                "content",
+                value,
+                f"after the merge, {where}: {first['msg']}",
                 "the old value was kept; fix the update to match the schema",
             ) from exc
 
@@ -215,7 +234,9 @@ def _tool_args(arguments: str | dict[str, Any] | None) -> dict[str, Any]:
         try:
             arguments = json.loads(arguments)
         except json.JSONDecodeError as exc:
-            raise ValidationError("arguments", arguments, f"are not valid JSON ({exc.msg})", "send a JSON object") from exc
+            raise ValidationError(
+                "arguments", arguments, f"are not valid JSON ({exc.msg})", "send a JSON object"
+            ) from exc
     if not isinstance(arguments, dict):
         raise ValidationError("arguments", arguments, "must be a JSON object")
     return arguments

@@ -56,8 +56,15 @@ class WritePath:
     the conversations the host holds (the ledger is compacted to theirs)."""
 
     def __init__(
-        self, host_id: int, config: MemoryConfig, store: StoreClient, ledger: AckLedger, lag: LagRecorder,
-        pipeline: EmbeddingPipeline, keeper: SummaryKeeper | None, held: Callable[[], Iterable[Conversation]],
+        self,
+        host_id: int,
+        config: MemoryConfig,
+        store: StoreClient,
+        ledger: AckLedger,
+        lag: LagRecorder,
+        pipeline: EmbeddingPipeline,
+        keeper: SummaryKeeper | None,
+        held: Callable[[], Iterable[Conversation]],
     ) -> None:
         self.host_id = host_id
         self.config = config
@@ -81,14 +88,20 @@ class WritePath:
         records = [r for ledger in [self._ledger, *orphans] for r in ledger.read()]
         letters: list[DeadLetter] = []
         if records:
-            reason = (f"acknowledged (durable=False) but not yet stored when host {self.host_id} stopped: "
-                      "lost within the debounce window")
+            reason = (
+                f"acknowledged (durable=False) but not yet stored when host {self.host_id} stopped: "
+                "lost within the debounce window"
+            )
             letters = await self._store.resolve_acknowledged([(r.key, r.id, r.seq) for r in records], reason)
             if letters:
                 MESSAGES_LOST.inc(len(letters), {"host": str(self.host_id)})
-                log.warning("host %d restarted: %d acknowledged messages in %d conversations were not yet durable "
-                            "and are lost; recorded as dead letters", self.host_id, len(letters),
-                            len({(d.app, d.user_id, d.conversation_id) for d in letters}))
+                log.warning(
+                    "host %d restarted: %d acknowledged messages in %d conversations were not yet durable "
+                    "and are lost; recorded as dead letters",
+                    self.host_id,
+                    len(letters),
+                    len({(d.app, d.user_id, d.conversation_id) for d in letters}),
+                )
         self._ledger.reset()
         for ledger in orphans:
             os.remove(ledger.path)
@@ -97,14 +110,21 @@ class WritePath:
     def _orphan_ledgers(self) -> list[str]:
         folder = os.path.dirname(self._ledger.path)
         names = os.listdir(folder) if os.path.isdir(folder) else []
-        return [os.path.join(folder, n) for n in sorted(names)
-                if n.startswith("host-") and n.endswith(".ledger") and n[5:-7].isdigit()
-                and int(n[5:-7]) >= self.config.hosts]
+        return [
+            os.path.join(folder, n)
+            for n in sorted(names)
+            if n.startswith("host-")
+            and n.endswith(".ledger")
+            and n[5:-7].isdigit()
+            and int(n[5:-7]) >= self.config.hosts
+        ]
 
     def make_chain(self, conv: Conversation) -> PersistChain:
         return PersistChain(
-            lambda: self._write(conv), self.config.debounce_ms / 1000.0,
-            self.config.retry_backoff_s, self.config.retry_backoff_max_s,
+            lambda: self._write(conv),
+            self.config.debounce_ms / 1000.0,
+            self.config.retry_backoff_s,
+            self.config.retry_backoff_max_s,
         )
 
     async def assign(self, work: list[tuple[Conversation, list[Message]]], retried: bool) -> list[list[int]]:
@@ -166,8 +186,18 @@ class WritePath:
             try:
                 rows.append(message_to_row(conv.key, m))
             except Exception as exc:  # cannot even be serialised: nothing to retry
-                broken.append(DeadLetter(conv.key.app, conv.key.user_id, conv.key.conversation_id, m.id, m.seq or 0,
-                                         "rejected", f"{type(exc).__name__}: {exc}"[:2000], ""))
+                broken.append(
+                    DeadLetter(
+                        conv.key.app,
+                        conv.key.user_id,
+                        conv.key.conversation_id,
+                        m.id,
+                        m.seq or 0,
+                        "rejected",
+                        f"{type(exc).__name__}: {exc}"[:2000],
+                        "",
+                    )
+                )
         try:
             if broken:
                 await self._store.record_dead_letters(broken)
@@ -187,8 +217,11 @@ class WritePath:
             conv.outside.difference_update(ids)
         if rejected:
             self._dead_lettered(conv, rejected)
-        rows = [r._replace(seq=corrected[r.id].seq, created_at=corrected[r.id].created_at) if r.id in corrected else r
-                for r in rows if r.id not in bad]
+        rows = [
+            r._replace(seq=corrected[r.id].seq, created_at=corrected[r.id].created_at) if r.id in corrected else r
+            for r in rows
+            if r.id not in bad
+        ]
         self._after_commit(conv, rows)
         if self._ledger.due:
             self.compact_ledger()
@@ -199,13 +232,16 @@ class WritePath:
         conv.report(letters)
         self.dead_letters += len(letters)
         DEAD_LETTERS.inc(len(letters), {"host": str(self.host_id)})
-        log.warning("%d message(s) of %s rejected by the store and recorded as dead letters: %s", len(letters),
-                    conv.key, "; ".join(f"{d.id!r} seq {d.seq}: {d.error}" for d in letters[:3]))
+        log.warning(
+            "%d message(s) of %s rejected by the store and recorded as dead letters: %s",
+            len(letters),
+            conv.key,
+            "; ".join(f"{d.id!r} seq {d.seq}: {d.error}" for d in letters[:3]),
+        )
 
     def compact_ledger(self) -> None:
         """Rewrite the ledger with only what is not yet durable (conversations held here)."""
-        self._ledger.rewrite(
-            (c.key, [(m.id, m.seq or 0) for m in c.buffer.unsettled()]) for c in self._held())
+        self._ledger.rewrite((c.key, [(m.id, m.seq or 0) for m in c.buffer.unsettled()]) for c in self._held())
 
     def _after_commit(self, conv: Conversation, rows: list[MessageRow]) -> None:
         ns = conversation_namespace(conv.key)
@@ -214,7 +250,9 @@ class WritePath:
             return
         if conv.unsummarized_tokens >= 0:
             conv.unsummarized_tokens += sum(self._estimate(r.text) for r in rows)
-        if (conv.unsummarized_tokens < 0 or conv.unsummarized_tokens >= self.config.summarizer.trigger_tokens) and not conv.summarizing:
+        if (
+            conv.unsummarized_tokens < 0 or conv.unsummarized_tokens >= self.config.summarizer.trigger_tokens
+        ) and not conv.summarizing:
             conv.summarizing = True
             asyncio.get_running_loop().create_task(self._summarize(conv))
 
@@ -229,23 +267,31 @@ class WritePath:
         finally:
             conv.summarizing = False
 
-    async def flush_one(self, conv: Conversation, timeout_s: float | None, report_lost: bool = True,
-                         report_failed: bool = True) -> None:
+    async def flush_one(
+        self, conv: Conversation, timeout_s: float | None, report_lost: bool = True, report_failed: bool = True
+    ) -> None:
         await conv.flush(timeout_s)
         letters = conv.take_failed() if report_failed else []
         if conv.lost and report_lost:  # lost in a restart, unless a retried add has stored them since
             lost, conv.lost = conv.lost, None
             stored = (await self._store.stored_seqs([(conv.key, list(lost))]))[0]
             reason = f"acknowledged (durable=False) but not yet stored when host {self.host_id} stopped"
-            letters += [DeadLetter(conv.key.app, conv.key.user_id, conv.key.conversation_id, i, s, "lost", reason, "")
-                        for i, s in lost.items() if i not in stored]
+            letters += [
+                DeadLetter(conv.key.app, conv.key.user_id, conv.key.conversation_id, i, s, "lost", reason, "")
+                for i, s in lost.items()
+                if i not in stored
+            ]
         if letters:
-            raise DeadLetterError([(d.app, d.user_id, d.conversation_id, d.id, d.seq, d.kind, d.error) for d in letters])
+            raise DeadLetterError(
+                [(d.app, d.user_id, d.conversation_id, d.id, d.seq, d.kind, d.error) for d in letters]
+            )
 
-    async def flush_all(self, convs: list[Conversation], timeout_s: float | None, report_lost: bool = True,
-                         report_failed: bool = True) -> None:
-        results = await asyncio.gather(*(self.flush_one(c, timeout_s, report_lost, report_failed) for c in convs),
-                                       return_exceptions=True)
+    async def flush_all(
+        self, convs: list[Conversation], timeout_s: float | None, report_lost: bool = True, report_failed: bool = True
+    ) -> None:
+        results = await asyncio.gather(
+            *(self.flush_one(c, timeout_s, report_lost, report_failed) for c in convs), return_exceptions=True
+        )
         letters = [x for r in results if isinstance(r, DeadLetterError) for x in r.letters]
         for r in results:
             if isinstance(r, BaseException) and not isinstance(r, DeadLetterError):

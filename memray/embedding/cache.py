@@ -48,12 +48,14 @@ class EmbeddingCache:
     in-memory only: nothing is persisted, so the cache holds no durable copy of any text.
     """
 
-    def __init__(
-        self, max_entries: int, ttl_s: float, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, max_entries: int, ttl_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         if max_entries <= 0:
-            raise ValidationError("max_entries", max_entries, "must be > 0", "use 0 cache_size "
-                                  "in EmbedderConfig to disable the cache instead")
+            raise ValidationError(
+                "max_entries",
+                max_entries,
+                "must be > 0",
+                "use 0 cache_size in EmbedderConfig to disable the cache instead",
+            )
         if ttl_s <= 0:
             raise ValidationError("ttl_s", ttl_s, "must be > 0")
         self.max_entries = max_entries

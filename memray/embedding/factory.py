@@ -44,9 +44,7 @@ def build_embedder(config: EmbedderConfig) -> Embedder | None:
         from memray.embedding.local import LocalEmbedder
 
         inner = LocalEmbedder(
-            config.model or "sentence-transformers/all-MiniLM-L6-v2",
-            device=config.device,
-            batch_size=config.batch_size,
+            config.model or "sentence-transformers/all-MiniLM-L6-v2", device=config.device, batch_size=config.batch_size
         )
     if config.cache_size > 0:
         from memray.embedding.cache import CachedEmbedder, EmbeddingCache

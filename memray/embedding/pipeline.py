@@ -50,8 +50,13 @@ class PendingItem(NamedTuple):
 
 class EmbeddingPipeline:
     def __init__(
-        self, embedder: Embedder | None, store: StoreClient, router: ShardRouter,
-        batch_size: int = 512, backoff_s: float = 0.5, backoff_max_s: float = 30.0,
+        self,
+        embedder: Embedder | None,
+        store: StoreClient,
+        router: ShardRouter,
+        batch_size: int = 512,
+        backoff_s: float = 0.5,
+        backoff_max_s: float = 30.0,
         lexical_after_s: float = 0.5,
     ) -> None:
         self._embedder = embedder
@@ -198,7 +203,9 @@ class EmbeddingPipeline:
         self._stamp += 1
         stamp = self._stamp
         items = [
-            IndexItem(i.namespace, i.doc_id, None if vectors is None else vectors[n], i.text, i.recency, i.payload, stamp)
+            IndexItem(
+                i.namespace, i.doc_id, None if vectors is None else vectors[n], i.text, i.recency, i.payload, stamp
+            )
             for n, i in enumerate(batch)
         ]
         try:

@@ -62,6 +62,7 @@ class QueryEncoder:
             return Encoded("lexical", None, None, calibration, None)
         batch = self._batch
         if batch is None:
+
             async def embed(texts: list[str]) -> list[Any]:
                 return list(await asyncio.to_thread(embedder.embed, texts))
 
@@ -70,5 +71,7 @@ class QueryEncoder:
             vector = await batch.get(text)
         except Exception as exc:  # the embedder is down or misconfigured: lexical only, flagged
             reason = str(exc) if isinstance(exc, EmbeddingError) else f"{type(exc).__name__}: {exc}"
-            return Encoded("lexical", None, None, calibration, f"query embedding failed, lexical results only: {reason}")
+            return Encoded(
+                "lexical", None, None, calibration, f"query embedding failed, lexical results only: {reason}"
+            )
         return Encoded(mode, vector, embedder.model_id, calibration, None)

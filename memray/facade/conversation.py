@@ -63,58 +63,134 @@ class ConversationHandle:
         await self._mem._arun(self._host.flush(self.key))
 
     # reads
-    def messages(self, limit: int | None = None, before_seq: int | None = None, after_seq: int | None = None,
-                 roles: list[str] | None = None, metadata: dict[str, Any] | None = None) -> list[Message]:
+    def messages(
+        self,
+        limit: int | None = None,
+        before_seq: int | None = None,
+        after_seq: int | None = None,
+        roles: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> list[Message]:
         """Messages by seq: ``limit`` = the most recent N (None: all), returned oldest → newest."""
         return self._mem._run(self._messages(limit, before_seq, after_seq, roles, metadata))
 
-    async def amessages(self, limit: int | None = None, before_seq: int | None = None, after_seq: int | None = None,
-                        roles: list[str] | None = None, metadata: dict[str, Any] | None = None) -> list[Message]:
+    async def amessages(
+        self,
+        limit: int | None = None,
+        before_seq: int | None = None,
+        after_seq: int | None = None,
+        roles: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> list[Message]:
         return await self._mem._arun(self._messages(limit, before_seq, after_seq, roles, metadata))
 
-    def _messages(self, limit: int | None, before_seq: int | None, after_seq: int | None, roles: list[str] | None,
-                  metadata: dict[str, Any] | None) -> Coroutine[Any, Any, list[Message]]:
-        args = (check_limit(limit, None), check_seq(before_seq, "before_seq"), check_seq(after_seq, "after_seq"),
-                check_roles(roles))
+    def _messages(
+        self,
+        limit: int | None,
+        before_seq: int | None,
+        after_seq: int | None,
+        roles: list[str] | None,
+        metadata: dict[str, Any] | None,
+    ) -> Coroutine[Any, Any, list[Message]]:
+        args = (
+            check_limit(limit, None),
+            check_seq(before_seq, "before_seq"),
+            check_seq(after_seq, "after_seq"),
+            check_roles(roles),
+        )
         return self._host.messages(self.key, *args, metadata)
 
-    def search(self, query: str, limit: int = 5, min_score: float | None = None, mode: RetrievalMode | None = None,
-               scope: Scope = "conversation") -> SearchResults:
+    def search(
+        self,
+        query: str,
+        limit: int = 5,
+        min_score: float | None = None,
+        mode: RetrievalMode | None = None,
+        scope: Scope = "conversation",
+    ) -> SearchResults:
         """Indexed messages most relevant to ``query``; ``score`` in [0, 1] (README "Scores")."""
         return self._mem._run(self._search(query, limit, min_score, mode, scope))
 
-    async def asearch(self, query: str, limit: int = 5, min_score: float | None = None, mode: RetrievalMode | None = None,
-                      scope: Scope = "conversation") -> SearchResults:
+    async def asearch(
+        self,
+        query: str,
+        limit: int = 5,
+        min_score: float | None = None,
+        mode: RetrievalMode | None = None,
+        scope: Scope = "conversation",
+    ) -> SearchResults:
         return await self._mem._arun(self._search(query, limit, min_score, mode, scope))
 
-    def _search(self, query: str, limit: int, min_score: float | None, mode: RetrievalMode | None,
-                scope: Scope) -> Coroutine[Any, Any, SearchResults]:
-        return self._mem._recall.search(self.key, check_query(query), check_limit(limit, 5), check_min_score(min_score),
-                                        check_mode(mode), check_scope(scope))
+    def _search(
+        self, query: str, limit: int, min_score: float | None, mode: RetrievalMode | None, scope: Scope
+    ) -> Coroutine[Any, Any, SearchResults]:
+        return self._mem._recall.search(
+            self.key,
+            check_query(query),
+            check_limit(limit, 5),
+            check_min_score(min_score),
+            check_mode(mode),
+            check_scope(scope),
+        )
 
-    def context(self, query: str | None = None, limit: int = 10, semantic_limit: int = 5, merge: Merge = "append",
-                scope: Scope = "conversation", token_budget: int | None = None, mode: RetrievalMode | None = None,
-                min_score: float | None = None) -> Context:
+    def context(
+        self,
+        query: str | None = None,
+        limit: int = 10,
+        semantic_limit: int = 5,
+        merge: Merge = "append",
+        scope: Scope = "conversation",
+        token_budget: int | None = None,
+        mode: RetrievalMode | None = None,
+        min_score: float | None = None,
+    ) -> Context:
         """Recent messages + recalled ones + summary + working memory, for the next prompt.
         Recalled messages are relevant ones only (``min_score=None``: score above 0; README
         "Scores"); a query about nothing in the history recalls nothing."""
         return self._mem._run(self._context(query, limit, semantic_limit, merge, scope, token_budget, mode, min_score))
 
-    async def acontext(self, query: str | None = None, limit: int = 10, semantic_limit: int = 5, merge: Merge = "append",
-                       scope: Scope = "conversation", token_budget: int | None = None, mode: RetrievalMode | None = None,
-                       min_score: float | None = None) -> Context:
-        return await self._mem._arun(self._context(query, limit, semantic_limit, merge, scope, token_budget, mode, min_score))
+    async def acontext(
+        self,
+        query: str | None = None,
+        limit: int = 10,
+        semantic_limit: int = 5,
+        merge: Merge = "append",
+        scope: Scope = "conversation",
+        token_budget: int | None = None,
+        mode: RetrievalMode | None = None,
+        min_score: float | None = None,
+    ) -> Context:
+        return await self._mem._arun(
+            self._context(query, limit, semantic_limit, merge, scope, token_budget, mode, min_score)
+        )
 
-    def _context(self, query: str | None, limit: int, semantic_limit: int, merge: Merge, scope: Scope,
-                 token_budget: int | None, mode: RetrievalMode | None, min_score: float | None) -> Coroutine[Any, Any, Context]:
+    def _context(
+        self,
+        query: str | None,
+        limit: int,
+        semantic_limit: int,
+        merge: Merge,
+        scope: Scope,
+        token_budget: int | None,
+        mode: RetrievalMode | None,
+        min_score: float | None,
+    ) -> Coroutine[Any, Any, Context]:
         if query is not None:
             check_query(query)
         if token_budget is not None:
             check_limit(token_budget, None, "token_budget", none_means="no budget")
         return self._mem._recall.context(
-            self._host, self.key, self.working_memory._core, query, check_limit(limit, 10),
-            check_count(semantic_limit, "semantic_limit"), check_merge(merge), check_scope(scope), token_budget,
-            check_mode(mode), check_min_score(min_score),
+            self._host,
+            self.key,
+            self.working_memory._core,
+            query,
+            check_limit(limit, 10),
+            check_count(semantic_limit, "semantic_limit"),
+            check_merge(merge),
+            check_scope(scope),
+            token_budget,
+            check_mode(mode),
+            check_min_score(min_score),
         )
 
     def delete_messages(self, ids: Iterable[str]) -> dict[str, int]:

@@ -50,7 +50,9 @@ __all__ = ["open", "Memory"]
 T = TypeVar("T")
 
 
-def open(path: str | None = None, mode: RunMode | None = None, config: MemoryConfig | None = None, **overrides: Any) -> Memory:  # noqa: A001
+def open(
+    path: str | None = None, mode: RunMode | None = None, config: MemoryConfig | None = None, **overrides: Any
+) -> Memory:  # noqa: A001
     """Open (creating if needed) the memory at ``path``; ``mode="ray"`` (default) or ``"inprocess"``."""
     base = config or MemoryConfig()
     updates = dict(overrides)
@@ -214,19 +216,31 @@ class Memory:
             messages = [messages]
         elif isinstance(messages, (str, bytes)) or not isinstance(messages, Iterable):
             raise ValidationError(
-                "messages", messages, f"must be a message or a list of messages, got {type(messages).__name__}",
+                "messages",
+                messages,
+                f"must be a message or a list of messages, got {type(messages).__name__}",
                 "pass {'role': 'user', 'content': '...'} (or a list of them) or a memray.Message",
             )
         return [coerce_message(m, self.config.max_message_chars) for m in messages]
 
-    def add_many(self, batch: Iterable[tuple[ConversationKey | ConversationHandle, Iterable[MessageInput]]], durable: bool = False) -> list[list[int]]:
+    def add_many(
+        self,
+        batch: Iterable[tuple[ConversationKey | ConversationHandle, Iterable[MessageInput]]],
+        durable: bool = False,
+    ) -> list[list[int]]:
         """Add to many conversations at once: one call per host. Returns seqs per input item."""
         return self._run(self._check_open().add_many(self._prepare_many(batch), durable))
 
-    async def aadd_many(self, batch: Iterable[tuple[ConversationKey | ConversationHandle, Iterable[MessageInput]]], durable: bool = False) -> list[list[int]]:
+    async def aadd_many(
+        self,
+        batch: Iterable[tuple[ConversationKey | ConversationHandle, Iterable[MessageInput]]],
+        durable: bool = False,
+    ) -> list[list[int]]:
         return await self._arun(self._check_open().add_many(self._prepare_many(batch), durable))
 
-    def _prepare_many(self, batch: Iterable[tuple[Any, Iterable[MessageInput]]]) -> list[tuple[ConversationKey, list[Message]]]:
+    def _prepare_many(
+        self, batch: Iterable[tuple[Any, Iterable[MessageInput]]]
+    ) -> list[tuple[ConversationKey, list[Message]]]:
         out = []
         for target, msgs in batch:
             key = target.key if isinstance(target, ConversationHandle) else target
@@ -277,7 +291,9 @@ class Memory:
         (or durable add) raises :class:`~memray.errors.DeadLetterError` naming its own."""
         return self._run(self._dead_letters(app, user_id, limit))
 
-    async def adead_letters(self, app: str | None = None, user_id: str | None = None, limit: int = 100) -> list[DeadLetter]:
+    async def adead_letters(
+        self, app: str | None = None, user_id: str | None = None, limit: int = 100
+    ) -> list[DeadLetter]:
         return await self._arun(self._dead_letters(app, user_id, limit))
 
     async def _dead_letters(self, app: str | None, user_id: str | None, limit: int) -> list[DeadLetter]:
@@ -294,17 +310,30 @@ class Memory:
     async def _stats(self) -> list[dict[str, Any]]:
         return list(await asyncio.gather(*(h.stats() for h in self._deployment.hosts)))
 
-    def list_conversations(self, user_id: str, app: str = "default", order: ConversationOrder = "updated_desc",
-                           limit: int = 50, offset: int = 0) -> list[ConversationInfo]:
+    def list_conversations(
+        self,
+        user_id: str,
+        app: str = "default",
+        order: ConversationOrder = "updated_desc",
+        limit: int = 50,
+        offset: int = 0,
+    ) -> list[ConversationInfo]:
         """The user's conversations in ``order`` (ties by conversation id), ``limit`` from ``offset``."""
         return self._run(self._list_conversations(user_id, app, order, limit, offset))
 
-    async def alist_conversations(self, user_id: str, app: str = "default", order: ConversationOrder = "updated_desc",
-                                  limit: int = 50, offset: int = 0) -> list[ConversationInfo]:
+    async def alist_conversations(
+        self,
+        user_id: str,
+        app: str = "default",
+        order: ConversationOrder = "updated_desc",
+        limit: int = 50,
+        offset: int = 0,
+    ) -> list[ConversationInfo]:
         return await self._arun(self._list_conversations(user_id, app, order, limit, offset))
 
-    def _list_conversations(self, user_id: str, app: str, order: ConversationOrder, limit: int,
-                            offset: int) -> Coroutine[Any, Any, list[ConversationInfo]]:
+    def _list_conversations(
+        self, user_id: str, app: str, order: ConversationOrder, limit: int, offset: int
+    ) -> Coroutine[Any, Any, list[ConversationInfo]]:
         validate_id("user_id", user_id)
         validate_id("app", app)
         args = (check_order(order), check_limit(limit, 50), check_count(offset, "offset"))
@@ -315,21 +344,25 @@ class Memory:
 
         return rows()
 
-    def search_app(self, app: str, query: str, limit: int = 5, mode: RetrievalMode | None = None,
-                   min_score: float | None = None) -> SearchResults:
+    def search_app(
+        self, app: str, query: str, limit: int = 5, mode: RetrievalMode | None = None, min_score: float | None = None
+    ) -> SearchResults:
         """Search every conversation of every user of ``app`` (an explicit app-wide operation:
         it fans out to every shard). Scores as in :meth:`ConversationHandle.search`."""
         return self._run(self._search_app(app, query, limit, mode, min_score))
 
-    async def asearch_app(self, app: str, query: str, limit: int = 5, mode: RetrievalMode | None = None,
-                          min_score: float | None = None) -> SearchResults:
+    async def asearch_app(
+        self, app: str, query: str, limit: int = 5, mode: RetrievalMode | None = None, min_score: float | None = None
+    ) -> SearchResults:
         return await self._arun(self._search_app(app, query, limit, mode, min_score))
 
-    def _search_app(self, app: str, query: str, limit: int, mode: RetrievalMode | None,
-                    min_score: float | None) -> Coroutine[Any, Any, SearchResults]:
+    def _search_app(
+        self, app: str, query: str, limit: int, mode: RetrievalMode | None, min_score: float | None
+    ) -> Coroutine[Any, Any, SearchResults]:
         validate_id("app", app)
-        return self._recall.search_app(app, check_query(query), check_limit(limit, 5), check_min_score(min_score),
-                                       check_mode(mode))
+        return self._recall.search_app(
+            app, check_query(query), check_limit(limit, 5), check_min_score(min_score), check_mode(mode)
+        )
 
     # -- deletes and erasure ----------------------------------------------------------------
     def delete_user(self, *, user_id: str, app: str = "default") -> DeletionReceipt:

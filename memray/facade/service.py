@@ -46,13 +46,17 @@ class MemoryServiceHandle:
     async def aadd_session(self, app: str, user_id: str, session_id: str, entries: Iterable[EntryInput]) -> list[str]:
         return await self._mem._arun(self._core.add_session(app, user_id, session_id, list(entries)))
 
-    def add_session_to_project(self, app: str, user_id: str, session_id: str, project_id: str,
-                               entries: Iterable[EntryInput]) -> list[str]:
+    def add_session_to_project(
+        self, app: str, user_id: str, session_id: str, project_id: str, entries: Iterable[EntryInput]
+    ) -> list[str]:
         return self._mem._run(self._core.add_session_to_project(app, user_id, session_id, project_id, list(entries)))
 
-    async def aadd_session_to_project(self, app: str, user_id: str, session_id: str, project_id: str,
-                                      entries: Iterable[EntryInput]) -> list[str]:
-        return await self._mem._arun(self._core.add_session_to_project(app, user_id, session_id, project_id, list(entries)))
+    async def aadd_session_to_project(
+        self, app: str, user_id: str, session_id: str, project_id: str, entries: Iterable[EntryInput]
+    ) -> list[str]:
+        return await self._mem._arun(
+            self._core.add_session_to_project(app, user_id, session_id, project_id, list(entries))
+        )
 
     def add_entry(self, app: str, user_id: str, entry: EntryInput) -> str:
         return self._mem._run(self._core.add_entry(app, user_id, entry))
@@ -66,13 +70,25 @@ class MemoryServiceHandle:
     async def aadd_entry_to_project(self, app: str, user_id: str, project_id: str, entry: EntryInput) -> str:
         return await self._mem._arun(self._core.add_entry_to_project(app, user_id, project_id, entry))
 
-    def add_entries(self, app: str, user_id: str, entries: Iterable[EntryInput], project_id: str | None = None,
-                    session_id: str | None = None) -> list[str]:
+    def add_entries(
+        self,
+        app: str,
+        user_id: str,
+        entries: Iterable[EntryInput],
+        project_id: str | None = None,
+        session_id: str | None = None,
+    ) -> list[str]:
         """Store several entries (global, or in ``project_id``); same ids replace; returns ids."""
         return self._mem._run(self._core.add_entries(app, user_id, list(entries), project_id, session_id))
 
-    async def aadd_entries(self, app: str, user_id: str, entries: Iterable[EntryInput], project_id: str | None = None,
-                           session_id: str | None = None) -> list[str]:
+    async def aadd_entries(
+        self,
+        app: str,
+        user_id: str,
+        entries: Iterable[EntryInput],
+        project_id: str | None = None,
+        session_id: str | None = None,
+    ) -> list[str]:
         return await self._mem._arun(self._core.add_entries(app, user_id, list(entries), project_id, session_id))
 
     # -- reads ------------------------------------------------------------------------------
@@ -83,23 +99,42 @@ class MemoryServiceHandle:
     async def asearch(self, request: SearchRequest | dict[str, Any]) -> SearchMemoryResponse:
         return await self._mem._arun(self._core.search(request))
 
-    def list_recent(self, app: str, user_id: str, limit: int | None = None, project_id: str | None = None) -> list[MemoryResult]:
+    def list_recent(
+        self, app: str, user_id: str, limit: int | None = None, project_id: str | None = None
+    ) -> list[MemoryResult]:
         return self._mem._run(self._core.list_recent(app, user_id, limit, project_id))
 
-    async def alist_recent(self, app: str, user_id: str, limit: int | None = None,
-                           project_id: str | None = None) -> list[MemoryResult]:
+    async def alist_recent(
+        self, app: str, user_id: str, limit: int | None = None, project_id: str | None = None
+    ) -> list[MemoryResult]:
         return await self._mem._arun(self._core.list_recent(app, user_id, limit, project_id))
 
-    def search_projects(self, app: str, user_id: str, query: str, project_ids: Sequence[str | None],
-                        limit: int | None = None, min_score: float | None = None,
-                        mode: RetrievalMode | None = None) -> SearchMemoryResponse:
+    def search_projects(
+        self,
+        app: str,
+        user_id: str,
+        query: str,
+        project_ids: Sequence[str | None],
+        limit: int | None = None,
+        min_score: float | None = None,
+        mode: RetrievalMode | None = None,
+    ) -> SearchMemoryResponse:
         """Search exactly the listed scopes (``None``: global entries) of one user."""
         return self._mem._run(self._core.search_projects(app, user_id, query, project_ids, limit, min_score, mode))
 
-    async def asearch_projects(self, app: str, user_id: str, query: str, project_ids: Sequence[str | None],
-                               limit: int | None = None, min_score: float | None = None,
-                               mode: RetrievalMode | None = None) -> SearchMemoryResponse:
-        return await self._mem._arun(self._core.search_projects(app, user_id, query, project_ids, limit, min_score, mode))
+    async def asearch_projects(
+        self,
+        app: str,
+        user_id: str,
+        query: str,
+        project_ids: Sequence[str | None],
+        limit: int | None = None,
+        min_score: float | None = None,
+        mode: RetrievalMode | None = None,
+    ) -> SearchMemoryResponse:
+        return await self._mem._arun(
+            self._core.search_projects(app, user_id, query, project_ids, limit, min_score, mode)
+        )
 
     def get_entries(self, app: str, user_id: str, ids: Sequence[str]) -> list[MemoryResult]:
         """Entries by id, in the order asked; ids not stored are skipped."""
@@ -108,13 +143,15 @@ class MemoryServiceHandle:
     async def aget_entries(self, app: str, user_id: str, ids: Sequence[str]) -> list[MemoryResult]:
         return await self._mem._arun(self._core.get_entries(app, user_id, ids))
 
-    def list_entries(self, app: str, user_id: str, project_id: str | None = None,
-                     limit: int | None = None) -> list[MemoryResult]:
+    def list_entries(
+        self, app: str, user_id: str, project_id: str | None = None, limit: int | None = None
+    ) -> list[MemoryResult]:
         """Every entry of exactly one scope (global, or P's alone), newest first."""
         return self._mem._run(self._core.list_entries(app, user_id, project_id, limit))
 
-    async def alist_entries(self, app: str, user_id: str, project_id: str | None = None,
-                            limit: int | None = None) -> list[MemoryResult]:
+    async def alist_entries(
+        self, app: str, user_id: str, project_id: str | None = None, limit: int | None = None
+    ) -> list[MemoryResult]:
         return await self._mem._arun(self._core.list_entries(app, user_id, project_id, limit))
 
     def list_projects(self, app: str, user_id: str | None = None) -> list[tuple[str, str]]:

@@ -66,11 +66,22 @@ class Session:
         embedder = build_embedder(config.embedder)
         router = ShardRouter(deployment.shards)
         encoder = QueryEncoder(embedder, await asyncio.to_thread(_calibration, config, embedder))
-        recall = Recall(encoder, router, deployment.store, config.index.mode, lambda key: hosts[key.route(len(hosts))],
-                        config.index.neighbour_weight)
+        recall = Recall(
+            encoder,
+            router,
+            deployment.store,
+            config.index.mode,
+            lambda key: hosts[key.route(len(hosts))],
+            config.index.neighbour_weight,
+        )
         service = MemoryService(
-            deployment.store, router, encoder, config.index.mode, batch_size=config.embedder.batch_size,
-            backoff_s=config.retry_backoff_s, backoff_max_s=config.retry_backoff_max_s,
+            deployment.store,
+            router,
+            encoder,
+            config.index.mode,
+            batch_size=config.embedder.batch_size,
+            backoff_s=config.retry_backoff_s,
+            backoff_max_s=config.retry_backoff_max_s,
         )
         session = cls(config, deployment, hosts, embedder, router, encoder, recall, service, watcher)
         recall.before_search = session.check_model
@@ -99,7 +110,9 @@ class Session:
         groups: dict[int, list[int]] = {}
         for i, (key, _) in enumerate(batch):
             groups.setdefault(key.route(len(hosts)), []).append(i)
-        results = await asyncio.gather(*(hosts[h].add_many([batch[i] for i in idx], durable) for h, idx in groups.items()))
+        results = await asyncio.gather(
+            *(hosts[h].add_many([batch[i] for i in idx], durable) for h, idx in groups.items())
+        )
         out: list[list[int]] = [[] for _ in batch]
         for idx, seqs in zip(groups.values(), results):
             for i, s in zip(idx, seqs):
@@ -201,10 +214,15 @@ def check_path(config: MemoryConfig) -> None:
     """The data directory: a directory (created if missing), never a file."""
     path = config.path
     if os.path.exists(config.root) and not os.path.isdir(config.root):
-        raise ValidationError("path", path, "is a file, not a directory",
-                              "give a directory (memray creates it if missing and keeps history.duckdb, vectors/ and exports/ in it)")
+        raise ValidationError(
+            "path",
+            path,
+            "is a file, not a directory",
+            "give a directory (memray creates it if missing and keeps history.duckdb, vectors/ and exports/ in it)",
+        )
     try:
         os.makedirs(config.root, exist_ok=True)
     except OSError as exc:
-        raise ValidationError("path", path, f"cannot be created: {exc.strerror or exc}",
-                              "give a directory you can write to") from exc
+        raise ValidationError(
+            "path", path, f"cannot be created: {exc.strerror or exc}", "give a directory you can write to"
+        ) from exc

@@ -25,7 +25,9 @@ class WorkingMemoryHandle:
 
     @property
     def _core(self) -> WorkingMemory:
-        return WorkingMemory(self._mem._deployment.store, self.key.app, self.key.user_id, self.key.conversation_id, self.spec)
+        return WorkingMemory(
+            self._mem._deployment.store, self.key.app, self.key.user_id, self.key.conversation_id, self.spec
+        )
 
     def get(self) -> WorkingMemoryValue:
         return self._mem._run(self._core.get())
@@ -37,7 +39,9 @@ class WorkingMemoryHandle:
         """Append (default, safe) or replace; validated after the merge; versioned."""
         return self._mem._run(self._core.update(content, mode, expected_version))
 
-    async def aupdate(self, content: Any, mode: WMMode = "append", expected_version: int | None = None) -> WorkingMemoryValue:
+    async def aupdate(
+        self, content: Any, mode: WMMode = "append", expected_version: int | None = None
+    ) -> WorkingMemoryValue:
         return await self._mem._arun(self._core.update(content, mode, expected_version))
 
     def clear(self) -> WorkingMemoryValue:

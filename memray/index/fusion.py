@@ -41,14 +41,7 @@ from collections.abc import Iterable
 
 from memray.index.base import ShardHit
 
-__all__ = [
-    "lexical_score",
-    "vector_score",
-    "hybrid_score",
-    "neighbour_support",
-    "hit_order",
-    "top_hits",
-]
+__all__ = ["lexical_score", "vector_score", "hybrid_score", "neighbour_support", "hit_order", "top_hits"]
 
 
 def lexical_score(bm25: float, ideal: float) -> float:

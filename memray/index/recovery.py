@@ -55,6 +55,7 @@ __all__ = ["RecoveringShard", "ShardKeeper", "RecoveryReport", "ref_key", "level
 
 log = logging.getLogger(__name__)
 
+
 def ref_key(ns: Namespace, doc_id: str) -> str:
     """An item's key for leveling checksums: its five parts joined by U+001F (ids hold no control
     characters, so the join is unambiguous). The store computes the same in SQL."""
@@ -71,8 +72,9 @@ class LevelReport(NamedTuple):
     sent: int  # items sent to the shard to get there
 
 
-async def level_shard(store: StoreClient, shard: ShardClient, shard_id: int, shards: int,
-                      page_size: int = 2_000) -> LevelReport:
+async def level_shard(
+    store: StoreClient, shard: ShardClient, shard_id: int, shards: int, page_size: int = 2_000
+) -> LevelReport:
     """Bring the shard's vectors level with the store's (module docstring). Items the shard
     holds beyond the store's are left alone (deletes reach shards on their own path)."""
     model_id = str((await shard.stats())["model_id"])
@@ -80,10 +82,13 @@ async def level_shard(store: StoreClient, shard: ShardClient, shard_id: int, sha
     if want == tuple(await shard.vector_digest()):
         return LevelReport(True, 0)
     held = {(Namespace(*ns), d) for ns, d in await shard.vectored_refs()}
-    missing = [(Namespace(*ns), d) for ns, d in await store.index_refs(shard_id, shards, model_id)
-               if (Namespace(*ns), d) not in held]
+    missing = [
+        (Namespace(*ns), d)
+        for ns, d in await store.index_refs(shard_id, shards, model_id)
+        if (Namespace(*ns), d) not in held
+    ]
     for start in range(0, len(missing), page_size):
-        rows = await store.index_rows_for(model_id, missing[start:start + page_size])
+        rows = await store.index_rows_for(model_id, missing[start : start + page_size])
         await shard.reconcile(rows)
     if missing:
         log.info("shard %d leveled with the store: %d vectors were missing", shard_id, len(missing))
@@ -101,7 +106,7 @@ class RecoveringShard(VectorShard):
     level with the store, and snapshots only when something changed."""
 
     def __init__(
-        self, shard_id: int, path: str, dim: int, model_id: str, config: IndexConfig, recovering: bool = True,
+        self, shard_id: int, path: str, dim: int, model_id: str, config: IndexConfig, recovering: bool = True
     ) -> None:
         super().__init__(shard_id, path, dim, model_id, config)
         self.recovering = recovering
@@ -127,8 +132,12 @@ class RecoveringShard(VectorShard):
 
     def vectored_refs(self) -> list[tuple[Namespace, str]]:
         """Every (namespace, doc_id) holding a vector of the active model."""
-        return [(ns, doc) for ns, space in self._spaces.items() for doc, label in space.labels.items()
-                if label in space.vectors]
+        return [
+            (ns, doc)
+            for ns, space in self._spaces.items()
+            for doc, label in space.labels.items()
+            if label in space.vectors
+        ]
 
     def reconcile(self, rows: list[IndexRow]) -> int:
         """:meth:`VectorShard.reconcile`, dropping the kept item JSON of stale items first: it
@@ -179,8 +188,15 @@ class ShardKeeper:
     """
 
     def __init__(
-        self, shard: ShardClient, store: StoreClient, snapshot_every_s: float, shard_id: int = 0, shards: int = 1,
-        page_size: int = 2_000, retry_s: float = 0.5, retry_max_s: float = 10.0,
+        self,
+        shard: ShardClient,
+        store: StoreClient,
+        snapshot_every_s: float,
+        shard_id: int = 0,
+        shards: int = 1,
+        page_size: int = 2_000,
+        retry_s: float = 0.5,
+        retry_max_s: float = 10.0,
         level_after_s: tuple[float, ...] = (1.0, 5.0, 30.0),
     ) -> None:
         self.shard = shard
@@ -249,8 +265,9 @@ class ShardKeeper:
             if await self._wait(max(0.0, started + at - time.monotonic())):
                 return
             try:
-                self.leveled += (await level_shard(self.store, self.shard, self.shard_id, self.shards,
-                                                   self.page_size)).sent
+                self.leveled += (
+                    await level_shard(self.store, self.shard, self.shard_id, self.shards, self.page_size)
+                ).sent
             except Exception as exc:  # the store or the shard is busy or down: the next round, or wait_indexed
                 log.warning("leveling shard %d failed: %r", self.shard_id, exc)
 

@@ -134,4 +134,6 @@ class ShardRouter:
                 for ns, stamp in result.stamps.items():
                     stamps[Namespace(*ns)] = max(stamp, stamps.get(Namespace(*ns), 0))
         reason = "; ".join(failures) if failures else None
-        return RouterResult(top_hits(hits, query.k, query.min_score), bool(failures), reason, Bm25Stats.merge(stats), stamps)
+        return RouterResult(
+            top_hits(hits, query.k, query.min_score), bool(failures), reason, Bm25Stats.merge(stats), stamps
+        )

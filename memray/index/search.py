@@ -27,8 +27,16 @@ from memray.index.space import Space
 from memray.text import index_terms
 
 __all__ = [
-    "Mode", "Query", "ShardReply", "NamespaceSearch", "UserSearch", "AppSearch", "ShardSearch", "HYBRID_DEPTH",
-    "search_spaces", "vector_scores",
+    "Mode",
+    "Query",
+    "ShardReply",
+    "NamespaceSearch",
+    "UserSearch",
+    "AppSearch",
+    "ShardSearch",
+    "HYBRID_DEPTH",
+    "search_spaces",
+    "vector_scores",
 ]
 
 Mode = Literal["vector", "lexical", "hybrid"]
@@ -89,8 +97,9 @@ def vector_scores(sims: np.ndarray, threshold: float) -> np.ndarray:
     return np.clip((sims - threshold) / (1.0 - threshold), 0.0, 1.0)
 
 
-def _vector_part(index: ExactIndex | HnswIndex, space: Space, vector: np.ndarray, threshold: float,
-                 also: list[str], depth: int) -> dict[str, float]:
+def _vector_part(
+    index: ExactIndex | HnswIndex, space: Space, vector: np.ndarray, threshold: float, also: list[str], depth: int
+) -> dict[str, float]:
     """V of every item above the threshold (exact: all are compared; HNSW: the ``depth`` nearest),
     and of the lexical candidates ``also`` wherever they have a vector."""
     if isinstance(index, ExactIndex):
@@ -103,12 +112,16 @@ def _vector_part(index: ExactIndex | HnswIndex, space: Space, vector: np.ndarray
         sims = np.concatenate([found_sims[0], extra.astype(np.float32)])
     scores = vector_scores(sims, threshold)
     keep = set(also)
-    return {space.docs[int(label)]: float(v) for label, v in zip(labels.tolist(), scores.tolist())
-            if v > 0.0 or space.docs[int(label)] in keep}
+    return {
+        space.docs[int(label)]: float(v)
+        for label, v in zip(labels.tolist(), scores.tolist())
+        if v > 0.0 or space.docs[int(label)] in keep
+    }
 
 
-def search_spaces(spaces: list[Space], query: Query, vector: np.ndarray | None, retired: bool,
-                  config: IndexConfig) -> tuple[list[ShardHit], Bm25Stats]:
+def search_spaces(
+    spaces: list[Space], query: Query, vector: np.ndarray | None, retired: bool, config: IndexConfig
+) -> tuple[list[ShardHit], Bm25Stats]:
     """The best ``query.k`` hits over ``spaces`` and the BM25 statistics used (see module doc).
     ``vector`` is the L2-normalised query vector (None: no vector part); ``retired`` answers from
     the indexes of the model replaced by the last cutover."""
@@ -127,7 +140,15 @@ def search_spaces(spaces: list[Space], query: Query, vector: np.ndarray | None, 
         scores = _fuse(mode, lexical, vec, ideal, query.vector_weight)
         if space.by_recency is not None and config.neighbour_weight > 0.0:
             if vector is not None and isinstance(index, HnswIndex):  # neighbours beyond the HNSW depth
-                scores.update(_fuse(mode, {}, _neighbour_vectors(space, index, vector, query.threshold, scores), ideal, query.vector_weight))
+                scores.update(
+                    _fuse(
+                        mode,
+                        {},
+                        _neighbour_vectors(space, index, vector, query.threshold, scores),
+                        ideal,
+                        query.vector_weight,
+                    )
+                )
             scores = _with_neighbours(space, scores, config.neighbour_weight)
         scored.extend((s, space.recency[doc], doc, space) for doc, s in scores.items())
         if query.min_score is not None and query.min_score <= 0.0:  # no floor: the rest score 0
@@ -137,23 +158,30 @@ def search_spaces(spaces: list[Space], query: Query, vector: np.ndarray | None, 
     floor = query.min_score
     kept = [t for t in scored if (t[0] > 0.0 if floor is None else t[0] >= floor)]
     best = heapq.nsmallest(max(0, query.k), kept, key=lambda t: (-t[0], -t[1], t[2], tuple(t[3].namespace)))
-    hits = [ShardHit(space.namespace, doc, score, recency, space.payload.get(doc, ""))
-            for score, recency, doc, space in best]
+    hits = [
+        ShardHit(space.namespace, doc, score, recency, space.payload.get(doc, ""))
+        for score, recency, doc, space in best
+    ]
     return hits, stats
 
 
-def _fuse(mode: Mode, lexical: dict[str, float], vec: dict[str, float], ideal: float, vector_weight: float) -> dict[str, float]:
+def _fuse(
+    mode: Mode, lexical: dict[str, float], vec: dict[str, float], ideal: float, vector_weight: float
+) -> dict[str, float]:
     """Scores by mode from BM25 values and vector scores (memray.index.fusion)."""
     if mode == "lexical":
         return {doc: lexical_score(b, ideal) for doc, b in lexical.items()}
     if mode == "vector":
         return dict(vec)
-    return {doc: hybrid_score(lexical_score(lexical.get(doc, 0.0), ideal), vec.get(doc, 0.0), vector_weight)
-            for doc in lexical.keys() | vec.keys()}
+    return {
+        doc: hybrid_score(lexical_score(lexical.get(doc, 0.0), ideal), vec.get(doc, 0.0), vector_weight)
+        for doc in lexical.keys() | vec.keys()
+    }
 
 
-def _neighbour_vectors(space: Space, index: HnswIndex, vector: np.ndarray, threshold: float,
-                       scores: dict[str, float]) -> dict[str, float]:
+def _neighbour_vectors(
+    space: Space, index: HnswIndex, vector: np.ndarray, threshold: float, scores: dict[str, float]
+) -> dict[str, float]:
     """V of the neighbours of scored items that an HNSW search did not reach (an exact namespace
     compares every item, so there they are known: 0)."""
     missing = {n for doc in scores for n in space.neighbours(doc) if n is not None and n not in scores}

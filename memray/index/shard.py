@@ -138,7 +138,9 @@ class VectorShard:
                         f"{self.shard_id} (model {model_id!r}, dim {dim}); re-embed with "
                         "the index's model (run the backfill job)"
                     )
-            checked.append((IndexItem(ns, item.doc_id, vec, item.text, float(item.recency), item.payload, int(item.stamp)), vec))
+            checked.append(
+                (IndexItem(ns, item.doc_id, vec, item.text, float(item.recency), item.payload, int(item.stamp)), vec)
+            )
         return checked
 
     def upsert(self, items: list[IndexItem], model_id: str) -> int:
@@ -233,8 +235,10 @@ class VectorShard:
                 )
             vector = normalise(vector, dim)[0]
         spaces = [self._spaces[ns] for ns in dict.fromkeys(Namespace(*n) for n in namespaces) if ns in self._spaces]
-        stamps = {Namespace(*ns): self._spaces[Namespace(*ns)].stamp if Namespace(*ns) in self._spaces else 0
-                  for ns in query.watch}
+        stamps = {
+            Namespace(*ns): self._spaces[Namespace(*ns)].stamp if Namespace(*ns) in self._spaces else 0
+            for ns in query.watch
+        }
         if query.k <= 0 or not spaces or (query.mode == "vector" and vector is None):
             return ShardReply([], Bm25Stats(0, 0, {}), stamps)
         hits, stats = search_spaces(spaces, query, vector, retired, self.config)
@@ -378,8 +382,14 @@ class VectorShard:
         the new one loadable."""
         root = Path(self.path)
         self._snap_seq += 1
-        meta = {"shard_id": self.shard_id, "dim": self.dim, "model_id": self.model_id, "seq": self._snap_seq,
-                "next_uid": self._spaces.next_uid, "lexical": LEXICAL_VERSION}
+        meta = {
+            "shard_id": self.shard_id,
+            "dim": self.dim,
+            "model_id": self.model_id,
+            "seq": self._snap_seq,
+            "next_uid": self._spaces.next_uid,
+            "lexical": LEXICAL_VERSION,
+        }
         self._snap_name = snapshot.write(root, self._snap_seq, self._snap_name, list(self._spaces.values()), meta)
         for space in self._spaces.values():
             space.dirty = False

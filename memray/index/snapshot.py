@@ -92,10 +92,17 @@ def _link_tree(src: Path, dst: Path) -> None:
             shutil.copy2(src / name, dst / name)
 
 
-_ITEM_SCHEMA = pa.schema([
-    ("uid", pa.int64()), ("doc_id", pa.string()), ("label", pa.int64()), ("recency", pa.float64()),
-    ("payload", pa.string()), ("terms", pa.string()), ("vector_row", pa.int64()),
-])
+_ITEM_SCHEMA = pa.schema(
+    [
+        ("uid", pa.int64()),
+        ("doc_id", pa.string()),
+        ("label", pa.int64()),
+        ("recency", pa.float64()),
+        ("payload", pa.string()),
+        ("terms", pa.string()),
+        ("vector_row", pa.int64()),
+    ]
+)
 
 
 def _pack(spaces: list[Space], directory: Path, previous: Path | None, dim: int) -> list[list[Any]]:
@@ -132,7 +139,9 @@ def _pack(spaces: list[Space], directory: Path, previous: Path | None, dim: int)
             cols["terms"].append(json.dumps(space.lexical.terms(doc) or {}, ensure_ascii=False))
             cols["vector_row"].append(where.get(label, -1))
     # Plain encoding: a raw byte scan of the snapshot (erasure verification) sees every id and text.
-    pq.write_table(pa.table(cols, schema=_ITEM_SCHEMA), directory / "items.parquet", compression="none", use_dictionary=False)
+    pq.write_table(
+        pa.table(cols, schema=_ITEM_SCHEMA), directory / "items.parquet", compression="none", use_dictionary=False
+    )
     matrix = np.concatenate(blocks) if blocks else np.zeros((0, dim), dtype=np.float32)
     atomic_save_npy(directory / "vectors.npy", matrix)
     with open(directory / "items.parquet", "rb+") as f:
@@ -152,7 +161,13 @@ def unpack(directory: Path, table: list[list[Any]], dim: int, num_threads: int) 
     matrix = np.load(directory / "vectors.npy", allow_pickle=False)
     exact: dict[int, tuple[list[int], list[int]]] = {}
     for uid, doc, label, recency, payload, terms, row in zip(
-        items["uid"], items["doc_id"], items["label"], items["recency"], items["payload"], items["terms"], items["vector_row"]
+        items["uid"],
+        items["doc_id"],
+        items["label"],
+        items["recency"],
+        items["payload"],
+        items["terms"],
+        items["vector_row"],
     ):
         space = spaces[uid]
         space.labels[doc] = label

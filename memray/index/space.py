@@ -174,11 +174,18 @@ class Spaces(Mapping[Namespace, Space]):
         """Promote to HNSW at the threshold; demote to exact under half of it."""
         n, threshold, dim = len(index), self.config.exact_threshold, index.dim
         if isinstance(index, ExactIndex) and n >= threshold:
-            return _rebuild(HnswIndex(
-                dim, m=self.config.hnsw_m, ef_construction=self.config.hnsw_ef_construction,
-                ef=self.config.hnsw_ef, compact_ratio=self.config.compact_ratio,
-                num_threads=self.num_threads, capacity=2 * n,
-            ), index)
+            return _rebuild(
+                HnswIndex(
+                    dim,
+                    m=self.config.hnsw_m,
+                    ef_construction=self.config.hnsw_ef_construction,
+                    ef=self.config.hnsw_ef,
+                    compact_ratio=self.config.compact_ratio,
+                    num_threads=self.num_threads,
+                    capacity=2 * n,
+                ),
+                index,
+            )
         if isinstance(index, HnswIndex) and n < threshold // 2:
             return _rebuild(ExactIndex(dim, capacity=max(16, n)), index)
         return index
@@ -211,9 +218,7 @@ class Spaces(Mapping[Namespace, Space]):
         """Add the staged model's vectors of ``rows`` (from ``store.scan_index_rows``). An item the
         shard does not hold yet is added with its text and recency. Returns how many."""
         if self.stage is None or self.stage[0] != model_id:
-            raise ModelMismatchError(
-                f"{self.label} has no staged index for model {model_id!r}; call stage_begin first"
-            )
+            raise ModelMismatchError(f"{self.label} has no staged index for model {model_id!r}; call stage_begin first")
         dim = self.stage[1]
         groups: dict[Namespace, list[IndexRow]] = {}
         for row in rows:
@@ -242,9 +247,7 @@ class Spaces(Mapping[Namespace, Space]):
         if model_id == self.model_id:
             return False
         if self.stage is None or self.stage[0] != model_id:
-            raise ModelMismatchError(
-                f"{self.label} has no staged index for model {model_id!r}; stage it first"
-            )
+            raise ModelMismatchError(f"{self.label} has no staged index for model {model_id!r}; stage it first")
         dim = self.stage[1]
         for space in self.values():
             space.retired, space.vectors = space.vectors, space.staged or ExactIndex(dim)

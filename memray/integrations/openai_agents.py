@@ -60,8 +60,16 @@ class MemraySession:
 
     session_settings: SessionSettings | None = None
 
-    def __init__(self, session_id: str, memory: Memory, *, user_id: str, app: str = "default",
-                 session_settings: SessionSettings | None = None, durable: bool = False) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        memory: Memory,
+        *,
+        user_id: str,
+        app: str = "default",
+        session_settings: SessionSettings | None = None,
+        durable: bool = False,
+    ) -> None:
         self.session_id = session_id
         self.session_settings = session_settings or SessionSettings()
         self.durable = durable

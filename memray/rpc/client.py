@@ -89,8 +89,9 @@ class Client:
     @classmethod
     def calls(cls) -> list[str]:
         """The names of the core's methods this client calls (its public coroutine methods)."""
-        return sorted(name for name, member in inspect.getmembers(cls, inspect.iscoroutinefunction)
-                      if not name.startswith("_"))
+        return sorted(
+            name for name, member in inspect.getmembers(cls, inspect.iscoroutinefunction) if not name.startswith("_")
+        )
 
     @classmethod
     def options(cls, method: str) -> CallOptions:

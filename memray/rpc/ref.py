@@ -35,8 +35,13 @@ class RetryingRef:
     attempt may have given, so the retry returns those).
     """
 
-    def __init__(self, ref: ActorRef, timeout_s: float = 30.0, backoff_s: float = 0.05,
-                 on_retry: dict[str, dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        ref: ActorRef,
+        timeout_s: float = 30.0,
+        backoff_s: float = 0.05,
+        on_retry: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
         self.ref = ref
         self.label = ref.label
         self._timeout_s = timeout_s

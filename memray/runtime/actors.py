@@ -81,7 +81,9 @@ def named_ref(name: str, namespace: str, label: str) -> RayRef:
     return RayRef(ray.get_actor(name, namespace=namespace), label)
 
 
-def _ray_metric(kind: str, name: str, description: str, tag_keys: tuple[str, ...], boundaries: list[float] | None) -> Any:
+def _ray_metric(
+    kind: str, name: str, description: str, tag_keys: tuple[str, ...], boundaries: list[float] | None
+) -> Any:
     if kind == "counter":
         return ray_metrics.Counter(name, description=description, tag_keys=tag_keys)
     return ray_metrics.Histogram(name, description=description, boundaries=boundaries or [], tag_keys=tag_keys)
@@ -103,7 +105,9 @@ def ensure_ray(config: MemoryConfig) -> bool:
     if ray.is_initialized():
         return False
     kwargs: dict[str, Any] = {
-        "namespace": config.namespace, "ignore_reinit_error": True, "log_to_driver": config.verbose,
+        "namespace": config.namespace,
+        "ignore_reinit_error": True,
+        "log_to_driver": config.verbose,
         "logging_level": logging.INFO if config.verbose else logging.ERROR,
     }
     if config.address:
@@ -196,7 +200,14 @@ class ShardActor(RecoveringShard):
     ``config.snapshot_every_s`` (see :mod:`memray.index.recovery` for why a thread)."""
 
     def __init__(
-        self, shard_id: int, path: str, dim: int, model_id: str, config: IndexConfig, store: str, namespace: str,
+        self,
+        shard_id: int,
+        path: str,
+        dim: int,
+        model_id: str,
+        config: IndexConfig,
+        store: str,
+        namespace: str,
         shards: int,
     ) -> None:
         # Ray restarts an actor with the arguments it was created with; a re-embedding job may have
@@ -210,8 +221,13 @@ class ShardActor(RecoveringShard):
         self.open()
         # the keeper calls this shard through the actor's own handle: queued with every other call
         own = ShardClient(RayRef(ray.get_runtime_context().current_actor, f"shard {shard_id}"))
-        self._keeper = ShardKeeper(own, StoreClient(named_ref(store, namespace, "history store")),
-                                   config.snapshot_every_s, shard_id=shard_id, shards=shards)
+        self._keeper = ShardKeeper(
+            own,
+            StoreClient(named_ref(store, namespace, "history store")),
+            config.snapshot_every_s,
+            shard_id=shard_id,
+            shards=shards,
+        )
         self._keeper.start(f"memray-shard-{shard_id}-keeper")
 
     def close(self) -> None:
@@ -226,7 +242,9 @@ class HostActor(ConversationHost):
     def __init__(self, host_id: int, config: MemoryConfig, store: str, shards: list[str]) -> None:
         ns = config.namespace
         super().__init__(
-            host_id, config, StoreClient(named_ref(store, ns, "history store")),
+            host_id,
+            config,
+            StoreClient(named_ref(store, ns, "history store")),
             [ShardClient(named_ref(name, ns, f"shard {i}")) for i, name in enumerate(shards)],
         )
 
@@ -240,8 +258,12 @@ class RayDeployment:
 
     def _options(self, role: str, **extra: Any) -> dict[str, Any]:
         opts: dict[str, Any] = {
-            "name": f"{self.prefix}:{role}", "namespace": self.config.namespace, "get_if_exists": True,
-            "num_cpus": 0, "max_restarts": -1, "max_task_retries": 0,
+            "name": f"{self.prefix}:{role}",
+            "namespace": self.config.namespace,
+            "get_if_exists": True,
+            "num_cpus": 0,
+            "max_restarts": -1,
+            "max_task_retries": 0,
         }
         if self.config.address:
             opts["lifetime"] = "detached"  # outlives this driver: other drivers share it
@@ -259,11 +281,19 @@ class RayDeployment:
         store = self._actor(StoreActor, "store", "history store", (cfg.store_path, ns), max_concurrency=32, **pin)
         store_name = f"{self.prefix}:store"
         shard_names = [f"{self.prefix}:shard-{i}" for i in range(cfg.shards)]
-        shards = [self._actor(ShardActor, f"shard-{i}", f"shard {i}",
-                              (i, shard_path(cfg, i), dim, model_id, cfg.index, store_name, ns, cfg.shards))
-                  for i in range(cfg.shards)]
-        hosts = [self._actor(HostActor, f"host-{i}", f"host {i}", (i, cfg, store_name, shard_names),
-                             max_concurrency=10_000) for i in range(cfg.hosts)]
+        shards = [
+            self._actor(
+                ShardActor,
+                f"shard-{i}",
+                f"shard {i}",
+                (i, shard_path(cfg, i), dim, model_id, cfg.index, store_name, ns, cfg.shards),
+            )
+            for i in range(cfg.shards)
+        ]
+        hosts = [
+            self._actor(HostActor, f"host-{i}", f"host {i}", (i, cfg, store_name, shard_names), max_concurrency=10_000)
+            for i in range(cfg.hosts)
+        ]
         self._refs = [store, *shards, *hosts]
         self.store = StoreClient(store)
         self.shards = [ShardClient(ref) for ref in shards]
@@ -298,9 +328,15 @@ class RayDeployment:
             # a driver leaving a shared memray: flush, but leave dead-letter reports to their writers
             flushed = await _bounded([h.flush(None, None, False) for h in self.hosts], bound)
             await _bounded([s.snapshot() for s in self.shards], bound)
-            return [{"host": h.label, "error": f"{type(r).__name__}: {r}",
-                     "dead_letters": len(r.letters) if isinstance(r, DeadLetterError) else 0}
-                    for h, r in zip(self.hosts, flushed) if isinstance(r, BaseException)]
+            return [
+                {
+                    "host": h.label,
+                    "error": f"{type(r).__name__}: {r}",
+                    "dead_letters": len(r.letters) if isinstance(r, DeadLetterError) else 0,
+                }
+                for h, r in zip(self.hosts, flushed)
+                if isinstance(r, BaseException)
+            ]
         reports: list[dict[str, Any]] = []
         try:
             closed = await _bounded([h.close() for h in self.hosts], bound)
@@ -317,7 +353,9 @@ class RayDeployment:
                     log.warning("%s did not close cleanly (%r); it recovers from the store", shard.label, result)
             stored = await _bounded([self.store.close()], 60.0)
             if isinstance(stored[0], BaseException):
-                log.warning("the history store did not close cleanly (%r); its WAL is replayed on the next open", stored[0])
+                log.warning(
+                    "the history store did not close cleanly (%r); its WAL is replayed on the next open", stored[0]
+                )
         finally:
             for ref in self._refs:
                 with contextlib.suppress(Exception):
@@ -327,6 +365,7 @@ class RayDeployment:
 
 async def _bounded(calls: list[Any], timeout_s: float) -> list[Any]:
     """Await ``calls`` together; each result, or its exception (TimeoutError past ``timeout_s``)."""
+
     async def one(call: Any) -> Any:
         return await asyncio.wait_for(call, timeout_s)
 

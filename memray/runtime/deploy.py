@@ -56,14 +56,19 @@ class LocalDeployment:
         self._store = HistoryStore(config.store_path)
         # a RecoveringShard that never recovers (it cannot die apart from this process): the same
         # core as a shard actor, so wait_indexed() can level it with the store in both modes
-        self._shards = [RecoveringShard(i, shard_path(config, i), dim, model_id, config.index, recovering=False)
-                        for i in range(config.shards)]
-        self._refs = [LocalRef(self._store, "history store"), *(LocalRef(s, f"shard {i}") for i, s in enumerate(self._shards))]
+        self._shards = [
+            RecoveringShard(i, shard_path(config, i), dim, model_id, config.index, recovering=False)
+            for i in range(config.shards)
+        ]
+        self._refs = [
+            LocalRef(self._store, "history store"),
+            *(LocalRef(s, f"shard {i}") for i, s in enumerate(self._shards)),
+        ]
         self.store = StoreClient(self._refs[0])
         self.shards = [ShardClient(ref) for ref in self._refs[1:]]
         self._hosts = [ConversationHost(i, config, self.store, self.shards) for i in range(config.hosts)]
         self._refs += [LocalRef(h, f"host {i}") for i, h in enumerate(self._hosts)]
-        self.hosts = [HostClient(ref) for ref in self._refs[1 + len(self._shards):]]
+        self.hosts = [HostClient(ref) for ref in self._refs[1 + len(self._shards) :]]
 
     async def start(self) -> None:
         os.makedirs(self.config.root, exist_ok=True)

@@ -44,7 +44,9 @@ def coerce_entries(entries: Iterable[EntryInput] | EntryInput) -> list[MemoryEnt
             except Exception as exc:  # pydantic's error: name the entry and the field
                 raise _entry_error(i, exc, value) from exc
         else:
-            raise ValidationError(f"entries[{i}]", value, f"must be a MemoryEntry, a dict or a str, got {type(value).__name__}")
+            raise ValidationError(
+                f"entries[{i}]", value, f"must be a MemoryEntry, a dict or a str, got {type(value).__name__}"
+            )
         check_entry(out[-1], f"entries[{i}]")  # what the store can hold: UTF-8, strict JSON, finite
     return out
 
@@ -57,7 +59,9 @@ def _entry_error(i: int, exc: Exception, value: Any) -> ValidationError:
         if isinstance(original, ValidationError):
             return original
         loc = ".".join(str(p) for p in first.get("loc", ()))
-        return ValidationError(f"entries[{i}].{loc}" if loc else f"entries[{i}]", first.get("input", value), first.get("msg", str(exc)))
+        return ValidationError(
+            f"entries[{i}].{loc}" if loc else f"entries[{i}]", first.get("input", value), first.get("msg", str(exc))
+        )
     return ValidationError(f"entries[{i}]", value, str(exc))
 
 
@@ -68,8 +72,9 @@ def entry_matches(query_tokens: set[str], text: str) -> bool:
 
 def entry_payload(entry: MemoryEntry, session_id: str | None, project_id: str | None) -> str:
     """What the shard keeps with an entry so a hit needs no store read."""
-    return json.dumps({"entry": entry.model_dump(mode="json"), "session_id": session_id, "project_id": project_id},
-                      ensure_ascii=False)
+    return json.dumps(
+        {"entry": entry.model_dump(mode="json"), "session_id": session_id, "project_id": project_id}, ensure_ascii=False
+    )
 
 
 def unscored(row: EntryRow) -> MemoryResult:

@@ -44,8 +44,18 @@ if TYPE_CHECKING:
 __all__ = ["erase_user", "verify_user_deleted", "scan_exports", "scan_snapshots", "clear_cache", "RECEIPT_KEYS"]
 
 #: The keys of a receipt's ``counts``.
-RECEIPT_KEYS = ("messages", "conversations", "entries", "embeddings", "working_memory", "summaries",
-                "vectors", "export_rows", "host_conversations", "caches")
+RECEIPT_KEYS = (
+    "messages",
+    "conversations",
+    "entries",
+    "embeddings",
+    "working_memory",
+    "summaries",
+    "vectors",
+    "export_rows",
+    "host_conversations",
+    "caches",
+)
 
 
 def clear_cache(embedder: Embedder | None) -> int:
@@ -56,8 +66,13 @@ def clear_cache(embedder: Embedder | None) -> int:
 
 
 async def erase_user(
-    store: StoreClient, shards: list[ShardClient], hosts: list[HostClient], service: MemoryService,
-    embedder: Embedder | None, app: str, user_id: str,
+    store: StoreClient,
+    shards: list[ShardClient],
+    hosts: list[HostClient],
+    service: MemoryService,
+    embedder: Embedder | None,
+    app: str,
+    user_id: str,
 ) -> DeletionReceipt:
     """Erase the user from every store (module docstring); returns counts per store."""
     validate_id("app", app)
@@ -71,15 +86,22 @@ async def erase_user(
         cleared = await asyncio.gather(*(h.clear_caches() for h in hosts))
     counts = {t: int(stored.get(t, 0)) for t in TABLES}
     counts.update(
-        vectors=sum(dropped), export_rows=int(stored.get("export_rows", 0)),
-        host_conversations=sum(evicted), caches=sum(cleared) + clear_cache(embedder),
+        vectors=sum(dropped),
+        export_rows=int(stored.get("export_rows", 0)),
+        host_conversations=sum(evicted),
+        caches=sum(cleared) + clear_cache(embedder),
     )
     return DeletionReceipt(app=app, user_id=user_id, counts={k: counts[k] for k in RECEIPT_KEYS})
 
 
 async def verify_user_deleted(
-    store: StoreClient, shards: list[ShardClient], hosts: list[HostClient], service: MemoryService,
-    config: MemoryConfig, app: str, user_id: str,
+    store: StoreClient,
+    shards: list[ShardClient],
+    hosts: list[HostClient],
+    service: MemoryService,
+    config: MemoryConfig,
+    app: str,
+    user_id: str,
 ) -> DeletionProof:
     """Scan every store for the user; ``remaining`` counts what is left in each."""
     validate_id("app", app)
@@ -180,5 +202,5 @@ def _files(root: str, suffix: str) -> list[str]:
 def _hive_value(path: str, root: str, key: str) -> str | None:
     for part in os.path.relpath(path, root).split(os.sep):
         if part.startswith(key + "="):
-            return urllib.parse.unquote(part[len(key) + 1:])
+            return urllib.parse.unquote(part[len(key) + 1 :])
     return None

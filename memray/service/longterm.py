@@ -70,8 +70,15 @@ class MemoryService(EntryReader):
     :class:`~memray.service.reader.EntryReader` and the writes. All methods are coroutines."""
 
     def __init__(
-        self, store: StoreClient, router: ShardRouter, encoder: QueryEncoder, default_mode: RetrievalMode = "hybrid",
-        batch_size: int = 256, backoff_s: float = 0.5, backoff_max_s: float = 30.0, index_timeout_s: float = 60.0,
+        self,
+        store: StoreClient,
+        router: ShardRouter,
+        encoder: QueryEncoder,
+        default_mode: RetrievalMode = "hybrid",
+        batch_size: int = 256,
+        backoff_s: float = 0.5,
+        backoff_max_s: float = 30.0,
+        index_timeout_s: float = 60.0,
     ) -> None:
         super().__init__(store, router, encoder, default_mode)
         self._index_timeout_s = index_timeout_s
@@ -117,7 +124,11 @@ class MemoryService(EntryReader):
         return (await self._add(app, user_id, [entry], None, validate_project_id(project_id), replace=False))[0]
 
     async def add_entries(
-        self, app: str, user_id: str, entries: Iterable[EntryInput], project_id: str | None = None,
+        self,
+        app: str,
+        user_id: str,
+        entries: Iterable[EntryInput],
+        project_id: str | None = None,
         session_id: str | None = None,
     ) -> list[str]:
         """Store several entries at once, globally or in ``project_id``, each replacing a stored
@@ -130,7 +141,12 @@ class MemoryService(EntryReader):
         return await self._add(app, user_id, parsed, session_id, project, replace=False)
 
     async def _add(
-        self, app: str, user_id: str, entries: Iterable[EntryInput], session_id: str | None, project_id: str | None,
+        self,
+        app: str,
+        user_id: str,
+        entries: Iterable[EntryInput],
+        session_id: str | None,
+        project_id: str | None,
         replace: bool,
     ) -> list[str]:
         validate_id("app", app)
@@ -152,13 +168,19 @@ class MemoryService(EntryReader):
                 self._pipeline.forget_items(refs)
                 await self._router.delete(refs)
             ns = entry_namespace(app, user_id, project_id)
-            self._pipeline.submit([
-                PendingItem(ns, e.id, e.text, e.timestamp, entry_payload(e, session_id, project_id)) for e in parsed if e.text
-            ])
+            self._pipeline.submit(
+                [
+                    PendingItem(ns, e.id, e.text, e.timestamp, entry_payload(e, session_id, project_id))
+                    for e in parsed
+                    if e.text
+                ]
+            )
             await self._pipeline.wait_idle(self._index_timeout_s)
         return list(dict.fromkeys(ids))
 
-    async def _scopes_before(self, app: str, user_id: str, ids: list[str], session_id: str | None) -> dict[str, str | None]:
+    async def _scopes_before(
+        self, app: str, user_id: str, ids: list[str], session_id: str | None
+    ) -> dict[str, str | None]:
         """Project of each entry a write may replace (same id, or same session), read first so
         the replaced versions can be removed from the right namespace."""
         calls = [self._store.get_entries(app, user_id, ids)]
@@ -182,8 +204,12 @@ class MemoryService(EntryReader):
         validate_id("user_id", user_id)
         wanted = set(tokenize(check_query(query)))
         if not wanted:
-            raise ValidationError("query", query, "has no words to match, so it would match nothing or everything",
-                                  "to delete every entry use delete_project(...) or delete_user(...)")
+            raise ValidationError(
+                "query",
+                query,
+                "has no words to match, so it would match nothing or everything",
+                "to delete every entry use delete_project(...) or delete_user(...)",
+            )
         async with self.user_lock(app, user_id):
             rows: list[EntryRow] = await self._store.list_entries(app, user_id, project_id, None, False, None)
             return await self._delete_rows(app, user_id, [r for r in rows if entry_matches(wanted, r.text)])

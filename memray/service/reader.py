@@ -33,8 +33,9 @@ DEFAULT_LIMIT = 10
 class EntryReader:
     """Reads of long-term entries (see the module docstring). All methods are coroutines."""
 
-    def __init__(self, store: StoreClient, router: ShardRouter, encoder: QueryEncoder,
-                 default_mode: RetrievalMode = "hybrid") -> None:
+    def __init__(
+        self, store: StoreClient, router: ShardRouter, encoder: QueryEncoder, default_mode: RetrievalMode = "hybrid"
+    ) -> None:
         self._store = store
         self._router = router
         self._encoder = encoder
@@ -54,8 +55,14 @@ class EntryReader:
         return await self._search(app, user_id, req.query, scopes, limit, min_score, check_mode(req.mode))
 
     async def search_projects(
-        self, app: str, user_id: str, query: str, project_ids: Sequence[str | None], limit: int | None = None,
-        min_score: float | None = None, mode: RetrievalMode | None = None,
+        self,
+        app: str,
+        user_id: str,
+        query: str,
+        project_ids: Sequence[str | None],
+        limit: int | None = None,
+        min_score: float | None = None,
+        mode: RetrievalMode | None = None,
     ) -> SearchMemoryResponse:
         """Like :meth:`search`, over exactly the scopes listed (``None``: the global entries):
         ``search`` always includes the global entries, this includes only what is asked for.
@@ -63,11 +70,18 @@ class EntryReader:
         validate_id("app", app)
         validate_id("user_id", user_id)
         scopes = [None if p is None else validate_project_id(p) for p in dict.fromkeys(project_ids)]
-        return await self._search(app, user_id, query, scopes, check_limit(limit, DEFAULT_LIMIT),
-                                  check_min_score(min_score), check_mode(mode))
+        return await self._search(
+            app, user_id, query, scopes, check_limit(limit, DEFAULT_LIMIT), check_min_score(min_score), check_mode(mode)
+        )
 
     async def _search(
-        self, app: str, user_id: str, query: str, scopes: list[str | None], limit: int, min_score: float | None,
+        self,
+        app: str,
+        user_id: str,
+        query: str,
+        scopes: list[str | None],
+        limit: int,
+        min_score: float | None,
         mode: RetrievalMode | None,
     ) -> SearchMemoryResponse:
         check_query(query)
@@ -91,14 +105,25 @@ class EntryReader:
         for h in hits:
             if h.payload:
                 data = json.loads(h.payload)
-                out.append(MemoryResult(entry=MemoryEntry.model_validate(data["entry"]), score=h.score,
-                                        session_id=data.get("session_id"), project_id=data.get("project_id")))
+                out.append(
+                    MemoryResult(
+                        entry=MemoryEntry.model_validate(data["entry"]),
+                        score=h.score,
+                        session_id=data.get("session_id"),
+                        project_id=data.get("project_id"),
+                    )
+                )
             elif (row := by_id.get(h.doc_id)) is not None and (row.project_id or "") == h.namespace[3]:
-                out.append(MemoryResult(entry=row_to_entry(row), score=h.score, session_id=row.session_id,
-                                        project_id=row.project_id))
+                out.append(
+                    MemoryResult(
+                        entry=row_to_entry(row), score=h.score, session_id=row.session_id, project_id=row.project_id
+                    )
+                )
         return out
 
-    async def list_recent(self, app: str, user_id: str, limit: int | None = None, project_id: str | None = None) -> list[MemoryResult]:
+    async def list_recent(
+        self, app: str, user_id: str, limit: int | None = None, project_id: str | None = None
+    ) -> list[MemoryResult]:
         """The newest entries (timestamp, then id, descending) in the search scope of
         ``project_id`` (None: global only; P: global plus P). ``score`` is 0.0: not a search."""
         validate_id("app", app)
@@ -111,8 +136,9 @@ class EntryReader:
         rows.sort(key=lambda r: (r.timestamp, r.id), reverse=True)
         return [unscored(r) for r in rows[:n]]
 
-    async def list_entries(self, app: str, user_id: str, project_id: str | None = None,
-                           limit: int | None = None) -> list[MemoryResult]:
+    async def list_entries(
+        self, app: str, user_id: str, project_id: str | None = None, limit: int | None = None
+    ) -> list[MemoryResult]:
         """Every entry of exactly one scope, newest first: the global entries (``project_id=None``)
         or P's alone (unlike :meth:`list_recent`, which adds the global ones). ``limit`` None: all."""
         validate_id("app", app)

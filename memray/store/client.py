@@ -52,11 +52,15 @@ class StoreClient(Client):
     async def record_dead_letters(self, letters: list[DeadLetter]) -> int:
         return await self._call("record_dead_letters", letters)
 
-    async def dead_letters(self, app: str | None = None, user_id: str | None = None, limit: int = 100) -> list[DeadLetter]:
+    async def dead_letters(
+        self, app: str | None = None, user_id: str | None = None, limit: int = 100
+    ) -> list[DeadLetter]:
         return await self._call("dead_letters", app, user_id, limit)
 
     @urgent
-    async def resolve_acknowledged(self, acked: list[tuple[ConversationKey, str, int]], reason: str) -> list[DeadLetter]:
+    async def resolve_acknowledged(
+        self, acked: list[tuple[ConversationKey, str, int]], reason: str
+    ) -> list[DeadLetter]:
         return await self._call("resolve_acknowledged", acked, reason)
 
     async def stored_seqs(self, requests: list[tuple[ConversationKey, list[str]]]) -> list[dict[str, int]]:
@@ -68,15 +72,22 @@ class StoreClient(Client):
     async def load_conversation(self, key: ConversationKey, window: int) -> ConversationSnapshot:
         return await self._call("load_conversation", key, window)
 
-    async def context_extras(self, requests: list[tuple[ConversationKey, WMScope]]) -> list[tuple[str | None, str | None]]:
+    async def context_extras(
+        self, requests: list[tuple[ConversationKey, WMScope]]
+    ) -> list[tuple[str | None, str | None]]:
         return await self._call("context_extras", requests)
 
     async def load_conversations(self, keys: list[ConversationKey], window: int) -> list[ConversationSnapshot]:
         return await self._call("load_conversations", keys, window)
 
     async def get_messages(
-        self, key: ConversationKey, limit: int | None = None, before_seq: int | None = None,
-        after_seq: int | None = None, roles: list[str] | None = None, metadata: dict[str, Any] | None = None,
+        self,
+        key: ConversationKey,
+        limit: int | None = None,
+        before_seq: int | None = None,
+        after_seq: int | None = None,
+        roles: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> list[MessageRow]:
         return await self._call("get_messages", key, limit, before_seq, after_seq, roles, metadata)
 
@@ -84,15 +95,16 @@ class StoreClient(Client):
         return await self._call("fetch_messages", app, user_id, refs)
 
     # -- conversations -------------------------------------------------------------------
-    async def create_conversation(self, key: ConversationKey, title: str | None, metadata: dict[str, Any]) -> dict[str, Any]:
+    async def create_conversation(
+        self, key: ConversationKey, title: str | None, metadata: dict[str, Any]
+    ) -> dict[str, Any]:
         return await self._call("create_conversation", key, title, metadata)
 
     async def get_conversation(self, key: ConversationKey) -> dict[str, Any] | None:
         return await self._call("get_conversation", key)
 
     async def list_conversations(
-        self, app: str, user_id: str,
-        order: ConversationOrder, limit: int, offset: int,
+        self, app: str, user_id: str, order: ConversationOrder, limit: int, offset: int
     ) -> list[dict[str, Any]]:
         return await self._call("list_conversations", app, user_id, order, limit, offset)
 
@@ -126,7 +138,12 @@ class StoreClient(Client):
 
     @background
     async def scan_index_rows(
-        self, shard: int, shards: int, model_id: str, after: tuple[Namespace, str] | None, limit: int,
+        self,
+        shard: int,
+        shards: int,
+        model_id: str,
+        after: tuple[Namespace, str] | None,
+        limit: int,
         unembedded: bool = False,
     ) -> list[IndexRow]:
         return await self._call("scan_index_rows", shard, shards, model_id, after, limit, unembedded)
@@ -144,11 +161,18 @@ class StoreClient(Client):
         return await self._call("index_rows_for", model_id, refs)
 
     # -- working memory and summaries ----------------------------------------------------
-    async def get_working_memory(self, app: str, user_id: str, scope: WMScope, conversation_id: str | None) -> tuple[str | None, int]:
+    async def get_working_memory(
+        self, app: str, user_id: str, scope: WMScope, conversation_id: str | None
+    ) -> tuple[str | None, int]:
         return await self._call("get_working_memory", app, user_id, scope, conversation_id)
 
     async def put_working_memory(
-        self, app: str, user_id: str, scope: WMScope, conversation_id: str | None, content: str | None,
+        self,
+        app: str,
+        user_id: str,
+        scope: WMScope,
+        conversation_id: str | None,
+        content: str | None,
         expected_version: int,
     ) -> int:
         return await self._call("put_working_memory", app, user_id, scope, conversation_id, content, expected_version)
@@ -167,8 +191,13 @@ class StoreClient(Client):
         return await self._call("get_entries", app, user_id, ids)
 
     async def list_entries(
-        self, app: str, user_id: str, project_id: str | None = None, session_id: str | None = None,
-        all_projects: bool = False, limit: int | None = None,
+        self,
+        app: str,
+        user_id: str,
+        project_id: str | None = None,
+        session_id: str | None = None,
+        all_projects: bool = False,
+        limit: int | None = None,
     ) -> list[EntryRow]:
         return await self._call("list_entries", app, user_id, project_id, session_id, all_projects, limit)
 

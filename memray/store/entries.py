@@ -20,8 +20,11 @@ def _drop_entry_vectors(db: Database, app: str, user_id: str, ids: list[str]) ->
     if ids:
         db.con.register("_gone", pa.table({"id": pa.array(ids, pa.string())}))
         try:
-            db.sql("DELETE FROM embeddings e USING _gone g WHERE e.kind = 'entry' AND e.app = ? "
-                   "AND e.user_id = ? AND e.doc_id = g.id", [app, user_id])
+            db.sql(
+                "DELETE FROM embeddings e USING _gone g WHERE e.kind = 'entry' AND e.app = ? "
+                "AND e.user_id = ? AND e.doc_id = g.id",
+                [app, user_id],
+            )
         finally:
             db.con.unregister("_gone")
 
@@ -43,19 +46,30 @@ def put_entries(db: Database, rows: list[EntryRow], replace_session: tuple[str, 
     with db.transaction() as version:
         if replace_session is not None:
             app, user, session = replace_session
-            ids = [r[0] for r in db.sql("DELETE FROM entries WHERE app = ? AND user_id = ? AND session_id = ? "
-                                        "RETURNING id", [app, user, session]).fetchall()]
+            ids = [
+                r[0]
+                for r in db.sql(
+                    "DELETE FROM entries WHERE app = ? AND user_id = ? AND session_id = ? RETURNING id",
+                    [app, user, session],
+                ).fetchall()
+            ]
             _drop_entry_vectors(db, app, user, ids)
             removed.extend(ids)
         if batch is not None:
             db.con.register("_entries", batch)
             try:
-                replaced = db.sql("DELETE FROM entries n USING _entries b WHERE n.app = b.app AND "
-                                  "n.user_id = b.user_id AND n.id = b.id RETURNING n.app, n.user_id, n.id").fetchall()
-                db.sql("DELETE FROM embeddings e USING _entries b WHERE e.kind = 'entry' AND e.app = b.app "
-                       "AND e.user_id = b.user_id AND e.doc_id = b.id")
-                db.sql(f"INSERT INTO entries ({_ECOLS}, embed_state, model_id, embed_error, user_hash, "
-                       f"changed_version) SELECT {_ECOLS}, 'pending', NULL, NULL, user_hash, {version} FROM _entries")
+                replaced = db.sql(
+                    "DELETE FROM entries n USING _entries b WHERE n.app = b.app AND "
+                    "n.user_id = b.user_id AND n.id = b.id RETURNING n.app, n.user_id, n.id"
+                ).fetchall()
+                db.sql(
+                    "DELETE FROM embeddings e USING _entries b WHERE e.kind = 'entry' AND e.app = b.app "
+                    "AND e.user_id = b.user_id AND e.doc_id = b.id"
+                )
+                db.sql(
+                    f"INSERT INTO entries ({_ECOLS}, embed_state, model_id, embed_error, user_hash, "
+                    f"changed_version) SELECT {_ECOLS}, 'pending', NULL, NULL, user_hash, {version} FROM _entries"
+                )
             finally:
                 db.con.unregister("_entries")
             removed.extend(r[2] for r in replaced)
@@ -68,8 +82,9 @@ def get_entries(db: Database, app: str, user_id: str, ids: list[str]) -> list[En
         return []
     db.con.register("_want", pa.table({"id": pa.array(ids, pa.string())}))
     try:
-        rows = db.sql(f"SELECT {_ECOLS} FROM entries SEMI JOIN _want USING (id) WHERE app = ? AND user_id = ?",
-                      [app, user_id]).fetchall()
+        rows = db.sql(
+            f"SELECT {_ECOLS} FROM entries SEMI JOIN _want USING (id) WHERE app = ? AND user_id = ?", [app, user_id]
+        ).fetchall()
     finally:
         db.con.unregister("_want")
     by_id = {r[2]: EntryRow._make(r) for r in rows}
@@ -77,8 +92,13 @@ def get_entries(db: Database, app: str, user_id: str, ids: list[str]) -> list[En
 
 
 def list_entries(
-    db: Database, app: str, user_id: str, project_id: str | None = None, session_id: str | None = None,
-    all_projects: bool = False, limit: int | None = None,
+    db: Database,
+    app: str,
+    user_id: str,
+    project_id: str | None = None,
+    session_id: str | None = None,
+    all_projects: bool = False,
+    limit: int | None = None,
 ) -> list[EntryRow]:
     """Newest first (timestamp, then id, descending). Scope: ``all_projects`` — every entry;
     else ``project_id=None`` — global entries only; else that project's entries only.
@@ -108,8 +128,10 @@ def entry_projects(db: Database, app: str, user_id: str | None = None) -> list[t
     if user_id is not None:
         where.append("user_id = ?")
         params.append(validate_id("user_id", user_id))
-    rows = db.sql(f"SELECT DISTINCT user_id, project_id FROM entries WHERE {' AND '.join(where)} "
-                  "ORDER BY user_id, project_id", params).fetchall()
+    rows = db.sql(
+        f"SELECT DISTINCT user_id, project_id FROM entries WHERE {' AND '.join(where)} ORDER BY user_id, project_id",
+        params,
+    ).fetchall()
     return [(str(u), str(p)) for u, p in rows]
 
 
@@ -118,7 +140,8 @@ def delete_entries(db: Database, app: str, user_id: str, ids: list[str]) -> int:
     if not ids:
         return 0
     with db.transaction(_del=pa.table({"id": pa.array(list(ids), pa.string())})):
-        n = db.count("DELETE FROM entries n USING _del d WHERE n.app = ? AND n.user_id = ? AND n.id = d.id",
-                     [app, user_id])
+        n = db.count(
+            "DELETE FROM entries n USING _del d WHERE n.app = ? AND n.user_id = ? AND n.id = d.id", [app, user_id]
+        )
         _drop_entry_vectors(db, app, user_id, list(ids))
     return n

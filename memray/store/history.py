@@ -105,8 +105,13 @@ class HistoryStore:
         return conv.load_conversations(self._db, keys, window)
 
     def get_messages(
-        self, key: ConversationKey, limit: int | None = None, before_seq: int | None = None,
-        after_seq: int | None = None, roles: list[str] | None = None, metadata: dict[str, Any] | None = None,
+        self,
+        key: ConversationKey,
+        limit: int | None = None,
+        before_seq: int | None = None,
+        after_seq: int | None = None,
+        roles: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> list[MessageRow]:
         """Messages by seq; ``limit`` = the most recent N matching, oldest first. ``metadata``:
         each key present with an equal JSON value (bools are not numbers; objects ignore key order)."""
@@ -125,8 +130,7 @@ class HistoryStore:
         return conv.get_conversation(self._db, key)
 
     def list_conversations(
-        self, app: str, user_id: str,
-        order: ConversationOrder, limit: int, offset: int,
+        self, app: str, user_id: str, order: ConversationOrder, limit: int, offset: int
     ) -> list[dict[str, Any]]:
         """The user's conversations in ``order`` (ties broken by conversation id), paged."""
         return conv.list_conversations(self._db, app, user_id, order, limit, offset)
@@ -142,22 +146,30 @@ class HistoryStore:
         and summary (and its dead letters) in one transaction, then purge it from every Parquet export root this store
         wrote to. Returns counts per table plus ``export_rows``. Durable on return (the freed
         bytes stay in the file until the next rewrite; ``delete_user`` is the physical erasure)."""
-        k = [validate_id("app", key.app), validate_id("user_id", key.user_id),
-             validate_id("conversation_id", key.conversation_id)]
+        k = [
+            validate_id("app", key.app),
+            validate_id("user_id", key.user_id),
+            validate_id("conversation_id", key.conversation_id),
+        ]
         where = "app = ? AND user_id = ? AND conversation_id = ?"
         with self._db.transaction():
             counts = {
-                "embeddings": self._db.count("DELETE FROM embeddings WHERE app = ? AND user_id = ? "
-                                             "AND kind = 'conv' AND scope = ?", k),
+                "embeddings": self._db.count(
+                    "DELETE FROM embeddings WHERE app = ? AND user_id = ? AND kind = 'conv' AND scope = ?", k
+                ),
                 "messages": self._db.count(f"DELETE FROM messages WHERE {where}", k),
                 "summaries": self._db.count(f"DELETE FROM summaries WHERE {where}", k),
-                "working_memory": self._db.count(f"DELETE FROM working_memory WHERE {where} "
-                                                 "AND scope = 'conversation'", k),
+                "working_memory": self._db.count(
+                    f"DELETE FROM working_memory WHERE {where} AND scope = 'conversation'", k
+                ),
                 "conversations": self._db.count(f"DELETE FROM conversations WHERE {where}", k),
                 "dead_letters": self._db.count(f"DELETE FROM dead_letters WHERE {where}", k),
             }
-        counts["export_rows"] = sum(export.purge_conversation(self._db, r, key.app, key.user_id, key.conversation_id)
-                                    for r in export.export_roots(self._db) if os.path.isdir(r))
+        counts["export_rows"] = sum(
+            export.purge_conversation(self._db, r, key.app, key.user_id, key.conversation_id)
+            for r in export.export_roots(self._db)
+            if os.path.isdir(r)
+        )
         return counts
 
     def delete_messages(self, key: ConversationKey, ids: list[str]) -> dict[str, int]:
@@ -165,21 +177,31 @@ class HistoryStore:
         purge them from every Parquet export root. The conversation and its ``last_seq`` stay
         (seqs are never reused). Returns counts (``messages``, ``embeddings``, ``export_rows``).
         Durable on return."""
-        k = [validate_id("app", key.app), validate_id("user_id", key.user_id),
-             validate_id("conversation_id", key.conversation_id)]
+        k = [
+            validate_id("app", key.app),
+            validate_id("user_id", key.user_id),
+            validate_id("conversation_id", key.conversation_id),
+        ]
         wanted = [validate_id("message.id", i) for i in dict.fromkeys(ids)]
         if not wanted:
             return {"messages": 0, "embeddings": 0, "export_rows": 0}
         with self._db.transaction(_gone=pa.table({"id": pa.array(wanted, pa.string())})):
             counts = {
-                "embeddings": self._db.count("DELETE FROM embeddings e USING _gone g WHERE e.app = ? AND "
-                                             "e.user_id = ? AND e.kind = 'conv' AND e.scope = ? AND e.doc_id = g.id", k),
-                "messages": self._db.count("DELETE FROM messages m USING _gone g WHERE m.app = ? AND m.user_id = ? "
-                                           "AND m.conversation_id = ? AND m.id = g.id", k),
+                "embeddings": self._db.count(
+                    "DELETE FROM embeddings e USING _gone g WHERE e.app = ? AND "
+                    "e.user_id = ? AND e.kind = 'conv' AND e.scope = ? AND e.doc_id = g.id",
+                    k,
+                ),
+                "messages": self._db.count(
+                    "DELETE FROM messages m USING _gone g WHERE m.app = ? AND m.user_id = ? "
+                    "AND m.conversation_id = ? AND m.id = g.id",
+                    k,
+                ),
             }
         roots = [r for r in export.export_roots(self._db) if os.path.isdir(r)] if counts["messages"] else []
-        counts["export_rows"] = sum(export.purge_conversation(self._db, r, key.app, key.user_id, key.conversation_id, wanted)
-                                    for r in roots)
+        counts["export_rows"] = sum(
+            export.purge_conversation(self._db, r, key.app, key.user_id, key.conversation_id, wanted) for r in roots
+        )
         return counts
 
     # -- embeddings -----------------------------------------------------------------------
@@ -201,7 +223,12 @@ class HistoryStore:
         return items.missing_embeddings(self._db, model_id, refs)
 
     def scan_index_rows(
-        self, shard: int, shards: int, model_id: str, after: tuple[Namespace, str] | None, limit: int,
+        self,
+        shard: int,
+        shards: int,
+        model_id: str,
+        after: tuple[Namespace, str] | None,
+        limit: int,
         unembedded: bool = False,
     ) -> list[IndexRow]:
         return items.scan_index_rows(self._db, shard, shards, model_id, after, limit, unembedded)
@@ -220,11 +247,18 @@ class HistoryStore:
         return items.index_rows_for(self._db, model_id, refs)
 
     # -- working memory and summaries -----------------------------------------------------
-    def get_working_memory(self, app: str, user_id: str, scope: WMScope, conversation_id: str | None) -> tuple[str | None, int]:
+    def get_working_memory(
+        self, app: str, user_id: str, scope: WMScope, conversation_id: str | None
+    ) -> tuple[str | None, int]:
         return conv.get_working_memory(self._db, app, user_id, scope, conversation_id)
 
     def put_working_memory(
-        self, app: str, user_id: str, scope: WMScope, conversation_id: str | None, content: str | None,
+        self,
+        app: str,
+        user_id: str,
+        scope: WMScope,
+        conversation_id: str | None,
+        content: str | None,
         expected_version: int,
     ) -> int:
         """Compare-and-set (``None`` clears); ConflictError on a stale version. Durable on return."""
@@ -247,8 +281,13 @@ class HistoryStore:
         return entries.get_entries(self._db, app, user_id, ids)
 
     def list_entries(
-        self, app: str, user_id: str, project_id: str | None = None, session_id: str | None = None,
-        all_projects: bool = False, limit: int | None = None,
+        self,
+        app: str,
+        user_id: str,
+        project_id: str | None = None,
+        session_id: str | None = None,
+        all_projects: bool = False,
+        limit: int | None = None,
     ) -> list[EntryRow]:
         """Newest first. Not ``all_projects``: ``project_id=None`` → global entries only,
         ``project_id=P`` → P's entries only. ``session_id`` narrows further."""
@@ -274,18 +313,24 @@ class HistoryStore:
         validate_id("app", app)
         validate_id("user_id", user_id)
         with self._db.transaction():
-            counts = {t: self._db.count(f"DELETE FROM {t} WHERE app = ? AND user_id = ?", [app, user_id])
-                      for t in TABLES}
+            counts = {
+                t: self._db.count(f"DELETE FROM {t} WHERE app = ? AND user_id = ?", [app, user_id]) for t in TABLES
+            }
             self._db.mark_rewrite_pending()
-        counts["export_rows"] = sum(export.purge_exports(self._db, r, app, user_id)
-                                    for r in export.export_roots(self._db) if os.path.isdir(r))
+        counts["export_rows"] = sum(
+            export.purge_exports(self._db, r, app, user_id) for r in export.export_roots(self._db) if os.path.isdir(r)
+        )
         self._db.rewrite()
         return counts
 
     def count_user(self, app: str, user_id: str) -> dict[str, int]:
         """Rows of the user left in each table (all zero after :meth:`delete_user`)."""
-        return {t: int(self._db.sql(f"SELECT count(*) FROM {t} WHERE app = ? AND user_id = ?",
-                                    [app, user_id]).fetchall()[0][0]) for t in TABLES}
+        return {
+            t: int(
+                self._db.sql(f"SELECT count(*) FROM {t} WHERE app = ? AND user_id = ?", [app, user_id]).fetchall()[0][0]
+            )
+            for t in TABLES
+        }
 
     def export_parquet(self, root: str) -> dict[str, Any]:
         """Incremental hive-partitioned Parquet export; see :mod:`memray.store.export`."""

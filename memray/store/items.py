@@ -17,16 +17,25 @@ from memray.store.rows import EmbeddingRow
 from memray.store.schema import embedding_batch, ref_batch
 
 __all__ = [
-    "put_embeddings", "mark_embedding_failed", "pending_embeddings", "missing_embeddings", "scan_index_rows", "index_digest",
-    "index_refs", "index_rows_for",
+    "put_embeddings",
+    "mark_embedding_failed",
+    "pending_embeddings",
+    "missing_embeddings",
+    "scan_index_rows",
+    "index_digest",
+    "index_refs",
+    "index_rows_for",
 ]
 
 # An embedding's item: a message (kind 'conv', scope = conversation id) or an entry
 # (kind 'entry', scope = project id or '' for global entries).
-_MSG_OF = ("e.kind = 'conv' AND m.app = e.app AND m.user_id = e.user_id "
-           "AND m.conversation_id = e.scope AND m.id = e.doc_id")
-_ENTRY_OF = ("e.kind = 'entry' AND n.app = e.app AND n.user_id = e.user_id "
-             "AND coalesce(n.project_id, '') = e.scope AND n.id = e.doc_id")
+_MSG_OF = (
+    "e.kind = 'conv' AND m.app = e.app AND m.user_id = e.user_id AND m.conversation_id = e.scope AND m.id = e.doc_id"
+)
+_ENTRY_OF = (
+    "e.kind = 'entry' AND n.app = e.app AND n.user_id = e.user_id "
+    "AND coalesce(n.project_id, '') = e.scope AND n.id = e.doc_id"
+)
 
 
 def put_embeddings(db: Database, rows: list[EmbeddingRow]) -> int:
@@ -44,11 +53,17 @@ def put_embeddings(db: Database, rows: list[EmbeddingRow]) -> int:
         try:
             db.sql("""DELETE FROM embeddings x USING _live e WHERE x.app = e.app AND x.user_id = e.user_id
                       AND x.kind = e.kind AND x.scope = e.scope AND x.doc_id = e.doc_id AND x.model_id = e.model_id""")
-            db.sql("INSERT INTO embeddings SELECT app, user_id, kind, scope, doc_id, model_id, vector, user_hash FROM _live")
-            db.sql(f"UPDATE messages m SET embed_state = 'done', model_id = e.model_id, embed_error = NULL "
-                   f"FROM _live e WHERE {_MSG_OF}")
-            db.sql(f"UPDATE entries n SET embed_state = 'done', model_id = e.model_id, embed_error = NULL "
-                   f"FROM _live e WHERE {_ENTRY_OF}")
+            db.sql(
+                "INSERT INTO embeddings SELECT app, user_id, kind, scope, doc_id, model_id, vector, user_hash FROM _live"
+            )
+            db.sql(
+                f"UPDATE messages m SET embed_state = 'done', model_id = e.model_id, embed_error = NULL "
+                f"FROM _live e WHERE {_MSG_OF}"
+            )
+            db.sql(
+                f"UPDATE entries n SET embed_state = 'done', model_id = e.model_id, embed_error = NULL "
+                f"FROM _live e WHERE {_ENTRY_OF}"
+            )
         finally:
             db.con.unregister("_live")
     return int(live.num_rows)
@@ -60,8 +75,10 @@ def mark_embedding_failed(db: Database, refs: list[tuple[Namespace, str]], error
         return
     with db.transaction(bump=False, _failed=ref_batch(refs)):
         for table, alias, cond in (("messages", "m", _MSG_OF), ("entries", "n", _ENTRY_OF)):
-            db.sql(f"UPDATE {table} {alias} SET embed_state = 'failed', embed_error = ? FROM _failed e "
-                   f"WHERE {cond}", [str(error)[:2000]])
+            db.sql(
+                f"UPDATE {table} {alias} SET embed_state = 'failed', embed_error = ? FROM _failed e WHERE {cond}",
+                [str(error)[:2000]],
+            )
 
 
 def pending_embeddings(db: Database, model_id: str, limit: int) -> list[tuple[Namespace, str, str]]:
@@ -69,7 +86,8 @@ def pending_embeddings(db: Database, model_id: str, limit: int) -> list[tuple[Na
     (new, updated since embedding, or failed), oldest change first."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
         raise ValidationError("limit", limit, "must be a non-negative integer")
-    rows = db.sql("""
+    rows = db.sql(
+        """
         SELECT app, user_id, kind, scope, doc_id, text FROM (
           SELECT app, user_id, 'conv' AS kind, conversation_id AS scope, id AS doc_id, text, changed_version
           FROM messages WHERE text <> ''
@@ -78,7 +96,9 @@ def pending_embeddings(db: Database, model_id: str, limit: int) -> list[tuple[Na
           FROM entries WHERE text <> '') i
         WHERE NOT EXISTS (SELECT 1 FROM embeddings x WHERE x.model_id = ? AND x.app = i.app
           AND x.user_id = i.user_id AND x.kind = i.kind AND x.scope = i.scope AND x.doc_id = i.doc_id)
-        ORDER BY changed_version, app, user_id, kind, scope, doc_id LIMIT ?""", [model_id, limit]).fetchall()
+        ORDER BY changed_version, app, user_id, kind, scope, doc_id LIMIT ?""",
+        [model_id, limit],
+    ).fetchall()
     return [(Namespace(r[0], r[1], r[2], r[3]), r[4], r[5]) for r in rows]
 
 
@@ -89,16 +109,24 @@ def missing_embeddings(db: Database, model_id: str, refs: list[tuple[Namespace, 
     batch = ref_batch(refs).append_column("pos", pa.array(range(len(refs)), pa.int64()))
     db.con.register("_refs", batch)
     try:
-        rows = db.sql("""SELECT r.pos FROM _refs r WHERE NOT EXISTS (SELECT 1 FROM embeddings x
+        rows = db.sql(
+            """SELECT r.pos FROM _refs r WHERE NOT EXISTS (SELECT 1 FROM embeddings x
             WHERE x.model_id = ? AND x.app = r.app AND x.user_id = r.user_id AND x.kind = r.kind
-            AND x.scope = r.scope AND x.doc_id = r.doc_id) ORDER BY r.pos""", [model_id]).fetchall()
+            AND x.scope = r.scope AND x.doc_id = r.doc_id) ORDER BY r.pos""",
+            [model_id],
+        ).fetchall()
     finally:
         db.con.unregister("_refs")
     return [int(r[0]) for r in rows]
 
 
 def scan_index_rows(
-    db: Database, shard: int, shards: int, model_id: str, after: tuple[Namespace, str] | None, limit: int,
+    db: Database,
+    shard: int,
+    shards: int,
+    model_id: str,
+    after: tuple[Namespace, str] | None,
+    limit: int,
     unembedded: bool = False,
 ) -> list[IndexRow]:
     """One page of a shard's vectors of ``model_id``, ordered by (namespace, doc_id).
@@ -117,7 +145,8 @@ def scan_index_rows(
     if after is not None:
         cursor = "AND (e.app, e.user_id, e.kind, e.scope, e.doc_id) > (?, ?, ?, ?, ?)"
         params.extend([*after[0], after[1]])
-    table = db.arrow(f"""
+    table = db.arrow(
+        f"""
         SELECT e.app, e.user_id, e.kind, e.scope, e.doc_id, e.vector,
                coalesce(m.text, n.text) AS text, coalesce(CAST(m.seq AS DOUBLE), n.timestamp) AS recency
         FROM embeddings e
@@ -125,7 +154,9 @@ def scan_index_rows(
         LEFT JOIN entries n ON {_ENTRY_OF}
         WHERE e.model_id = ? AND ((e.user_hash % ?) + ?) % ? = ? {cursor}
           AND (m.id IS NOT NULL OR n.id IS NOT NULL)
-        ORDER BY e.app, e.user_id, e.kind, e.scope, e.doc_id LIMIT {int(limit)}""", params)
+        ORDER BY e.app, e.user_id, e.kind, e.scope, e.doc_id LIMIT {int(limit)}""",
+        params,
+    )
     return _index_rows(table)
 
 
@@ -139,7 +170,8 @@ def _scan_items(
     if after is not None:
         cursor = "AND (i.app, i.user_id, i.kind, i.scope, i.doc_id) > (?, ?, ?, ?, ?)"
         params.extend([*after[0], after[1]])
-    table = db.arrow(f"""
+    table = db.arrow(
+        f"""
         SELECT i.app, i.user_id, i.kind, i.scope, i.doc_id, x.vector, i.text, i.recency FROM (
           SELECT app, user_id, 'conv' AS kind, conversation_id AS scope, id AS doc_id, text,
                  CAST(seq AS DOUBLE) AS recency FROM messages WHERE ((user_hash % ?) + ?) % ? = ?
@@ -149,7 +181,9 @@ def _scan_items(
         LEFT JOIN embeddings x ON x.model_id = ? AND x.app = i.app AND x.user_id = i.user_id
           AND x.kind = i.kind AND x.scope = i.scope AND x.doc_id = i.doc_id
         WHERE (i.text <> '' OR x.vector IS NOT NULL) {cursor}
-        ORDER BY i.app, i.user_id, i.kind, i.scope, i.doc_id LIMIT {int(limit)}""", params)
+        ORDER BY i.app, i.user_id, i.kind, i.scope, i.doc_id LIMIT {int(limit)}""",
+        params,
+    )
     return _index_rows(table)
 
 
@@ -158,18 +192,29 @@ def _index_rows(table: pa.Table) -> list[IndexRow]:
     flat = vec.values.to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
     offsets = vec.offsets.to_numpy()
     valid = vec.is_valid().to_numpy(zero_copy_only=False) if vec.null_count else None
-    cols: Sequence[list[Any]] = [table[c].to_pylist() for c in ("app", "user_id", "kind", "scope", "doc_id", "text", "recency")]
-    return [IndexRow(Namespace(a, u, k, s), d,
-                     flat[offsets[i]:offsets[i + 1]] if valid is None or valid[i] else None, t, float(r))
-            for i, (a, u, k, s, d, t, r) in enumerate(zip(*cols))]
+    cols: Sequence[list[Any]] = [
+        table[c].to_pylist() for c in ("app", "user_id", "kind", "scope", "doc_id", "text", "recency")
+    ]
+    return [
+        IndexRow(
+            Namespace(a, u, k, s),
+            d,
+            flat[offsets[i] : offsets[i + 1]] if valid is None or valid[i] else None,
+            t,
+            float(r),
+        )
+        for i, (a, u, k, s, d, t, r) in enumerate(zip(*cols))
+    ]
 
 
 # -- leveling a shard with the store: which items must have a vector there ---------------------
 
 _US = "chr(31)"  # ids hold no control characters, so the unit separator joins them unambiguously
 _REF_KEY = f"e.app || {_US} || e.user_id || {_US} || e.kind || {_US} || e.scope || {_US} || e.doc_id"
-_OF_SHARD = (f"e.model_id = ? AND ((e.user_hash % ?) + ?) % ? = ? AND (EXISTS (SELECT 1 FROM messages m WHERE {_MSG_OF}) "
-             f"OR EXISTS (SELECT 1 FROM entries n WHERE {_ENTRY_OF}))")
+_OF_SHARD = (
+    f"e.model_id = ? AND ((e.user_hash % ?) + ?) % ? = ? AND (EXISTS (SELECT 1 FROM messages m WHERE {_MSG_OF}) "
+    f"OR EXISTS (SELECT 1 FROM entries n WHERE {_ENTRY_OF}))"
+)
 
 
 def _shard_params(shard: int, shards: int, model_id: str) -> list[Any]:
@@ -184,15 +229,19 @@ def index_digest(db: Database, shard: int, shards: int, model_id: str) -> tuple[
     """``(count, checksum)`` of the shard's items that have a stored vector of ``model_id``:
     the checksum is the sum, mod 2**64, of the low 64 bits of the MD5 of each item's key
     (:func:`memray.index.recovery.ref_key`), so a shard can compare its own without a transfer."""
-    rows = db.sql(f"SELECT count(*), coalesce(sum(md5_number_lower({_REF_KEY})), 0) FROM embeddings e "
-                  f"WHERE {_OF_SHARD}", _shard_params(shard, shards, model_id)).fetchall()
+    rows = db.sql(
+        f"SELECT count(*), coalesce(sum(md5_number_lower({_REF_KEY})), 0) FROM embeddings e WHERE {_OF_SHARD}",
+        _shard_params(shard, shards, model_id),
+    ).fetchall()
     return int(rows[0][0]), int(rows[0][1]) % (1 << 64)
 
 
 def index_refs(db: Database, shard: int, shards: int, model_id: str) -> list[tuple[Namespace, str]]:
     """The (namespace, doc_id) of every item of the shard with a stored vector of ``model_id``."""
-    rows = db.sql(f"SELECT e.app, e.user_id, e.kind, e.scope, e.doc_id FROM embeddings e WHERE {_OF_SHARD}",
-                  _shard_params(shard, shards, model_id)).fetchall()
+    rows = db.sql(
+        f"SELECT e.app, e.user_id, e.kind, e.scope, e.doc_id FROM embeddings e WHERE {_OF_SHARD}",
+        _shard_params(shard, shards, model_id),
+    ).fetchall()
     return [(Namespace(a, u, k, s), d) for a, u, k, s, d in rows]
 
 
@@ -202,14 +251,17 @@ def index_rows_for(db: Database, model_id: str, refs: list[tuple[Namespace, str]
         return []
     db.con.register("_want", ref_batch(refs))
     try:
-        table = db.arrow(f"""
+        table = db.arrow(
+            f"""
             SELECT e.app, e.user_id, e.kind, e.scope, e.doc_id, e.vector,
                    coalesce(m.text, n.text) AS text, coalesce(CAST(m.seq AS DOUBLE), n.timestamp) AS recency
             FROM embeddings e SEMI JOIN _want w ON e.app = w.app AND e.user_id = w.user_id AND e.kind = w.kind
                  AND e.scope = w.scope AND e.doc_id = w.doc_id
             LEFT JOIN messages m ON {_MSG_OF}
             LEFT JOIN entries n ON {_ENTRY_OF}
-            WHERE e.model_id = ? AND (m.id IS NOT NULL OR n.id IS NOT NULL)""", [model_id])
+            WHERE e.model_id = ? AND (m.id IS NOT NULL OR n.id IS NOT NULL)""",
+            [model_id],
+        )
     finally:
         db.con.unregister("_want")
     return _index_rows(table)

@@ -17,6 +17,7 @@ from memray.store.schema import MESSAGE_COLUMNS, ROLES, message_batch
 
 __all__ = ["append_messages", "get_messages", "fetch_messages", "stored_seqs", "json_equal", "Correction"]
 
+
 class Correction(NamedTuple):
     """A row the store already held under another seq: the seq and created_at it keeps."""
 
@@ -26,6 +27,7 @@ class Correction(NamedTuple):
     id: str
     seq: int
     created_at: float
+
 
 _KEY = "m.app = b.app AND m.user_id = b.user_id AND m.conversation_id = b.conversation_id AND m.id = b.id"
 _COLS = ", ".join(MESSAGE_COLUMNS)
@@ -46,7 +48,8 @@ def append_messages(db: Database, rows: Sequence[MessageRow]) -> list[Correction
     with db.transaction(_batch=batch) as version:
         existing = db.sql(
             f"SELECT b.app, b.user_id, b.conversation_id, b.id, m.seq, m.created_at "
-            f"FROM messages m JOIN _batch b ON {_KEY}").fetchall()
+            f"FROM messages m JOIN _batch b ON {_KEY}"
+        ).fetchall()
         stored = {(r[0], r[1], r[2], r[3]): (int(r[4]), float(r[5])) for r in existing}
         if stored:
             _update_existing(db, batch, stored, version)
@@ -81,8 +84,10 @@ def _dedupe(rows: Sequence[MessageRow]) -> tuple[Sequence[MessageRow], dict[Any,
 
 
 def _insert(db: Database, source: str, version: int) -> None:
-    db.sql(f"INSERT INTO messages ({_COLS}, embed_state, model_id, embed_error, user_hash, changed_version) "
-           f"SELECT {_COLS}, 'pending', NULL, NULL, user_hash, {version} FROM {source}")
+    db.sql(
+        f"INSERT INTO messages ({_COLS}, embed_state, model_id, embed_error, user_hash, changed_version) "
+        f"SELECT {_COLS}, 'pending', NULL, NULL, user_hash, {version} FROM {source}"
+    )
 
 
 def _update_existing(db: Database, batch: pa.Table, stored: dict[Any, tuple[int, float]], version: int) -> None:
@@ -126,8 +131,13 @@ def _touch_conversations(db: Database, source: str, is_new: str, version: int) -
 
 
 def get_messages(
-    db: Database, key: ConversationKey, limit: int | None = None, before_seq: int | None = None,
-    after_seq: int | None = None, roles: list[str] | None = None, metadata: dict[str, Any] | None = None,
+    db: Database,
+    key: ConversationKey,
+    limit: int | None = None,
+    before_seq: int | None = None,
+    after_seq: int | None = None,
+    roles: list[str] | None = None,
+    metadata: dict[str, Any] | None = None,
 ) -> list[MessageRow]:
     """Messages of one conversation by seq; ``limit`` = the most recent N matching, oldest first."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
@@ -200,9 +210,12 @@ def fetch_messages(db: Database, app: str, user_id: str, refs: list[tuple[str, s
     wanted = pa.table({"conversation_id": pa.array(conv, pa.string()), "id": pa.array(ids, pa.string())})
     db.con.register("_refs", wanted)
     try:
-        rows = db.sql(f"""SELECT {_SELECT} FROM messages m SEMI JOIN _refs b
+        rows = db.sql(
+            f"""SELECT {_SELECT} FROM messages m SEMI JOIN _refs b
                           ON m.conversation_id = b.conversation_id AND m.id = b.id
-                          WHERE m.app = ? AND m.user_id = ?""", [app, user_id]).fetchall()
+                          WHERE m.app = ? AND m.user_id = ?""",
+            [app, user_id],
+        ).fetchall()
     finally:
         db.con.unregister("_refs")
     by_key = {(r[2], r[3]): MessageRow._make(r) for r in rows}
@@ -223,9 +236,15 @@ def stored_seqs(db: Database, requests: Sequence[tuple[ConversationKey, Sequence
     out: list[dict[str, int]] = [{} for _ in requests]
     if not cols[0]:
         return out
-    wanted = pa.table({"app": pa.array(cols[0], pa.string()), "user_id": pa.array(cols[1], pa.string()),
-                       "conversation_id": pa.array(cols[2], pa.string()), "id": pa.array(cols[3], pa.string()),
-                       "n": pa.array(cols[4], pa.int64())})
+    wanted = pa.table(
+        {
+            "app": pa.array(cols[0], pa.string()),
+            "user_id": pa.array(cols[1], pa.string()),
+            "conversation_id": pa.array(cols[2], pa.string()),
+            "id": pa.array(cols[3], pa.string()),
+            "n": pa.array(cols[4], pa.int64()),
+        }
+    )
     db.con.register("_ask", wanted)
     try:
         rows = db.sql(f"SELECT b.n, b.id, m.seq FROM messages m JOIN _ask b ON {_KEY}").fetchall()

@@ -60,8 +60,16 @@ def message_to_row(key: ConversationKey, msg: Message) -> MessageRow:
     assert msg.seq is not None, "seq is assigned before a message is persisted"
     parts = json.dumps([p.model_dump(mode="json") for p in msg.parts], ensure_ascii=False)
     return MessageRow(
-        key.app, key.user_id, key.conversation_id, msg.id, msg.seq, msg.role, parts,
-        json.dumps(msg.metadata, ensure_ascii=False, default=str), msg.created_at, msg.text,
+        key.app,
+        key.user_id,
+        key.conversation_id,
+        msg.id,
+        msg.seq,
+        msg.role,
+        parts,
+        json.dumps(msg.metadata, ensure_ascii=False, default=str),
+        msg.created_at,
+        msg.text,
     )
 
 
@@ -85,21 +93,38 @@ def message_payload(row: MessageRow) -> str:
 def row_to_message(row: MessageRow) -> Message:
     """The message a stored row holds. Rows were validated on their way into the store, so the
     records are constructed without validating again."""
-    parts = [_PART_TYPES[p["type"]].model_construct(_ALL_FIELDS[_PART_TYPES[p["type"]]], **p) for p in json.loads(row.parts_json)]
+    parts = [
+        _PART_TYPES[p["type"]].model_construct(_ALL_FIELDS[_PART_TYPES[p["type"]]], **p)
+        for p in json.loads(row.parts_json)
+    ]
     return Message.model_construct(
-        _ALL_FIELDS[Message], id=row.id, role=cast(Role, row.role), parts=parts, created_at=row.created_at,
-        metadata=json.loads(row.metadata_json), seq=row.seq,
+        _ALL_FIELDS[Message],
+        id=row.id,
+        role=cast(Role, row.role),
+        parts=parts,
+        created_at=row.created_at,
+        metadata=json.loads(row.metadata_json),
+        seq=row.seq,
     )
 
 
 def entry_to_row(
     app: str, user_id: str, entry: MemoryEntry, session_id: str | None, project_id: str | None
 ) -> EntryRow:
-    content: Any = entry.content if isinstance(entry.content, str) else [p.model_dump(mode="json") for p in entry.content]
+    content: Any = (
+        entry.content if isinstance(entry.content, str) else [p.model_dump(mode="json") for p in entry.content]
+    )
     return EntryRow(
-        app, user_id, entry.id, session_id, project_id, entry.author,
-        json.dumps(content, ensure_ascii=False), json.dumps(entry.metadata, ensure_ascii=False, default=str),
-        entry.timestamp, entry.text,
+        app,
+        user_id,
+        entry.id,
+        session_id,
+        project_id,
+        entry.author,
+        json.dumps(content, ensure_ascii=False),
+        json.dumps(entry.metadata, ensure_ascii=False, default=str),
+        entry.timestamp,
+        entry.text,
     )
 
 

@@ -31,16 +31,31 @@ class CountingStore(HistoryStore):
     def add(self, key: ConversationKey, messages: list[Message]) -> None:
         """Store ``messages`` after the conversation's last one (seqs as a host would give them)."""
         first = len(super().get_messages(key)) + 1
-        self.append_messages([message_to_row(key, m.model_copy(update={"seq": first + i})) for i, m in enumerate(messages)])
+        self.append_messages(
+            [message_to_row(key, m.model_copy(update={"seq": first + i})) for i, m in enumerate(messages)]
+        )
 
-    def get_messages(self, key: ConversationKey, limit: int | None = None, before_seq: int | None = None,
-                     after_seq: int | None = None, roles: list[str] | None = None,
-                     metadata: dict[str, Any] | None = None) -> list[MessageRow]:
+    def get_messages(
+        self,
+        key: ConversationKey,
+        limit: int | None = None,
+        before_seq: int | None = None,
+        after_seq: int | None = None,
+        roles: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> list[MessageRow]:
         self.get_messages_calls.append(after_seq)
         return super().get_messages(key, limit, before_seq, after_seq, roles, metadata)
 
-    def put_working_memory(self, app: str, user_id: str, scope: WMScope, conversation_id: str | None,
-                           content: str | None, expected_version: int) -> int:
+    def put_working_memory(
+        self,
+        app: str,
+        user_id: str,
+        scope: WMScope,
+        conversation_id: str | None,
+        content: str | None,
+        expected_version: int,
+    ) -> int:
         version = super().put_working_memory(app, user_id, scope, conversation_id, content, expected_version)
         self.puts += 1
         return version

@@ -171,7 +171,9 @@ class RecordingSummarizer:
         return f"summary {len(self.calls)}"
 
 
-def test_old_summary_message_is_not_fed_back_and_keep_messages_stay_out(store_client: StoreClient, store: CountingStore) -> None:
+def test_old_summary_message_is_not_fed_back_and_keep_messages_stay_out(
+    store_client: StoreClient, store: CountingStore
+) -> None:
     async def go() -> None:
         rec = RecordingSummarizer()
         keep = keeper(store_client, trigger=10, keep=3, summarizer=rec)
@@ -209,7 +211,9 @@ class FailingSummarizer:
         raise RuntimeError("model overloaded")
 
 
-def test_summariser_failure_is_a_summary_error_and_writes_nothing(store_client: StoreClient, store: CountingStore) -> None:
+def test_summariser_failure_is_a_summary_error_and_writes_nothing(
+    store_client: StoreClient, store: CountingStore
+) -> None:
     async def go() -> None:
         keep = keeper(store_client, trigger=1, keep=1, summarizer=FailingSummarizer())
         store.add(KEY, [user(fact) for fact in FACTS])
@@ -265,12 +269,17 @@ class _ChatHandler(BaseHTTPRequestHandler):
             return
         n = len(server.requests)
         reply = f"<agent_summary>- summary {n} of {len(body['messages'])} messages</agent_summary>"
-        self._send(200, {
-            "id": f"chatcmpl-{n}", "object": "chat.completion", "created": 0, "model": body["model"],
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": reply}}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-        })
+        self._send(
+            200,
+            {
+                "id": f"chatcmpl-{n}",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body["model"],
+                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            },
+        )
 
     def _send(self, status: int, payload: dict[str, Any]) -> None:
         data = json.dumps(payload).encode()
@@ -355,7 +364,10 @@ def test_extractive_is_deterministic_across_processes() -> None:
     )
     outs = {
         subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
             env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": REPO_ROOT},
         ).stdout
         for seed in ("1", "2", "3")

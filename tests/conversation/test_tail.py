@@ -90,7 +90,9 @@ class FakeRouter:
         if self.calls == 1:
             return RouterResult([], False, None, Bm25Stats(1, 3, {}), {NS: 3})
         payload = msg(4, "the code word is tangerine").model_dump_json()
-        return RouterResult([ShardHit(NS, "m4", 0.9, 4.0, payload)], False, None, Bm25Stats(2, 6, {"tangerin": 1}), {NS: 5})
+        return RouterResult(
+            [ShardHit(NS, "m4", 0.9, 4.0, payload)], False, None, Bm25Stats(2, 6, {"tangerin": 1}), {NS: 5}
+        )
 
 
 class ConfirmedHost:

@@ -71,7 +71,9 @@ def test_replace_drops_what_is_left_out(store_client: StoreClient) -> None:
 
 
 @pytest.mark.parametrize("bad", ["{not json", "[1, 2]", 42, ["a"]])
-def test_invalid_json_is_a_validation_error_naming_content(store_client: StoreClient, store: CountingStore, bad: Any) -> None:
+def test_invalid_json_is_a_validation_error_naming_content(
+    store_client: StoreClient, store: CountingStore, bad: Any
+) -> None:
     async def go() -> None:
         mem = wm(store_client, format="json")
         await mem.update({"a": 1})
@@ -108,7 +110,9 @@ PROFILE_SCHEMA = {
 
 
 @pytest.mark.parametrize("schema", [Profile, PROFILE_SCHEMA], ids=["pydantic", "jsonschema"])
-def test_schema_violation_after_merge_keeps_old_value(store_client: StoreClient, store: CountingStore, schema: Any) -> None:
+def test_schema_violation_after_merge_keeps_old_value(
+    store_client: StoreClient, store: CountingStore, schema: Any
+) -> None:
     async def go() -> None:
         mem = wm(store_client, schema=schema)
         assert mem.spec.format == "json"
@@ -281,7 +285,9 @@ class Person(BaseModel):
 def test_tools_have_openai_function_shape(store_client: StoreClient, spec: dict[str, Any]) -> None:
     tools = wm(store_client, **spec).tools()
     assert [t["function"]["name"] for t in tools] == [
-        "get_working_memory", "update_working_memory", "clear_working_memory"
+        "get_working_memory",
+        "update_working_memory",
+        "clear_working_memory",
     ]
     for tool in tools:
         assert tool["type"] == "function"
@@ -293,7 +299,9 @@ def test_tools_have_openai_function_shape(store_client: StoreClient, spec: dict[
     update = tools[1]["function"]["parameters"]
     assert update["required"] == ["content"]
     assert update["properties"]["mode"] == {
-        "type": "string", "enum": ["append", "replace"], "default": "append",
+        "type": "string",
+        "enum": ["append", "replace"],
+        "default": "append",
         "description": update["properties"]["mode"]["description"],
     }
     partial = {"content": {"name": "Ann"}} if spec.get("schema") is Person else {"content": {"age": 3}}
@@ -334,7 +342,9 @@ def test_call_tool_round_trip(store_client: StoreClient) -> None:
         ("forget_everything", "{}", "unknown tool"),
     ],
 )
-def test_call_tool_errors_are_strings_for_the_model(store_client: StoreClient, name: str, args: str, expect: str) -> None:
+def test_call_tool_errors_are_strings_for_the_model(
+    store_client: StoreClient, name: str, args: str, expect: str
+) -> None:
     async def go() -> str:
         mem = wm(store_client, schema=Profile)
         await mem.update({"name": "Ann"})

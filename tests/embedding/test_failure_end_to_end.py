@@ -49,7 +49,9 @@ def open_mem(mode: str, tmp_path, openai_server) -> Iterator[Callable[[], memray
 
     def make() -> memray.Memory:
         embedder = EmbedderConfig(kind="openai", model="fake-embed", base_url=openai_server.url, dim=64, max_retries=0)
-        config = memray.MemoryConfig(path=str(tmp_path / "m"), mode=mode, hosts=1, shards=2, debounce_ms=20, embedder=embedder)
+        config = memray.MemoryConfig(
+            path=str(tmp_path / "m"), mode=mode, hosts=1, shards=2, debounce_ms=20, embedder=embedder
+        )
         opened.append(memray.open(config=config))
         return opened[-1]
 
@@ -135,7 +137,9 @@ def test_slow_endpoint_makes_texts_findable_before_vectors_arrive(open_mem, open
         return [h.message.text for h in conv.search("budget review Thursday", limit=1, mode="lexical")] == [FACTS[1]]
 
     assert poll(by_text, 60)  # while the request still hangs
-    assert FACTS[1] not in [h.message.text for h in conv.search("budget review", limit=5, mode="vector")]  # no vector yet
+    assert FACTS[1] not in [
+        h.message.text for h in conv.search("budget review", limit=5, mode="vector")
+    ]  # no vector yet
     openai_server.release()
     assert mem.wait_indexed(60)
     assert [h.message.text for h in conv.search("budget review Thursday", limit=1, mode="vector")] == [FACTS[1]]

@@ -45,9 +45,13 @@ def test_a_refused_upsert_is_retried_until_the_shard_holds_it(tmp_path: Path) ->
     confirmed: list[tuple[list[str], int]] = []
 
     async def go() -> None:
-        pipeline = EmbeddingPipeline(HashEmbedder(64), StoreClient(LocalRef(store, "store")),
-                                     ShardRouter([ShardClient(LocalRef(shard, "shard 0"))]),
-                                     backoff_s=0.01, backoff_max_s=0.02)
+        pipeline = EmbeddingPipeline(
+            HashEmbedder(64),
+            StoreClient(LocalRef(store, "store")),
+            ShardRouter([ShardClient(LocalRef(shard, "shard 0"))]),
+            backoff_s=0.01,
+            backoff_max_s=0.02,
+        )
         pipeline.on_indexed = lambda items, stamp: confirmed.append(([i.doc_id for i in items], stamp))
         pipeline.submit([PendingItem(NS, f"m{i}", f"text {i}", float(i)) for i in range(3)])
         assert await asyncio.wait_for(pipeline.wait_idle(retries=True), 10)

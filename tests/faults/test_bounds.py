@@ -34,6 +34,7 @@ def test_in_process_a_closed_store_bounds_flush_and_close(tmp_path) -> None:
 def test_a_store_actor_killed_for_good_bounds_flush_and_close(ray_session, tmp_path) -> None:
     import ray
 
-    mem = memray.open(str(tmp_path / "m"), mode="ray", hosts=1, shards=1, debounce_ms=10, write_timeout_s=2,
-                      namespace="bounds")
+    mem = memray.open(
+        str(tmp_path / "m"), mode="ray", hosts=1, shards=1, debounce_ms=10, write_timeout_s=2, namespace="bounds"
+    )
     _store_gone_then_close(mem, lambda: ray.kill(mem._deployment.store.ref.handle, no_restart=True))

@@ -22,9 +22,16 @@ MODES = ["inprocess", pytest.param("ray", marks=pytest.mark.ray)]
 def mem(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[memray.Memory]:
     if request.param == "ray":
         request.getfixturevalue("ray_session")
-    m = memray.open(config=memray.MemoryConfig(
-        path=str(tmp_path_factory.mktemp(f"poison-{request.param}")), mode=request.param, hosts=1, shards=1,
-        debounce_ms=10, write_timeout_s=20))
+    m = memray.open(
+        config=memray.MemoryConfig(
+            path=str(tmp_path_factory.mktemp(f"poison-{request.param}")),
+            mode=request.param,
+            hosts=1,
+            shards=1,
+            debounce_ms=10,
+            write_timeout_s=20,
+        )
+    )
     yield m
     m.close(terminate=True)
 
@@ -42,8 +49,9 @@ def poison(kind: str) -> Message:
         mid = "a\ud800b" + uuid.uuid4().hex[:6]
     elif kind == "metadata":
         meta = {"k": "a\ud800b"}
-    return Message.model_construct(id=mid, role="user", parts=[TextPart(text=text)], created_at=created,
-                                   metadata=meta, seq=None)
+    return Message.model_construct(
+        id=mid, role="user", parts=[TextPart(text=text)], created_at=created, metadata=meta, seq=None
+    )
 
 
 @pytest.mark.parametrize("kind", ["inf", "nan", "content", "id", "metadata"])

@@ -93,7 +93,9 @@ def fill(store: HistoryStore, users: list[str], n: int, embedded: int) -> list[t
     for u in users:
         key = ConversationKey("app", u, "c")
         store.append_messages([msg(i, key, text=f"{u} likes topic{i} number {i}") for i in range(1, n + 1)])
-        store.put_embeddings([EmbeddingRow(conversation_namespace(key), f"m{i}", MODEL, vec(i)) for i in range(1, embedded + 1)])
+        store.put_embeddings(
+            [EmbeddingRow(conversation_namespace(key), f"m{i}", MODEL, vec(i)) for i in range(1, embedded + 1)]
+        )
         refs += [(conversation_namespace(key), f"m{i}") for i in range(1, n + 1)]
     return refs
 
@@ -103,8 +105,13 @@ def test_recovery_catches_up_with_the_store_and_serves_again(tmp_path: Path, sto
     refs = fill(store, users, 6, embedded=4)
     old = make_shard(tmp_path, recovering=False)
     ns0 = conversation_namespace(ConversationKey("app", users[0], "c"))
-    old.upsert([IndexItem(ns0, "m1", vec(1), "stale text", 1.0, '{"old": true}'),
-                IndexItem(ns0, "gone", vec(2), "deleted from the store", 9.0, "{}")], MODEL)
+    old.upsert(
+        [
+            IndexItem(ns0, "m1", vec(1), "stale text", 1.0, '{"old": true}'),
+            IndexItem(ns0, "gone", vec(2), "deleted from the store", 9.0, "{}"),
+        ],
+        MODEL,
+    )
     old.snapshot()
 
     shard = make_shard(tmp_path)  # the restart: snapshot loaded, not level yet
@@ -156,7 +163,9 @@ def test_snapshot_if_changed_skips_clean_shards(tmp_path: Path) -> None:
     assert reopened.inventory() == [] and reopened.snapshot_if_changed() is False
 
 
-def test_keeper_retries_until_the_store_answers_then_snapshots(tmp_path: Path, store: HookedStore, clients: Any) -> None:
+def test_keeper_retries_until_the_store_answers_then_snapshots(
+    tmp_path: Path, store: HookedStore, clients: Any
+) -> None:
     users = users_on(0, 1)
     refs = fill(store, users, 3, embedded=1)
     shard = make_shard(tmp_path)
@@ -180,7 +189,7 @@ def test_keeper_retries_until_the_store_answers_then_snapshots(tmp_path: Path, s
 
 
 def test_a_vector_stored_after_the_recovery_pass_is_leveled_into_the_shard(
-    tmp_path: Path, store: HistoryStore, clients: Any,
+    tmp_path: Path, store: HistoryStore, clients: Any
 ) -> None:
     """The race of issue 17: the pass reads an item before its vector lands in the store."""
     users = users_on(0, 2)
@@ -189,8 +198,11 @@ def test_a_vector_stored_after_the_recovery_pass_is_leveled_into_the_shard(
     on_shard, on_store = clients(shard, store)
     asyncio.run(ShardKeeper(on_shard, on_store, 60.0, shard_id=0, shards=SHARDS, page_size=3).recover())
     assert shard.stats()["vectors"] == 4
-    late = [EmbeddingRow(conversation_namespace(ConversationKey("app", u, "c")), f"m{i}", MODEL, vec(i))
-            for u in users for i in (3, 4)]
+    late = [
+        EmbeddingRow(conversation_namespace(ConversationKey("app", u, "c")), f"m{i}", MODEL, vec(i))
+        for u in users
+        for i in (3, 4)
+    ]
     store.put_embeddings(late)  # the store's lowest-priority vector write lands after the pass
     assert store.index_digest(0, SHARDS, MODEL) != shard.vector_digest()
     assert asyncio.run(level_shard(on_store, on_shard, 0, SHARDS)) == (True, 4)
@@ -209,8 +221,9 @@ def test_the_keeper_levels_after_recovering(tmp_path: Path, store: HookedStore, 
 
     def late_vectors(rows: list[Any]) -> None:
         if not rows:  # the pass is over: now the late vectors land
-            HistoryStore.put_embeddings(store, [EmbeddingRow(conversation_namespace(key), f"m{i}", MODEL, vec(i))
-                                                for i in (2, 3)])
+            HistoryStore.put_embeddings(
+                store, [EmbeddingRow(conversation_namespace(key), f"m{i}", MODEL, vec(i)) for i in (2, 3)]
+            )
 
     store.before_scan = late_vectors
     keeper = keeper_for(clients, shard, store, level_after_s=(0.05,)).start()

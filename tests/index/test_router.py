@@ -26,6 +26,7 @@ class DownShard:
     def __getattr__(self, name: str) -> Any:
         def fail(*args: Any, **kwargs: Any) -> Any:
             raise UnavailableError("shard 1", "actor died")
+
         return fail
 
 

@@ -31,9 +31,7 @@ CONFIG = IndexConfig(exact_threshold=8, compact_ratio=0.25)
 
 apps = st.sampled_from(["a1", "a2"])
 users = st.sampled_from(["u1", "u2", "u3"])
-namespaces = st.builds(
-    Namespace, apps, users, st.sampled_from(["conv", "entry"]), st.sampled_from(["c1", ""])
-)
+namespaces = st.builds(Namespace, apps, users, st.sampled_from(["conv", "entry"]), st.sampled_from(["c1", ""]))
 doc_ids = st.sampled_from([f"d{i}" for i in range(30)])
 WORDS = ["alpha", "beta", "gamma", "delta", "深色", "mode?"]
 
@@ -71,7 +69,10 @@ class ShardedIndexMachine(RuleBasedStateMachine):
 
     # -- writes ---------------------------------------------------------------------------
 
-    @rule(ns=namespaces, docs=st.lists(st.tuples(doc_ids, st.integers(0, len(POOL) - 1), st.booleans()), min_size=1, max_size=25))
+    @rule(
+        ns=namespaces,
+        docs=st.lists(st.tuples(doc_ids, st.integers(0, len(POOL) - 1), st.booleans()), min_size=1, max_size=25),
+    )
     def upsert(self, ns: Namespace, docs: list[tuple[str, int, bool]]) -> None:
         items = []
         for doc, vec_i, with_vector in docs:
@@ -170,7 +171,9 @@ class ShardedIndexMachine(RuleBasedStateMachine):
 
 
 ShardedIndexMachine.TestCase.settings = settings(
-    max_examples=30, stateful_step_count=30, deadline=None,
+    max_examples=30,
+    stateful_step_count=30,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 TestShardedIndex = ShardedIndexMachine.TestCase

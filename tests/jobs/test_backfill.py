@@ -25,15 +25,21 @@ NEW_ID = "hash-v1-128"
 
 
 def config(path: Path, **extra: Any) -> memray.MemoryConfig:
-    return memray.MemoryConfig(**{"path": str(path), "mode": "ray", "hosts": 1, "shards": 2, "debounce_ms": 20, **extra})
+    return memray.MemoryConfig(
+        **{"path": str(path), "mode": "ray", "hosts": 1, "shards": 2, "debounce_ms": 20, **extra}
+    )
 
 
 def seed(mem: memray.Memory, convs: int = 12, per: int = 25) -> int:
-    mem.add_many([
-        (mem.conversation(user_id=f"u{c % 4}", conversation_id=f"c{c}").key,
-         [{"role": "user", "content": f"note {i} of chat {c}: pears {i * c} plums"} for i in range(per)])
-        for c in range(convs)
-    ])
+    mem.add_many(
+        [
+            (
+                mem.conversation(user_id=f"u{c % 4}", conversation_id=f"c{c}").key,
+                [{"role": "user", "content": f"note {i} of chat {c}: pears {i * c} plums"} for i in range(per)],
+            )
+            for c in range(convs)
+        ]
+    )
     assert mem.wait_indexed(60.0)
     return convs * per
 
@@ -62,7 +68,9 @@ def assert_fully_on_new_model(mem: memray.Memory, total: int) -> None:
     expected = HashEmbedder(128).embed(texts)
     assert np.allclose(np.stack([v for _, v in vectors.values()]), expected, atol=1e-6)  # = an uninterrupted run
     stats = shard_stats(mem)
-    assert {(s["model_id"], s["dim"], s["staged_model_id"], s["retired_model_id"]) for s in stats} == {(NEW_ID, 128, None, None)}
+    assert {(s["model_id"], s["dim"], s["staged_model_id"], s["retired_model_id"]) for s in stats} == {
+        (NEW_ID, 128, None, None)
+    }
     assert sum(s["vectors"] for s in stats) == total == sum(s["items"] for s in stats)
 
 
@@ -113,8 +121,9 @@ def test_reembed_while_writing_and_searching(ray_session: None, tmp_path: Path) 
         assert {s["model_id"] for s in shard_stats(reopened)} == {NEW_ID}
 
 
-def test_killed_job_resumes_to_the_state_of_an_uninterrupted_run(ray_session: None, tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_killed_job_resumes_to_the_state_of_an_uninterrupted_run(
+    ray_session: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     mem = memray.open(config=config(tmp_path))
     try:
         total = seed(mem, convs=16, per=20)
@@ -168,5 +177,7 @@ def test_export_is_read_by_ray_data_and_duckdb(ray_session: None, tmp_path: Path
     root = Path(mem.config.exports_path)
     ds = ray.data.read_parquet(str(root / "messages"))
     assert ds.count() == 7 and set(ds.unique("app")) == {"a/b c"}
-    got = duckdb.sql(f"SELECT app, count(*) FROM read_parquet('{root}/messages/*/*/*.parquet', hive_partitioning=true) GROUP BY app").fetchall()
+    got = duckdb.sql(
+        f"SELECT app, count(*) FROM read_parquet('{root}/messages/*/*/*.parquet', hive_partitioning=true) GROUP BY app"
+    ).fetchall()
     assert got == [("a/b c", 7)]

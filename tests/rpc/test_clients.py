@@ -60,7 +60,9 @@ def test_a_client_has_every_public_method_of_its_core_and_no_other(client: type[
 def test_each_client_method_has_its_cores_signature(client: type[Client], core: type) -> None:
     for name, method in public_methods(core).items():
         assert inspect.iscoroutinefunction(getattr(client, name)), f"{client.__name__}.{name} is not async"
-        assert signature(getattr(client, name)) == signature(method), f"{client.__name__}.{name} differs from {core.__name__}"
+        assert signature(getattr(client, name)) == signature(method), (
+            f"{client.__name__}.{name} differs from {core.__name__}"
+        )
 
 
 @pytest.mark.parametrize(("client", "core"), PAIRS, ids=IDS)

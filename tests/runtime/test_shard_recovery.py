@@ -27,7 +27,9 @@ def users_on(shard: int, n: int) -> list[str]:
 
 
 def turns(user: str, start: int, n: int) -> list[dict[str, str]]:
-    return [{"role": "user", "content": f"{user} note {i}: the parcel code is zebra{i}"} for i in range(start, start + n)]
+    return [
+        {"role": "user", "content": f"{user} note {i}: the parcel code is zebra{i}"} for i in range(start, start + n)
+    ]
 
 
 def restarted(handle) -> bool:
@@ -36,7 +38,9 @@ def restarted(handle) -> bool:
     import ray
 
     try:
-        return bool(ray.get(handle.__ray_call__.remote(lambda _self: ray.get_runtime_context().was_current_actor_reconstructed)))
+        return bool(
+            ray.get(handle.__ray_call__.remote(lambda _self: ray.get_runtime_context().was_current_actor_reconstructed))
+        )
     except ray.exceptions.RayActorError:  # dying or restarting right now
         return False
 
@@ -82,7 +86,11 @@ def test_killed_shard_degrades_then_recovers_everything(ray_session, tmp_path) -
 
         ray.kill(shard_ref.ref.handle, no_restart=False)
         during = convs[victims[0]].search("parcel code zebra2", limit=3, scope="user")
-        assert degraded_or_complete(during, 1, "zebra2"), (during.degraded, during.reason, [h.message.text for h in during])
+        assert degraded_or_complete(during, 1, "zebra2"), (
+            during.degraded,
+            during.reason,
+            [h.message.text for h in during],
+        )
         assert convs[others[0]].search("parcel code zebra2", limit=3).degraded is False  # the other shard serves
 
         for u, conv in convs.items():  # writes go on during the outage: durable, indexed later

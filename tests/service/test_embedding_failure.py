@@ -12,9 +12,21 @@ from memray.config import EmbedderConfig
 
 def test_add_survives_embedding_failure_and_entries_are_embedded_later(tmp_path, openai_server):
     cfg = memray.MemoryConfig(
-        path=str(tmp_path / "data"), mode="inprocess", hosts=1, shards=1, retry_backoff_s=0.05, retry_backoff_max_s=0.2,
-        embedder=EmbedderConfig(kind="openai", model="fake-embed", dim=64, base_url=openai_server.url,
-                                max_retries=0, timeout_s=5, cache_size=0),
+        path=str(tmp_path / "data"),
+        mode="inprocess",
+        hosts=1,
+        shards=1,
+        retry_backoff_s=0.05,
+        retry_backoff_max_s=0.2,
+        embedder=EmbedderConfig(
+            kind="openai",
+            model="fake-embed",
+            dim=64,
+            base_url=openai_server.url,
+            max_retries=0,
+            timeout_s=5,
+            cache_size=0,
+        ),
     )
     with memray.open(config=cfg) as mem:
         svc = mem.memory_service

@@ -98,7 +98,9 @@ def test_message_writes_and_reads_keep_seq_order_and_every_filter(store: StoreCl
     assert [r.seq for r in run(store.get_messages(key, after_seq=3))] == [4, 5]
     assert [r.seq for r in run(store.get_messages(key, roles=["assistant"]))] == [4]
     assert [r.seq for r in run(store.get_messages(key, metadata={"tag": "x"}))] == [4]
-    fetched = run(store.fetch_messages(key.app, key.user_id, [(key.conversation_id, "m5"), (key.conversation_id, "m1")]))
+    fetched = run(
+        store.fetch_messages(key.app, key.user_id, [(key.conversation_id, "m5"), (key.conversation_id, "m1")])
+    )
     assert [r.id for r in fetched] == ["m5", "m1"]
     assert run(store.stored_seqs([(key, ["m2", "m9"])])) == [{"m2": 2}]
     snap = run(store.load_conversation(key, 2))
@@ -192,14 +194,18 @@ def test_vectors_are_pending_until_stored_and_shards_read_them_back(store: Store
     assert run(store.missing_embeddings(MODEL, refs)) == [2]
     scanned = [r for r in run(store.scan_index_rows(0, 1, MODEL, None, 100_000)) if Namespace(*r.namespace) == ns]
     assert [r.doc_id for r in scanned] == ["m1", "m2"] and np.allclose(scanned[0].vector, vec)
-    with_text = [r for r in run(store.scan_index_rows(0, 1, MODEL, None, 100_000, True)) if Namespace(*r.namespace) == ns]
+    with_text = [
+        r for r in run(store.scan_index_rows(0, 1, MODEL, None, 100_000, True)) if Namespace(*r.namespace) == ns
+    ]
     assert [(r.doc_id, r.vector is None) for r in with_text] == [("m1", False), ("m2", False), ("m3", True)]
     count, _ = run(store.index_digest(0, 1, MODEL))
     assert count >= 2 and set(refs[:2]) <= {(Namespace(*n), d) for n, d in run(store.index_refs(0, 1, MODEL))}
     assert sorted(r.doc_id for r in run(store.index_rows_for(MODEL, refs))) == ["m1", "m2"]
 
 
-def test_erasure_and_exports_leave_nothing_of_the_user(store: StoreClient, key: ConversationKey, tmp_path: Path) -> None:
+def test_erasure_and_exports_leave_nothing_of_the_user(
+    store: StoreClient, key: ConversationKey, tmp_path: Path
+) -> None:
     run(store.append_messages(rows(key, 2)))
     run(store.put_entries([entry("e1", app=key.app)]))
     ns = entry_namespace(key.app, key.user_id, None)

@@ -90,14 +90,26 @@ def test_delete_conversation_cascades_and_spares_the_rest(store: HistoryStore) -
     other = ConversationKey("app", "u1", "c2")
     store.append_messages([msg(1), msg(2), msg(1, other)])
     ns = conversation_namespace(KEY)
-    store.put_embeddings([EmbeddingRow(ns, "m1", "h", np.ones(2)), EmbeddingRow(ns, "m2", "h", np.ones(2)),
-                          EmbeddingRow(conversation_namespace(other), "m1", "h", np.ones(2))])
+    store.put_embeddings(
+        [
+            EmbeddingRow(ns, "m1", "h", np.ones(2)),
+            EmbeddingRow(ns, "m2", "h", np.ones(2)),
+            EmbeddingRow(conversation_namespace(other), "m1", "h", np.ones(2)),
+        ]
+    )
     store.put_working_memory("app", "u1", "conversation", "c1", "wm", 0)
     store.put_working_memory("app", "u1", "user", None, "user wm", 0)
     store.put_summary(KEY, "sum", 2, 0)
     counts = store.delete_conversation(KEY)
-    assert counts == {"embeddings": 2, "messages": 2, "summaries": 1, "working_memory": 1,
-                      "conversations": 1, "dead_letters": 0, "export_rows": 0}
+    assert counts == {
+        "embeddings": 2,
+        "messages": 2,
+        "summaries": 1,
+        "working_memory": 1,
+        "conversations": 1,
+        "dead_letters": 0,
+        "export_rows": 0,
+    }
     assert store.get_conversation(KEY) is None and store.get_messages(KEY) == []
     assert store.get_summary(KEY) is None
     assert store.get_working_memory("app", "u1", "conversation", "c1") == (None, 0)
