@@ -1,6 +1,7 @@
 """Generate the conversational retrieval set: multi-session chats with facts asked about later.
 
-    python -m benchmarks.retrieval_data [--users 50 --sessions 5 --turns 20 --out benchmarks/data/conversational_retrieval.jsonl]
+    python -m benchmarks.retrieval_data [--users 50 --sessions 5 --turns 20]
+        [--out benchmarks/data/conversational_retrieval.jsonl]
 
 Deterministic (seeded). Each user has ``--sessions`` conversations of ``--turns`` turns (user and
 assistant alternating). A user states each of their personal facts once, in one user turn of an

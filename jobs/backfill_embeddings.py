@@ -334,7 +334,8 @@ def run(
         mem.wait_indexed(30.0)
         manifest = mem.export()
         log(
-            f"export: {manifest['rows']} changed rows, watermark {manifest['watermark']}; resuming above {state['base']}"
+            f"export: {manifest['rows']} changed rows, watermark {manifest['watermark']}; "
+            f"resuming above {state['base']}"
         )
         t_bulk = time.monotonic()
         bulk = _bulk(mem, target, model_id, state, progress, workers, batch_size, cpus_per_worker)

@@ -3,8 +3,9 @@
 Every id (app, user, conversation, message, session, project, entry) is non-empty, at most
 :data:`MAX_ID_CHARS` Unicode characters (characters, not bytes: ``"日本"`` is 2), and holds no
 control characters (Unicode category ``Cc``) nor lone surrogates (``Cs``: a Python str such as
-``"a\ud800"`` that no UTF-8 encoder accepts, so no store could hold it). Keys built from ids are tuples or length-prefixed
-strings, never concatenations that two different id tuples could both produce.
+``"a\ud800"`` that no UTF-8 encoder accepts, so no store could hold it). Keys built from ids are
+tuples or length-prefixed strings, never concatenations that two different id tuples could both
+produce.
 
 The keys every part stands on live here too: :class:`ConversationKey`, :class:`UserKey`, and a
 shard's :class:`Namespace` with :func:`user_hash` (the shard of a user), which the store and the

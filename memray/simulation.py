@@ -220,7 +220,8 @@ def summary_line(report: SimulationReport) -> str:
         f"({report.messages_per_s:,.0f} msg/s); add_many p50 {report.add_p50_ms:.1f} ms; "
         f"context() p50 {report.recall_p50_ms:.1f} ms p99 {report.recall_p99_ms:.1f} ms; "
         f"{_recall(report)}; degraded {report.degraded}; "
-        f"verification {'PASSED' if report.verified else 'FAILED'} (missing {report.missing}, unexpected {report.extra})"
+        f"verification {'PASSED' if report.verified else 'FAILED'} "
+        f"(missing {report.missing}, unexpected {report.extra})"
     )
 
 

@@ -129,6 +129,7 @@ def test_a_bad_option_value_is_one_line_not_a_traceback(tmp_path):
     )
     assert out.returncode == 2
     assert out.stderr.strip().splitlines()[-1] == (
-        "memray demo: error: invalid hosts=0: must be greater than 0; see memray.MemoryConfig for what each option takes"
+        "memray demo: error: invalid hosts=0: must be greater than 0; "
+        "see memray.MemoryConfig for what each option takes"
     )
     assert "Traceback" not in out.stderr

@@ -3,8 +3,9 @@
 Its shape and append rules are :mod:`memray.conversation.note`; what the model is told about it
 is :mod:`memray.conversation.instructions`. Updates ``append`` by default everywhere (this API and
 the model's tool agree); ``replace`` overwrites the whole note. Validation runs on the merged
-result; if it fails nothing is written and the old value stays. Every write is a compare-and-set on the stored version: a
-caller that passes ``expected_version`` gets :class:`~memray.errors.ConflictError` when it is
+result; if it fails nothing is written and the old value stays. Every write is a compare-and-set
+on the stored version: a caller that passes ``expected_version`` gets
+:class:`~memray.errors.ConflictError` when it is
 stale; a caller that does not is re-read, re-merged and retried, so concurrent appends never
 overwrite each other.
 """

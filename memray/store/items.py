@@ -54,7 +54,8 @@ def put_embeddings(db: Database, rows: list[EmbeddingRow]) -> int:
             db.sql("""DELETE FROM embeddings x USING _live e WHERE x.app = e.app AND x.user_id = e.user_id
                       AND x.kind = e.kind AND x.scope = e.scope AND x.doc_id = e.doc_id AND x.model_id = e.model_id""")
             db.sql(
-                "INSERT INTO embeddings SELECT app, user_id, kind, scope, doc_id, model_id, vector, user_hash FROM _live"
+                "INSERT INTO embeddings "
+                "SELECT app, user_id, kind, scope, doc_id, model_id, vector, user_hash FROM _live"
             )
             db.sql(
                 f"UPDATE messages m SET embed_state = 'done', model_id = e.model_id, embed_error = NULL "

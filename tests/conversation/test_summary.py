@@ -359,7 +359,8 @@ def test_extractive_is_deterministic_across_processes() -> None:
     code = (
         "from memray.conversation.summarizer import ExtractiveSummarizer\n"
         "from memray.models import Message\n"
-        "msgs = [Message(role='user', parts=f'fact {i} about topic{i % 5} and thing{i % 3} here.') for i in range(40)]\n"
+        "msgs = [Message(role='user', parts=f'fact {i} about topic{i % 5} and thing{i % 3} here.')\n"
+        "        for i in range(40)]\n"
         "print(ExtractiveSummarizer().summarize('- user: old line', msgs, 80))\n"
     )
     outs = {

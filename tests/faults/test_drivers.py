@@ -77,7 +77,8 @@ def test_two_drivers_share_one_order_and_either_may_close(ray_session, tmp_path)
         seqs = [conv.add({{"id": f"b{{i}}", "role": "user", "content": f"b {{i}}"}})[0] for i in range(20)]
         while not os.path.exists({str(go)!r}):  # the other driver closes meanwhile
             time.sleep(0.05)
-        seqs += [conv.add({{"id": f"b-after{{i}}", "role": "user", "content": "after"}}, durable=True)[0] for i in range(5)]
+        after = [{{"id": f"b-after{{i}}", "role": "user", "content": "after"}} for i in range(5)]
+        seqs += [conv.add(m, durable=True)[0] for m in after]
         mem.close()
         print(json.dumps(seqs))
     """),
