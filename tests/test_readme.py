@@ -92,10 +92,14 @@ def test_transcript_commands_parse():
 
 
 def test_readme_gives_the_two_commands_and_ci_runs_the_test_one():
-    ci = (ROOT / ".ci" / "run").read_text()
+    ci = (ROOT / ".ci" / "run").read_text().replace(" -q", "")
     test_cmd = "python3 -m venv .venv && .venv/bin/pip install -e '.[dev]' && .venv/bin/python -m pytest"
     assert test_cmd in TEXT
-    assert test_cmd in ci.replace(" -q", "")
+    # CI runs each step of it, in order, with the ruff checks before the tests
+    ci_steps = [step.strip() for line in ci.splitlines() if not line.startswith("#") for step in line.split("&&")]
+    wanted = [step.strip() for step in test_cmd.split("&&")]
+    wanted[-1:-1] = [".venv/bin/ruff check .", ".venv/bin/ruff format --check ."]
+    assert [step for step in ci_steps if step in wanted] == wanted
     assert "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/memray demo" in TEXT
 
 
