@@ -22,6 +22,7 @@ boundaries (`tests/test_errors.py` proves it for each class).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
@@ -133,6 +134,18 @@ class DeadLetterError(StoreError):
             f"{shown}{more}; the conversation goes on without them (see Memory.dead_letters())"
         )
         self.letters = letters
+
+    @classmethod
+    def raise_gathered(cls, results: Sequence[object]) -> None:
+        """Re-raise what ``asyncio.gather(..., return_exceptions=True)`` returned for calls that
+        may each report dead letters: every call's letters as one DeadLetterError, else the first
+        other error; nothing if all went well."""
+        letters = [x for r in results if isinstance(r, DeadLetterError) for x in r.letters]
+        for r in results:
+            if isinstance(r, BaseException) and not isinstance(r, DeadLetterError):
+                raise r
+        if letters:
+            raise cls(letters)
 
 
 class SummaryError(MemrayError):

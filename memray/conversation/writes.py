@@ -292,9 +292,4 @@ class WritePath:
         results = await asyncio.gather(
             *(self.flush_one(c, timeout_s, report_lost, report_failed) for c in convs), return_exceptions=True
         )
-        letters = [x for r in results if isinstance(r, DeadLetterError) for x in r.letters]
-        for r in results:
-            if isinstance(r, BaseException) and not isinstance(r, DeadLetterError):
-                raise r
-        if letters:
-            raise DeadLetterError(letters)
+        DeadLetterError.raise_gathered(results)

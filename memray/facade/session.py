@@ -124,12 +124,7 @@ class Session:
         """Make everything acknowledged durable on every host. Raises the dead letters of every
         host as one DeadLetterError, else the first other error."""
         results = await asyncio.gather(*(h.flush() for h in self.deployment.hosts), return_exceptions=True)
-        letters = [x for r in results if isinstance(r, DeadLetterError) for x in r.letters]
-        for r in results:
-            if isinstance(r, BaseException) and not isinstance(r, DeadLetterError):
-                raise r
-        if letters:
-            raise DeadLetterError(letters)
+        DeadLetterError.raise_gathered(results)
 
     async def wait_indexed(self, timeout_s: float) -> bool:
         """Flush, let every host embed and index what it holds, then level every shard with the store."""
