@@ -234,8 +234,13 @@ def test_a_killed_host_loses_nothing_acknowledged_durably(mem):
 
     conv = fresh(mem)
     conv.add([{"role": "user", "content": f"durable {i}"} for i in range(5)], durable=True)
-    ray.kill(mem._host_for(conv.key).ref.handle, no_restart=False)  # Ray restarts it; its memory is gone
+    host = mem._host_for(conv.key)
+    old_pid = mem._run(host.stats())["pid"]
+    ray.kill(host.ref.handle, no_restart=False)  # Ray restarts it; its memory is gone
     deadline = time.monotonic() + 60
+    while mem._run(host.stats())["pid"] == old_pid:  # the kill lands asynchronously: wait for the new process
+        assert time.monotonic() < deadline, "the host was not restarted"
+        time.sleep(0.05)
     while True:
         try:
             texts = [m.text for m in conv.messages()]
