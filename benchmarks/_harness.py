@@ -18,11 +18,30 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
+
+from memray.rpc.client import Client
+
+T = TypeVar("T")
 
 __all__ = [
-    "git_sha", "machine", "pct_ms", "emit", "log", "run_clients", "host_calls", "time_calls", "ratio", "common_args",
-    "start_ray", "in_data_dir", "Sink", "words", "sentence", "plot_bars", "plot_lines",
+    "git_sha",
+    "machine",
+    "pct_ms",
+    "emit",
+    "log",
+    "run_clients",
+    "host_calls",
+    "time_calls",
+    "ratio",
+    "common_args",
+    "start_ray",
+    "in_data_dir",
+    "Sink",
+    "words",
+    "sentence",
+    "plot_bars",
+    "plot_lines",
 ]
 
 _T0 = time.perf_counter()
@@ -30,10 +49,20 @@ _T0 = time.perf_counter()
 
 def git_sha() -> str:
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
-                             cwd=os.path.dirname(os.path.abspath(__file__)))
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                               text=True, timeout=5, cwd=os.path.dirname(os.path.abspath(__file__)))
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=os.path.dirname(os.path.abspath(__file__)),
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=os.path.dirname(os.path.abspath(__file__)),
+        )
         return (out.stdout.strip() or "unknown") + ("-dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
@@ -58,8 +87,11 @@ def machine() -> dict[str, Any]:
     except OSError:
         load = []
     return {
-        "cpu_count": os.cpu_count(), "ram_gib": round(ram / 2**30, 1), "python": platform.python_version(),
-        "platform": platform.platform(terse=True), "load_avg": load,
+        "cpu_count": os.cpu_count(),
+        "ram_gib": round(ram / 2**30, 1),
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+        "load_avg": load,
     }
 
 
@@ -114,13 +146,14 @@ async def run_clients(clients: int, calls: int, fn: Callable[[int], Awaitable[An
     return lat, time.perf_counter() - t0
 
 
-def host_calls(mem: Any, method: str, *args: Any) -> Any:
-    """Call ``method`` on every host of ``mem``; await the result (a list, one per host)."""
+def host_calls(mem: Any, call: Callable[[Any], Awaitable[T]]) -> Awaitable[list[T]]:
+    """``call(host)`` on every host of ``mem`` (a :class:`~memray.conversation.client.HostClient`);
+    await the result (a list, one per host)."""
 
-    async def all_hosts() -> list[Any]:
-        return list(await asyncio.gather(*(h.call(method, *args) for h in mem.deployment.hosts)))
+    async def all_hosts() -> list[T]:
+        return list(await asyncio.gather(*(call(h) for h in mem._deployment.hosts)))
 
-    return mem._arun(all_hosts())
+    return mem._arun(all_hosts())  # type: ignore[no-any-return]
 
 
 def time_calls(calls: int, fn: Callable[[int], Any]) -> list[float]:
@@ -151,8 +184,12 @@ def start_ray(address: str | None) -> bool:
     if address:
         ray.init(address=address, **kwargs)
     else:
-        ray.init(num_cpus=os.cpu_count(), include_dashboard=False,
-                 _system_config={"metrics_report_interval_ms": 1000}, **kwargs)
+        ray.init(
+            num_cpus=os.cpu_count(),
+            include_dashboard=False,
+            _system_config={"metrics_report_interval_ms": 1000},
+            **kwargs,
+        )
     return True
 
 
@@ -196,16 +233,29 @@ class AsyncSink:
         return True
 
 
+class SinkClient(Client):
+    """Typed calls to an :class:`AsyncSink` (the floor's stand-in for a host)."""
+
+    async def noop(self, *args: Any) -> int:
+        return await self._call("noop", *args)  # type: ignore[no-any-return]
+
+    async def ping(self) -> bool:
+        return await self._call("ping")  # type: ignore[no-any-return]
+
+
 # -- text -------------------------------------------------------------------------------------
 
-_VOCAB = [w for w in (
-    "astronomy garden jazz bike sourdough chess sailing pottery bees origami robot bird ink kayak ferment "
-    "river mountain coffee tea piano violin novel poem recipe oven bread cheese wine train flight hotel "
-    "budget invoice meeting deadline launch release bug test deploy server cluster memory vector index "
-    "query search shard actor token model prompt agent tool result error retry backoff latency throughput "
-    "colour crimson teal amber violet olive indigo coral saffron slate jade lisbon osaka nairobi quito "
-    "tallinn hobart cusco bergen tbilisi monday tuesday friday weekend summer winter morning evening"
-).split()]
+_VOCAB = [
+    w
+    for w in (
+        "astronomy garden jazz bike sourdough chess sailing pottery bees origami robot bird ink kayak ferment "
+        "river mountain coffee tea piano violin novel poem recipe oven bread cheese wine train flight hotel "
+        "budget invoice meeting deadline launch release bug test deploy server cluster memory vector index "
+        "query search shard actor token model prompt agent tool result error retry backoff latency throughput "
+        "colour crimson teal amber violet olive indigo coral saffron slate jade lisbon osaka nairobi quito "
+        "tallinn hobart cusco bergen tbilisi monday tuesday friday weekend summer winter morning evening"
+    ).split()
+]
 
 
 def words(rng: random.Random, n: int) -> list[str]:
@@ -218,6 +268,7 @@ def sentence(rng: random.Random, n: int = 12) -> str:
 
 # -- plots ------------------------------------------------------------------------------------
 
+
 def _pyplot() -> Any:
     import matplotlib
 
@@ -227,7 +278,9 @@ def _pyplot() -> Any:
     return plt
 
 
-def plot_bars(path: str, title: str, labels: list[str], series: dict[str, list[float]], ylabel: str, log_y: bool = False) -> None:
+def plot_bars(
+    path: str, title: str, labels: list[str], series: dict[str, list[float]], ylabel: str, log_y: bool = False
+) -> None:
     """Grouped bars: one group per label, one bar per series."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(min(14.0, max(6.0, 0.35 * len(labels) * max(1, len(series)) / 2)), 5.0), dpi=90)
@@ -250,8 +303,15 @@ def _finish(plt: Any, fig: Any, ax: Any, path: str, title: str, ylabel: str, log
     plt.close(fig)
 
 
-def plot_lines(path: str, title: str, xs: list[float], series: dict[str, list[float]], xlabel: str, ylabel: str,
-               log_y: bool = False) -> None:
+def plot_lines(
+    path: str,
+    title: str,
+    xs: list[float],
+    series: dict[str, list[float]],
+    xlabel: str,
+    ylabel: str,
+    log_y: bool = False,
+) -> None:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=90)
     for name, ys in series.items():

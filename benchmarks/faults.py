@@ -51,25 +51,27 @@ SCENARIOS = (*INGEST, "shard_search", "reopen")
 def open_memory(path: str, hosts: int = 2, shards: int = 2, namespace: str = "memray-faults") -> Any:
     import memray
 
-    return memray.open(config=memray.MemoryConfig(path=path, mode="ray", hosts=hosts, shards=shards,
-                                                  namespace=namespace, write_timeout_s=120.0))
+    return memray.open(
+        config=memray.MemoryConfig(
+            path=path, mode="ray", hosts=hosts, shards=shards, namespace=namespace, write_timeout_s=120.0
+        )
+    )
 
 
-def _call(mem: Any, ref: Any, method: str, timeout_s: float = 5.0) -> Any:
-    async def once() -> Any:
-        return await asyncio.wait_for(ref.call(method), timeout_s)
+def _pid(mem: Any, client: Any, timeout_s: float = 5.0) -> int:
+    """The process id of the actor behind ``client`` (a host says it in its stats)."""
+    from memray.conversation.client import HostClient
 
-    return mem._run(once())
+    async def once() -> int:
+        if isinstance(client, HostClient):
+            return int((await asyncio.wait_for(client.stats(), timeout_s))["pid"])
+        return int(await asyncio.wait_for(client.pid(), timeout_s))
 
-
-def _pid(mem: Any, ref: Any) -> int:
-    if ref.label.startswith("host"):
-        return int(_call(mem, ref, "stats")["pid"])
-    return int(_call(mem, ref, "pid"))
+    return int(mem._run(once()))
 
 
 def _victim(mem: Any, target: str) -> Any:
-    dep = mem.deployment
+    dep = mem._deployment
     return {"host": dep.hosts[0], "store": dep.store, "shard": dep.shards[0]}[target]
 
 
@@ -88,8 +90,16 @@ def kill_and_time(mem: Any, ref: Any, timeout_s: float = 120.0) -> tuple[float, 
     raise RuntimeError(f"{ref.label} did not come back within {timeout_s} s")
 
 
-def ingest_under_fault(mem: Any, scenario: str, conversations: int, messages: int, batch: int, threads: int,
-                       kill_at: float = 0.4, users: int = 50) -> dict[str, Any]:
+def ingest_under_fault(
+    mem: Any,
+    scenario: str,
+    conversations: int,
+    messages: int,
+    batch: int,
+    threads: int,
+    kill_at: float = 0.4,
+    users: int = 50,
+) -> dict[str, Any]:
     """Ingest ``conversations`` x ``messages`` in adds of ``batch`` from ``threads`` threads (one
     thread per conversation at a time, so per-conversation order is the caller's), SIGKILL the
     scenario's target once ``kill_at`` of the messages are acknowledged, then count."""
@@ -110,9 +120,13 @@ def ingest_under_fault(mem: Any, scenario: str, conversations: int, messages: in
     def work(mine: list[int]) -> None:
         for c in mine:
             for start in range(0, messages, batch):
-                msgs = [Message(role="user" if i % 2 else "assistant",  # type: ignore[list-item]
-                                parts=[TextPart(text=f"conversation {c} says zq{c}x{i}: message {i} of the fault run")])
-                        for i in range(start, min(start + batch, messages))]
+                msgs = [
+                    Message(
+                        role="user" if i % 2 else "assistant",  # type: ignore[list-item]
+                        parts=[TextPart(text=f"conversation {c} says zq{c}x{i}: message {i} of the fault run")],
+                    )
+                    for i in range(start, min(start + batch, messages))
+                ]
                 t0 = time.monotonic()
                 try:
                     seqs = convs[c].add(msgs, durable=durable)
@@ -134,8 +148,10 @@ def ingest_under_fault(mem: Any, scenario: str, conversations: int, messages: in
         if not done.is_set():
             kill["at"], kill["recovery_s"] = kill_and_time(mem, _victim(mem, target))
 
-    workers = [threading.Thread(target=work, args=([c for c in range(conversations) if c % threads == t],))
-               for t in range(threads)]
+    workers = [
+        threading.Thread(target=work, args=([c for c in range(conversations) if c % threads == t],))
+        for t in range(threads)
+    ]
     k = threading.Thread(target=killer)
     t0 = time.monotonic()
     k.start()
@@ -146,8 +162,10 @@ def ingest_under_fault(mem: Any, scenario: str, conversations: int, messages: in
     done.set()
     k.join()
     wall = time.monotonic() - t0
-    log(f"{scenario}: {len(acked)}/{total} acknowledged in {wall:.1f}s"
-        + (f", kill at {kill['at'] - t0:.1f}s, back in {kill['recovery_s']:.2f}s" if kill else ", no fault"))
+    log(
+        f"{scenario}: {len(acked)}/{total} acknowledged in {wall:.1f}s"
+        + (f", kill at {kill['at'] - t0:.1f}s, back in {kill['recovery_s']:.2f}s" if kill else ", no fault")
+    )
 
     reported = 0
     for conv in convs:  # each conversation's next flush names what it lost
@@ -158,15 +176,22 @@ def ingest_under_fault(mem: Any, scenario: str, conversations: int, messages: in
     # counted by the restarted host itself (a fresh process: its counter is this kill's)
     lost_stat = sum(s["lost_on_restart"] for s in mem.stats()) if target == "host" else None
     indexed = mem.wait_indexed(180) if target == "shard" else None
-    return {**_count(mem, app, convs, acked, kill), "lost_reported_to_flush": reported,
-            "hosts_lost_on_restart": lost_stat, "wall_s": round(wall, 2),
-            "caller_errors": dict(errors), "add_ms": pct_ms(lat), "add_max_ms": round(max(lat, default=0) * 1000, 1),
-            **({"wait_indexed": indexed, **_index_figures(mem, app, convs)} if indexed is not None else {})}
+    return {
+        **_count(mem, app, convs, acked, kill),
+        "lost_reported_to_flush": reported,
+        "hosts_lost_on_restart": lost_stat,
+        "wall_s": round(wall, 2),
+        "caller_errors": dict(errors),
+        "add_ms": pct_ms(lat),
+        "add_max_ms": round(max(lat, default=0) * 1000, 1),
+        **({"wait_indexed": indexed, **_index_figures(mem, app, convs)} if indexed is not None else {}),
+    }
 
 
-def _count(mem: Any, app: str, convs: list[Any], acked: dict[tuple[int, str], tuple[int, float]],
-           kill: dict[str, float]) -> dict[str, Any]:
-    store = mem.deployment.store
+def _count(
+    mem: Any, app: str, convs: list[Any], acked: dict[tuple[int, str], tuple[int, float]], kill: dict[str, float]
+) -> dict[str, Any]:
+    store = mem._deployment.store
     stored: dict[tuple[int, str], int] = {}
     duplicated = gaps = 0
     letters = [d for d in mem.dead_letters(app=app, limit=10_000_000)]
@@ -175,7 +200,7 @@ def _count(mem: Any, app: str, convs: list[Any], acked: dict[tuple[int, str], tu
         dead_seqs.setdefault(d.conversation_id, set()).add(d.seq)
     by_seq: dict[tuple[int, int], str] = {}
     for c, conv in enumerate(convs):
-        rows = mem._run(store.call("get_messages", conv.key))
+        rows = mem._run(store.get_messages(conv.key))
         ids = [r.id for r in rows]
         seqs = [r.seq for r in rows]
         duplicated += (len(ids) - len(set(ids))) + (len(seqs) - len(set(seqs)))
@@ -188,29 +213,35 @@ def _count(mem: Any, app: str, convs: list[Any], acked: dict[tuple[int, str], tu
     recorded = {(d.conversation_id, d.id) for d in letters if d.kind == "lost"}
     kill_at = kill.get("at", 0.0)
     return {
-        "acked": len(acked), "stored": len(stored), "stored_acked": sum(1 for k in acked if k in stored),
+        "acked": len(acked),
+        "stored": len(stored),
+        "stored_acked": sum(1 for k in acked if k in stored),
         "lost": len(lost),
         "lost_recorded": sum(1 for c, i in lost if (convs[c].key.conversation_id, i) in recorded),
         "lost_max_age_s": round(max((kill_at - acked[k][1] for k in lost), default=0.0), 3),
         "duplicated": duplicated,
         "seq_mismatch": sum(1 for k, (s, _) in acked.items() if k in stored and stored[k] != s),
         "seq_reused": sum(1 for (c, i) in lost if by_seq.get((c, acked[(c, i)][0]), i) != i),
-        "gaps": gaps, "dead_letters": len(letters),
+        "gaps": gaps,
+        "dead_letters": len(letters),
         "recovery_s": round(kill["recovery_s"], 2) if "recovery_s" in kill else None,
     }
 
 
 def _index_figures(mem: Any, app: str, convs: list[Any], sample: int = 40, seed: int = 7) -> dict[str, Any]:
     """Every stored vector in its shard; a sample of messages findable by vector and lexically."""
-    from memray.store.rows import Namespace
+    from memray.ids import Namespace
 
-    dep = mem.deployment
+    dep = mem._deployment
     missing = 0
     for i, shard in enumerate(dep.shards):
-        model = mem._run(shard.call("stats"))["model_id"]
-        want = {(Namespace(*ns), d) for ns, d, vectored in mem._run(dep.store.call("index_refs", i, len(dep.shards), model))
-                if vectored and ns[0] == app}
-        held = {(Namespace(*ns), d) for ns, d in mem._run(shard.call("vectored_refs"))}
+        model = mem._run(shard.stats())["model_id"]
+        want = {
+            (Namespace(*ns), d)
+            for ns, d, vectored in mem._run(dep.store.index_refs(i, len(dep.shards), model))
+            if vectored and ns[0] == app
+        }
+        held = {(Namespace(*ns), d) for ns, d in mem._run(shard.vectored_refs())}
         missing += len(want - held)
     rng = random.Random(seed)
     found_vector = found_lexical = tried = 0
@@ -225,22 +256,29 @@ def _index_figures(mem: Any, app: str, convs: list[Any], sample: int = 40, seed:
         vector = conv.search(m.text, limit=1, mode="vector")
         found_lexical += bool(lexical and not lexical.degraded and lexical[0].message.id == m.id)
         found_vector += bool(vector and not vector.degraded and vector[0].message.id == m.id)
-    return {"vectors_missing_from_shards": missing, "sampled": tried, "found_by_vector": found_vector,
-            "found_lexically": found_lexical}
+    return {
+        "vectors_missing_from_shards": missing,
+        "sampled": tried,
+        "found_by_vector": found_vector,
+        "found_lexically": found_lexical,
+    }
 
 
-def searches_under_fault(mem: Any, conversations: int = 20, messages: int = 10, clients: int = 4,
-                         settle_s: float = 2.0) -> dict[str, Any]:
+def searches_under_fault(
+    mem: Any, conversations: int = 20, messages: int = 10, clients: int = 4, settle_s: float = 2.0
+) -> dict[str, Any]:
     """Searches from ``clients`` threads while shard 0 is SIGKILLed: none may raise; degraded ones
     name the shard; recovery is the time from the kill to the first complete answer after it."""
-    from memray.store.rows import user_hash
+    from memray.ids import user_hash
 
     app = "faults-search"
-    shards = len(mem.deployment.shards)
+    shards = len(mem._deployment.shards)
     users = [u for u in (f"su{i}" for i in range(1000)) if user_hash(app, u) % shards == 0][:conversations]
     convs = [mem.conversation(user_id=u, conversation_id="c", app=app) for u in users]
     for c, conv in enumerate(convs):
-        conv.add([{"role": "user", "content": f"searcher {c} remembers the pass phrase zs{c}y{i}"} for i in range(messages)])
+        conv.add(
+            [{"role": "user", "content": f"searcher {c} remembers the pass phrase zs{c}y{i}"} for i in range(messages)]
+        )
     assert mem.wait_indexed(120)
     outcomes: Counter[str] = Counter()
     wrong = 0
@@ -275,7 +313,7 @@ def searches_under_fault(mem: Any, conversations: int = 20, messages: int = 10, 
     for t in threads:
         t.start()
     time.sleep(settle_s)
-    kill["at"], kill["back_s"] = kill_and_time(mem, mem.deployment.shards[0])
+    kill["at"], kill["back_s"] = kill_and_time(mem, mem._deployment.shards[0])
     deadline = time.monotonic() + 120
     while not first_ok_after_kill and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -285,15 +323,21 @@ def searches_under_fault(mem: Any, conversations: int = 20, messages: int = 10, 
         t.join()
     total = sum(outcomes.values())
     log(f"shard_search: {total} searches, {dict(outcomes)}")
-    return {"searches": total, "outcomes": dict(outcomes), "raised": sum(v for k, v in outcomes.items() if k.startswith("raised")),
-            "wrong_top_hit": wrong, "process_back_s": round(kill["back_s"], 2),
-            "recovery_s": round(first_ok_after_kill[0], 2) if first_ok_after_kill else None}
+    return {
+        "searches": total,
+        "outcomes": dict(outcomes),
+        "raised": sum(v for k, v in outcomes.items() if k.startswith("raised")),
+        "wrong_top_hit": wrong,
+        "process_back_s": round(kill["back_s"], 2),
+        "recovery_s": round(first_ok_after_kill[0], 2) if first_ok_after_kill else None,
+    }
 
 
 def reopen_across_modes(mem: Any, path: str, reopen: Callable[[str, str], Any]) -> tuple[dict[str, Any], Any]:
     """Close ``mem`` (Ray), reopen in-process, then in Ray again; compare every message (id, seq,
     text) of every conversation and each shard's vectors with the first reading. Returns the
     figures and the memray open at the end."""
+
     def snapshot(m: Any) -> tuple[dict[Any, Any], int]:
         rows: dict[Any, Any] = {}
         for app in sorted({d for d in _apps(m)}):
@@ -301,7 +345,7 @@ def reopen_across_modes(mem: Any, path: str, reopen: Callable[[str, str], Any]) 
                 for info in m.list_conversations(user, app=app, limit=100_000):
                     conv = m.conversation(user_id=user, conversation_id=info.conversation_id, app=app)
                     rows[(app, user, info.conversation_id)] = [(x.id, x.seq, x.text) for x in conv.messages()]
-        vectors = sum(m._run(s.call("stats"))["vectors"] for s in m.deployment.shards)
+        vectors = sum(m._run(s.stats())["vectors"] for s in m._deployment.shards)
         return rows, vectors
 
     assert mem.wait_indexed(180)
@@ -315,9 +359,15 @@ def reopen_across_modes(mem: Any, path: str, reopen: Callable[[str, str], Any]) 
     assert again.wait_indexed(180)
     after, v_again = snapshot(again)
     n = sum(len(v) for v in before.values())
-    mismatch = sum(1 for k in before if before[k] != middle.get(k)) + sum(1 for k in before if before[k] != after.get(k))
-    return {"conversations": len(before), "messages": n, "conversation_mismatches": mismatch,
-            "vectors": [vectors, v_local, v_again]}, again
+    mismatch = sum(1 for k in before if before[k] != middle.get(k)) + sum(
+        1 for k in before if before[k] != after.get(k)
+    )
+    return {
+        "conversations": len(before),
+        "messages": n,
+        "conversation_mismatches": mismatch,
+        "vectors": [vectors, v_local, v_again],
+    }, again
 
 
 def _apps(m: Any) -> list[str]:
@@ -326,9 +376,9 @@ def _apps(m: Any) -> list[str]:
 
 def _users(m: Any, app: str) -> list[str]:
     if app == "faults-search":
-        from memray.store.rows import user_hash
+        from memray.ids import user_hash
 
-        return [u for u in (f"su{i}" for i in range(1000)) if user_hash(app, u) % len(m.deployment.shards) == 0]
+        return [u for u in (f"su{i}" for i in range(1000)) if user_hash(app, u) % len(m._deployment.shards) == 0]
     return [f"u{i}" for i in range(50)]
 
 
@@ -355,16 +405,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import memray
 
     def reopen(p: str, mode: str) -> Any:
-        return memray.open(config=memray.MemoryConfig(path=p, mode=mode, hosts=args.hosts, shards=args.shards,
-                                                      namespace="memray-faults", write_timeout_s=120.0))
+        return memray.open(
+            config=memray.MemoryConfig(
+                path=p,
+                mode=mode,
+                hosts=args.hosts,
+                shards=args.shards,
+                namespace="memray-faults",
+                write_timeout_s=120.0,
+            )
+        )
 
     results: dict[str, Any] = {}
     mem = open_memory(path, args.hosts, args.shards)
     try:
         for name in names:
             if name in INGEST:
-                results[name] = ingest_under_fault(mem, name, args.conversations, args.messages, args.batch,
-                                                   args.threads, args.kill_at)
+                results[name] = ingest_under_fault(
+                    mem, name, args.conversations, args.messages, args.batch, args.threads, args.kill_at
+                )
             elif name == "shard_search":
                 results[name] = searches_under_fault(mem)
             else:
@@ -375,12 +434,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             import ray
 
             ray.shutdown()
-    params = {k: getattr(args, k) for k in ("conversations", "messages", "batch", "threads", "kill_at", "hosts", "shards")}
+    params = {
+        k: getattr(args, k) for k in ("conversations", "messages", "batch", "threads", "kill_at", "hosts", "shards")
+    }
     line = emit("faults", {**params, "scenarios": names}, {"results": results})
     if args.plot:
         ingest = [n for n in names if n in INGEST]
-        plot_bars(args.plot, "memray under SIGKILL: acknowledged vs stored", ingest,
-                  {k: [results[n][k] for n in ingest] for k in ("acked", "stored_acked", "lost")}, "messages")
+        plot_bars(
+            args.plot,
+            "memray under SIGKILL: acknowledged vs stored",
+            ingest,
+            {k: [results[n][k] for n in ingest] for k in ("acked", "stored_acked", "lost")},
+            "messages",
+        )
     return line
 
 

@@ -44,11 +44,24 @@ APP = "bench"
 
 
 def fill(mem: memray.Memory, conversations: int, messages: int, rng: random.Random) -> list[memray.ConversationHandle]:
-    handles = [mem.conversation(user_id=f"user-{c // 10}", conversation_id=f"conv-{c}", app=APP) for c in range(conversations)]
+    handles = [
+        mem.conversation(user_id=f"user-{c // 10}", conversation_id=f"conv-{c}", app=APP) for c in range(conversations)
+    ]
     batch: list[tuple[memray.ConversationHandle, list[dict[str, Any]]]] = []
-    for c, h in enumerate(handles):
-        batch.append((h, [{"role": "user" if j % 2 == 0 else "assistant", "content": sentence(rng, 10),
-                           "sim_time": float(j * 60)} for j in range(messages)]))
+    for h in handles:
+        batch.append(
+            (
+                h,
+                [
+                    {
+                        "role": "user" if j % 2 == 0 else "assistant",
+                        "content": sentence(rng, 10),
+                        "sim_time": float(j * 60),
+                    }
+                    for j in range(messages)
+                ],
+            )
+        )
         if len(batch) * messages >= 5_000:
             mem.add_many(batch)
             batch = []
@@ -77,8 +90,9 @@ def dir_bytes(root: str) -> int:
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, names in os.walk(root) for f in names)
 
 
-def fork_once(mem: memray.Memory, handles: list[memray.ConversationHandle], dst: str, writers: int,
-              rate: float) -> dict[str, Any]:
+def fork_once(
+    mem: memray.Memory, handles: list[memray.ConversationHandle], dst: str, writers: int, rate: float
+) -> dict[str, Any]:
     """One fork into ``dst`` while ``writers`` threads add ``rate`` messages/s in all (0: none).
     Returns its timings; the fork is closed and removed."""
     stop = threading.Event()
@@ -90,8 +104,12 @@ def fork_once(mem: memray.Memory, handles: list[memray.ConversationHandle], dst:
         pause = batch * writers / rate
         while not stop.is_set():
             t = time.perf_counter()
-            mem.add_many([(handles[wr.randrange(len(handles))], [{"role": "user", "content": sentence(wr, 8)}])
-                          for _ in range(batch)])
+            mem.add_many(
+                [
+                    (handles[wr.randrange(len(handles))], [{"role": "user", "content": sentence(wr, 8)}])
+                    for _ in range(batch)
+                ]
+            )
             counts[w] += batch
             stop.wait(max(0.0, pause - (time.perf_counter() - t)))  # agents at a steady rate
 
@@ -105,9 +123,15 @@ def fork_once(mem: memray.Memory, handles: list[memray.ConversationHandle], dst:
     for th in threads:
         th.join()
     info = dict(fork.fork_info or {})
-    out = {"copy_s": float(info["seconds"]), "ready_s": ready, "flush_s": float(info["flush_s"]),
-           "store_s": float(info["store_s"]), "shards_s": float(info["shards_s"]), "bytes": dir_bytes(dst),
-           "written_per_s": sum(counts) / ready}
+    out = {
+        "copy_s": float(info["seconds"]),
+        "ready_s": ready,
+        "flush_s": float(info["flush_s"]),
+        "store_s": float(info["store_s"]),
+        "shards_s": float(info["shards_s"]),
+        "bytes": dir_bytes(dst),
+        "written_per_s": sum(counts) / ready,
+    }
     fork.close()
     shutil.rmtree(dst, ignore_errors=True)
     return out
@@ -147,9 +171,11 @@ def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
             os.unlink(os.path.join(root, f"raw-{r}.duckdb"))
             runs["quiet"].append(fork_once(mem, handles, os.path.join(root, f"fork-q{r}"), 0, 0.0))
             runs["writing"].append(fork_once(mem, handles, os.path.join(root, f"fork-w{r}"), args.writers, args.rate))
-            log(f"round {r}: raw copytree {floors[-1]:.2f} s; quiet fork copy {runs['quiet'][-1]['copy_s']:.2f} s "
+            log(
+                f"round {r}: raw copytree {floors[-1]:.2f} s; quiet fork copy {runs['quiet'][-1]['copy_s']:.2f} s "
                 f"ready {runs['quiet'][-1]['ready_s']:.2f} s; writing fork copy {runs['writing'][-1]['copy_s']:.2f} s "
-                f"ready {runs['writing'][-1]['ready_s']:.2f} s")
+                f"ready {runs['writing'][-1]['ready_s']:.2f} s"
+            )
         source_bytes = dir_bytes(src)
         store_bytes = os.path.getsize(cfg.store_path)
     finally:
@@ -166,11 +192,16 @@ def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
     floor = med(floors)
     quiet, writing = summary(runs["quiet"]), summary(runs["writing"])
     return {
-        "quiet": quiet, "writing": writing,
-        "floor": {"copytree_s": round(floor, 3), "copytree_fsync_s": round(med(synced), 3),
-                  "open_copy_s": round(med(opens), 3),
-                  "duckdb_copyfile_s": round(med(file_floors), 3),
-                  "source_dir_bytes": source_bytes, "duckdb_bytes": store_bytes},
+        "quiet": quiet,
+        "writing": writing,
+        "floor": {
+            "copytree_s": round(floor, 3),
+            "copytree_fsync_s": round(med(synced), 3),
+            "open_copy_s": round(med(opens), 3),
+            "duckdb_copyfile_s": round(med(file_floors), 3),
+            "source_dir_bytes": source_bytes,
+            "duckdb_bytes": store_bytes,
+        },
         "ratio_quiet_copy_to_copytree": ratio(quiet["copy_s"], floor),
         "ratio_writing_copy_to_copytree": ratio(writing["copy_s"], floor),
         "ratio_quiet_copy_to_copytree_fsync": ratio(quiet["copy_s"], med(synced)),
@@ -182,10 +213,22 @@ def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
 def plot(path: str, result: dict[str, Any]) -> None:
     floor = result["floor"]
     labels = ["quiet copy", "writing copy", "copytree+fsync", "quiet ready", "writing ready", "copytree+fsync+open"]
-    values = [result["quiet"]["copy_s"], result["writing"]["copy_s"], floor["copytree_fsync_s"], result["quiet"]["ready_s"],
-              result["writing"]["ready_s"], floor["copytree_fsync_s"] + floor["open_copy_s"]]
-    plot_bars(path, "fork time (s) vs a raw copy of the data directory (and opening it)", labels, {"seconds": values},
-              "seconds", log_y=True)
+    values = [
+        result["quiet"]["copy_s"],
+        result["writing"]["copy_s"],
+        floor["copytree_fsync_s"],
+        result["quiet"]["ready_s"],
+        result["writing"]["ready_s"],
+        floor["copytree_fsync_s"] + floor["open_copy_s"],
+    ]
+    plot_bars(
+        path,
+        "fork time (s) vs a raw copy of the data directory (and opening it)",
+        labels,
+        {"seconds": values},
+        "seconds",
+        log_y=True,
+    )
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

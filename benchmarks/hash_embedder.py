@@ -22,7 +22,7 @@ import json
 import math
 import time
 from collections import Counter
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -46,9 +46,7 @@ def _h(kind: bytes, text: str) -> int:
     return int.from_bytes(d, "little")
 
 
-def _token_feats(
-    tok: str, dim: int, hash_fn: Callable[[bytes, str], int]
-) -> list[tuple[int, float]]:
+def _token_feats(tok: str, dim: int, hash_fn: Callable[[bytes, str], int]) -> list[tuple[int, float]]:
     h = hash_fn(b"t", tok)
     feats = [((h >> 1) % dim, 1.0 if h & 1 else -1.0)]
     if len(tok) >= 4:
@@ -111,8 +109,11 @@ class DictVariant:
                 x = ((x ^ (x >> 31)) * 0xBF58476D1CE4E5B9) & mask
                 bb.append((x >> 1) % self.dim)
                 bw.append(BIGRAM_WEIGHT if x & 1 else -BIGRAM_WEIGHT)
-            vec = np.bincount(np.concatenate([idx, np.array(bb, np.int64)]),
-                              np.concatenate([wts, np.array(bw, np.float32)]), minlength=self.dim)
+            vec = np.bincount(
+                np.concatenate([idx, np.array(bb, np.int64)]),
+                np.concatenate([wts, np.array(bw, np.float32)]),
+                minlength=self.dim,
+            )
             rows.append(vec.astype(np.float32))
         return _finish(rows)
 
@@ -138,8 +139,9 @@ def variant_numpy_fnv(texts: list[str], dim: int) -> Vec:
     _, inv, cnt = np.unique(keyed, return_inverse=True, return_counts=True)
     tf = (1 + np.log(cnt))[inv]
     out = np.zeros(len(texts) * dim)
-    np.add.at(out, rows * dim + ((h >> np.uint64(1)) % np.uint64(dim)).astype(np.int64),
-              tf * (1 - 2.0 * (h & np.uint64(1))))
+    np.add.at(
+        out, rows * dim + ((h >> np.uint64(1)) % np.uint64(dim)).astype(np.int64), tf * (1 - 2.0 * (h & np.uint64(1)))
+    )
     # 3-grams at every byte position of tokens of 4+ chars (6+ bytes padded)
     tri = (mat[:, :-2] * np.uint64(65599) + mat[:, 1:-1]) * np.uint64(65599) + mat[:, 2:]
     valid = (np.arange(width - 2)[None, :] < (blen - 2)[:, None]) & (blen >= 6)[:, None]
@@ -147,13 +149,19 @@ def variant_numpy_fnv(texts: list[str], dim: int) -> Vec:
     g ^= g >> np.uint64(29)
     owner = np.nonzero(valid)[0]
     w = NGRAM_WEIGHT / np.sqrt(np.maximum(blen - 2, 1))[owner] * tf[owner]
-    np.add.at(out, rows[owner] * dim + ((g >> np.uint64(1)) % np.uint64(dim)).astype(np.int64),
-              w * (1 - 2.0 * (g & np.uint64(1))))
+    np.add.at(
+        out,
+        rows[owner] * dim + ((g >> np.uint64(1)) % np.uint64(dim)).astype(np.int64),
+        w * (1 - 2.0 * (g & np.uint64(1))),
+    )
     same = rows[1:] == rows[:-1]
     x = h[:-1][same] * np.uint64(0x9E3779B97F4A7C15) + h[1:][same]
     x ^= x >> np.uint64(31)
-    np.add.at(out, rows[1:][same] * dim + ((x >> np.uint64(1)) % np.uint64(dim)).astype(np.int64),
-              BIGRAM_WEIGHT * (1 - 2.0 * (x & np.uint64(1))))
+    np.add.at(
+        out,
+        rows[1:][same] * dim + ((x >> np.uint64(1)) % np.uint64(dim)).astype(np.int64),
+        BIGRAM_WEIGHT * (1 - 2.0 * (x & np.uint64(1))),
+    )
     out2 = out.reshape(len(texts), dim).astype(np.float32)
     return _finish(list(out2))
 
@@ -183,6 +191,7 @@ def main() -> None:
     dict_v = DictVariant(args.dim)
     table.embed(warm)
     dict_v(warm)
+
     def tokenize_batch(batch: list[str]) -> Vec:
         return np.zeros((len([tokenize(t) for t in batch]), 1), np.float32)
 

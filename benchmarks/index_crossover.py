@@ -65,9 +65,13 @@ def measure(n: int, dim: int, queries: int, cfg: IndexConfig, seed: int) -> dict
     got, _ = hnsw.search(qs, 10)
     recall = float(np.mean([len(set(a) & set(b)) / 10 for a, b in zip(truth.tolist(), got.tolist())]))
     return {
-        "n": n, "exact_p50_us": round(exact_p50, 1), "exact_p95_us": round(exact_p95, 1),
-        "hnsw_p50_us": round(hnsw_p50, 1), "hnsw_p95_us": round(hnsw_p95, 1),
-        "exact_build_s": round(exact_build, 4), "hnsw_build_s": round(hnsw_build, 3),
+        "n": n,
+        "exact_p50_us": round(exact_p50, 1),
+        "exact_p95_us": round(exact_p95, 1),
+        "hnsw_p50_us": round(hnsw_p50, 1),
+        "hnsw_p95_us": round(hnsw_p95, 1),
+        "exact_build_s": round(exact_build, 4),
+        "hnsw_build_s": round(hnsw_build, 3),
         "hnsw_recall_at_10": round(recall, 3),
     }
 
@@ -92,9 +96,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     rows = [measure(int(n), args.dim, args.queries, cfg, args.seed) for n in args.sizes.split(",")]
     crossover = next((r["n"] for r in rows if r["hnsw_p50_us"] < r["exact_p50_us"]), None)
     result = {
-        "benchmark": "index_crossover", "git_sha": git_sha(), "dim": args.dim, "queries": args.queries,
-        "hnsw_m": cfg.hnsw_m, "hnsw_ef_construction": cfg.hnsw_ef_construction, "hnsw_ef": cfg.hnsw_ef,
-        "floor": "exact search (numpy), same run", "sizes": rows, "crossover_n": crossover,
+        "benchmark": "index_crossover",
+        "git_sha": git_sha(),
+        "dim": args.dim,
+        "queries": args.queries,
+        "hnsw_m": cfg.hnsw_m,
+        "hnsw_ef_construction": cfg.hnsw_ef_construction,
+        "hnsw_ef": cfg.hnsw_ef,
+        "floor": "exact search (numpy), same run",
+        "sizes": rows,
+        "crossover_n": crossover,
         "configured_exact_threshold": cfg.exact_threshold,
     }
     print(json.dumps(result))

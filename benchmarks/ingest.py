@@ -34,17 +34,28 @@ import pyarrow as pa
 
 import memray
 from benchmarks._harness import (
+    AsyncSink,
+    SinkClient,
+    common_args,
+    emit,
+    host_calls,
     in_data_dir,
-    AsyncSink, common_args, emit, host_calls, log, pct_ms, plot_bars, ratio, run_clients, sentence,
+    log,
+    pct_ms,
+    plot_bars,
+    ratio,
+    run_clients,
+    sentence,
 )
 from memray.ids import ConversationKey
 from memray.models import Message
-from memray.runtime.ref import ActorRef
 from memray.store.history import HistoryStore
 from memray.store.rows import MessageRow, message_to_row
 
 
-def make_batches(keys: list[ConversationKey], total: int, batch: int, rng: random.Random, tag: str) -> list[list[tuple[ConversationKey, list[Message]]]]:
+def make_batches(
+    keys: list[ConversationKey], total: int, batch: int, rng: random.Random, tag: str
+) -> list[list[tuple[ConversationKey, list[Message]]]]:
     """``total`` messages, one per conversation per batch, cycling through ``keys``."""
     texts = [sentence(rng, 12) for _ in range(256)]
     out, cur = [], []
@@ -79,47 +90,58 @@ async def pipelined(batches: list[Any], inflight: int, call: Any) -> float:
 
 async def lags(mem: memray.Memory, reset: bool) -> dict[str, Any]:
     """Merge every host's durable-lag samples; ``reset`` clears them."""
-    parts = await host_calls(mem, "durable_lag", reset, True)
+    parts = await host_calls(mem, lambda h: h.durable_lag(reset, True))
     samples = [x for p in parts for x in p["samples"]]
     out = pct_ms(samples)
     out["max_ms"] = round(max(samples) * 1000, 3) if samples else 0.0
     return out
 
 
-def sinks(mode: str, hosts: int) -> list[ActorRef]:
+def sinks(mode: str, hosts: int) -> list[SinkClient]:
     if mode == "ray":
         import ray
 
         from memray.runtime.actors import RayRef
 
         cls = ray.remote(AsyncSink).options(num_cpus=0, max_concurrency=10_000)
-        refs: list[ActorRef] = [RayRef(cls.remote(), f"sink {i}") for i in range(hosts)]
-    else:
-        from memray.runtime.local import LocalRef
+        return [SinkClient(RayRef(cls.remote(), f"sink {i}")) for i in range(hosts)]
+    from memray.rpc.local import LocalRef
 
-        refs = [LocalRef(AsyncSink(), f"sink {i}") for i in range(hosts)]
-    return refs
+    return [SinkClient(LocalRef(AsyncSink(), f"sink {i}")) for i in range(hosts)]
 
 
-def split(batch: list[tuple[ConversationKey, list[Message]]], hosts: int) -> dict[int, list[tuple[ConversationKey, list[Message]]]]:
+def split(
+    batch: list[tuple[ConversationKey, list[Message]]], hosts: int
+) -> dict[int, list[tuple[ConversationKey, list[Message]]]]:
     groups: dict[int, list[tuple[ConversationKey, list[Message]]]] = {}
     for key, msgs in batch:
         groups.setdefault(key.route(hosts), []).append((key, msgs))
     return groups
 
 
-async def floor_ray(refs: list[ActorRef], batches: list[Any], inflight: int, per_conv: list[tuple[ConversationKey, Message]],
-                    clients: int) -> dict[str, Any]:
-    await asyncio.gather(*(r.call("ping") for r in refs))
+async def floor_ray(
+    refs: list[SinkClient],
+    batches: list[Any],
+    inflight: int,
+    per_conv: list[tuple[ConversationKey, Message]],
+    clients: int,
+) -> dict[str, Any]:
+    await asyncio.gather(*(r.ping() for r in refs))
     n = len(refs)
 
     async def many(batch: Any) -> None:
-        await asyncio.gather(*(refs[h].call("noop", g, False) for h, g in split(batch, n).items()))
+        await asyncio.gather(*(refs[h].noop(g, False) for h, g in split(batch, n).items()))
 
     secs = await pipelined(batches, inflight, many)
     total = sum(len(b) for b in batches)
-    lat, wall = await run_clients(clients, len(per_conv), lambda i: refs[per_conv[i][0].route(n)].call("noop", per_conv[i][0], [per_conv[i][1]], False))
-    return {"add_many_msgs_per_s": round(total / secs), "add_msgs_per_s": round(len(per_conv) / wall), "add_latency": pct_ms(lat)}
+    lat, wall = await run_clients(
+        clients, len(per_conv), lambda i: refs[per_conv[i][0].route(n)].noop(per_conv[i][0], [per_conv[i][1]], False)
+    )
+    return {
+        "add_many_msgs_per_s": round(total / secs),
+        "add_msgs_per_s": round(len(per_conv) / wall),
+        "add_latency": pct_ms(lat),
+    }
 
 
 def floor_duckdb(tmp: str, rows: list[MessageRow], batch: int) -> dict[str, Any]:
@@ -133,8 +155,11 @@ def floor_duckdb(tmp: str, rows: list[MessageRow], batch: int) -> dict[str, Any]
     store.close()
     con = duckdb.connect(os.path.join(tmp, "floor-raw.duckdb"))
     names = MessageRow._fields
-    con.execute("CREATE TABLE t (" + ", ".join(
-        f"{n} {'BIGINT' if n == 'seq' else 'DOUBLE' if n == 'created_at' else 'VARCHAR'}" for n in names) + ")")
+    con.execute(
+        "CREATE TABLE t ("
+        + ", ".join(f"{n} {'BIGINT' if n == 'seq' else 'DOUBLE' if n == 'created_at' else 'VARCHAR'}" for n in names)
+        + ")"
+    )
     t0 = time.perf_counter()
     for c in chunks:
         tbl = pa.table(dict(zip(names, (pa.array(col) for col in zip(*c)))))  # noqa: F841 (DuckDB reads it by name)
@@ -143,16 +168,29 @@ def floor_duckdb(tmp: str, rows: list[MessageRow], batch: int) -> dict[str, Any]
         con.execute("COMMIT")
     raw_rate = len(rows) / (time.perf_counter() - t0)
     con.close()
-    return {"history_store_rows_per_s": round(store_rate), "raw_arrow_insert_rows_per_s": round(raw_rate), "batch_rows": batch}
+    return {
+        "history_store_rows_per_s": round(store_rate),
+        "raw_arrow_insert_rows_per_s": round(raw_rate),
+        "batch_rows": batch,
+    }
 
 
 async def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
     rng = random.Random(args.seed)
-    cfg = memray.MemoryConfig(path=os.path.join(root, "mem"), mode=args.mode, hosts=args.hosts, shards=args.shards,
-                              address=args.address, embedder=memray.EmbedderConfig(kind=args.embedder))
+    cfg = memray.MemoryConfig(
+        path=os.path.join(root, "mem"),
+        mode=args.mode,
+        hosts=args.hosts,
+        shards=args.shards,
+        address=args.address,
+        embedder=memray.EmbedderConfig(kind=args.embedder),
+    )
     mem = memray.open(config=cfg)
     try:
-        keys = [ConversationKey.of("bench", f"user-{c % max(1, args.conversations // 4)}", f"conv-{c}") for c in range(args.conversations)]
+        keys = [
+            ConversationKey.of("bench", f"user-{c % max(1, args.conversations // 4)}", f"conv-{c}")
+            for c in range(args.conversations)
+        ]
         log(f"warm-up: loading {len(keys)} conversations")
         for warm in make_batches(keys, len(keys), args.batch, rng, "warm"):
             await mem.aadd_many(warm)
@@ -160,18 +198,23 @@ async def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
         await lags(mem, True)
         batches = make_batches(keys, args.messages, args.batch, rng, "many")
         log(f"add_many: {args.messages} messages in {len(batches)} calls")
-        commits0 = sum(s["commits"] for s in await host_calls(mem, "stats"))
+        commits0 = sum(s["commits"] for s in await host_calls(mem, lambda h: h.stats()))
         secs = await pipelined(batches, args.inflight, mem.aadd_many)
         t_ack = time.perf_counter()
         await mem.aflush()
         flushed_s = time.perf_counter() - t_ack
-        stats = await host_calls(mem, "stats")
+        stats = await host_calls(mem, lambda h: h.stats())
         commits = sum(s["commits"] for s in stats) - commits0
         many_lag = await lags(mem, True)
-        per_conv = [(keys[n % len(keys)], Message(id=f"one-{n}", role="user", parts=sentence(rng, 12))) for n in range(args.add_messages)]  # type: ignore[arg-type]
+        per_conv = [
+            (keys[n % len(keys)], Message(id=f"one-{n}", role="user", parts=sentence(rng, 12)))
+            for n in range(args.add_messages)
+        ]  # type: ignore[arg-type]
         handles = {k: mem.conversation(k.user_id, k.conversation_id, k.app) for k in keys}
         log(f"add: {args.add_messages} messages from {args.clients} clients")
-        lat, wall = await run_clients(args.clients, len(per_conv), lambda i: handles[per_conv[i][0]].aadd([per_conv[i][1]]))
+        lat, wall = await run_clients(
+            args.clients, len(per_conv), lambda i: handles[per_conv[i][0]].aadd([per_conv[i][1]])
+        )
         await mem.aflush()
         add_lag = await lags(mem, True)
         log("floors: no-op calls")
@@ -190,21 +233,32 @@ async def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
     add_rate = len(per_conv) / wall
     return {
         "add_many": {
-            "msgs_per_s": round(many_rate), "seconds": round(secs, 3), "flush_after_ack_s": round(flushed_s, 3),
-            "group_commits": commits, "avg_rows_per_commit": group, "durable_lag": many_lag,
+            "msgs_per_s": round(many_rate),
+            "seconds": round(secs, 3),
+            "flush_after_ack_s": round(flushed_s, 3),
+            "group_commits": commits,
+            "avg_rows_per_commit": group,
+            "durable_lag": many_lag,
             "ratio_to_ray_noop": ratio(many_rate, floor_calls["add_many_msgs_per_s"]),
             "ratio_to_history_store": ratio(many_rate, floor_db["history_store_rows_per_s"]),
             "ratio_to_raw_arrow_insert": ratio(many_rate, floor_db["raw_arrow_insert_rows_per_s"]),
         },
         "add": {
-            "msgs_per_s": round(add_rate), "latency": pct_ms(lat), "durable_lag": add_lag,
+            "msgs_per_s": round(add_rate),
+            "latency": pct_ms(lat),
+            "durable_lag": add_lag,
             "ratio_to_noop": ratio(add_rate, floor_calls["add_msgs_per_s"]),
         },
-        "floor": {"calls": floor_calls, "calls_kind": "ray no-op async actors" if args.mode == "ray" else "in-process LocalRef no-op",
-                  "duckdb": floor_db},
+        "floor": {
+            "calls": floor_calls,
+            "calls_kind": "ray no-op async actors" if args.mode == "ray" else "in-process LocalRef no-op",
+            "duckdb": floor_db,
+        },
         "targets": {
-            "add_many_msgs_per_s_min": 20_000, "durable_lag_p99_ms_max": 1000,
-            "add_many_ok": many_rate >= 20_000, "lag_ok": many_lag["p99_ms"] <= 1000,
+            "add_many_msgs_per_s_min": 20_000,
+            "durable_lag_p99_ms_max": 1000,
+            "add_many_ok": many_rate >= 20_000,
+            "lag_ok": many_lag["p99_ms"] <= 1000,
         },
     }
 
@@ -226,12 +280,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     params = {k: v for k, v in vars(args).items() if k not in ("plot", "dir")}
     if args.plot:
         m, f = results["add_many"], results["floor"]
-        plot_bars(args.plot, "ingest: messages/s (acknowledged) vs floors", ["add_many", "add (per conversation)"], {
-            "memray": [m["msgs_per_s"], results["add"]["msgs_per_s"]],
-            "floor: no-op calls": [f["calls"]["add_many_msgs_per_s"], f["calls"]["add_msgs_per_s"]],
-            "floor: HistoryStore.append": [f["duckdb"]["history_store_rows_per_s"], 0],
-            "floor: raw Arrow insert": [f["duckdb"]["raw_arrow_insert_rows_per_s"], 0],
-        }, "messages/s", log_y=True)
+        plot_bars(
+            args.plot,
+            "ingest: messages/s (acknowledged) vs floors",
+            ["add_many", "add (per conversation)"],
+            {
+                "memray": [m["msgs_per_s"], results["add"]["msgs_per_s"]],
+                "floor: no-op calls": [f["calls"]["add_many_msgs_per_s"], f["calls"]["add_msgs_per_s"]],
+                "floor: HistoryStore.append": [f["duckdb"]["history_store_rows_per_s"], 0],
+                "floor: raw Arrow insert": [f["duckdb"]["raw_arrow_insert_rows_per_s"], 0],
+            },
+            "messages/s",
+            log_y=True,
+        )
     return emit("ingest", params, results)
 
 

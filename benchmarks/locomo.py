@@ -38,8 +38,10 @@ def find(path: str | None) -> Path:
     for candidate in (path, os.environ.get("MEMRAY_LOCOMO"), str(_LOCAL)):
         if candidate and Path(candidate).is_file():
             return Path(candidate)
-    raise SystemExit("LoCoMo not found: download data/locomo10.json from https://github.com/snap-research/locomo "
-                     "and pass --locomo PATH (see benchmarks/locomo.py)")
+    raise SystemExit(
+        "LoCoMo not found: download data/locomo10.json from https://github.com/snap-research/locomo "
+        "and pass --locomo PATH (see benchmarks/locomo.py)"
+    )
 
 
 def load(path: Path) -> tuple[list[dict[str, Any]], str | None]:
@@ -60,11 +62,29 @@ def load(path: Path) -> tuple[list[dict[str, Any]], str | None]:
                     text += f" [shares a photo: {turn['blip_caption']}]"
                 tid = f"{user}:{turn['dia_id']}"
                 ids.add(tid)
-                records.append({"type": "turn", "user": user, "session": session, "turn": n, "id": tid,
-                                "role": "user" if turn["speaker"] == conv["speaker_a"] else "assistant", "text": text})
+                records.append(
+                    {
+                        "type": "turn",
+                        "user": user,
+                        "session": session,
+                        "turn": n,
+                        "id": tid,
+                        "role": "user" if turn["speaker"] == conv["speaker_a"] else "assistant",
+                        "text": text,
+                    }
+                )
         for n, qa in enumerate(sample["qa"]):
             evidence = [e for e in (f"{user}:{d}" for d in qa.get("evidence", [])) if e in ids]
             if evidence:
-                records.append({"type": "question", "id": f"{user}:q{n}", "user": user, "question": qa["question"],
-                                "evidence": evidence, "category": str(qa["category"]), "style": f"cat{qa['category']}"})
+                records.append(
+                    {
+                        "type": "question",
+                        "id": f"{user}:q{n}",
+                        "user": user,
+                        "question": qa["question"],
+                        "evidence": evidence,
+                        "category": str(qa["category"]),
+                        "style": f"cat{qa['category']}",
+                    }
+                )
     return records, warning

@@ -38,17 +38,24 @@ import numpy as np
 
 import memray
 from benchmarks._harness import (
+    common_args,
+    emit,
     in_data_dir,
-    common_args, emit, log, pct_ms, plot_bars, ratio, run_clients, sentence, time_calls,
+    log,
+    pct_ms,
+    plot_bars,
+    ratio,
+    run_clients,
+    sentence,
+    time_calls,
 )
-from memray.embedding.base import build_embedder
-from memray.ids import ConversationKey
+from memray.embedding.factory import build_embedder
+from memray.ids import ConversationKey, conversation_namespace, user_hash
 from memray.index.exact import ExactIndex
 from memray.index.fusion import top_hits
 from memray.index.search import Mode, Query
 from memray.index.shard import VectorShard
 from memray.runtime.deploy import shard_path
-from memray.store.rows import conversation_namespace, user_hash
 
 APP = "bench"
 OPS = ["search_conversation", "search_user", "search_app", "context"]
@@ -109,9 +116,17 @@ def local_shards(mem: memray.Memory, cfg: memray.MemoryConfig, dim: int, model_i
     return out
 
 
-def inprocess_floor(shards: list[VectorShard], embedder: Any, corpus: Corpus, qs: list[tuple[int, str]], k: int, mode: Mode,
-                    calibration: tuple[float, float]) -> dict[str, Any]:
+def inprocess_floor(
+    shards: list[VectorShard],
+    embedder: Any,
+    corpus: Corpus,
+    qs: list[tuple[int, str]],
+    k: int,
+    mode: Mode,
+    calibration: tuple[float, float],
+) -> dict[str, Any]:
     model_id = embedder.model_id
+
     def shard_of(key: ConversationKey) -> VectorShard:
         return shards[user_hash(key.app, key.user_id) % len(shards)]
 
@@ -123,11 +138,17 @@ def inprocess_floor(shards: list[VectorShard], embedder: Any, corpus: Corpus, qs
     def user(i: int) -> None:
         key = corpus.keys[qs[i][0]]
         vec = embedder.embed([qs[i][1]])[0] if mode != "lexical" else None
-        shard_of(key).search_user(key.app, key.user_id, "conv", Query(qs[i][1], vec, k, mode, None, model_id, *calibration))
+        shard_of(key).search_user(
+            key.app, key.user_id, "conv", Query(qs[i][1], vec, k, mode, None, model_id, *calibration)
+        )
 
     def app(i: int) -> None:
         vec = embedder.embed([qs[i][1]])[0] if mode != "lexical" else None
-        hits = [h for s in shards for h in s.search_app(APP, "conv", Query(qs[i][1], vec, k, mode, None, model_id, *calibration)).hits]
+        hits = [
+            h
+            for s in shards
+            for h in s.search_app(APP, "conv", Query(qs[i][1], vec, k, mode, None, model_id, *calibration)).hits
+        ]
         top_hits(hits, k)
 
     return {
@@ -155,7 +176,12 @@ def recall_at_k(mem: memray.Memory, corpus: Corpus, embedder: Any, count: int, k
             conv_ix[c].add(members[c], vectors[members[c]])
         truth = {f"m{i}" for i in conv_ix[c].search(v, k)[0][0].tolist()}
         key = corpus.keys[c]
-        got = {h.message.id for h in mem.conversation(key.user_id, key.conversation_id, key.app).search(q, limit=k, mode="vector", min_score=0.0)}
+        got = {
+            h.message.id
+            for h in mem.conversation(key.user_id, key.conversation_id, key.app).search(
+                q, limit=k, mode="vector", min_score=0.0
+            )
+        }
         conv_r.append(len(truth & got) / max(1, len(truth)))
         truth = {f"m{i}" for i in everything.search(v, k)[0][0].tolist()}
         got = {h.message.id for h in mem.search_app(APP, q, limit=k, mode="vector", min_score=0.0)}
@@ -166,12 +192,12 @@ def recall_at_k(mem: memray.Memory, corpus: Corpus, embedder: Any, count: int, k
 async def measure_clients(mem: memray.Memory, corpus: Corpus, clients: int, queries: int, k: int) -> dict[str, Any]:
     qs = corpus.queries(max(queries, 4 * clients))
     handles = [mem.conversation(key.user_id, key.conversation_id, key.app) for key in corpus.keys]
-    shards = mem.deployment.shards
+    shards = mem._deployment.shards
     router = mem._router
 
     def ping(i: int) -> Any:
         key = corpus.keys[qs[i][0]]
-        return shards[router.shard_of(key.app, key.user_id)].call("ping")
+        return shards[router.shard_of(key.app, key.user_id)].ping()
 
     calls = {
         "ray_ping": ping,
@@ -190,8 +216,14 @@ async def measure_clients(mem: memray.Memory, corpus: Corpus, clients: int, quer
 
 def one_config(args: argparse.Namespace, root: str, n: int, shards: int) -> dict[str, Any]:
     # neighbour support off: recall@k is measured against exact nearest neighbours
-    cfg = memray.MemoryConfig(path=os.path.join(root, f"n{n}-s{shards}"), mode=args.mode, hosts=args.hosts,
-                              shards=shards, address=args.address, index=memray.IndexConfig(neighbour_weight=0.0))
+    cfg = memray.MemoryConfig(
+        path=os.path.join(root, f"n{n}-s{shards}"),
+        mode=args.mode,
+        hosts=args.hosts,
+        shards=shards,
+        address=args.address,
+        index=memray.IndexConfig(neighbour_weight=0.0),
+    )
     embedder = build_embedder(cfg.embedder)
     assert embedder is not None
     corpus = Corpus(n, args.users, args.conversations, args.seed)
@@ -211,7 +243,7 @@ def one_config(args: argparse.Namespace, root: str, n: int, shards: int) -> dict
         rec = recall_at_k(mem, corpus, embedder, args.recall_queries, args.k)
     finally:
         mem.close(terminate=True)
-    for c, ops in per_clients.items():
+    for ops in per_clients.values():
         ping = ops["ray_ping"]
         for op in OPS:
             fl = floor["search_conversation"] if op == "context" else floor[op]
@@ -221,8 +253,15 @@ def one_config(args: argparse.Namespace, root: str, n: int, shards: int) -> dict
             ops[op]["ratio_p50_to_inprocess"] = ratio(ops[op]["p50_ms"], fl["p50_ms"])
             ops[op]["ratio_p50_to_floor_sum"] = ratio(ops[op]["p50_ms"], p50_floor)
             ops[op]["ratio_p99_to_floor_sum"] = ratio(ops[op]["p99_ms"], p99_floor)
-    return {"n": n, "shards": shards, "fill_s": round(fill_s, 2), "fill_msgs_per_s": round(n / fill_s),
-            "inprocess_floor": floor, "clients": per_clients, "recall_at_10": rec}
+    return {
+        "n": n,
+        "shards": shards,
+        "fill_s": round(fill_s, 2),
+        "fill_msgs_per_s": round(n / fill_s),
+        "inprocess_floor": floor,
+        "clients": per_clients,
+        "recall_at_10": rec,
+    }
 
 
 def targets(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -233,8 +272,12 @@ def targets(rows: list[dict[str, Any]]) -> dict[str, Any]:
             for op in ("search_conversation", "search_user"):
                 worst50 = max(worst50, ops[op]["ratio_p50_to_floor_sum"] or 0.0)
                 worst99 = max(worst99, ops[op]["ratio_p99_to_floor_sum"] or 0.0)
-    return {"scoped_p50_ratio_worst": worst50, "scoped_p99_ratio_worst": worst99,
-            "p50_ok": worst50 <= 1.5, "p99_ok": worst99 <= 2.0}
+    return {
+        "scoped_p50_ratio_worst": worst50,
+        "scoped_p99_ratio_worst": worst99,
+        "p50_ok": worst50 <= 1.5,
+        "p99_ok": worst99 <= 2.0,
+    }
 
 
 def plot(path: str, rows: list[dict[str, Any]]) -> None:
@@ -257,7 +300,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--users", type=int, default=20)
     ap.add_argument("--conversations", type=int, default=100)
     ap.add_argument("--hosts", type=int, default=2)
-    ap.add_argument("--queries", type=int, default=200, help="calls per operation and concurrency (at least 4x clients)")
+    ap.add_argument(
+        "--queries", type=int, default=200, help="calls per operation and concurrency (at least 4x clients)"
+    )
     ap.add_argument("--recall-queries", type=int, default=50)
     ap.add_argument("--batch", type=int, default=20_000, help="messages per add_many call while filling")
     ap.add_argument("--k", type=int, default=10)
@@ -266,14 +311,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args.n = [int(x) for x in str(args.n).split(",")]
     args.shards = [int(x) for x in str(args.shards).split(",")]
     args.clients = [int(x) for x in str(args.clients).split(",")]
-    rows = in_data_dir(args, "memray-recall-", lambda root: [one_config(args, root, n, s) for n in args.n for s in args.shards])
+    rows = in_data_dir(
+        args, "memray-recall-", lambda root: [one_config(args, root, n, s) for n in args.n for s in args.shards]
+    )
     if args.plot:
         plot(args.plot, rows)
     params = {k: v for k, v in vars(args).items() if k not in ("plot", "dir")}
-    return emit("recall_latency", params, {
-        "floor": "ray_ping (no-op shard round trip, same concurrency) + inprocess (same index, direct call)",
-        "results": rows, "targets": targets(rows),
-    })
+    return emit(
+        "recall_latency",
+        params,
+        {
+            "floor": "ray_ping (no-op shard round trip, same concurrency) + inprocess (same index, direct call)",
+            "results": rows,
+            "targets": targets(rows),
+        },
+    )
 
 
 if __name__ == "__main__":

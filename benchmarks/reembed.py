@@ -32,8 +32,9 @@ import numpy as np
 
 from memray.config import EmbedderConfig, MemoryConfig
 from memray.embedding import HashEmbedder
+from memray.ids import Namespace
 from memray.store.history import HistoryStore
-from memray.store.rows import EmbeddingRow, MessageRow, Namespace
+from memray.store.rows import EmbeddingRow, MessageRow
 
 
 def texts(n: int, seed: int = 11) -> list[str]:
@@ -43,7 +44,7 @@ def texts(n: int, seed: int = 11) -> list[str]:
     words = rng.zipf(1.3, int(lengths.sum())) % len(vocab)
     out, at = [], 0
     for length in lengths:
-        out.append(" ".join(vocab[w] for w in words[at:at + length]))
+        out.append(" ".join(vocab[w] for w in words[at : at + length]))
         at += length
     return out
 
@@ -54,12 +55,22 @@ def seed_store(path: str, corpus: list[str], users: int = 200, per_conv: int = 5
     store.open()
     now = time.time()
     rows = [
-        MessageRow("bench", f"u{(i // per_conv) % users}", f"c{i // per_conv}", f"m{i}", i % per_conv + 1, "user",
-                   json.dumps([{"type": "text", "text": t}]), "{}", now, t)
+        MessageRow(
+            "bench",
+            f"u{(i // per_conv) % users}",
+            f"c{i // per_conv}",
+            f"m{i}",
+            i % per_conv + 1,
+            "user",
+            json.dumps([{"type": "text", "text": t}]),
+            "{}",
+            now,
+            t,
+        )
         for i, t in enumerate(corpus)
     ]
     for at in range(0, len(rows), 20_000):
-        store.append_messages(rows[at:at + 20_000])
+        store.append_messages(rows[at : at + 20_000])
     store.close()
 
 
@@ -69,7 +80,7 @@ def floor(corpus: list[str], dim: int, batch: int) -> float:
     embedder.embed(sample[:batch])  # warm the token table like a pool actor's first batch does
     t0 = time.perf_counter()
     for at in range(0, len(sample), batch):
-        embedder.embed(sample[at:at + batch])
+        embedder.embed(sample[at : at + batch])
     return len(sample) / (time.perf_counter() - t0)
 
 
@@ -83,11 +94,13 @@ def store_floor(corpus: list[str], dim: int, batch: int) -> float:
         store = HistoryStore(MemoryConfig(path=path).store_path)
         store.open()
         vectors = HashEmbedder(dim).embed(sample)
-        rows = [EmbeddingRow(Namespace("bench", f"u{(i // 50) % 200}", "conv", f"c{i // 50}"), f"m{i}", "floor", vectors[i])
-                for i in range(len(sample))]
+        rows = [
+            EmbeddingRow(Namespace("bench", f"u{(i // 50) % 200}", "conv", f"c{i // 50}"), f"m{i}", "floor", vectors[i])
+            for i in range(len(sample))
+        ]
         t0 = time.perf_counter()
         for at in range(0, len(rows), batch):
-            store.put_embeddings(rows[at:at + batch])
+            store.put_embeddings(rows[at : at + batch])
         rate = len(rows) / (time.perf_counter() - t0)
         store.close()
         return rate
@@ -97,7 +110,9 @@ def store_floor(corpus: list[str], dim: int, batch: int) -> float:
 
 def git_sha() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
@@ -127,13 +142,24 @@ def run(rows: int, workers: int, dim: int, batch: int, shards: int, cpus_per_wor
         shutil.rmtree(path, ignore_errors=True)
     floor_rate = single * workers
     return {
-        "benchmark": "reembed", "git": git_sha(), "rows": rows, "workers": workers, "dim": dim, "batch_size": batch,
-        "cpus": os.cpu_count(), "single_process_rows_per_s": round(single, 1), "floor_rows_per_s": round(floor_rate, 1),
-        "job_rows_per_s": result["bulk_rows_per_s"], "ratio": round(result["bulk_rows_per_s"] / floor_rate, 3),
-        "target_ratio": 0.7, "store_write_rows_per_s": round(store_rate, 1),
+        "benchmark": "reembed",
+        "git": git_sha(),
+        "rows": rows,
+        "workers": workers,
+        "dim": dim,
+        "batch_size": batch,
+        "cpus": os.cpu_count(),
+        "single_process_rows_per_s": round(single, 1),
+        "floor_rows_per_s": round(floor_rate, 1),
+        "job_rows_per_s": result["bulk_rows_per_s"],
+        "ratio": round(result["bulk_rows_per_s"] / floor_rate, 3),
+        "target_ratio": 0.7,
+        "store_write_rows_per_s": round(store_rate, 1),
         "ratio_vs_store_floor": round(result["bulk_rows_per_s"] / min(floor_rate, store_rate), 3),
-        "job_total_rows_per_s": result["rows_per_s"], "job_seconds": result["seconds"],
-        "bulk_seconds": result["bulk_seconds"], "job_rows": result["rows"],
+        "job_total_rows_per_s": result["rows_per_s"],
+        "job_seconds": result["seconds"],
+        "bulk_seconds": result["bulk_seconds"],
+        "job_rows": result["rows"],
     }
 
 

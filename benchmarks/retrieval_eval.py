@@ -62,8 +62,9 @@ def recall(ranked: list[str], evidence: list[str], k: int) -> float:
 
 
 def summarise(per_question: list[tuple[dict[str, Any], list[str]]], times: list[float] | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {f"recall@{k}": round(float(np.mean([recall(r, q["evidence"], k) for q, r in per_question])), 4)
-                           for k in KS}
+    out: dict[str, Any] = {
+        f"recall@{k}": round(float(np.mean([recall(r, q["evidence"], k) for q, r in per_question])), 4) for k in KS
+    }
     styles: dict[str, list[float]] = defaultdict(list)
     for q, r in per_question:
         styles[q["style"]].append(recall(r, q["evidence"], 10))
@@ -111,14 +112,22 @@ def evaluate(embedder: EmbedderConfig, turns: Records, questions: Records) -> di
             for t in turns:
                 sessions[(t["user"], t["session"])].append({"id": t["id"], "role": t["role"], "content": t["text"]})
             t0 = time.perf_counter()
-            mem.add_many([(mem.conversation(user_id=u, conversation_id=s, app="eval"), msgs)
-                          for (u, s), msgs in sessions.items()])
+            mem.add_many(
+                [
+                    (mem.conversation(user_id=u, conversation_id=s, app="eval"), msgs)
+                    for (u, s), msgs in sessions.items()
+                ]
+            )
             if not mem.wait_indexed(3600):
                 raise RuntimeError("indexing did not finish in an hour")
             ingest_s = time.perf_counter() - t0
             threshold, weight = mem._encoder.calibration
-            out: dict[str, Any] = {"model_id": mem._embedder.model_id if mem._embedder else None,
-                                   "threshold": threshold, "vector_weight": weight, "ingest_s": round(ingest_s, 2)}
+            out: dict[str, Any] = {
+                "model_id": mem._embedder.model_id if mem._embedder else None,
+                "threshold": threshold,
+                "vector_weight": weight,
+                "ingest_s": round(ingest_s, 2),
+            }
             first_session = {u: s for (u, s) in reversed(list(sessions))}
             for mode in MODES:
                 rows, times = [], []
@@ -142,10 +151,13 @@ def embedder_config(name: str, args: argparse.Namespace) -> EmbedderConfig:
         return EmbedderConfig(kind="local", model=args.local_model, batch_size=64)
     if name == "openai":
         if not args.base_url or not args.model:
-            raise SystemExit("--embedders openai needs --base-url and --model (a real endpoint; the fake "
-                             "server's vectors are hash vectors, so its numbers would mean nothing)")
-        return EmbedderConfig(kind="openai", base_url=args.base_url, model=args.model, dim=args.dim,
-                              send_dimensions=args.send_dimensions)
+            raise SystemExit(
+                "--embedders openai needs --base-url and --model (a real endpoint; the fake "
+                "server's vectors are hash vectors, so its numbers would mean nothing)"
+            )
+        return EmbedderConfig(
+            kind="openai", base_url=args.base_url, model=args.model, dim=args.dim, send_dimensions=args.send_dimensions
+        )
     raise SystemExit(f"unknown embedder {name!r}: use hash, local or openai")
 
 
@@ -162,8 +174,12 @@ def run_dataset(name: str, args: argparse.Namespace) -> dict[str, Any]:
     turns, questions = split(records, args.users)
     log(f"{name}: {len(turns)} turns, {len(questions)} questions")
     out: dict[str, Any] = {
-        "turns": len(turns), "questions": len(questions), "users": len({t["user"] for t in turns}),
-        "floor_bm25": floor_bm25(turns, questions), "floor_recent": floor_recent(turns, questions), "embedders": {},
+        "turns": len(turns),
+        "questions": len(questions),
+        "users": len({t["user"] for t in turns}),
+        "floor_bm25": floor_bm25(turns, questions),
+        "floor_recent": floor_recent(turns, questions),
+        "embedders": {},
     }
     if warning:
         out["warning"] = warning
@@ -181,13 +197,19 @@ def plot(result: dict[str, Any], path: str) -> None:
     series: dict[str, list[float]] = {f"recall@{k}": [] for k in KS}
     for ds, res in result["datasets"].items():
         groups = [("plain BM25", res["floor_bm25"])] + [
-            (f"{e}/{m}", res["embedders"][e][m]) for e in res["embedders"] for m in MODES]
+            (f"{e}/{m}", res["embedders"][e][m]) for e in res["embedders"] for m in MODES
+        ]
         for label, values in groups:
             labels.append(f"{ds}: {label}")
             for k in KS:
                 series[f"recall@{k}"].append(values[f"recall@{k}"])
-    plot_bars(path, "retrieval_eval: recall@k per dataset, embedder and mode (scope: the user's sessions)",
-              labels, series, "recall")
+    plot_bars(
+        path,
+        "retrieval_eval: recall@k per dataset, embedder and mode (scope: the user's sessions)",
+        labels,
+        series,
+        "recall",
+    )
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -205,9 +227,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--send-dimensions", action="store_true")
     parser.add_argument("--plot", default=None, help="write a PNG here")
     args = parser.parse_args(argv)
-    params = {"datasets": args.datasets, "embedders": args.embedders, "users": args.users, "scope": "user",
-              "k": max(KS), "default_mode": memray.IndexConfig().mode}
-    result = emit("retrieval_eval", params, {"datasets": {name: run_dataset(name, args) for name in args.datasets.split(",")}})
+    params = {
+        "datasets": args.datasets,
+        "embedders": args.embedders,
+        "users": args.users,
+        "scope": "user",
+        "k": max(KS),
+        "default_mode": memray.IndexConfig().mode,
+    }
+    result = emit(
+        "retrieval_eval", params, {"datasets": {name: run_dataset(name, args) for name in args.datasets.split(",")}}
+    )
     if args.plot:
         plot(result, args.plot)
     return result

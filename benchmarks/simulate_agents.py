@@ -34,7 +34,7 @@ import time
 from typing import Any
 
 import memray
-from benchmarks._harness import in_data_dir, common_args, emit, host_calls, log, pct_ms, plot_bars, ratio, run_clients
+from benchmarks._harness import common_args, emit, host_calls, in_data_dir, log, pct_ms, plot_bars, ratio, run_clients
 from benchmarks.ingest import sinks
 from memray.ids import ConversationKey
 from memray.simulation import simulate
@@ -69,7 +69,9 @@ class SearchableProbe:
         t_ack = time.perf_counter()
         for agent, handle in enumerate(handles):
             if self.probed(agent, turn):
-                self.tasks.append(asyncio.create_task(self._poll(handle, self.marker(agent, turn), f"t{turn}-u", t_ack)))
+                self.tasks.append(
+                    asyncio.create_task(self._poll(handle, self.marker(agent, turn), f"t{turn}-u", t_ack))
+                )
 
     async def _poll(self, handle: Any, marker: str, msg_id: str, t_ack: float) -> None:
         while time.perf_counter() - t_ack < self.timeout_s:
@@ -88,11 +90,11 @@ class SearchableProbe:
 async def noop_floor(mode: str, hosts: int, agents: int) -> dict[str, Any]:
     refs = sinks(mode, hosts)
     keys = [ConversationKey.of(APP, f"agent-{a}", "main") for a in range(agents)]
-    await asyncio.gather(*(r.call("ping") for r in refs))
+    await asyncio.gather(*(r.ping() for r in refs))
     t0 = time.perf_counter()
-    await asyncio.gather(*(refs[k.route(hosts)].call("noop", k) for k in keys))
+    await asyncio.gather(*(refs[k.route(hosts)].noop(k) for k in keys))
     one = time.perf_counter() - t0
-    lat, _ = await run_clients(1, 200, lambda i: refs[0].call("ping"))
+    lat, _ = await run_clients(1, 200, lambda i: refs[0].ping())
     return {"tick_of_noop_calls_ms": round(one * 1000, 2), "round_trip": pct_ms(lat)}
 
 
@@ -103,7 +105,7 @@ async def rss_per_conversation(cfg: memray.MemoryConfig, agents: int, turns: int
         keys = [ConversationKey.of(APP, f"agent-{a}", "main") for a in range(agents)]
 
         async def rss() -> tuple[int, int]:
-            stats = await host_calls(mem, "stats")
+            stats = await host_calls(mem, lambda h: h.stats())
             by_pid = {s["pid"]: s["rss_bytes"] for s in stats}
             return sum(by_pid.values()), sum(s["conversations"] for s in stats)
 
@@ -123,27 +125,34 @@ async def rss_per_conversation(cfg: memray.MemoryConfig, agents: int, turns: int
         content = texts / len(sample)
         loaded = max(1, n1 - n0)
         per = (after - before) / loaded
-        return {"conversations_loaded": n1 - n0, "rss_before_mib": round(before / 2**20, 1),
-                "rss_after_mib": round(after / 2**20, 1), "rss_per_conversation_bytes": round(per),
-                "content_bytes_per_conversation": round(content), "overhead_per_conversation_bytes": round(per - content),
-                "messages_per_conversation": 2 * turns}
+        return {
+            "conversations_loaded": n1 - n0,
+            "rss_before_mib": round(before / 2**20, 1),
+            "rss_after_mib": round(after / 2**20, 1),
+            "rss_per_conversation_bytes": round(per),
+            "content_bytes_per_conversation": round(content),
+            "overhead_per_conversation_bytes": round(per - content),
+            "messages_per_conversation": 2 * turns,
+        }
     finally:
         mem.close(terminate=True)
 
 
 async def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
-    cfg = memray.MemoryConfig(path=os.path.join(root, "mem"), mode=args.mode, hosts=args.hosts, shards=args.shards,
-                              address=args.address)
+    cfg = memray.MemoryConfig(
+        path=os.path.join(root, "mem"), mode=args.mode, hosts=args.hosts, shards=args.shards, address=args.address
+    )
     mem = memray.open(config=cfg)
     try:
         probe = SearchableProbe(mem, args.probes, args.poll_ms / 1000.0)
         probe.agents = args.agents
-        await host_calls(mem, "durable_lag", True)
+        await host_calls(mem, lambda h: h.durable_lag(True))
         log(f"simulating {args.agents} agents x {args.turns} turns")
-        report = await simulate(mem, args.agents, args.turns, app=APP, seed=args.seed,
-                                decorate=probe.decorate, on_ack=probe.on_ack)
+        report = await simulate(
+            mem, args.agents, args.turns, app=APP, seed=args.seed, decorate=probe.decorate, on_ack=probe.on_ack
+        )
         searchable = await probe.finish()
-        parts = await host_calls(mem, "durable_lag", True, True)
+        parts = await host_calls(mem, lambda h: h.durable_lag(True, True))
         samples = [x for p in parts for x in p["samples"]]
         durable = {**pct_ms(samples), "max_ms": round(max(samples) * 1000, 2) if samples else 0.0}
         floor = await noop_floor(args.mode, args.hosts, args.agents)
@@ -155,14 +164,28 @@ async def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
         mem_stats = await rss_per_conversation(cfg, args.agents, args.turns)
     tick_p50 = report.extras["tick_p50_ms"]
     return {
-        "ticks": report.extras["ticks"], "tick_p50_ms": tick_p50, "tick_p99_ms": report.extras["tick_p99_ms"],
-        "messages": report.messages, "seconds": report.seconds, "messages_per_s": report.messages_per_s,
-        "add_many_p50_ms": report.add_p50_ms, "add_many_p99_ms": report.add_p99_ms,
-        "context_p50_ms": report.recall_p50_ms, "context_p99_ms": report.recall_p99_ms,
-        "recall_hit_rate": report.recall_hit_rate, "degraded": report.degraded,
-        "durable_lag": durable, "searchable_lag": searchable, "memory": mem_stats,
-        "verified": report.verified, "missing": report.missing, "unexpected": report.extra,
-        "floor": {**floor, "kind": "ray no-op round trips, one per agent" if args.mode == "ray" else "in-process LocalRef no-op calls"},
+        "ticks": report.extras["ticks"],
+        "tick_p50_ms": tick_p50,
+        "tick_p99_ms": report.extras["tick_p99_ms"],
+        "messages": report.messages,
+        "seconds": report.seconds,
+        "messages_per_s": report.messages_per_s,
+        "add_many_p50_ms": report.add_p50_ms,
+        "add_many_p99_ms": report.add_p99_ms,
+        "context_p50_ms": report.recall_p50_ms,
+        "context_p99_ms": report.recall_p99_ms,
+        "recall_hit_rate": report.recall_hit_rate,
+        "degraded": report.degraded,
+        "durable_lag": durable,
+        "searchable_lag": searchable,
+        "memory": mem_stats,
+        "verified": report.verified,
+        "missing": report.missing,
+        "unexpected": report.extra,
+        "floor": {
+            **floor,
+            "kind": "ray no-op round trips, one per agent" if args.mode == "ray" else "in-process LocalRef no-op calls",
+        },
         "tick_ratio_to_noop_tick": ratio(tick_p50, floor["tick_of_noop_calls_ms"]),
         "targets": {
             "durable_lag_p99_ok": durable["p99_ms"] <= 1000,
@@ -185,13 +208,30 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = ap.parse_args(argv)
     results = in_data_dir(args, "memray-sim-", lambda root: asyncio.run(run(args, root)))
     if args.plot:
-        plot_bars(args.plot, f"{args.agents} agents: latencies (ms)", ["tick", "context()", "add_many", "durable lag", "searchable lag"], {
-            "p50": [results["tick_p50_ms"], results["context_p50_ms"], results["add_many_p50_ms"],
-                    results["durable_lag"]["p50_ms"], results["searchable_lag"]["p50_ms"]],
-            "p99": [results["tick_p99_ms"], results["context_p99_ms"], results["add_many_p99_ms"],
-                    results["durable_lag"]["p99_ms"], results["searchable_lag"]["p99_ms"]],
-            "floor: no-op tick": [results["floor"]["tick_of_noop_calls_ms"], 0, 0, 0, 0],
-        }, "ms", log_y=True)
+        plot_bars(
+            args.plot,
+            f"{args.agents} agents: latencies (ms)",
+            ["tick", "context()", "add_many", "durable lag", "searchable lag"],
+            {
+                "p50": [
+                    results["tick_p50_ms"],
+                    results["context_p50_ms"],
+                    results["add_many_p50_ms"],
+                    results["durable_lag"]["p50_ms"],
+                    results["searchable_lag"]["p50_ms"],
+                ],
+                "p99": [
+                    results["tick_p99_ms"],
+                    results["context_p99_ms"],
+                    results["add_many_p99_ms"],
+                    results["durable_lag"]["p99_ms"],
+                    results["searchable_lag"]["p99_ms"],
+                ],
+                "floor: no-op tick": [results["floor"]["tick_of_noop_calls_ms"], 0, 0, 0, 0],
+            },
+            "ms",
+            log_y=True,
+        )
     params = {k: v for k, v in vars(args).items() if k not in ("plot", "dir")}
     return emit("simulate_agents", params, results)
 

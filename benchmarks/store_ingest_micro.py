@@ -31,9 +31,20 @@ def make_rows(start: int, n: int, conversations: int) -> list[MessageRow]:
     out = []
     for i in range(start, start + n):
         c = i % conversations
-        out.append(MessageRow("bench", f"user-{c % max(1, conversations // 10)}", f"conv-{c}", f"msg-{i}",
-                              i // conversations + 1, "user", PARTS % i, '{"turn": %d}' % i, 1.7e9 + i,
-                              f"hello there, this is message {i}"))
+        out.append(
+            MessageRow(
+                "bench",
+                f"user-{c % max(1, conversations // 10)}",
+                f"conv-{c}",
+                f"msg-{i}",
+                i // conversations + 1,
+                "user",
+                PARTS % i,
+                f'{{"turn": {i}}}',
+                1.7e9 + i,
+                f"hello there, this is message {i}",
+            )
+        )
     return out
 
 
@@ -47,8 +58,11 @@ def time_batches(fn, batches: list[list[MessageRow]]) -> float:  # type: ignore[
 def floor_rate(path: str, batches: list[list[MessageRow]]) -> float:
     con = duckdb.connect(path)
     names = MessageRow._fields
-    con.execute("CREATE TABLE t (" + ", ".join(
-        f"{n} {'BIGINT' if n == 'seq' else 'DOUBLE' if n == 'created_at' else 'VARCHAR'}" for n in names) + ")")
+    con.execute(
+        "CREATE TABLE t ("
+        + ", ".join(f"{n} {'BIGINT' if n == 'seq' else 'DOUBLE' if n == 'created_at' else 'VARCHAR'}" for n in names)
+        + ")"
+    )
 
     def insert(rows: list[MessageRow]) -> None:
         tbl = pa.table(dict(zip(names, (pa.array(c) for c in zip(*rows)))))  # noqa: F841 (DuckDB reads it by name)
@@ -63,8 +77,9 @@ def floor_rate(path: str, batches: list[list[MessageRow]]) -> float:
 
 def git_sha() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
@@ -88,12 +103,22 @@ def main() -> None:
         update_rate = time_batches(store.append_messages, update_batches)
         store.close()
         floor = floor_rate(os.path.join(tmp, "floor.duckdb"), batches)
-    print(json.dumps({
-        "benchmark": "store_ingest_micro", "git_sha": git_sha(), "existing_rows": args.existing,
-        "batch_rows": args.batch, "batches": args.batches, "conversations_per_batch": args.conversations,
-        "append_new_rows_per_s": round(new_rate), "append_update_rows_per_s": round(update_rate),
-        "floor_arrow_insert_rows_per_s": round(floor), "ratio_to_floor": round(new_rate / floor, 3),
-    }))
+    print(
+        json.dumps(
+            {
+                "benchmark": "store_ingest_micro",
+                "git_sha": git_sha(),
+                "existing_rows": args.existing,
+                "batch_rows": args.batch,
+                "batches": args.batches,
+                "conversations_per_batch": args.conversations,
+                "append_new_rows_per_s": round(new_rate),
+                "append_update_rows_per_s": round(update_rate),
+                "floor_arrow_insert_rows_per_s": round(floor),
+                "ratio_to_floor": round(new_rate / floor, 3),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -35,11 +35,11 @@ import memray
 from benchmarks._harness import common_args, emit, in_data_dir, log, pct_ms, plot_bars, ratio, sentence
 from memray import Scoring
 from memray.embedding.base import build_embedder
+from memray.ids import conversation_namespace, user_hash
 from memray.index.fusion import stream_scores
 from memray.index.shard import VectorShard
 from memray.runtime.deploy import shard_path
 from memray.scoring import Stream
-from memray.store.rows import conversation_namespace, user_hash
 
 APP = "bench"
 MINUTE = 60.0
@@ -54,8 +54,20 @@ def fill(mem: memray.Memory, n: int, conversations: int, batch: int, rng: random
         t = len(texts[c])
         text = sentence(rng, 12)
         texts[c].append(text)
-        pending.append((handles[c], [{"id": f"m{i}", "role": "user", "content": text, "sim_time": t * MINUTE,
-                                      "importance": round(rng.random(), 2)}]))
+        pending.append(
+            (
+                handles[c],
+                [
+                    {
+                        "id": f"m{i}",
+                        "role": "user",
+                        "content": text,
+                        "sim_time": t * MINUTE,
+                        "importance": round(rng.random(), 2),
+                    }
+                ],
+            )
+        )
         if len(pending) >= batch:
             mem.add_many(pending)
             pending = []
@@ -74,14 +86,16 @@ def paired(n: int, call: Callable[[int, bool], Any]) -> tuple[list[float], list[
     rel: list[float] = []
     stream: list[float] = []
     for i in range(n):
-        for kind in ((False, True) if i % 2 else (True, False)):
+        for kind in (False, True) if i % 2 else (True, False):
             t = time.perf_counter()
             call(i, kind)
             (stream if kind else rel).append(time.perf_counter() - t)
     return rel, stream
 
 
-def numpy_floor(vectors: np.ndarray, columns: np.ndarray, qvec: np.ndarray, stream: Stream | None, k: int) -> np.ndarray:
+def numpy_floor(
+    vectors: np.ndarray, columns: np.ndarray, qvec: np.ndarray, stream: Stream | None, k: int
+) -> np.ndarray:
     sims = vectors @ qvec
     rel = np.clip(sims, 0.0, 1.0)
     scores = rel if stream is None else stream_scores(rel.astype(np.float64), columns, stream)
@@ -91,8 +105,9 @@ def numpy_floor(vectors: np.ndarray, columns: np.ndarray, qvec: np.ndarray, stre
 
 def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
     rng = random.Random(args.seed)
-    cfg = memray.MemoryConfig(path=root, mode=args.mode, address=args.address, hosts=args.hosts, shards=args.shards,
-                              debounce_ms=20)
+    cfg = memray.MemoryConfig(
+        path=root, mode=args.mode, address=args.address, hosts=args.hosts, shards=args.shards, debounce_ms=20
+    )
     mem = memray.open(config=cfg)
     try:
         t0 = time.perf_counter()
@@ -104,7 +119,9 @@ def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
             c = rng.randrange(args.conversations)
             words = texts[c][rng.randrange(per[c])].split()
             queries.append((c, " ".join(w for j, w in enumerate(words) if j % 3)))
-        handles = [mem.conversation(user_id=f"agent-{c}", conversation_id="stream", app=APP) for c in range(args.conversations)]
+        handles = [
+            mem.conversation(user_id=f"agent-{c}", conversation_id="stream", app=APP) for c in range(args.conversations)
+        ]
         nows = [(p - 1) * MINUTE for p in per]
         scorings = [Scoring.stream(now=now) for now in nows]
 
@@ -118,7 +135,9 @@ def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
         mem._run(mem._router.snapshot())
         embedder = build_embedder(cfg.embedder)
         assert embedder is not None
-        shards = [VectorShard(i, shard_path(cfg, i), embedder.dim, embedder.model_id, cfg.index) for i in range(cfg.shards)]
+        shards = [
+            VectorShard(i, shard_path(cfg, i), embedder.dim, embedder.model_id, cfg.index) for i in range(cfg.shards)
+        ]
         for s in shards:
             s.open()
         encoded = [mem._run(mem._encoder.encode(q, cfg.index.mode)) for _, q in queries]
@@ -141,8 +160,13 @@ def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
 
         def floor(i: int, stream: bool) -> Any:
             c = queries[i][0]
-            return numpy_floor(mats[c], cols[c], np.asarray(encoded[i].vector, dtype=np.float32),
-                               scorings[c].to_stream() if stream else None, args.k)
+            return numpy_floor(
+                mats[c],
+                cols[c],
+                np.asarray(encoded[i].vector, dtype=np.float32),
+                scorings[c].to_stream() if stream else None,
+                args.k,
+            )
 
         np_rel, np_stream = paired(len(queries), floor)
     finally:
@@ -152,10 +176,18 @@ def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
         a, b = pct_ms(rel), pct_ms(stream)
         return {"relevance": a, "stream": b, "ratio_p50": ratio(b["p50_ms"], a["p50_ms"])}
 
-    out = {"facade": layer(facade_rel, facade_stream), "shard": layer(shard_rel, shard_stream),
-           "numpy_floor": layer(np_rel, np_stream), "items_per_conversation": per[0]}
-    out["stream_facade_p50_to_numpy_stream_p50"] = ratio(out["facade"]["stream"]["p50_ms"], out["numpy_floor"]["stream"]["p50_ms"])
-    out["stream_shard_p50_to_numpy_stream_p50"] = ratio(out["shard"]["stream"]["p50_ms"], out["numpy_floor"]["stream"]["p50_ms"])
+    out = {
+        "facade": layer(facade_rel, facade_stream),
+        "shard": layer(shard_rel, shard_stream),
+        "numpy_floor": layer(np_rel, np_stream),
+        "items_per_conversation": per[0],
+    }
+    out["stream_facade_p50_to_numpy_stream_p50"] = ratio(
+        out["facade"]["stream"]["p50_ms"], out["numpy_floor"]["stream"]["p50_ms"]
+    )
+    out["stream_shard_p50_to_numpy_stream_p50"] = ratio(
+        out["shard"]["stream"]["p50_ms"], out["numpy_floor"]["stream"]["p50_ms"]
+    )
     return out
 
 

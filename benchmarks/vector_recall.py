@@ -33,13 +33,13 @@ import numpy.typing as npt
 
 from benchmarks.index_crossover import git_sha
 from memray.config import IndexConfig
+from memray.ids import Namespace, user_hash
 from memray.index.base import IndexItem
+from memray.index.client import ShardClient
 from memray.index.router import ShardRouter
 from memray.index.search import Query
 from memray.index.shard import VectorShard
-from memray.runtime.local import LocalRef
-from memray.runtime.ref import ActorRef
-from memray.store.rows import Namespace, user_hash
+from memray.rpc.local import LocalRef
 
 Vec = npt.NDArray[np.float32]
 APP = "bench"
@@ -103,15 +103,17 @@ def build(shards: list[VectorShard], users: list[str], sizes: list[int], data: V
 def exact_topk(data: Vec, queries: Vec, k: int, base: int = 0) -> list[set[int]]:
     out = []
     for lo in range(0, len(queries), 16):
-        sims = queries[lo:lo + 16] @ data.T
+        sims = queries[lo : lo + 16] @ data.T
         top = np.argpartition(-sims, min(k, data.shape[0] - 1), axis=1)[:, :k]
         out += [set((row + base).tolist()) for row in top]
     return out
 
 
 def pct(times: list[float]) -> dict[str, float]:
-    return {"p50_ms": round(float(np.percentile(times, 50)) * 1e3, 3),
-            "p99_ms": round(float(np.percentile(times, 99)) * 1e3, 3)}
+    return {
+        "p50_ms": round(float(np.percentile(times, 50)) * 1e3, 3),
+        "p99_ms": round(float(np.percentile(times, 99)) * 1e3, 3),
+    }
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -135,7 +137,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     big_idx = [int(i) for i in rng.integers(0, args.big, args.queries)] if args.big else []
     small_idx = [int(i) for i in rng.integers(args.big, len(users), args.queries)] if len(users) > args.big else []
     refs = [LocalRef(s, f"shard {s.shard_id}") for s in shards]
-    router = ShardRouter(list[ActorRef](refs))
+    router = ShardRouter([ShardClient(ref) for ref in refs])
     loop = asyncio.new_event_loop()
     result: dict[str, Any] = {}
     try:
@@ -154,8 +156,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 truth = exact_topk(data[lo:hi], q[None, :], K, lo)[0]
                 floor.append(time.perf_counter() - t0)
                 recalls.append(len(truth & {int(h.doc_id) for h in res.hits}) / K)
-            result[name] = {"queries": len(idx), "recall_at_10": round(float(np.mean(recalls)), 4),
-                            "latency": pct(times), "floor_exact_latency": pct(floor)}
+            result[name] = {
+                "queries": len(idx),
+                "recall_at_10": round(float(np.mean(recalls)), 4),
+                "latency": pct(times),
+                "floor_exact_latency": pct(floor),
+            }
         qs, _ = queries_for([int(i) for i in rng.integers(0, len(users), args.app_queries)])
         times = []
         got = []
@@ -172,21 +178,36 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             truths += exact_topk(data, q[None, :], K)
             floor_times.append(time.perf_counter() - t0)
         result["app_wide"] = {
-            "queries": len(qs), "recall_at_10": round(float(np.mean([len(t & g) / K for t, g in zip(truths, got)])), 4),
-            "latency": pct(times), "floor_exact_latency": pct(floor_times),
+            "queries": len(qs),
+            "recall_at_10": round(float(np.mean([len(t & g) / K for t, g in zip(truths, got)])), 4),
+            "latency": pct(times),
+            "floor_exact_latency": pct(floor_times),
         }
     finally:
         loop.close()
         for ref in refs:
             ref.shutdown()
     out = {
-        "benchmark": "vector_recall", "git_sha": git_sha(), "n": args.n, "dim": args.dim, "shards": args.shards,
-        "namespaces": len(users), "big_namespaces": args.big, "big_namespace_size": sizes[0] if args.big else 0,
-        "small_namespace_size": args.small_size, "exact_threshold": cfg.exact_threshold, "hnsw_m": cfg.hnsw_m,
-        "hnsw_ef_construction": cfg.hnsw_ef_construction, "hnsw_ef": cfg.hnsw_ef, "spread": args.spread,
-        "build_s": round(build_s, 1), "hnsw_namespaces": sum(s["hnsw_namespaces"] for s in stats),
-        "vectors_per_shard": [s["vectors"] for s in stats], "rss_mb": _rss_mb(),
-        "floor": "exact numpy search over the same vectors, same run", **result,
+        "benchmark": "vector_recall",
+        "git_sha": git_sha(),
+        "n": args.n,
+        "dim": args.dim,
+        "shards": args.shards,
+        "namespaces": len(users),
+        "big_namespaces": args.big,
+        "big_namespace_size": sizes[0] if args.big else 0,
+        "small_namespace_size": args.small_size,
+        "exact_threshold": cfg.exact_threshold,
+        "hnsw_m": cfg.hnsw_m,
+        "hnsw_ef_construction": cfg.hnsw_ef_construction,
+        "hnsw_ef": cfg.hnsw_ef,
+        "spread": args.spread,
+        "build_s": round(build_s, 1),
+        "hnsw_namespaces": sum(s["hnsw_namespaces"] for s in stats),
+        "vectors_per_shard": [s["vectors"] for s in stats],
+        "rss_mb": _rss_mb(),
+        "floor": "exact numpy search over the same vectors, same run",
+        **result,
     }
     return out
 
@@ -209,8 +230,13 @@ def plot(result: dict[str, Any], path: str) -> None:
     x = np.arange(len(names))
     fig, ax = plt.subplots(figsize=(7, 4))
     for off, key, label in ((-0.2, "latency", "memray (router)"), (0.2, "floor_exact_latency", "exact numpy floor")):
-        ax.bar(x + off, [result[n][key]["p50_ms"] for n in names], 0.4, label=f"{label} p50",
-               yerr=[[0] * len(names), [result[n][key]["p99_ms"] - result[n][key]["p50_ms"] for n in names]])
+        ax.bar(
+            x + off,
+            [result[n][key]["p50_ms"] for n in names],
+            0.4,
+            label=f"{label} p50",
+            yerr=[[0] * len(names), [result[n][key]["p99_ms"] - result[n][key]["p50_ms"] for n in names]],
+        )
     ax.set_xticks(x, [f"{n}\nrecall@10={result[n]['recall_at_10']}" for n in names])
     ax.set_ylabel("ms (bar p50, whisker p99)")
     ax.set_yscale("log")

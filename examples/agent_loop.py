@@ -24,13 +24,23 @@ from openai import OpenAI
 import memray
 from memray.service import call_load_memory, load_memory_tool, relevant_memories_block, store_session
 
-SYSTEM = ("You are a helpful assistant with long-term memory of this user. Use the relevant memories "
-          "below when they help; call load_memory to look up anything else from earlier sessions.")
+SYSTEM = (
+    "You are a helpful assistant with long-term memory of this user. Use the relevant memories "
+    "below when they help; call load_memory to look up anything else from earlier sessions."
+)
 
 
-def run_turn(client: OpenAI, model: str, svc: memray.MemoryServiceHandle, app: str, user_id: str,
-             history: list[dict[str, Any]], user_text: str, project_id: str | None = None,
-             max_tool_rounds: int = 3) -> str:
+def run_turn(
+    client: OpenAI,
+    model: str,
+    svc: memray.MemoryServiceHandle,
+    app: str,
+    user_id: str,
+    history: list[dict[str, Any]],
+    user_text: str,
+    project_id: str | None = None,
+    max_tool_rounds: int = 3,
+) -> str:
     """One user turn: preload memories, call the model, answer its tool calls, return the reply.
     ``history`` (without the system prompt) grows by the turn's messages."""
     history.append({"role": "user", "content": user_text})
@@ -53,8 +63,16 @@ def run_turn(client: OpenAI, model: str, svc: memray.MemoryServiceHandle, app: s
     return history[-1]["content"]
 
 
-def run_session(client: OpenAI, model: str, svc: memray.MemoryServiceHandle, app: str, user_id: str,
-                session_id: str, turns: list[str], project_id: str | None = None) -> list[dict[str, Any]]:
+def run_session(
+    client: OpenAI,
+    model: str,
+    svc: memray.MemoryServiceHandle,
+    app: str,
+    user_id: str,
+    session_id: str,
+    turns: list[str],
+    project_id: str | None = None,
+) -> list[dict[str, Any]]:
     """Run the turns, then store the session as memories; returns the transcript."""
     history: list[dict[str, Any]] = []
     for text in turns:
@@ -77,8 +95,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     client = OpenAI(base_url=args.base_url, api_key=os.environ.get("OPENAI_API_KEY", "not-needed"))
     with memray.open(args.data, mode=args.mode) as mem:
-        history = run_session(client, args.model, mem.memory_service, args.app, args.user,
-                              args.session or uuid.uuid4().hex, args.turns, args.project)
+        history = run_session(
+            client,
+            args.model,
+            mem.memory_service,
+            args.app,
+            args.user,
+            args.session or uuid.uuid4().hex,
+            args.turns,
+            args.project,
+        )
     for message in history:
         content = message.get("content") or json.dumps(message.get("tool_calls"))
         print(f"{message['role']:>9}: {content}")

@@ -23,16 +23,24 @@ import shutil
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import memray
 from memray import Scoring
 
 NAMES = ["isabella", "klaus", "maria", "john", "tom", "ayesha", "carmen", "eddy", "jennifer", "sam"]
 PLACES = ["the cafe", "the library", "the park", "the pharmacy", "the college", "the market"]
-CHORES = ["drinks coffee", "reads a book", "waters the plants", "chats with a neighbour", "writes an essay",
-          "buys bread", "sweeps the floor", "studies chemistry"]
-START = datetime(2023, 2, 13, 8, 0, tzinfo=timezone.utc)
+CHORES = [
+    "drinks coffee",
+    "reads a book",
+    "waters the plants",
+    "chats with a neighbour",
+    "writes an essay",
+    "buys bread",
+    "sweeps the floor",
+    "studies chemistry",
+]
+START = datetime(2023, 2, 13, 8, 0, tzinfo=UTC)
 PARTY = "isabella is throwing a valentine's day party at the cafe tomorrow at 5pm"
 QUESTION = "what is planned for valentine's day"
 #: An LLM would rate importance 1-10; a keyword rating stands in for it here (divided by 10).
@@ -64,17 +72,28 @@ def step(mem: memray.Memory, agents: list[str], tick: int, rng: random.Random, n
             seen[name].append(news)
     batch = []
     for name in agents:
-        msgs = [{"role": "user", "content": text, "sim_time": now, "importance": importance(text), "agent_id": name}
-                for text in seen[name]]
+        msgs = [
+            {"role": "user", "content": text, "sim_time": now, "importance": importance(text), "agent_id": name}
+            for text in seen[name]
+        ]
         batch.append((mem.conversation(user_id=name, conversation_id="stream", app="town"), msgs))
     mem.add_many(batch)
     for name in agents:
         stream = mem.conversation(user_id=name, conversation_id="stream", app="town")
-        recalled = stream.search(f"what should {name} do at {PLACES[tick % len(PLACES)]}", limit=3,
-                                 scoring=Scoring.stream(now=now))
+        recalled = stream.search(
+            f"what should {name} do at {PLACES[tick % len(PLACES)]}", limit=3, scoring=Scoring.stream(now=now)
+        )
         focus = recalled[0].message.text if recalled else "nothing in particular"
-        stream.add({"role": "assistant", "content": f"plan: keep in mind that {focus}", "sim_time": now,
-                    "importance": 0.3, "agent_id": name, "sub_agent_id": "planner"})
+        stream.add(
+            {
+                "role": "assistant",
+                "content": f"plan: keep in mind that {focus}",
+                "sim_time": now,
+                "importance": 0.3,
+                "agent_id": name,
+                "sub_agent_id": "planner",
+            }
+        )
     return sum(len(m) for _, m in batch) + len(agents)
 
 
@@ -83,7 +102,8 @@ def recalls_party(mem: memray.Memory, agents: list[str], now: datetime) -> dict[
     out = {}
     for name in agents:
         hits = mem.conversation(user_id=name, conversation_id="stream", app="town").search(
-            QUESTION, limit=3, scoring=Scoring.stream(now=now, recency=0.5, importance=1.0, relevance=1.0))
+            QUESTION, limit=3, scoring=Scoring.stream(now=now, recency=0.5, importance=1.0, relevance=1.0)
+        )
         out[name] = any("party" in h.message.text for h in hits)
     return out
 
@@ -118,7 +138,9 @@ def main(argv: list[str] | None = None) -> int:
             example = branch.conversation(user_id=agents[0], conversation_id="stream", app="town")
             top = example.search(QUESTION, limit=1, scoring=Scoring.stream(now=end, recency=0.5, importance=1.0))
             print(f"branch A (no party): {sum(a.values())}/{len(agents)} agents recall a party")
-            print(f"branch B (party announced at hour {args.fork_at}): {sum(b.values())}/{len(agents)} agents recall it")
+            print(
+                f"branch B (party announced at hour {args.fork_at}): {sum(b.values())}/{len(agents)} agents recall it"
+            )
             if top:
                 print(f"{agents[0]} in branch B recalls: {top[0].message.text!r} (score {top[0].score:.2f})")
         finally:

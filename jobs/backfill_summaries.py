@@ -39,13 +39,15 @@ class SummarizeBatches:
     def __init__(self, summarizer_json: str, store_name: str, namespace: str, force: bool) -> None:
         import ray
 
-        from memray.conversation.summary import SummaryKeeper, build_summarizer
+        from memray.conversation.summarizer import build_summarizer
+        from memray.conversation.summary import SummaryKeeper
         from memray.runtime.actors import RayRef
+        from memray.store.client import StoreClient
 
         config = SummarizerConfig.model_validate_json(summarizer_json)
         summarizer = build_summarizer(config)
         assert summarizer is not None
-        store = RayRef(ray.get_actor(store_name, namespace=namespace), "history store")
+        store = StoreClient(RayRef(ray.get_actor(store_name, namespace=namespace), "history store"))
         self.keeper = SummaryKeeper(store, summarizer, config)
         self.force = force
 
@@ -55,12 +57,17 @@ class SummarizeBatches:
     async def _run(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         from memray.ids import ConversationKey
 
-        keys = [ConversationKey.of(str(a), str(u), str(c)) for a, u, c in zip(batch["app"], batch["user_id"], batch["conversation_id"])]
+        keys = [
+            ConversationKey.of(str(a), str(u), str(c))
+            for a, u, c in zip(batch["app"], batch["user_id"], batch["conversation_id"])
+        ]
         results = await asyncio.gather(
             *(self.keeper.maybe_update(k, int(s), force=self.force) for k, s in zip(keys, batch["last_seq"])),
             return_exceptions=True,
         )
-        status = ["failed" if isinstance(r, BaseException) else "unchanged" if r is None else "updated" for r in results]
+        status = [
+            "failed" if isinstance(r, BaseException) else "unchanged" if r is None else "updated" for r in results
+        ]
         return {"status": np.array(status, dtype=object)}
 
 
@@ -75,14 +82,17 @@ def conversation_keys(exports_path: str) -> list[dict[str, Any]]:
     try:
         rows = con.execute(
             "SELECT app, user_id, conversation_id, max(seq) FROM read_parquet(?, hive_partitioning = true) "
-            "GROUP BY ALL ORDER BY ALL", [pattern]).fetchall()
+            "GROUP BY ALL ORDER BY ALL",
+            [pattern],
+        ).fetchall()
     finally:
         con.close()
     return [{"app": a, "user_id": u, "conversation_id": c, "last_seq": int(s)} for a, u, c, s in rows]
 
 
-def run(config: MemoryConfig, workers: int = 2, force: bool = False, batch_size: int = 64,
-        cpus_per_worker: float = 1.0) -> dict[str, Any]:
+def run(
+    config: MemoryConfig, workers: int = 2, force: bool = False, batch_size: int = 64, cpus_per_worker: float = 1.0
+) -> dict[str, Any]:
     import ray
     import ray.data
 
@@ -96,11 +106,17 @@ def run(config: MemoryConfig, workers: int = 2, force: bool = False, batch_size:
         log(f"export watermark {manifest['watermark']}: {len(keys)} conversations (workers={workers}, force={force})")
         if keys:
             ds = ray.data.from_items(keys).map_batches(
-                SummarizeBatches, batch_size=batch_size, batch_format="numpy", num_cpus=cpus_per_worker,
+                SummarizeBatches,
+                batch_size=batch_size,
+                batch_format="numpy",
+                num_cpus=cpus_per_worker,
                 **pool_args(workers, mem.config.verbose),
-                fn_constructor_kwargs={"summarizer_json": mem.config.summarizer.model_dump_json(),
-                                       "store_name": f"{mem.deployment.prefix}:store",
-                                       "namespace": mem.config.namespace, "force": force},
+                fn_constructor_kwargs={
+                    "summarizer_json": mem.config.summarizer.model_dump_json(),
+                    "store_name": f"{mem._deployment.prefix}:store",
+                    "namespace": mem.config.namespace,
+                    "force": force,
+                },
             )
             with bar(len(keys), "summaries", unit="conv") as shown:
                 for out in ds.iter_batches(batch_size=None, batch_format="numpy"):
@@ -113,17 +129,29 @@ def run(config: MemoryConfig, workers: int = 2, force: bool = False, batch_size:
     finally:
         mem.close(terminate=owned)
     seconds = time.monotonic() - t0
-    return {"job": "backfill_summaries", "conversations": len(keys), **counts, "seconds": round(seconds, 3),
-            "conversations_per_s": round(len(keys) / seconds, 1) if seconds else 0.0, "workers": workers, "force": force}
+    return {
+        "job": "backfill_summaries",
+        "conversations": len(keys),
+        **counts,
+        "seconds": round(seconds, 3),
+        "conversations_per_s": round(len(keys) / seconds, 1) if seconds else 0.0,
+        "workers": workers,
+        "force": force,
+    }
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     from memray.cli import DefaultsHelpFormatter
 
-    parser = parser or argparse.ArgumentParser(prog="python -m jobs.backfill_summaries", description=__doc__.splitlines()[0],
-                                               formatter_class=DefaultsHelpFormatter)
+    parser = parser or argparse.ArgumentParser(
+        prog="python -m jobs.backfill_summaries",
+        description=__doc__.splitlines()[0],
+        formatter_class=DefaultsHelpFormatter,
+    )
     add_common_args(parser)
-    parser.add_argument("--force", action="store_true", help="fold everything older than keep_messages, whatever the trigger")
+    parser.add_argument(
+        "--force", action="store_true", help="fold everything older than keep_messages, whatever the trigger"
+    )
     parser.add_argument("--batch-size", type=int, default=64, help="conversations per map_batches call")
     return parser
 

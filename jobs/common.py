@@ -23,13 +23,23 @@ __all__ = ["add_common_args", "config_from_args", "connect", "ProgressFile", "lo
 
 def add_common_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--path", required=True, help="memray data directory")
-    parser.add_argument("--config", default=None, help="a MemoryConfig as a JSON file, flags override it (default: none)")
+    parser.add_argument(
+        "--config", default=None, help="a MemoryConfig as a JSON file, flags override it (default: none)"
+    )
     parser.add_argument("--address", default=None, help="Ray cluster to join (default: RAY_ADDRESS or a local Ray)")
     parser.add_argument("--namespace", default=None, help="Ray namespace of memray's actors (default: memray)")
-    parser.add_argument("--hosts", type=int, default=None,
-                        help="ConversationHost actors when the job starts memray (default: 4, or the --config's)")
-    parser.add_argument("--shards", type=int, default=None,
-                        help="VectorShard actors, must match the running memray (default: 2, or the --config's)")
+    parser.add_argument(
+        "--hosts",
+        type=int,
+        default=None,
+        help="ConversationHost actors when the job starts memray (default: 4, or the --config's)",
+    )
+    parser.add_argument(
+        "--shards",
+        type=int,
+        default=None,
+        help="VectorShard actors, must match the running memray (default: 2, or the --config's)",
+    )
     parser.add_argument("--workers", type=int, default=2, help="actors in the Ray Data pool")
     parser.add_argument("--cpus-per-worker", type=float, default=1.0, help="CPUs each pool actor reserves")
     parser.add_argument("--verbose", action="store_true", help="show Ray's and Ray Data's own log lines")
@@ -40,8 +50,12 @@ def config_from_args(args: argparse.Namespace) -> MemoryConfig:
     if args.config:
         with open(args.config, encoding="utf-8") as f:
             base = json.load(f)
-    updates = {"path": args.path, "mode": "ray", "address": args.address or os.environ.get("RAY_ADDRESS") or base.get("address"),
-               "verbose": bool(getattr(args, "verbose", False) or base.get("verbose", False))}
+    updates = {
+        "path": args.path,
+        "mode": "ray",
+        "address": args.address or os.environ.get("RAY_ADDRESS") or base.get("address"),
+        "verbose": bool(getattr(args, "verbose", False) or base.get("verbose", False)),
+    }
     for name in ("namespace", "hosts", "shards"):
         if getattr(args, name) is not None:
             updates[name] = getattr(args, name)
@@ -55,7 +69,6 @@ def connect(config: MemoryConfig) -> tuple[Any, bool]:
 
     import memray
     from memray.ids import stable_hash
-
     from memray.runtime.actors import ensure_ray
 
     ensure_ray(config)  # quiet unless config.verbose; memray.open below then joins this Ray
@@ -93,7 +106,10 @@ def pool_args(workers: int, verbose: bool) -> dict[str, Any]:
         for handler in logging.getLogger("ray.data").handlers:
             if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
                 handler.setLevel(logging.ERROR)
-    return {"compute": ray.data.ActorPoolStrategy(min_size=1, max_size=workers, initial_size=workers), "max_restarts": 0}
+    return {
+        "compute": ray.data.ActorPoolStrategy(min_size=1, max_size=workers, initial_size=workers),
+        "max_restarts": 0,
+    }
 
 
 class ProgressFile:

@@ -10,6 +10,8 @@ The cores (``memray.conversation``, ``memray.store``, ``memray.embedding``, ``me
 """
 
 from memray.config import EmbedderConfig, IndexConfig, MemoryConfig, SummarizerConfig
+from memray.conversation.note import WorkingMemorySpec, WorkingMemoryValue
+from memray.conversation.recall import SearchResults
 from memray.errors import (
     ClosedError,
     ConflictError,
@@ -21,13 +23,20 @@ from memray.errors import (
     ModelMismatchError,
     NotFoundError,
     StoreError,
+    SummaryError,
     UnavailableError,
     ValidationError,
 )
+from memray.facade import (
+    ConversationHandle,
+    ConversationList,
+    Memory,
+    MemoryServiceHandle,
+    ProjectView,
+    WorkingMemoryHandle,
+    open,
+)
 from memray.ids import ConversationKey, validate_id, validate_project_id
-from memray.memory import ConversationHandle, ConversationList, Memory, open
-from memray.scoring import Scoring
-from memray.service.handle import MemoryServiceHandle
 from memray.models import (
     Context,
     ConversationInfo,
@@ -44,47 +53,56 @@ from memray.models import (
     TextPart,
     ToolPart,
 )
+from memray.scoring import Scoring
+from memray.store.deadletter import DeadLetter
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "open",
-    "Memory",
-    "ConversationHandle",
-    "ConversationList",
-    "MemoryServiceHandle",
-    "Scoring",
-    "ConversationKey",
-    "MemoryConfig",
-    "EmbedderConfig",
-    "SummarizerConfig",
-    "IndexConfig",
-    "Message",
-    "TextPart",
-    "ReasoningPart",
-    "ToolPart",
-    "DataPart",
-    "Hit",
+    "ClosedError",
+    "ConflictError",
     "Context",
+    "ConversationHandle",
     "ConversationInfo",
-    "MemoryEntry",
-    "SearchRequest",
-    "MemoryResult",
-    "SearchMemoryResponse",
-    "DeletionReceipt",
+    "ConversationKey",
+    "ConversationList",
+    "DataPart",
+    "DeadLetter",
+    "DeadLetterError",
     "DeletionProof",
+    "DeletionReceipt",
+    "EmbedderConfig",
+    "EmbeddingError",
+    "Hit",
+    "IndexConfig",
+    "InvalidIdError",
+    "Memory",
+    "MemoryConfig",
+    "MemoryEntry",
+    "MemoryResult",
+    "MemoryServiceHandle",
+    "MemrayError",
+    "Message",
+    "MissingExtraError",
+    "ModelMismatchError",
+    "NotFoundError",
+    "ProjectView",
+    "ReasoningPart",
+    "Scoring",
+    "SearchMemoryResponse",
+    "SearchRequest",
+    "SearchResults",
+    "StoreError",
+    "SummarizerConfig",
+    "SummaryError",
+    "TextPart",
+    "ToolPart",
+    "UnavailableError",
+    "ValidationError",
+    "WorkingMemoryHandle",
+    "WorkingMemorySpec",
+    "WorkingMemoryValue",
+    "open",
     "validate_id",
     "validate_project_id",
-    "MemrayError",
-    "ValidationError",
-    "InvalidIdError",
-    "NotFoundError",
-    "ConflictError",
-    "EmbeddingError",
-    "ModelMismatchError",
-    "StoreError",
-    "DeadLetterError",
-    "UnavailableError",
-    "MissingExtraError",
-    "ClosedError",
 ]

@@ -23,23 +23,30 @@ seq cursors        ``before_seq`` / ``after_seq``: ``None`` or an int >= 0
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast, get_args, overload
+from typing import cast, get_args, overload
 
 from memray.errors import ValidationError
-from memray.models import RetrievalMode, Role
-
-if TYPE_CHECKING:
-    from memray.conversation.recall import Merge, Scope
+from memray.models import ConversationOrder, Merge, RetrievalMode, Role, Scope
 
 __all__ = [
-    "check_limit", "check_count", "check_min_score", "check_mode", "check_scope", "check_merge", "check_seq",
-    "check_query", "check_choice", "check_roles",
+    "check_limit",
+    "check_count",
+    "check_min_score",
+    "check_mode",
+    "check_scope",
+    "check_merge",
+    "check_seq",
+    "check_query",
+    "check_choice",
+    "check_roles",
+    "check_order",
 ]
 
 MODES: tuple[str, ...] = get_args(RetrievalMode)
 ROLES: tuple[str, ...] = get_args(Role)
 SCOPES = ("conversation", "user")
 MERGES = ("append", "prepend", "interleave")
+ORDERS: tuple[str, ...] = get_args(ConversationOrder)
 
 
 def _is_int(value: object) -> bool:
@@ -73,8 +80,12 @@ def check_min_score(value: object) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
         # NaN fails the range test too; inf is out of range
-        raise ValidationError("min_score", value, "must be a number in [0, 1] or None",
-                              "scores are in [0, 1] (README \"Scores\"); None keeps every hit")
+        raise ValidationError(
+            "min_score",
+            value,
+            "must be a number in [0, 1] or None",
+            'scores are in [0, 1] (README "Scores"); None keeps every hit',
+        )
     return float(value)
 
 
@@ -86,11 +97,15 @@ def check_mode(value: object) -> RetrievalMode | None:
 
 
 def check_scope(value: object) -> Scope:
-    return cast("Scope", check_choice(value, "scope", SCOPES))
+    return cast(Scope, check_choice(value, "scope", SCOPES))
 
 
 def check_merge(value: object) -> Merge:
-    return cast("Merge", check_choice(value, "merge", MERGES))
+    return cast(Merge, check_choice(value, "merge", MERGES))
+
+
+def check_order(value: object) -> ConversationOrder:
+    return cast(ConversationOrder, check_choice(value, "order", ORDERS))
 
 
 def check_choice(value: object, field: str, allowed: tuple[str, ...]) -> str:
@@ -104,8 +119,12 @@ def check_seq(value: object, field: str) -> int | None:
     if value is None:
         return None
     if not _is_int(value) or cast(int, value) < 0:
-        raise ValidationError(field, value, "must be a non-negative integer seq or None",
-                              "seqs are the ints that add() returned and Message.seq holds")
+        raise ValidationError(
+            field,
+            value,
+            "must be a non-negative integer seq or None",
+            "seqs are the ints that add() returned and Message.seq holds",
+        )
     return cast(int, value)
 
 

@@ -1,4 +1,5 @@
-"""The ``memray`` command line: ``memray demo``, ``memray stats PATH``, ``memray fork SRC DST``, ``memray backfill ...``.
+"""The ``memray`` command line: ``memray demo``, ``memray stats PATH``, ``memray fork SRC DST``,
+``memray backfill ...``.
 
 Results go to stdout; progress (bars when stderr is a terminal, phase lines always) and errors go
 to stderr. A memray error (bad input, a store in use) is printed as one line with what to do, and
@@ -17,7 +18,7 @@ import shutil
 import sys
 import tempfile
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 __all__ = ["main", "build_parser", "DefaultsHelpFormatter"]
 
@@ -28,9 +29,14 @@ def _demo(args: argparse.Namespace) -> int:
     from memray.simulation import simulate, summary_line
 
     path = args.path or tempfile.mkdtemp(prefix="memray-demo-")
-    where = path if args.path or args.keep else f"{path} (a temporary folder, removed at the end: --keep or --path keeps it)"
-    config = memray.MemoryConfig(path=path, mode=args.mode, hosts=args.hosts, shards=args.shards, num_cpus=args.num_cpus,
-                                 verbose=args.verbose)
+    where = (
+        path
+        if args.path or args.keep
+        else f"{path} (a temporary folder, removed at the end: --keep or --path keeps it)"
+    )
+    config = memray.MemoryConfig(
+        path=path, mode=args.mode, hosts=args.hosts, shards=args.shards, num_cpus=args.num_cpus, verbose=args.verbose
+    )
     print(f"memray demo: {args.agents} agents, {args.turns} turns, mode={args.mode}, data in {where}", flush=True)
     try:
         t0 = time.monotonic()
@@ -46,7 +52,9 @@ def _demo(args: argparse.Namespace) -> int:
     finally:
         if not args.path and not args.keep:
             shutil.rmtree(path, ignore_errors=True)
-    report.extras["hosts"] = [{k: s[k] for k in ("host", "conversations", "rss_bytes", "commits", "rows")} for s in stats]
+    report.extras["hosts"] = [
+        {k: s[k] for k in ("host", "conversations", "rss_bytes", "commits", "rows")} for s in stats
+    ]
     print(summary_line(report))
     print(json.dumps(dataclasses.asdict(report)))
     return 0 if report.verified else 1
@@ -87,8 +95,15 @@ def _fork(args: argparse.Namespace) -> int:
     if not os.path.exists(os.path.join(src, "history.duckdb")):
         print(f"memray fork: {src} is not a memray data directory (no history.duckdb)", file=sys.stderr)
         return 2
-    found = [int(m.group(1)) for name in os.listdir(os.path.join(src, "vectors")) if (m := re.fullmatch(r"shard-(\d+)", name))] \
-        if os.path.isdir(os.path.join(src, "vectors")) else []
+    found = (
+        [
+            int(m.group(1))
+            for name in os.listdir(os.path.join(src, "vectors"))
+            if (m := re.fullmatch(r"shard-(\d+)", name))
+        ]
+        if os.path.isdir(os.path.join(src, "vectors"))
+        else []
+    )
     shards = args.shards or (max(found) + 1 if found else memray.MemoryConfig().shards)
     config = memray.MemoryConfig(path=src, mode=args.mode, address=args.address, hosts=1, shards=shards)
     try:
@@ -105,49 +120,82 @@ def _fork(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from memray import __version__
 
-    parser = argparse.ArgumentParser(prog="memray", description="Conversation and long-term memory for AI agents, on Ray.",
-                                     formatter_class=DefaultsHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="memray",
+        description="Conversation and long-term memory for AI agents, on Ray.",
+        formatter_class=DefaultsHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"memray {__version__} (memray-agents)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    demo = sub.add_parser("demo", help="run a scripted many-agent simulation and verify the store", formatter_class=DefaultsHelpFormatter,
-                          description="Scripted agents talk, recall with context() and answer; at the end every "
-                                      "acknowledged message is checked in the store.")
+    demo = sub.add_parser(
+        "demo",
+        help="run a scripted many-agent simulation and verify the store",
+        formatter_class=DefaultsHelpFormatter,
+        description="Scripted agents talk, recall with context() and answer; at the end every "
+        "acknowledged message is checked in the store.",
+    )
     demo.add_argument("--agents", type=int, default=1000, help="agents, one conversation each")
     demo.add_argument("--turns", type=int, default=6, help="turns per agent (recall questions start at turn 3)")
-    demo.add_argument("--mode", choices=["ray", "inprocess"], default="ray", help="Ray actors, or the same cores in this process")
+    demo.add_argument(
+        "--mode", choices=["ray", "inprocess"], default="ray", help="Ray actors, or the same cores in this process"
+    )
     demo.add_argument("--hosts", type=int, default=4, help="ConversationHost actors")
     demo.add_argument("--shards", type=int, default=2, help="VectorShard actors")
-    demo.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray (default: all of this machine's)")
-    demo.add_argument("--path", default=None, help="data directory, kept afterwards (default: a temporary one, removed at the end)")
+    demo.add_argument(
+        "--num-cpus", type=int, default=None, help="CPUs of the local Ray (default: all of this machine's)"
+    )
+    demo.add_argument(
+        "--path", default=None, help="data directory, kept afterwards (default: a temporary one, removed at the end)"
+    )
     demo.add_argument("--keep", action="store_true", help="keep the temporary data directory and print where it is")
-    demo.add_argument("--verbose", action="store_true", help="show Ray's own log lines (info, warnings) and the actors' output")
+    demo.add_argument(
+        "--verbose", action="store_true", help="show Ray's own log lines (info, warnings) and the actors' output"
+    )
     demo.set_defaults(func=_demo)
-    stats = sub.add_parser("stats", help="what a data directory holds: rows per table, shards, hosts, disk use",
-                           formatter_class=DefaultsHelpFormatter,
-                           description="Reads the data directory without starting memray (stop a running memray first: "
-                                       "its store file cannot be opened by two processes).")
+    stats = sub.add_parser(
+        "stats",
+        help="what a data directory holds: rows per table, shards, hosts, disk use",
+        formatter_class=DefaultsHelpFormatter,
+        description="Reads the data directory without starting memray (stop a running memray first: "
+        "its store file cannot be opened by two processes).",
+    )
     stats.add_argument("path", help="the data directory (what memray.open was given)")
     stats.add_argument("--hosts", type=int, default=4, help="show how conversations spread over this many hosts")
     stats.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
     stats.set_defaults(func=_stats)
-    fork = sub.add_parser("fork", help="copy a memray (every conversation, entry, note, summary, index) into a new path",
-                          formatter_class=DefaultsHelpFormatter)
+    fork = sub.add_parser(
+        "fork",
+        help="copy a memray (every conversation, entry, note, summary, index) into a new path",
+        formatter_class=DefaultsHelpFormatter,
+    )
     fork.add_argument("src", help="the data directory to fork")
     fork.add_argument("dst", help="the new data directory (must not exist, or be empty)")
-    fork.add_argument("--mode", choices=["ray", "inprocess"], default="inprocess",
-                      help="inprocess (default) for a directory no running memray holds; ray with --address to fork a live one")
+    fork.add_argument(
+        "--mode",
+        choices=["ray", "inprocess"],
+        default="inprocess",
+        help="inprocess (default) for a directory no running memray holds; ray with --address to fork a live one",
+    )
     fork.add_argument("--address", default=None, help="the Ray cluster where the memray to fork runs")
     fork.add_argument("--shards", type=int, default=None, help="shard count (default: read from SRC)")
     fork.set_defaults(func=_fork)
-    backfill = sub.add_parser("backfill", help="batch jobs on Ray Data: re-embed, or bring summaries up to date",
-                              formatter_class=DefaultsHelpFormatter)
+    backfill = sub.add_parser(
+        "backfill",
+        help="batch jobs on Ray Data: re-embed, or bring summaries up to date",
+        formatter_class=DefaultsHelpFormatter,
+    )
     jobs = backfill.add_subparsers(dest="job", required=True, metavar="JOB")
     from jobs import backfill_embeddings, backfill_summaries
 
-    embeddings = jobs.add_parser("embeddings", help="(re-)embed everything with --model and cut over atomically",
-                                 formatter_class=DefaultsHelpFormatter)
+    embeddings = jobs.add_parser(
+        "embeddings",
+        help="(re-)embed everything with --model and cut over atomically",
+        formatter_class=DefaultsHelpFormatter,
+    )
     backfill_embeddings.build_parser(embeddings).set_defaults(func=backfill_embeddings.run_args)
-    summaries = jobs.add_parser("summaries", help="bring every conversation's summary up to date", formatter_class=DefaultsHelpFormatter)
+    summaries = jobs.add_parser(
+        "summaries", help="bring every conversation's summary up to date", formatter_class=DefaultsHelpFormatter
+    )
     backfill_summaries.build_parser(summaries).set_defaults(func=backfill_summaries.run_args)
     return parser
 

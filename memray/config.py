@@ -10,11 +10,10 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic import ValidationError as PydanticValidationError
-from typing_extensions import Self
 
 from memray.errors import ValidationError
 from memray.models import RetrievalMode
@@ -129,8 +128,12 @@ class EmbedderConfig(_Config):
         if (self.kind == "custom") != (self.custom is not None):
             from memray.errors import ValidationError
 
-            raise ValidationError("embedder.custom", self.custom, "is set exactly when kind='custom'",
-                                  "pass memray.open(path, embedder=your_embedder)")
+            raise ValidationError(
+                "embedder.custom",
+                self.custom,
+                "is set exactly when kind='custom'",
+                "pass memray.open(path, embedder=your_embedder)",
+            )
         return self
 
 

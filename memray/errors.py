@@ -22,6 +22,7 @@ boundaries (`tests/test_errors.py` proves it for each class).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
@@ -134,6 +135,18 @@ class DeadLetterError(StoreError):
         )
         self.letters = letters
 
+    @classmethod
+    def raise_gathered(cls, results: Sequence[object]) -> None:
+        """Re-raise what ``asyncio.gather(..., return_exceptions=True)`` returned for calls that
+        may each report dead letters: every call's letters as one DeadLetterError, else the first
+        other error; nothing if all went well."""
+        letters = [x for r in results if isinstance(r, DeadLetterError) for x in r.letters]
+        for r in results:
+            if isinstance(r, BaseException) and not isinstance(r, DeadLetterError):
+                raise r
+        if letters:
+            raise cls(letters)
+
 
 class SummaryError(MemrayError):
     """The summariser (e.g. an LLM endpoint) failed. No history is lost; the summary is updated
@@ -155,9 +168,7 @@ class MissingExtraError(MemrayError, ImportError):
     """An optional dependency is missing."""
 
     def __init__(self, package: str, extra: str) -> None:
-        super().__init__(
-            f"{package} is not installed; install the extra: pip install 'memray-agents[{extra}]'"
-        )
+        super().__init__(f"{package} is not installed; install the extra: pip install 'memray-agents[{extra}]'")
         self.package = package
         self.extra = extra
 

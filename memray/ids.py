@@ -3,8 +3,13 @@
 Every id (app, user, conversation, message, session, project, entry) is non-empty, at most
 :data:`MAX_ID_CHARS` Unicode characters (characters, not bytes: ``"日本"`` is 2), and holds no
 control characters (Unicode category ``Cc``) nor lone surrogates (``Cs``: a Python str such as
-``"a\ud800"`` that no UTF-8 encoder accepts, so no store could hold it). Keys built from ids are tuples or length-prefixed
-strings, never concatenations that two different id tuples could both produce.
+``"a\ud800"`` that no UTF-8 encoder accepts, so no store could hold it). Keys built from ids are
+tuples or length-prefixed strings, never concatenations that two different id tuples could both
+produce.
+
+The keys every part stands on live here too: :class:`ConversationKey`, :class:`UserKey`, and a
+shard's :class:`Namespace` with :func:`user_hash` (the shard of a user), which the store and the
+index both use.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import unicodedata
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from memray.errors import InvalidIdError
 
@@ -23,6 +29,10 @@ __all__ = [
     "stable_hash",
     "ConversationKey",
     "UserKey",
+    "Namespace",
+    "conversation_namespace",
+    "entry_namespace",
+    "user_hash",
 ]
 
 MAX_ID_CHARS = 256
@@ -36,7 +46,9 @@ def validate_id(field: str, value: object) -> str:
         raise InvalidIdError(field, value, "must not be empty", "pass a non-empty id")
     if len(value) > MAX_ID_CHARS:
         raise InvalidIdError(
-            field, value, f"is {len(value)} characters, the limit is {MAX_ID_CHARS}",
+            field,
+            value,
+            f"is {len(value)} characters, the limit is {MAX_ID_CHARS}",
             "use a shorter id (a hash of a long one works)",
         )
     if value.isascii() and value.isprintable():
@@ -44,12 +56,12 @@ def validate_id(field: str, value: object) -> str:
     for ch in value:
         category = unicodedata.category(ch)
         if category == "Cc":
-            raise InvalidIdError(
-                field, value, f"contains the control character {ch!r}", "remove control characters"
-            )
+            raise InvalidIdError(field, value, f"contains the control character {ch!r}", "remove control characters")
         if category == "Cs":
             raise InvalidIdError(
-                field, value, f"contains the lone surrogate {ch!r}, which UTF-8 cannot encode",
+                field,
+                value,
+                f"contains the lone surrogate {ch!r}, which UTF-8 cannot encode",
                 "decode the id properly, or replace what cannot be encoded: s.encode('utf-8', 'replace').decode()",
             )
     return value
@@ -95,9 +107,7 @@ class ConversationKey:
     @classmethod
     def of(cls, app: str, user_id: str, conversation_id: str) -> ConversationKey:
         return cls(
-            validate_id("app", app),
-            validate_id("user_id", user_id),
-            validate_id("conversation_id", conversation_id),
+            validate_id("app", app), validate_id("user_id", user_id), validate_id("conversation_id", conversation_id)
         )
 
     @property
@@ -107,3 +117,27 @@ class ConversationKey:
     def route(self, n: int) -> int:
         """The index of the host (of ``n``) that owns this conversation."""
         return stable_hash(self.app, self.user_id, self.conversation_id) % n
+
+
+class Namespace(NamedTuple):
+    """A vector/lexical namespace. ``kind`` is ``"conv"`` (scope = conversation id) or
+    ``"entry"`` (scope = project id, ``""`` for the user's global entries)."""
+
+    app: str
+    user_id: str
+    kind: str
+    scope: str
+
+
+def conversation_namespace(key: ConversationKey) -> Namespace:
+    return Namespace(key.app, key.user_id, "conv", key.conversation_id)
+
+
+def entry_namespace(app: str, user_id: str, project_id: str | None) -> Namespace:
+    return Namespace(app, user_id, "entry", project_id or "")
+
+
+def user_hash(app: str, user_id: str) -> int:
+    """Signed 64-bit stable hash of ``(app, user_id)``: the shard of a user is ``h % shards``."""
+    h = stable_hash(app, user_id)
+    return h - (1 << 64) if h >= (1 << 63) else h

@@ -25,16 +25,30 @@ from __future__ import annotations
 import asyncio
 import bisect
 import math
+import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 __all__ = [
-    "Counter", "Histogram", "LagRecorder", "snapshot", "export", "ray_active",
-    "MESSAGES_COMMITTED", "FLUSH_LAG", "SEARCH_LATENCY", "EMBEDDING_FAILURES", "DEGRADED_RECALLS",
-    "DEAD_LETTERS", "MESSAGES_LOST",
-    "LAG_BOUNDARIES_S", "LATENCY_BOUNDARIES_S", "percentiles",
+    "Counter",
+    "Histogram",
+    "LagRecorder",
+    "snapshot",
+    "export",
+    "ray_active",
+    "MESSAGES_COMMITTED",
+    "FLUSH_LAG",
+    "SEARCH_LATENCY",
+    "EMBEDDING_FAILURES",
+    "DEGRADED_RECALLS",
+    "DEAD_LETTERS",
+    "MESSAGES_LOST",
+    "LAG_BOUNDARIES_S",
+    "LATENCY_BOUNDARIES_S",
+    "percentiles",
+    "rss_bytes",
 ]
 
 EXPORT_INTERVAL_S = 1.0
@@ -164,7 +178,9 @@ class Histogram(_Metric):
     def _values(self) -> dict[str, Any]:
         count = sum(sum(b) for b in self.buckets.values())
         return {
-            "count": count, "sum": sum(self.sums.values()), "boundaries": self.boundaries,
+            "count": count,
+            "sum": sum(self.sums.values()),
+            "boundaries": self.boundaries,
             "by_tags": {_label(k): list(b) for k, b in self.buckets.items()},
         }
 
@@ -220,12 +236,19 @@ def percentiles(values: Sequence[float], qs: Sequence[float] = (50, 95, 99)) -> 
 
 MESSAGES_COMMITTED = Counter("memray_messages_committed", "Messages committed to the history store", ("host",))
 FLUSH_LAG = Histogram(
-    "memray_flush_lag_seconds", "Acknowledged to committed, per message (sampled under load)", LAG_BOUNDARIES_S, ("host",)
+    "memray_flush_lag_seconds",
+    "Acknowledged to committed, per message (sampled under load)",
+    LAG_BOUNDARIES_S,
+    ("host",),
 )
-SEARCH_LATENCY = Histogram("memray_search_latency_seconds", "Search latency seen by the caller", LATENCY_BOUNDARIES_S, ("scope",))
+SEARCH_LATENCY = Histogram(
+    "memray_search_latency_seconds", "Search latency seen by the caller", LATENCY_BOUNDARIES_S, ("scope",)
+)
 EMBEDDING_FAILURES = Counter("memray_embedding_failures", "Items whose embedding failed (retried later)")
 DEGRADED_RECALLS = Counter("memray_degraded_recalls", "Searches or contexts answered degraded", ("scope",))
-DEAD_LETTERS = Counter("memray_dead_letters", "Acknowledged messages the store rejected (recorded as dead letters)", ("host",))
+DEAD_LETTERS = Counter(
+    "memray_dead_letters", "Acknowledged messages the store rejected (recorded as dead letters)", ("host",)
+)
 MESSAGES_LOST = Counter(
     "memray_messages_lost", "Acknowledged (durable=False) messages lost when their host was killed", ("host",)
 )
@@ -286,3 +309,12 @@ class LagRecorder:
         if reset:
             self.lags = []
         return out
+
+
+def rss_bytes() -> int:
+    """This process's resident memory in bytes (0 where /proc is not there to say)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return 0

@@ -10,14 +10,14 @@ import itertools
 import json
 import os
 import time
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from memray.errors import MISSING, ValidationError
 from memray.ids import validate_id
-from memray.validation import check_finite, check_text, json_text
 from memray.scoring import Scoring, check_importance, coerce_scoring, to_seconds
+from memray.validation import check_finite, check_text, json_text
 
 __all__ = [
     "Role",
@@ -46,6 +46,9 @@ __all__ = [
 
 Role = Literal["system", "user", "assistant", "tool"]
 RetrievalMode = Literal["vector", "lexical", "hybrid"]
+ConversationOrder = Literal["updated_desc", "updated_asc", "created_desc", "created_asc", "title_asc", "title_desc"]
+Scope = Literal["conversation", "user"]  # of a search: one conversation, or all of the user's
+Merge = Literal["append", "prepend", "interleave"]  # where context() puts recalled messages
 ToolState = Literal["pending", "output", "error"]
 
 #: Default cap on the characters of one message's parts; MemoryConfig.max_message_chars sets it.
@@ -86,7 +89,7 @@ class DataPart(_Record):
     data: Any = None
 
 
-Part = Annotated[Union[TextPart, ReasoningPart, ToolPart, DataPart], Field(discriminator="type")]
+Part = Annotated[TextPart | ReasoningPart | ToolPart | DataPart, Field(discriminator="type")]
 
 
 def _now() -> float:
@@ -189,7 +192,7 @@ class Message(_Record):
         return [p.tool_call_id for p in self.parts if isinstance(p, ToolPart)]
 
 
-MessageInput = Union[Message, dict[str, Any]]
+MessageInput = Message | dict[str, Any]
 
 
 def coerce_message(value: MessageInput, max_chars: int = MAX_CONTENT_CHARS) -> Message:
@@ -204,8 +207,12 @@ def coerce_message(value: MessageInput, max_chars: int = MAX_CONTENT_CHARS) -> M
         except Exception as exc:  # pydantic's error: translate, naming the field
             raise _translate(exc, value) from exc
     else:
-        raise ValidationError("message", value, f"must be a Message or a dict, got {type(value).__name__}",
-                              "e.g. {'role': 'user', 'content': 'hello'}")
+        raise ValidationError(
+            "message",
+            value,
+            f"must be a Message or a dict, got {type(value).__name__}",
+            "e.g. {'role': 'user', 'content': 'hello'}",
+        )
     return check_message(msg, max_chars)
 
 
@@ -229,7 +236,9 @@ def check_message(msg: Message, max_chars: int = MAX_CONTENT_CHARS) -> Message:
         size += len(json_text("message.metadata", msg.metadata))
     if size > max_chars:
         raise ValidationError(
-            "message.parts", f"<{size} characters>", f"exceeds the cap of {max_chars} characters (parts and metadata)",
+            "message.parts",
+            f"<{size} characters>",
+            f"exceeds the cap of {max_chars} characters (parts and metadata)",
             "split the content or raise MemoryConfig.max_message_chars",
         )
     return msg
@@ -239,8 +248,12 @@ def _dump(field: str, part: BaseModel) -> Any:
     try:
         return part.model_dump(mode="json")
     except Exception as exc:  # pydantic cannot serialise a value in it (an arbitrary object)
-        raise ValidationError(field, part, f"is not JSON-serialisable: {exc}",
-                              "pass plain JSON values: str, int, float, bool, None, list, dict") from None
+        raise ValidationError(
+            field,
+            part,
+            f"is not JSON-serialisable: {exc}",
+            "pass plain JSON values: str, int, float, bool, None, list, dict",
+        ) from None
 
 
 def _translate(exc: Exception, value: Any) -> ValidationError:
@@ -256,8 +269,12 @@ def _translate(exc: Exception, value: Any) -> ValidationError:
         if kind == "missing":  # pydantic's input is then the whole message, not the field's value
             return ValidationError(f"message.{field}", MISSING, "is required", _MESSAGE_HINTS.get(field, ""))
         if kind == "extra_forbidden":
-            return ValidationError(f"message.{field}", first.get("input"), "unknown message field",
-                                   "a message has id, role, content (or parts), created_at and metadata; put the rest in metadata")
+            return ValidationError(
+                f"message.{field}",
+                first.get("input"),
+                "unknown message field",
+                "a message has id, role, content (or parts), created_at and metadata; put the rest in metadata",
+            )
         problem = str(first.get("msg", exc)).replace("Input should be", "must be", 1)
         return ValidationError(f"message.{field}", first.get("input", value), problem)
     return ValidationError("message", value, str(exc))

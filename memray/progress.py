@@ -29,8 +29,17 @@ def bar(total: int | None, desc: str, unit: str = "it", enabled: bool | None = N
     """A progress bar on stderr (a context manager; ``update(n)`` as work is done). ``enabled``:
     None (default) shows it only when stderr is a terminal."""
     show = is_terminal() if enabled is None else enabled
-    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, disable=not show, dynamic_ncols=True,
-                unit_scale=bool(total and total >= 10_000), smoothing=0.1, **kwargs)
+    return tqdm(
+        total=total,
+        desc=desc,
+        unit=unit,
+        file=sys.stderr,
+        disable=not show,
+        dynamic_ncols=True,
+        unit_scale=bool(total and total >= 10_000),
+        smoothing=0.1,
+        **kwargs,
+    )
 
 
 def step(message: str, prefix: str = "memray") -> None:

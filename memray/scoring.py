@@ -24,11 +24,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, NamedTuple
 
-
 from memray.errors import ValidationError
 
 __all__ = [
-    "SimTime", "Scoring", "Stream", "Window", "to_seconds", "check_importance", "window", "coerce_scoring",
+    "SimTime",
+    "Scoring",
+    "Stream",
+    "Window",
+    "to_seconds",
+    "check_importance",
+    "window",
+    "coerce_scoring",
+    "stream_of",
     "SECONDS_PER_HOUR",
 ]
 
@@ -43,11 +50,17 @@ def to_seconds(field: str, value: object) -> float | None:
         return None
     if isinstance(value, datetime):
         if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
-            raise ValidationError(field, value, "is a naive datetime (no time zone)",
-                                  "pass a timezone-aware datetime, e.g. datetime(..., tzinfo=timezone.utc), or seconds")
+            raise ValidationError(
+                field,
+                value,
+                "is a naive datetime (no time zone)",
+                "pass a timezone-aware datetime, e.g. datetime(..., tzinfo=timezone.utc), or seconds",
+            )
         return value.timestamp()
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValidationError(field, value, f"must be a number of seconds or a timezone-aware datetime, got {type(value).__name__}")
+        raise ValidationError(
+            field, value, f"must be a number of seconds or a timezone-aware datetime, got {type(value).__name__}"
+        )
     seconds = float(value)
     if not math.isfinite(seconds):
         raise ValidationError(field, value, "must be finite", "pass a finite number of seconds")
@@ -59,8 +72,12 @@ def check_importance(field: str, value: object) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
-        raise ValidationError(field, value, "must be a number in [0, 1] or None",
-                              "scale your rating into [0, 1] (a 1-10 rating: divide by 10)")
+        raise ValidationError(
+            field,
+            value,
+            "must be a number in [0, 1] or None",
+            "scale your rating into [0, 1] (a 1-10 rating: divide by 10)",
+        )
     return float(value)
 
 
@@ -84,16 +101,27 @@ class Window(NamedTuple):
     created_before: float | None = None
 
 
-def window(after: object = None, before: object = None, created_after: object = None,
-           created_before: object = None) -> Window | None:
+def window(
+    after: object = None, before: object = None, created_after: object = None, created_before: object = None
+) -> Window | None:
     """A validated :class:`Window`, or None when every bound is None."""
-    w = Window(to_seconds("after", after), to_seconds("before", before),
-               to_seconds("created_after", created_after), to_seconds("created_before", created_before))
-    for lo, hi, names in ((w.after, w.before, ("after", "before")),
-                          (w.created_after, w.created_before, ("created_after", "created_before"))):
+    w = Window(
+        to_seconds("after", after),
+        to_seconds("before", before),
+        to_seconds("created_after", created_after),
+        to_seconds("created_before", created_before),
+    )
+    for lo, hi, names in (
+        (w.after, w.before, ("after", "before")),
+        (w.created_after, w.created_before, ("created_after", "created_before")),
+    ):
         if lo is not None and hi is not None and lo > hi:
-            raise ValidationError(names[0], lo, f"is later than {names[1]}={hi}",
-                                  f"the window is [{names[0]}, {names[1]}): pass {names[0]} <= {names[1]}")
+            raise ValidationError(
+                names[0],
+                lo,
+                f"is later than {names[1]}={hi}",
+                f"the window is [{names[0]}, {names[1]}): pass {names[0]} <= {names[1]}",
+            )
     return None if w == Window() else w
 
 
@@ -115,8 +143,14 @@ class Scoring:
     relevance: float = 1.0
 
     @classmethod
-    def stream(cls, now: SimTime | None, recency: float = 1.0, importance: float = 1.0, relevance: float = 1.0,
-               decay_per_hour: float = 0.995) -> Scoring:
+    def stream(
+        cls,
+        now: SimTime | None,
+        recency: float = 1.0,
+        importance: float = 1.0,
+        relevance: float = 1.0,
+        decay_per_hour: float = 0.995,
+    ) -> Scoring:
         """Memory-stream scoring seen from simulation time ``now`` (see the class docstring)."""
         return cls("stream", now, decay_per_hour, recency, importance, relevance)  # type: ignore[arg-type]
 
@@ -131,23 +165,37 @@ class Scoring:
             object.__setattr__(self, name, float(v))
         d = self.decay_per_hour
         if isinstance(d, bool) or not isinstance(d, (int, float)) or not 0.0 < float(d) <= 1.0:
-            raise ValidationError("scoring.decay_per_hour", d, "must be in (0, 1]",
-                                  "recency = decay_per_hour ** hours; 0.995 is the paper's value, 1 disables decay")
+            raise ValidationError(
+                "scoring.decay_per_hour",
+                d,
+                "must be in (0, 1]",
+                "recency = decay_per_hour ** hours; 0.995 is the paper's value, 1 disables decay",
+            )
         object.__setattr__(self, "decay_per_hour", float(d))
         if self.kind == "stream":
             if self.recency + self.importance + self.relevance <= 0.0:
-                raise ValidationError("scoring", self.kind, "has no weight above 0",
-                                      "give recency, importance or relevance a weight")
+                raise ValidationError(
+                    "scoring", self.kind, "has no weight above 0", "give recency, importance or relevance a weight"
+                )
             if self.now is None and self.recency > 0.0:
-                raise ValidationError("scoring.now", None, "is needed to measure recency",
-                                      "pass the simulation's current time, or recency=0")
+                raise ValidationError(
+                    "scoring.now",
+                    None,
+                    "is needed to measure recency",
+                    "pass the simulation's current time, or recency=0",
+                )
 
     def to_stream(self) -> Stream | None:
         """What a shard needs (None for relevance scoring)."""
         if self.kind != "stream":
             return None
-        return Stream(self.now if self.now is not None else 0.0, self.decay_per_hour,
-                      self.recency, self.importance, self.relevance)
+        return Stream(
+            self.now if self.now is not None else 0.0,
+            self.decay_per_hour,
+            self.recency,
+            self.importance,
+            self.relevance,
+        )
 
 
 def coerce_scoring(value: object) -> Scoring | None:
@@ -158,5 +206,15 @@ def coerce_scoring(value: object) -> Scoring | None:
         return Scoring()
     if isinstance(value, dict):
         return Scoring(**value)
-    raise ValidationError("scoring", value, "must be a memray.Scoring, 'relevance' or None",
-                          "use memray.Scoring.stream(now=...) for memory-stream ranking")
+    raise ValidationError(
+        "scoring",
+        value,
+        "must be a memray.Scoring, 'relevance' or None",
+        "use memray.Scoring.stream(now=...) for memory-stream ranking",
+    )
+
+
+def stream_of(value: object) -> Stream | None:
+    """The :class:`Stream` a shard scores with for ``scoring=`` (None: by relevance)."""
+    parsed = coerce_scoring(value)
+    return None if parsed is None else parsed.to_stream()

@@ -17,18 +17,34 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
 
+from memray.facade.memory import Memory
 from memray.ids import ConversationKey
-from memray.memory import Memory
 from memray.progress import bar
 from memray.store.rows import MessageRow
 
 __all__ = ["SimulationReport", "simulate"]
 
-_TOPICS = ["astronomy", "gardening", "jazz", "mountain biking", "sourdough", "chess", "sailing", "pottery",
-           "beekeeping", "origami", "robotics", "birdwatching", "calligraphy", "kayaking", "fermentation"]
+_TOPICS = [
+    "astronomy",
+    "gardening",
+    "jazz",
+    "mountain biking",
+    "sourdough",
+    "chess",
+    "sailing",
+    "pottery",
+    "beekeeping",
+    "origami",
+    "robotics",
+    "birdwatching",
+    "calligraphy",
+    "kayaking",
+    "fermentation",
+]
 _COLOURS = ["crimson", "teal", "amber", "violet", "olive", "indigo", "coral", "saffron", "slate", "jade"]
 _CITIES = ["Lisbon", "Osaka", "Nairobi", "Quito", "Tallinn", "Hobart", "Da Nang", "Cusco", "Bergen", "Tbilisi"]
 
@@ -91,8 +107,14 @@ OnAck = Callable[[int, list[Any], list[list[int]]], Awaitable[None]]
 
 
 async def simulate(
-    mem: Memory, agents: int, turns: int, app: str = "sim", seed: int = 7,
-    decorate: Decorate | None = None, on_ack: OnAck | None = None, progress: bool | None = None,
+    mem: Memory,
+    agents: int,
+    turns: int,
+    app: str = "sim",
+    seed: int = 7,
+    decorate: Decorate | None = None,
+    on_ack: OnAck | None = None,
+    progress: bool | None = None,
 ) -> SimulationReport:
     """Run the simulation on ``mem`` and verify the store against what was acknowledged.
     ``extras`` holds the tick latencies (a tick: the users' add_many, every agent's context(),
@@ -131,7 +153,9 @@ async def simulate(
             await on_ack(turn, convs, seqs)
         shown.update(agents)
         await asyncio.gather(*(recall(i, text, expect) for i, (text, expect) in enumerate(lines)))
-        replies = [{"id": f"t{turn}-a", "role": "assistant", "content": f"Noted ({turn}): {text[:60]}"} for text, _ in lines]
+        replies = [
+            {"id": f"t{turn}-a", "role": "assistant", "content": f"Noted ({turn}): {text[:60]}"} for text, _ in lines
+        ]
         t0 = time.perf_counter()
         seqs = await mem.aadd_many([(c, [r]) for c, r in zip(convs, replies)])
         add_lat.append(time.perf_counter() - t0)
@@ -147,24 +171,38 @@ async def simulate(
     missing, extra = await _verify(mem, acked, progress)
     n = agents * turns * 2
     return SimulationReport(
-        agents=agents, turns=turns, messages=n, seconds=round(elapsed, 3), messages_per_s=round(n / elapsed, 1),
-        add_p50_ms=round(_pct(add_lat, 0.5), 2), add_p99_ms=round(_pct(add_lat, 0.99), 2),
-        recall_p50_ms=round(_pct(recall_lat, 0.5), 2), recall_p99_ms=round(_pct(recall_lat, 0.99), 2),
-        recall_hit_rate=round(hits / asked, 3) if asked else None, recall_questions=asked, degraded=degraded,
-        verified=missing == 0 and extra == 0, missing=missing, extra=extra,
-        extras={"tick_p50_ms": round(_pct(tick_lat, 0.5), 2), "tick_p99_ms": round(_pct(tick_lat, 0.99), 2),
-                "ticks": len(tick_lat)},
+        agents=agents,
+        turns=turns,
+        messages=n,
+        seconds=round(elapsed, 3),
+        messages_per_s=round(n / elapsed, 1),
+        add_p50_ms=round(_pct(add_lat, 0.5), 2),
+        add_p99_ms=round(_pct(add_lat, 0.99), 2),
+        recall_p50_ms=round(_pct(recall_lat, 0.5), 2),
+        recall_p99_ms=round(_pct(recall_lat, 0.99), 2),
+        recall_hit_rate=round(hits / asked, 3) if asked else None,
+        recall_questions=asked,
+        degraded=degraded,
+        verified=missing == 0 and extra == 0,
+        missing=missing,
+        extra=extra,
+        extras={
+            "tick_p50_ms": round(_pct(tick_lat, 0.5), 2),
+            "tick_p99_ms": round(_pct(tick_lat, 0.99), 2),
+            "ticks": len(tick_lat),
+        },
     )
 
 
-async def _verify(mem: Memory, acked: dict[ConversationKey, dict[str, int]],
-                  progress: bool | None = None) -> tuple[int, int]:
+async def _verify(
+    mem: Memory, acked: dict[ConversationKey, dict[str, int]], progress: bool | None = None
+) -> tuple[int, int]:
     """Count acknowledged messages missing from the store (or at another seq) and unexpected ones."""
-    store = mem.deployment.store
+    store = mem._deployment.store
     shown = bar(len(acked), "verifying the store", unit="conv", enabled=progress)
 
     async def one(key: ConversationKey) -> tuple[int, int]:
-        rows: list[MessageRow] = await mem._arun(store.call("get_messages", key))
+        rows: list[MessageRow] = await mem._arun(store.get_messages(key))
         stored = {r.id: r.seq for r in rows}
         want = acked[key]
         missing = sum(1 for mid, seq in want.items() if stored.get(mid) != seq)
@@ -182,12 +220,17 @@ def summary_line(report: SimulationReport) -> str:
         f"({report.messages_per_s:,.0f} msg/s); add_many p50 {report.add_p50_ms:.1f} ms; "
         f"context() p50 {report.recall_p50_ms:.1f} ms p99 {report.recall_p99_ms:.1f} ms; "
         f"{_recall(report)}; degraded {report.degraded}; "
-        f"verification {'PASSED' if report.verified else 'FAILED'} (missing {report.missing}, unexpected {report.extra})"
+        f"verification {'PASSED' if report.verified else 'FAILED'} "
+        f"(missing {report.missing}, unexpected {report.extra})"
     )
 
 
 def _recall(report: SimulationReport) -> str:
     if report.recall_hit_rate is None:
-        return f"recall not measured (questions start at turn {FIRST_QUESTION}: use --turns {FIRST_QUESTION + 1} or more)"
-    return (f"recall {report.recall_hit_rate:.0%} of {report.recall_questions} questions "
-            f"about facts outside the {RECENT} recent messages")
+        return (
+            f"recall not measured (questions start at turn {FIRST_QUESTION}: use --turns {FIRST_QUESTION + 1} or more)"
+        )
+    return (
+        f"recall {report.recall_hit_rate:.0%} of {report.recall_questions} questions "
+        f"about facts outside the {RECENT} recent messages"
+    )

@@ -27,7 +27,9 @@ def data_stats(path: str, hosts: int = 4) -> dict[str, Any]:
     store = root / "history.duckdb"
     if not store.is_file():
         what = "does not exist" if not root.exists() else "holds no memray data (no history.duckdb)"
-        raise ValidationError("path", path, what, "give the data directory of a memray (the path memray.open was given)")
+        raise ValidationError(
+            "path", path, what, "give the data directory of a memray (the path memray.open was given)"
+        )
     if hosts < 1:
         raise ValidationError("hosts", hosts, "must be a positive integer")
     tables, per_host = _tables(store, hosts)
@@ -73,8 +75,12 @@ def _shard(directory: Path) -> dict[str, Any]:
         return {**out, "snapshot": None}
     spaces = meta.get("spaces", [])
     return {
-        **out, "snapshot": current, "model_id": meta.get("model_id"), "dim": meta.get("dim"),
-        "namespaces": len(spaces), "items": sum(int(s[5]) for s in spaces),
+        **out,
+        "snapshot": current,
+        "model_id": meta.get("model_id"),
+        "dim": meta.get("dim"),
+        "namespaces": len(spaces),
+        "items": sum(int(s[5]) for s in spaces),
         "hnsw_namespaces": sum(1 for s in spaces if s[6] != "exact"),
     }
 
@@ -101,11 +107,16 @@ def render(stats: dict[str, Any]) -> str:
         if s["snapshot"] is None:
             lines.append(f"  shard {s['shard']}: no snapshot yet")
         else:
-            lines.append(f"  shard {s['shard']}: {s['items']:,} items in {s['namespaces']:,} namespaces "
-                         f"({s['hnsw_namespaces']} HNSW), model {s['model_id']} dim {s['dim']}, {_human(s['disk_bytes'])}")
+            lines.append(
+                f"  shard {s['shard']}: {s['items']:,} items in {s['namespaces']:,} namespaces "
+                f"({s['hnsw_namespaces']} HNSW), model {s['model_id']} dim {s['dim']}, {_human(s['disk_bytes'])}"
+            )
     hosts = stats["hosts"]
-    lines += ["", f"conversations per host (routed over {hosts['count']} hosts): "
-              + ", ".join(f"{n:,}" for n in hosts["conversations"])]
+    lines += [
+        "",
+        f"conversations per host (routed over {hosts['count']} hosts): "
+        + ", ".join(f"{n:,}" for n in hosts["conversations"]),
+    ]
     lines += ["", "disk use:"]
     lines += [f"  {name:<24} {_human(size):>10}" for name, size in stats["disk_bytes"].items()]
     lines.append(f"  {'total':<24} {_human(sum(stats['disk_bytes'].values())):>10}")

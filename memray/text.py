@@ -22,10 +22,11 @@ What BM25 indexes and a lexical query matches: the tokens above, from the text w
 contraction endings removed (``'ll 're 've 'd 'm 's 't``: "I'll" must not become the word "ill",
 nor "we'll" "well"), without English function words (:data:`STOPWORDS`, the usual list of ~150:
 "the", "my", "what", "did"...), and with Latin-script words reduced to their Snowball (Porter 2)
-English stem (``"painted"``, ``"paintings"`` → ``"paint"``). A match on "my" or "the" is not evidence that a text is about the query; a match on
-"paint" is, whichever form either side used. Other scripts (CJK pairs, Cyrillic words...) are
-kept as tokenized. Measured on LoCoMo (``benchmarks/retrieval_eval.py``): stop words and stems
-took BM25 recall@10 from 0.54 to 0.63 over the same texts.
+English stem (``"painted"``, ``"paintings"`` → ``"paint"``). A match on "my" or "the" is not
+evidence that a text is about the query; a match on "paint" is, whichever form either side used.
+Other scripts (CJK pairs, Cyrillic words...) are kept as tokenized. Measured on LoCoMo
+(``benchmarks/retrieval_eval.py``): stop words and stems took BM25 recall@10 from 0.54 to 0.63
+over the same texts.
 
 Token estimate (:func:`estimate_tokens`)
 ----------------------------------------

@@ -21,8 +21,7 @@ from memray.errors import ValidationError
 __all__ = ["check_text", "check_json", "check_finite", "json_text", "SURROGATE_HINT"]
 
 SURROGATE_HINT = (
-    "decode the text properly, or replace what cannot be encoded: "
-    "s.encode('utf-8', 'replace').decode('utf-8')"
+    "decode the text properly, or replace what cannot be encoded: s.encode('utf-8', 'replace').decode('utf-8')"
 )
 
 
@@ -71,15 +70,15 @@ def check_json(field: str, value: Any) -> Any:
 def _json_error(field: str, value: Any, exc: BaseException, depth: int = 0) -> ValidationError:
     """The most precise error: descend into the first member that fails on its own."""
     if depth > 32 or isinstance(exc, RecursionError):
-        return ValidationError(field, "<nested>", "is nested too deeply or refers to itself",
-                               "pass a tree of plain JSON values")
+        return ValidationError(
+            field, "<nested>", "is nested too deeply or refers to itself", "pass a tree of plain JSON values"
+        )
     if isinstance(value, dict):
         for k, v in value.items():
             if not isinstance(k, str):
                 if isinstance(k, (int, float, bool)) or k is None:
                     continue  # json writes these keys as strings: not an error
-                return ValidationError(f"{field}[{k!r}]", k, f"has a key of type {type(k).__name__}",
-                                       "use string keys")
+                return ValidationError(f"{field}[{k!r}]", k, f"has a key of type {type(k).__name__}", "use string keys")
             if _fails(k):
                 return ValidationError(f"{field} key", k, _surrogate_problem(k), SURROGATE_HINT)
             if _fails(v):
@@ -95,7 +94,9 @@ def _json_error(field: str, value: Any, exc: BaseException, depth: int = 0) -> V
     if "Circular" in str(exc):
         return ValidationError(field, "<circular>", "refers to itself", "pass a tree of plain JSON values")
     return ValidationError(
-        field, value, f"is not JSON-serialisable ({type(value).__name__})",
+        field,
+        value,
+        f"is not JSON-serialisable ({type(value).__name__})",
         "pass plain JSON values: str, int, float, bool, None, list, dict",
     )
 

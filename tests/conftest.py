@@ -17,7 +17,9 @@ def ray_session() -> Iterator[None]:
     """One local Ray for the whole test session: 2 CPUs, as on the CI machine."""
     import ray
 
-    ray.init(num_cpus=2, namespace="memray-tests", include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    ray.init(
+        num_cpus=2, namespace="memray-tests", include_dashboard=False, log_to_driver=False, ignore_reinit_error=True
+    )
     yield
     ray.shutdown()
 

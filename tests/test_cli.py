@@ -20,8 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "memray.cli", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "memray.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def parsers(parser: argparse.ArgumentParser, name: str = "memray") -> list[tuple[str, argparse.ArgumentParser]]:
@@ -63,7 +64,9 @@ def test_the_readme_demo_is_quiet_and_cleans_up_after_itself(tmp_path):
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert len(lines) == 3, out.stdout
-    assert lines[0].startswith("memray demo: 20 agents, 4 turns, mode=ray, data in ") and "removed at the end" in lines[0]
+    assert (
+        lines[0].startswith("memray demo: 20 agents, 4 turns, mode=ray, data in ") and "removed at the end" in lines[0]
+    )
     assert "verification PASSED" in lines[1] and "questions about facts outside the 4 recent messages" in lines[1]
     report = json.loads(lines[2])
     assert report["verified"] and report["recall_questions"] == 20
@@ -88,12 +91,15 @@ def test_stats_reads_a_data_directory(tmp_path):
     with memray.open(str(path), mode="inprocess", hosts=1, shards=2) as mem:
         for c in range(3):
             mem.conversation(user_id=f"u{c}", conversation_id="c").add(
-                [{"role": "user", "content": f"hello {i}"} for i in range(4)], durable=True)
+                [{"role": "user", "content": f"hello {i}"} for i in range(4)], durable=True
+            )
         mem.memory_service.add_entry("default", "u0", "likes tea")
     out = run_cli("stats", str(path), "--json", "--hosts", "3")
     assert out.returncode == 0, out.stderr
     stats = json.loads(out.stdout)
-    assert stats["tables"]["conversations"] == 3 and stats["tables"]["messages"] == 12 and stats["tables"]["entries"] == 1
+    assert (
+        stats["tables"]["conversations"] == 3 and stats["tables"]["messages"] == 12 and stats["tables"]["entries"] == 1
+    )
     assert [s["shard"] for s in stats["shards"]] == [0, 1]
     assert sum(s["items"] for s in stats["shards"]) == 13  # 12 messages + 1 entry, snapshotted at close
     assert stats["hosts"] == {"count": 3, "conversations": stats["hosts"]["conversations"]}
@@ -106,8 +112,10 @@ def test_stats_reads_a_data_directory(tmp_path):
 def test_stats_errors_say_what_to_do(tmp_path):
     out = run_cli("stats", str(tmp_path / "nothing"))
     assert out.returncode == 2
-    assert out.stderr.strip() == (f"memray stats: error: invalid path={str(tmp_path / 'nothing')!r}: does not exist; "
-                                  "give the data directory of a memray (the path memray.open was given)")
+    assert out.stderr.strip() == (
+        f"memray stats: error: invalid path={str(tmp_path / 'nothing')!r}: does not exist; "
+        "give the data directory of a memray (the path memray.open was given)"
+    )
     with memray.open(str(tmp_path / "busy"), mode="inprocess", hosts=1, shards=1):
         out = run_cli("stats", str(tmp_path / "busy"))
     assert out.returncode == 2
@@ -116,8 +124,12 @@ def test_stats_errors_say_what_to_do(tmp_path):
 
 
 def test_a_bad_option_value_is_one_line_not_a_traceback(tmp_path):
-    out = run_cli("demo", "--agents", "5", "--turns", "1", "--mode", "inprocess", "--hosts", "0", "--path", str(tmp_path))
+    out = run_cli(
+        "demo", "--agents", "5", "--turns", "1", "--mode", "inprocess", "--hosts", "0", "--path", str(tmp_path)
+    )
     assert out.returncode == 2
     assert out.stderr.strip().splitlines()[-1] == (
-        "memray demo: error: invalid hosts=0: must be greater than 0; see memray.MemoryConfig for what each option takes")
+        "memray demo: error: invalid hosts=0: must be greater than 0; "
+        "see memray.MemoryConfig for what each option takes"
+    )
     assert "Traceback" not in out.stderr

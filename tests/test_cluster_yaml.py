@@ -39,7 +39,11 @@ def test_aws_config_validates_and_pins_the_store_to_the_head() -> None:
     head = prepared["available_node_types"][prepared["head_node_type"]]
     assert head["resources"] == {"memray_store": 1}
     assert any("memray-agents" in c for c in prepared["setup_commands"])
-    assert all("RAY_AUTH_MODE=token" in c for c in prepared["head_start_ray_commands"] + prepared["worker_start_ray_commands"] if "ray start" in c)
+    assert all(
+        "RAY_AUTH_MODE=token" in c
+        for c in prepared["head_start_ray_commands"] + prepared["worker_start_ray_commands"]
+        if "ray start" in c
+    )
     assert "~/.ray/auth_token" in prepared["file_mounts"]
 
 
@@ -57,5 +61,5 @@ def test_onprem_variant_validates() -> None:
 def test_unknown_keys_are_rejected_so_the_check_can_fail() -> None:
     config = yaml.safe_load(CLUSTER.read_text())
     config["not_a_ray_key"] = 1
-    with pytest.raises(Exception):
+    with pytest.raises(Exception, match="'not_a_ray_key' was unexpected"):  # jsonschema's error, via Ray
         validated(config)

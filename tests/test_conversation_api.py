@@ -3,7 +3,6 @@ tool merging, caps, and what survives a killed writer."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -15,7 +14,7 @@ import pytest
 from pydantic import BaseModel
 
 import memray
-from memray.conversation.working_memory import WorkingMemorySpec
+from memray.conversation.note import WorkingMemorySpec
 from memray.errors import ConflictError, NotFoundError, ValidationError
 
 MODES = ["inprocess", pytest.param("ray", marks=pytest.mark.ray)]
@@ -26,8 +25,12 @@ def mem(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     if request.param == "ray":
         request.getfixturevalue("ray_session")
     config = memray.MemoryConfig(
-        path=str(tmp_path_factory.mktemp(f"api-{request.param}")), mode=request.param, hosts=2, shards=1,
-        debounce_ms=10, max_message_chars=2_000,
+        path=str(tmp_path_factory.mktemp(f"api-{request.param}")),
+        mode=request.param,
+        hosts=2,
+        shards=1,
+        debounce_ms=10,
+        max_message_chars=2_000,
         summarizer=memray.SummarizerConfig(trigger_tokens=60, keep_messages=2),
     )
     m = memray.open(config=config)
@@ -48,7 +51,9 @@ def test_conversation_records_title_list_update_and_delete(mem):
     assert a.info().title == "Plan my trip to Kyoto in April"  # the first user message
     listed = mem.list_conversations(user, app="api", order="created_asc")
     assert [c.conversation_id for c in listed] == ["a", "b"]
-    assert [c.conversation_id for c in mem.list_conversations(user, app="api", order="created_asc", limit=1, offset=1)] == ["b"]
+    assert [
+        c.conversation_id for c in mem.list_conversations(user, app="api", order="created_asc", limit=1, offset=1)
+    ] == ["b"]
     updated = b.update(metadata={"pinned": False, "colour": "green"})
     assert updated.metadata == {"tags": ["home"], "pinned": False, "colour": "green"}  # merged, not clobbered
     assert updated.title == "Groceries"
@@ -63,13 +68,30 @@ def test_conversation_records_title_list_update_and_delete(mem):
 def test_tool_result_merges_into_its_call_and_persists(mem):
     conv = mem.conversation(new_user(), "tools", app="api")
     conv.add({"role": "user", "content": "weather in Oslo?"})
-    conv.add({"id": "a1", "role": "assistant", "content": [
-        {"type": "text", "text": "Checking."},
-        {"type": "tool", "tool_call_id": "call-1", "tool_name": "weather", "input": {"city": "Oslo"}},
-    ]})
-    seqs = conv.add({"role": "tool", "content": [
-        {"type": "tool", "tool_call_id": "call-1", "tool_name": "weather", "state": "output", "output": "-3C, snow"},
-    ]})
+    conv.add(
+        {
+            "id": "a1",
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Checking."},
+                {"type": "tool", "tool_call_id": "call-1", "tool_name": "weather", "input": {"city": "Oslo"}},
+            ],
+        }
+    )
+    seqs = conv.add(
+        {
+            "role": "tool",
+            "content": [
+                {
+                    "type": "tool",
+                    "tool_call_id": "call-1",
+                    "tool_name": "weather",
+                    "state": "output",
+                    "output": "-3C, snow",
+                }
+            ],
+        }
+    )
     assert seqs == [2]  # merged into the call's message
     conv.flush()
     msgs = conv.messages()
@@ -102,7 +124,10 @@ def test_working_memory_appends_by_default_and_scopes(mem):
     assert mem.conversation(user, "two", app="api").working_memory.get().content is None
     assert "<current_context>" in local.working_memory.instructions()
     assert [t["function"]["name"] for t in local.working_memory.tools()] == [
-        "get_working_memory", "update_working_memory", "clear_working_memory"]
+        "get_working_memory",
+        "update_working_memory",
+        "clear_working_memory",
+    ]
 
 
 class Profile(BaseModel):
@@ -111,7 +136,9 @@ class Profile(BaseModel):
 
 
 def test_working_memory_schema_violation_after_merge_keeps_the_old_value(mem):
-    conv = mem.conversation(new_user(), "wm", app="api", working_memory=WorkingMemorySpec(format="json", schema=Profile))
+    conv = mem.conversation(
+        new_user(), "wm", app="api", working_memory=WorkingMemorySpec(format="json", schema=Profile)
+    )
     conv.working_memory.update({"name": "Ada", "age": 36})
     with pytest.raises(ValidationError):
         conv.working_memory.update({"age": "thirty"})
@@ -125,13 +152,20 @@ def test_context_carries_working_memory_and_summary_and_summaries_keep_updating(
     conv.working_memory.update("prefers metric units")
     throughs = []
     for round_ in range(3):
-        conv.add([{"role": "user" if i % 2 == 0 else "assistant",
-                   "content": f"round {round_} line {i}: the harbour ferry leaves at {i} past nine"} for i in range(8)])
+        conv.add(
+            [
+                {
+                    "role": "user" if i % 2 == 0 else "assistant",
+                    "content": f"round {round_} line {i}: the harbour ferry leaves at {i} past nine",
+                }
+                for i in range(8)
+            ]
+        )
         conv.flush()
         assert mem.wait_indexed(30)
         deadline = __import__("time").monotonic() + 20
         while __import__("time").monotonic() < deadline:
-            state = mem._run(mem.deployment.store.call("get_summary", conv.key))
+            state = mem._run(mem._deployment.store.get_summary(conv.key))
             if state is not None and (not throughs or state.summarized_through_seq > throughs[-1]):
                 break
             __import__("time").sleep(0.05)

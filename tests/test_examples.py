@@ -11,8 +11,12 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "town.py"
 
 
 def test_town_example_forks_into_branches_that_remember_different_things(tmp_path):
-    out = subprocess.run([sys.executable, str(EXAMPLE), "--agents", "3", "--ticks", "6", "--fork-at", "3",
-                          "--path", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, str(EXAMPLE), "--agents", "3", "--ticks", "6", "--fork-at", "3", "--path", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "branch A (no party): 0/3 agents recall a party" in out.stdout
     assert "branch B (party announced at hour 3): 3/3 agents recall it" in out.stdout

@@ -80,7 +80,13 @@ def test_a_fork_taken_while_agents_write_is_one_point_in_time(source, tmp_path):
         n = 0
         while not stop.is_set():
             for c, done in zip(convs, acked):
-                c.add({"id": f"{c.key.user_id}-{n}", "role": "user", "content": f"observation number {n} of {c.key.user_id}"})
+                c.add(
+                    {
+                        "id": f"{c.key.user_id}-{n}",
+                        "role": "user",
+                        "content": f"observation number {n} of {c.key.user_id}",
+                    }
+                )
                 done.append(f"{c.key.user_id}-{n}")
             n += 1
             if n == 20:
@@ -100,8 +106,9 @@ def test_a_fork_taken_while_agents_write_is_one_point_in_time(source, tmp_path):
             got = [m.id for m in fork.conversation(user_id=c.key.user_id, conversation_id="stream").messages()]
             assert got == all_acked[: len(got)]  # a prefix: no gap, nothing invented
             assert len(got) >= len(had)  # everything acknowledged before the fork
-            assert [m.seq for m in fork.conversation(user_id=c.key.user_id, conversation_id="stream").messages()] == \
-                list(range(1, len(got) + 1))
+            assert [
+                m.seq for m in fork.conversation(user_id=c.key.user_id, conversation_id="stream").messages()
+            ] == list(range(1, len(got) + 1))
         held, stored = items_of(fork)
         assert held == stored  # the fork's indexes hold exactly the fork's items...
         assert fork.wait_indexed()  # the fork embeds what the source had not embedded yet
@@ -113,7 +120,9 @@ def test_a_fork_taken_while_agents_write_is_one_point_in_time(source, tmp_path):
 
 
 def test_fork_refuses_a_path_inside_the_source_or_not_empty(tmp_path):
-    source = memray.open(str(tmp_path / "source"), mode="inprocess", hosts=1, shards=1)  # checked before any mode's work
+    source = memray.open(
+        str(tmp_path / "source"), mode="inprocess", hosts=1, shards=1
+    )  # checked before any mode's work
     source.conversation(user_id="u", conversation_id="c").add({"role": "user", "content": "x"})
     busy = tmp_path / "busy"
     busy.mkdir()
@@ -127,16 +136,26 @@ def test_fork_refuses_a_path_inside_the_source_or_not_empty(tmp_path):
 
 def test_cli_forks_a_closed_data_directory(tmp_path):
     with memray.open(str(tmp_path / "src"), mode="inprocess", hosts=1, shards=1) as mem:
-        mem.conversation(user_id="u", conversation_id="c").add({"role": "user", "content": "kept in both"}, durable=True)
-    out = subprocess.run([sys.executable, "-m", "memray.cli", "fork", str(tmp_path / "src"), str(tmp_path / "dst")],
-                         capture_output=True, text=True, timeout=300)
+        mem.conversation(user_id="u", conversation_id="c").add(
+            {"role": "user", "content": "kept in both"}, durable=True
+        )
+    out = subprocess.run(
+        [sys.executable, "-m", "memray.cli", "fork", str(tmp_path / "src"), str(tmp_path / "dst")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report["dst"] == str(tmp_path / "dst") and report["seconds"] > 0
     with memray.open(str(tmp_path / "dst"), mode="inprocess", hosts=1, shards=1) as fork:
         assert [m.text for m in fork.conversation(user_id="u", conversation_id="c").messages()] == ["kept in both"]
-    bad = subprocess.run([sys.executable, "-m", "memray.cli", "fork", str(tmp_path / "src"), str(tmp_path / "dst")],
-                         capture_output=True, text=True, timeout=300)
+    bad = subprocess.run(
+        [sys.executable, "-m", "memray.cli", "fork", str(tmp_path / "src"), str(tmp_path / "dst")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert bad.returncode == 2 and "already exists" in bad.stderr
 
 
@@ -144,33 +163,42 @@ def test_a_marked_shard_is_made_exact_from_the_changes_alone(tmp_path):
     """The in-process open of a fork: items the store lacks go, missing items and vectors come,
     items written after the copy are re-read (their kept JSON dropped), untouched ones stay."""
     import asyncio
-
     from collections import Counter
 
     import numpy as np
 
     from memray.config import IndexConfig
+    from memray.ids import Namespace
     from memray.index import IndexItem, VectorShard
     from memray.index.fork import reconcile_marked
     from memray.runtime.local import LocalRef
     from memray.store.history import HistoryStore
-    from memray.store.rows import EmbeddingRow, MessageRow, Namespace
+    from memray.store.rows import EmbeddingRow, MessageRow
     from memray.text import index_terms
 
     store = HistoryStore(str(tmp_path / "h.duckdb"))
     store.open()
     ns = Namespace("a", "u", "conv", "c")
-    rows = [MessageRow("a", "u", "c", f"m{i}", i + 1, "user", f'[{{"type":"text","text":"note {i}"}}]', "{}", 1.0,
-                       f"note {i}") for i in range(4)]
+    rows = [
+        MessageRow(
+            "a", "u", "c", f"m{i}", i + 1, "user", f'[{{"type":"text","text":"note {i}"}}]', "{}", 1.0, f"note {i}"
+        )
+        for i in range(4)
+    ]
     store.append_messages(rows)
     vec = np.ones(8, dtype=np.float32) / np.sqrt(8)
     store.put_embeddings([EmbeddingRow(ns, f"m{i}", "m8", vec) for i in range(4)])
     shard = VectorShard(0, str(tmp_path / "s"), 8, "m8", IndexConfig())
     shard.open()
-    shard.upsert([IndexItem(ns, "m0", vec, "note 0", 1.0, "kept"),
-                  IndexItem(ns, "m1", None, "note 1", 2.0, "lexical only"),
-                  IndexItem(ns, "m2", vec, "note 2 newer", 3.0, "newer json"),
-                  IndexItem(ns, "late", vec, "after the copy", 9.0, "x")], "m8")
+    shard.upsert(
+        [
+            IndexItem(ns, "m0", vec, "note 0", 1.0, "kept"),
+            IndexItem(ns, "m1", None, "note 1", 2.0, "lexical only"),
+            IndexItem(ns, "m2", vec, "note 2 newer", 3.0, "newer json"),
+            IndexItem(ns, "late", vec, "after the copy", 9.0, "x"),
+        ],
+        "m8",
+    )
     s, st = LocalRef(shard, "shard"), LocalRef(store, "store")
     try:
         upserted, deleted = asyncio.run(reconcile_marked(s, st, 0, 1, "m8", [(ns, "m2"), (ns, "late")]))

@@ -24,9 +24,40 @@ from memray.store.export import app_key
 MODES = ["inprocess", pytest.param("ray", marks=pytest.mark.ray)]
 EXAMPLES = {"inprocess": 25, "ray": 8}
 
-CRAFTED = ["a", "b", "c", "a:b", "b:c", "ab", "u1", "u10", "u1*", "u?", "*", "%", "_", "[u]", ".*", "^u1$", "u1|u10",
-           "a/b", "a b", "~", "'", '"', "\\", "日本", "日", "本", "😀", "default", "a" * MAX_ID_CHARS,
-           "日" * MAX_ID_CHARS, "1:a", "2:ab"]
+CRAFTED = [
+    "a",
+    "b",
+    "c",
+    "a:b",
+    "b:c",
+    "ab",
+    "u1",
+    "u10",
+    "u1*",
+    "u?",
+    "*",
+    "%",
+    "_",
+    "[u]",
+    ".*",
+    "^u1$",
+    "u1|u10",
+    "a/b",
+    "a b",
+    "~",
+    "'",
+    '"',
+    "\\",
+    "日本",
+    "日",
+    "本",
+    "😀",
+    "default",
+    "a" * MAX_ID_CHARS,
+    "日" * MAX_ID_CHARS,
+    "1:a",
+    "2:ab",
+]
 ID_TEXT = st.text(st.characters(blacklist_categories=("Cc", "Cs")), min_size=1, max_size=MAX_ID_CHARS)
 IDS = st.one_of(st.sampled_from(CRAFTED), ID_TEXT)
 
@@ -60,8 +91,15 @@ def test_keys_hashes_and_export_folders_of_different_scopes_differ(scopes) -> No
 def mem(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[memray.Memory]:
     if request.param == "ray":
         request.getfixturevalue("ray_session")
-    m = memray.open(config=memray.MemoryConfig(
-        path=str(tmp_path_factory.mktemp(f"iso-{request.param}")), mode=request.param, hosts=2, shards=2, debounce_ms=10))
+    m = memray.open(
+        config=memray.MemoryConfig(
+            path=str(tmp_path_factory.mktemp(f"iso-{request.param}")),
+            mode=request.param,
+            hosts=2,
+            shards=2,
+            debounce_ms=10,
+        )
+    )
     yield m
     m.close(terminate=True)
 
@@ -76,8 +114,11 @@ def owned(items: list[dict[str, object]], owner: list[str]) -> bool:
 def test_nothing_crosses_an_app_user_boundary(mem: memray.Memory) -> None:
     written: dict[tuple[str, str], set[str]] = {}
 
-    @settings(max_examples=EXAMPLES[mem.config.mode], deadline=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+    @settings(
+        max_examples=EXAMPLES[mem.config.mode],
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    )
     @given(scopes=two_scopes(), erase=st.booleans())
     def check(scopes: tuple[tuple[str, str], tuple[str, str]], erase: bool) -> None:
         n = next(_counter)

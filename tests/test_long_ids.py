@@ -25,8 +25,15 @@ LONGEST = {
 def mem(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[memray.Memory]:
     if request.param == "ray":
         request.getfixturevalue("ray_session")
-    m = memray.open(config=memray.MemoryConfig(
-        path=str(tmp_path_factory.mktemp(f"long-{request.param}")), mode=request.param, hosts=1, shards=2, debounce_ms=10))
+    m = memray.open(
+        config=memray.MemoryConfig(
+            path=str(tmp_path_factory.mktemp(f"long-{request.param}")),
+            mode=request.param,
+            hosts=1,
+            shards=2,
+            debounce_ms=10,
+        )
+    )
     yield m
     m.close(terminate=True)
 
@@ -36,8 +43,13 @@ def test_longest_ids_everywhere(mem: memray.Memory, name: str) -> None:
     long = LONGEST[name]
     app, user = long, long[:-1] + "u"
     conv = mem.conversation(user_id=user, conversation_id=long, app=app)
-    assert conv.add([{"id": long, "role": "user", "content": f"the {name} zeppelin lands at noon"},
-                     {"role": "assistant", "content": "noted"}], durable=True) == [1, 2]
+    assert conv.add(
+        [
+            {"id": long, "role": "user", "content": f"the {name} zeppelin lands at noon"},
+            {"role": "assistant", "content": "noted"},
+        ],
+        durable=True,
+    ) == [1, 2]
     svc = mem.memory_service
     svc.add_session_to_project(app, user, long, long, [memray.MemoryEntry(id=long, content=f"{name} zeppelin fact")])
     assert mem.wait_indexed(60)
@@ -47,15 +59,17 @@ def test_longest_ids_everywhere(mem: memray.Memory, name: str) -> None:
 
     manifest = mem.export()
     assert manifest["files"]
-    mem._run(mem.deployment.shards[0].call("snapshot"))
-    mem._run(mem.deployment.shards[1].call("snapshot"))
+    mem._run(mem._deployment.shards[0].snapshot())
+    mem._run(mem._deployment.shards[1].snapshot())
     for directory, dirs, files in os.walk(mem.config.root):
         for n in dirs + files:
             assert len(n.encode()) <= 255, os.path.join(directory, n)
 
     import duckdb
 
-    got = duckdb.sql(f"SELECT DISTINCT app FROM read_parquet('{mem.config.exports_path}/messages/*/*/*.parquet')").fetchall()
+    got = duckdb.sql(
+        f"SELECT DISTINCT app FROM read_parquet('{mem.config.exports_path}/messages/*/*/*.parquet')"
+    ).fetchall()
     assert (app,) in got
 
     before = mem.verify_deleted(app=app, user_id=user)

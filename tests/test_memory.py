@@ -68,17 +68,19 @@ def test_readding_an_id_updates_in_place(mem):
 def test_durable_add_is_in_the_store_when_it_returns(mem):
     conv = fresh(mem)
     conv.add({"role": "user", "content": "durable please"}, durable=True)
-    rows = mem._run(mem.deployment.store.call("get_messages", conv.key))
+    rows = mem._run(mem._deployment.store.get_messages(conv.key))
     assert [r.text for r in rows] == ["durable please"]
 
 
 def test_search_finds_the_relevant_message(mem):
     conv = fresh(mem)
-    conv.add([
-        {"role": "user", "content": "My sister lives in Reykjavik and loves knitting."},
-        {"role": "user", "content": "The quarterly budget review is on Thursday."},
-        {"role": "user", "content": "I adopted a grey cat named Pixel."},
-    ])
+    conv.add(
+        [
+            {"role": "user", "content": "My sister lives in Reykjavik and loves knitting."},
+            {"role": "user", "content": "The quarterly budget review is on Thursday."},
+            {"role": "user", "content": "I adopted a grey cat named Pixel."},
+        ]
+    )
     assert mem.wait_indexed(30)
     hits = conv.search("what is my cat called?", limit=2)
     assert hits and "Pixel" in hits[0].message.text
@@ -150,7 +152,7 @@ def test_many_threads_adding_to_one_conversation_get_one_total_order(mem):
     conv.flush()
     seqs = sorted(s for batch in got for s in batch)
     assert seqs == list(range(1, 61))
-    stored = mem._run(mem.deployment.store.call("get_messages", conv.key))
+    stored = mem._run(mem._deployment.store.get_messages(conv.key))
     assert sorted(r.seq for r in stored) == seqs and len({r.id for r in stored}) == 60
 
 
@@ -232,8 +234,13 @@ def test_a_killed_host_loses_nothing_acknowledged_durably(mem):
 
     conv = fresh(mem)
     conv.add([{"role": "user", "content": f"durable {i}"} for i in range(5)], durable=True)
-    ray.kill(mem.host_for(conv.key).handle, no_restart=False)  # Ray restarts it; its memory is gone
+    host = mem._host_for(conv.key)
+    old_pid = mem._run(host.stats())["pid"]
+    ray.kill(host.ref.handle, no_restart=False)  # Ray restarts it; its memory is gone
     deadline = time.monotonic() + 60
+    while mem._run(host.stats())["pid"] == old_pid:  # the kill lands asynchronously: wait for the new process
+        assert time.monotonic() < deadline, "the host was not restarted"
+        time.sleep(0.05)
     while True:
         try:
             texts = [m.text for m in conv.messages()]

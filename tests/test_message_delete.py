@@ -21,9 +21,14 @@ def mem(tmp_path) -> Iterator[memray.Memory]:
 
 def test_deleted_messages_leave_every_store_and_seqs_are_not_reused(mem, tmp_path):
     conv = mem.conversation(user_id="u", conversation_id="c")
-    conv.add([{"id": "m1", "role": "user", "content": "my locker code is 4471"},
-              {"id": "m2", "role": "assistant", "content": "noted the wombat"},
-              {"id": "m3", "role": "user", "content": "and the bike lock is 9902"}], durable=True)
+    conv.add(
+        [
+            {"id": "m1", "role": "user", "content": "my locker code is 4471"},
+            {"id": "m2", "role": "assistant", "content": "noted the wombat"},
+            {"id": "m3", "role": "user", "content": "and the bike lock is 9902"},
+        ],
+        durable=True,
+    )
     mem.wait_indexed()
     mem.export(str(tmp_path / "export"))
 
@@ -44,7 +49,7 @@ def test_a_message_still_pending_is_deleted_not_written_later(mem):
     assert conv.delete_messages(["b"])["messages"] == 1  # flushed first, then deleted
     conv.flush()
     assert [m.id for m in conv.messages()] == ["a"]
-    stored = mem._run(mem.deployment.store.call("get_messages", conv.key, None, None, None, None, None))
+    stored = mem._run(mem._deployment.store.get_messages(conv.key, None, None, None, None, None))
     assert [r.id for r in stored] == ["a"]
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
@@ -57,13 +56,18 @@ def test_percentiles_are_nearest_rank() -> None:
 
 def test_inprocess_memory_records_writes_lag_and_search_latency(tmp_path: Path) -> None:
     before = metrics.snapshot()
-    with memray.open(config=memray.MemoryConfig(path=str(tmp_path), mode="inprocess", hosts=1, shards=1, debounce_ms=10)) as mem:
+    with memray.open(
+        config=memray.MemoryConfig(path=str(tmp_path), mode="inprocess", hosts=1, shards=1, debounce_ms=10)
+    ) as mem:
         conv = mem.conversation(user_id="u", conversation_id="c", app="m")
-        conv.add([{"role": "user", "content": "sourdough starter"}, {"role": "assistant", "content": "feed it"}], durable=True)
+        conv.add(
+            [{"role": "user", "content": "sourdough starter"}, {"role": "assistant", "content": "feed it"}],
+            durable=True,
+        )
         mem.wait_indexed()
         assert conv.search("sourdough")
         assert mem.search_app("m", "sourdough")
-        lag = mem._run(mem.deployment.hosts[0].call("durable_lag"))
+        lag = mem._run(mem._deployment.hosts[0].durable_lag())
     after = metrics.snapshot()
     assert after["memray_messages_committed"]["total"] - before["memray_messages_committed"]["total"] == 2
     assert after["memray_flush_lag_seconds"]["count"] - before["memray_flush_lag_seconds"]["count"] == 2
@@ -102,8 +106,16 @@ def test_ray_mode_metrics_reach_prometheus_endpoint(tmp_path: Path) -> None:
     """Own Ray in a subprocess: the export interval must be short, and the session fixture's Ray
     (if any) must not be disturbed."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_DEDUP_LOGS": "0"}
-    out = subprocess.run([sys.executable, "-c", RAY_SCRIPT, str(tmp_path / "data")], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=240)
+    out = subprocess.run(
+        [sys.executable, "-c", RAY_SCRIPT, str(tmp_path / "data")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     seen = out.stdout.strip().splitlines()[-1]
-    assert seen == '["ray_memray_flush_lag_seconds", "ray_memray_messages_committed", "ray_memray_search_latency_seconds"]', out.stderr[-2000:]
+    assert (
+        seen == '["ray_memray_flush_lag_seconds", "ray_memray_messages_committed", "ray_memray_search_latency_seconds"]'
+    ), out.stderr[-2000:]

@@ -49,14 +49,21 @@ def test_a_file_as_the_data_path_says_to_give_a_directory(tmp_path):
     assert str(err).startswith(f"invalid path={str(file)!r}: is a file, not a directory; give a directory")
 
 
-@pytest.mark.parametrize("kwargs,field,says", [
-    (dict(mode="rya"), "mode", "invalid mode='rya': must be 'ray' or 'inprocess'; did you mean 'ray'?"),
-    (dict(mode="inproces"), "mode", "did you mean 'inprocess'?"),
-    (dict(modee="inprocess"), "modee", "unknown MemoryConfig option; did you mean 'mode'? options: path, mode,"),
-    (dict(hosts=0), "hosts", "invalid hosts=0: must be greater than 0"),
-    (dict(embedder={"kind": "hsh"}), "embedder.kind", "must be 'hash', 'openai', 'local', 'none' or 'custom'; did you mean 'hash'?"),
-    (dict(index={"mode": "semantic"}), "index.mode", "must be 'vector', 'lexical' or 'hybrid'"),
-])
+@pytest.mark.parametrize(
+    "kwargs,field,says",
+    [
+        (dict(mode="rya"), "mode", "invalid mode='rya': must be 'ray' or 'inprocess'; did you mean 'ray'?"),
+        (dict(mode="inproces"), "mode", "did you mean 'inprocess'?"),
+        (dict(modee="inprocess"), "modee", "unknown MemoryConfig option; did you mean 'mode'? options: path, mode,"),
+        (dict(hosts=0), "hosts", "invalid hosts=0: must be greater than 0"),
+        (
+            dict(embedder={"kind": "hsh"}),
+            "embedder.kind",
+            "must be 'hash', 'openai', 'local', 'none' or 'custom'; did you mean 'hash'?",
+        ),
+        (dict(index={"mode": "semantic"}), "index.mode", "must be 'vector', 'lexical' or 'hybrid'"),
+    ],
+)
 def test_configuration_mistakes_are_memray_errors_naming_the_option(tmp_path, kwargs, field, says):
     err = raises(lambda: memray.open(str(tmp_path / "m"), **kwargs), field)
     assert says in str(err)

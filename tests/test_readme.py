@@ -56,7 +56,9 @@ def test_readme_python_block_runs_as_written(tmp_path, where, code, expected, sk
     if skip is not None:
         pytest.skip(f"{where}: {skip}")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, f"{where} failed:\n{out.stderr[-3000:]}"
     if expected is not None:
         assert _TIME.sub("<time>", out.stdout) == _TIME.sub("<time>", expected), f"{where} printed something else"
@@ -65,7 +67,9 @@ def test_readme_python_block_runs_as_written(tmp_path, where, code, expected, sk
 def test_only_blocks_that_cannot_run_here_are_skipped():
     for where, _, _, skip in BLOCKS:
         if skip is not None:
-            assert re.search(r"cluster|API key|network|GPU", skip), f"{where}: {skip!r} is not a reason it cannot run here"
+            assert re.search(r"cluster|API key|network|GPU", skip), (
+                f"{where}: {skip!r} is not a reason it cannot run here"
+            )
 
 
 def transcript_commands() -> list[str]:
@@ -88,10 +92,14 @@ def test_transcript_commands_parse():
 
 
 def test_readme_gives_the_two_commands_and_ci_runs_the_test_one():
-    ci = (ROOT / ".ci" / "run").read_text()
+    ci = (ROOT / ".ci" / "run").read_text().replace(" -q", "")
     test_cmd = "python3 -m venv .venv && .venv/bin/pip install -e '.[dev]' && .venv/bin/python -m pytest"
     assert test_cmd in TEXT
-    assert test_cmd in ci.replace(" -q", "")
+    # CI runs each step of it, in order, with the ruff checks before the tests
+    ci_steps = [step.strip() for line in ci.splitlines() if not line.startswith("#") for step in line.split("&&")]
+    wanted = [step.strip() for step in test_cmd.split("&&")]
+    wanted[-1:-1] = [".venv/bin/ruff check .", ".venv/bin/ruff format --check ."]
+    assert [step for step in ci_steps if step in wanted] == wanted
     assert "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/memray demo" in TEXT
 
 

@@ -23,8 +23,14 @@ def mem(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     if request.param == "ray":
         request.getfixturevalue("ray_session")
     path = str(tmp_path_factory.mktemp(f"gaps-{request.param}"))
-    config = memray.MemoryConfig(path=path, mode=request.param, hosts=1, shards=1, debounce_ms=10,
-                                 summarizer=memray.SummarizerConfig(trigger_tokens=60, keep_messages=2))
+    config = memray.MemoryConfig(
+        path=path,
+        mode=request.param,
+        hosts=1,
+        shards=1,
+        debounce_ms=10,
+        summarizer=memray.SummarizerConfig(trigger_tokens=60, keep_messages=2),
+    )
     m = memray.open(config=config)
     yield m
     m.close(terminate=True)
@@ -47,8 +53,15 @@ def test_clear_removes_every_message_everywhere_and_keeps_the_conversation(mem, 
     assert counts["messages"] == 4 and counts["vectors"] == 4 and counts["export_rows"] == 4
     proof = conv.verify_deleted()
     assert proof.clean, proof.remaining
-    assert set(proof.remaining) >= {"messages", "embeddings", "vectors", "host_messages", "host_queued", "export_rows",
-                                    "snapshot_items"}
+    assert set(proof.remaining) >= {
+        "messages",
+        "embeddings",
+        "vectors",
+        "host_messages",
+        "host_queued",
+        "export_rows",
+        "snapshot_items",
+    }
     assert conv.messages() == [] and conv.search("vault code") == []
     assert conv.working_memory.get().text == "Ada guards the vault"
     info = conv.info()
@@ -60,7 +73,12 @@ def test_clear_removes_every_message_everywhere_and_keeps_the_conversation(mem, 
 
 def test_delete_messages_is_proven_by_verify_deleted(mem):
     conv = fresh(mem)
-    conv.add([{"id": "keep", "role": "user", "content": "keep this"}, {"id": "gone", "role": "user", "content": "forget this"}])
+    conv.add(
+        [
+            {"id": "keep", "role": "user", "content": "keep this"},
+            {"id": "gone", "role": "user", "content": "forget this"},
+        ]
+    )
     mem.wait_indexed()
     assert not conv.verify_deleted(["gone"]).clean
     conv.delete_messages(["gone"])
@@ -70,12 +88,12 @@ def test_delete_messages_is_proven_by_verify_deleted(mem):
 
 def test_durable_seq_follows_commits(mem):
     conv = fresh(mem)
-    assert conv.durable_seq == 0
+    assert conv.durable_seq() == 0
     conv.add([{"role": "user", "content": "one"}, {"role": "user", "content": "two"}], durable=True)
-    assert conv.durable_seq == 2
+    assert conv.durable_seq() == 2
     conv.add({"role": "user", "content": "three"})
     conv.flush()
-    assert conv.durable_seq == 3 and mem._run(conv.adurable_seq()) == 3
+    assert conv.durable_seq() == 3 and mem._run(conv.adurable_seq()) == 3
 
 
 def test_list_conversations_orders_by_title_and_counts_them_all(mem):
@@ -84,7 +102,12 @@ def test_list_conversations_orders_by_title_and_counts_them_all(mem):
         mem.conversation(user_id=user, conversation_id=cid, app="gaps").create(title=title)
     page = mem.list_conversations(user, app="gaps", order="title_asc", limit=2)
     assert [c.title for c in page] == ["apple", "banana"] and page.total == 4
-    assert [c.conversation_id for c in mem.list_conversations(user, app="gaps", order="title_desc")] == ["c4", "c1", "c3", "c2"]
+    assert [c.conversation_id for c in mem.list_conversations(user, app="gaps", order="title_desc")] == [
+        "c4",
+        "c1",
+        "c3",
+        "c2",
+    ]
     assert mem.list_conversations(user, app="gaps", offset=3).total == 4
     assert mem._run(mem.alist_conversations(user, app="gaps", order="created_asc")).total == 4
     with pytest.raises(ValidationError, match="title_asc"):
@@ -93,8 +116,17 @@ def test_list_conversations_orders_by_title_and_counts_them_all(mem):
 
 def test_context_leaves_out_what_the_summary_covers_but_keeps_the_newest(mem):
     conv = fresh(mem)
-    conv.add([{"id": f"m{i}", "role": "user" if i % 2 else "assistant",
-               "content": f"turn {i}: " + "many words about the harvest festival " * 3} for i in range(1, 9)], durable=True)
+    conv.add(
+        [
+            {
+                "id": f"m{i}",
+                "role": "user" if i % 2 else "assistant",
+                "content": f"turn {i}: " + "many words about the harvest festival " * 3,
+            }
+            for i in range(1, 9)
+        ],
+        durable=True,
+    )
     deadline = time.monotonic() + 60
     while conv.summary() is None and time.monotonic() < deadline:  # the summary is folded in the background
         time.sleep(0.05)
@@ -120,7 +152,10 @@ def test_project_view_binds_the_service_to_one_project(mem):
     found = web.search(SearchRequest(query="dark theme", user_id=user, app_name="gaps"))
     assert {m.entry.id for m in found.memories} == {"w1", "g1"}  # global plus this project, never another
     assert {m.project_id for m in found.memories} == {"web", None}
-    assert {m.entry.id for m in web.search({"query": "dark theme", "user_id": user, "app_name": "gaps"}).memories} == {"w1", "g1"}
+    assert {m.entry.id for m in web.search({"query": "dark theme", "user_id": user, "app_name": "gaps"}).memories} == {
+        "w1",
+        "g1",
+    }
     with pytest.raises(ValidationError, match="conflicts"):
         web.search(SearchRequest(query="x", user_id=user, app_name="gaps", project_id="cli"))
     assert web.delete_entries("gaps", user, "dark theme") == {"entries": 1, "vectors": 1}
@@ -143,10 +178,17 @@ def test_titles_come_from_the_chat_summariser_and_never_overwrite_a_callers(mode
     mem = memray.open(str(tmp_path / "d"), mode=mode, hosts=1, shards=1, debounce_ms=10, summarizer=summarizer)
     try:
         conv = mem.conversation(user_id="u", conversation_id="auto")
-        conv.add([{"role": "user", "content": "we need stalls for the harvest festival"},
-                  {"role": "assistant", "content": "I will plan the stalls"}], durable=True)
+        conv.add(
+            [
+                {"role": "user", "content": "we need stalls for the harvest festival"},
+                {"role": "assistant", "content": "I will plan the stalls"},
+            ],
+            durable=True,
+        )
         deadline = time.monotonic() + 60
-        while (info := conv.info()) is not None and info.title != "Harvest Festival Plans" and time.monotonic() < deadline:
+        while (
+            (info := conv.info()) is not None and info.title != "Harvest Festival Plans" and time.monotonic() < deadline
+        ):
             time.sleep(0.05)
         assert info is not None and info.title == "Harvest Festival Plans"
         mine = mem.conversation(user_id="u", conversation_id="mine")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -17,8 +17,8 @@ from memray.store.rows import row_to_message
 
 MODES = ["inprocess", pytest.param("ray", marks=pytest.mark.ray)]
 H = 3600.0
-DAY0 = datetime(2025, 3, 1, tzinfo=timezone.utc)
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+DAY0 = datetime(2025, 3, 1, tzinfo=UTC)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module", params=MODES)
@@ -36,13 +36,33 @@ def fresh(mem: memray.Memory) -> memray.ConversationHandle:
 
 
 def town_stream(conv: memray.ConversationHandle) -> None:
-    conv.add([
-        {"id": "fire", "role": "user", "content": "the cafe kitchen caught fire", "sim_time": 1 * H, "importance": 0.9},
-        {"id": "menu", "role": "user", "content": "the cafe has a new menu", "sim_time": 10 * H, "importance": 0.3},
-        {"id": "coffee", "role": "user", "content": "I bought coffee at the cafe", "sim_time": 47 * H, "importance": 0.1},
-        {"id": "dog", "role": "user", "content": "walked the dog in the park", "sim_time": 48 * H, "importance": 1.0},
-        {"id": "nosim", "role": "user", "content": "the cafe sign is blue"},
-    ])
+    conv.add(
+        [
+            {
+                "id": "fire",
+                "role": "user",
+                "content": "the cafe kitchen caught fire",
+                "sim_time": 1 * H,
+                "importance": 0.9,
+            },
+            {"id": "menu", "role": "user", "content": "the cafe has a new menu", "sim_time": 10 * H, "importance": 0.3},
+            {
+                "id": "coffee",
+                "role": "user",
+                "content": "I bought coffee at the cafe",
+                "sim_time": 47 * H,
+                "importance": 0.1,
+            },
+            {
+                "id": "dog",
+                "role": "user",
+                "content": "walked the dog in the park",
+                "sim_time": 48 * H,
+                "importance": 1.0,
+            },
+            {"id": "nosim", "role": "user", "content": "the cafe sign is blue"},
+        ]
+    )
 
 
 def ids(hits: list[memray.Hit]) -> list[str]:
@@ -51,23 +71,48 @@ def ids(hits: list[memray.Hit]) -> list[str]:
 
 def test_sim_time_importance_and_agents_round_trip_from_buffer_and_store(mem):
     conv = fresh(mem)
-    conv.add([{"id": "a", "role": "user", "content": "x", "sim_time": DAY0 + timedelta(hours=8), "importance": 0.5,
-               "agent_id": "isabella", "sub_agent_id": "planner"},
-              {"id": "b", "role": "assistant", "content": "y", "sim_time": 12.5}])
+    conv.add(
+        [
+            {
+                "id": "a",
+                "role": "user",
+                "content": "x",
+                "sim_time": DAY0 + timedelta(hours=8),
+                "importance": 0.5,
+                "agent_id": "isabella",
+                "sub_agent_id": "planner",
+            },
+            {"id": "b", "role": "assistant", "content": "y", "sim_time": 12.5},
+        ]
+    )
     buffered = conv.messages()
     conv.flush()
     stored = [row_to_message(r) for r in mem._run(mem.deployment.store.call("get_messages", conv.key))]
     for msgs in (buffered, stored):
         by_id = {m.id: m for m in msgs}
         assert by_id["a"].sim_time == (DAY0 + timedelta(hours=8)).timestamp()
-        assert by_id["a"].importance == 0.5 and by_id["a"].agent_id == "isabella" and by_id["a"].sub_agent_id == "planner"
+        assert (
+            by_id["a"].importance == 0.5 and by_id["a"].agent_id == "isabella" and by_id["a"].sub_agent_id == "planner"
+        )
         assert by_id["b"].sim_time == 12.5 and by_id["b"].importance is None and by_id["b"].agent_id is None
 
 
 def test_messages_filter_by_sim_time_creation_time_and_agent(mem):
     conv = fresh(mem)
-    conv.add([{"id": f"m{i}", "role": "user", "content": f"tick {i}", "sim_time": i * H, "agent_id": "a" if i % 2 else "b",
-               "created_at": 1000.0 + i} for i in range(6)] + [{"id": "none", "role": "user", "content": "no clock"}])
+    conv.add(
+        [
+            {
+                "id": f"m{i}",
+                "role": "user",
+                "content": f"tick {i}",
+                "sim_time": i * H,
+                "agent_id": "a" if i % 2 else "b",
+                "created_at": 1000.0 + i,
+            }
+            for i in range(6)
+        ]
+        + [{"id": "none", "role": "user", "content": "no clock"}]
+    )
     for _ in range(2):  # first from the buffer, then from the store
         assert [m.id for m in conv.messages(after=2 * H, before=4 * H)] == ["m2", "m3"]
         assert [m.id for m in conv.messages(after=EPOCH + timedelta(hours=4))] == ["m4", "m5"]
@@ -80,9 +125,14 @@ def test_messages_filter_by_sim_time_creation_time_and_agent(mem):
 
 def test_bad_simulation_values_are_refused_naming_the_field(mem):
     conv = fresh(mem)
-    bad = [({"sim_time": datetime(2025, 1, 1)}, "message.sim_time"), ({"sim_time": math.inf}, "message.sim_time"),
-           ({"sim_time": "noon"}, "message.sim_time"), ({"importance": 7}, "message.importance"),
-           ({"importance": True}, "message.importance"), ({"agent_id": ""}, "message.agent_id")]
+    bad = [
+        ({"sim_time": datetime(2025, 1, 1)}, "message.sim_time"),
+        ({"sim_time": math.inf}, "message.sim_time"),
+        ({"sim_time": "noon"}, "message.sim_time"),
+        ({"importance": 7}, "message.importance"),
+        ({"importance": True}, "message.importance"),
+        ({"agent_id": ""}, "message.agent_id"),
+    ]
     for extra, field in bad:
         with pytest.raises(ValidationError) as err:
             conv.add({"role": "user", "content": "x", **extra})
@@ -109,10 +159,13 @@ def test_stream_scoring_ranks_relevant_items_by_recency_importance_and_relevance
     relevance = conv.search("cafe", limit=5)
     assert set(ids(relevance)) == {"fire", "menu", "coffee", "nosim"}  # the dog is not relevant
     now = 48 * H
-    recent = conv.search("cafe", limit=5, scoring=Scoring.stream(now=now, recency=1.0, importance=0.0, relevance=0.0,
-                                                                 decay_per_hour=0.9))
+    recent = conv.search(
+        "cafe", limit=5, scoring=Scoring.stream(now=now, recency=1.0, importance=0.0, relevance=0.0, decay_per_hour=0.9)
+    )
     assert ids(recent) == ["coffee", "menu", "fire", "nosim"]  # newest first; no sim_time: recency 0
-    important = conv.search("cafe", limit=5, scoring=Scoring.stream(now=now, recency=0.0, importance=1.0, relevance=0.0))
+    important = conv.search(
+        "cafe", limit=5, scoring=Scoring.stream(now=now, recency=0.0, importance=1.0, relevance=0.0)
+    )
     assert ids(important)[:3] == ["fire", "menu", "coffee"]
     for hit in conv.search("cafe", limit=5, scoring=Scoring.stream(now=now, decay_per_hour=0.99)):
         m = hit.message
@@ -127,8 +180,12 @@ def test_no_floor_stream_scoring_ranks_the_whole_stream(mem):
     conv = fresh(mem)
     town_stream(conv)
     mem.wait_indexed()
-    got = conv.search("nothing matches this", limit=3, min_score=0,
-                      scoring=Scoring.stream(now=48 * H, recency=0.0, importance=1.0, relevance=0.0))
+    got = conv.search(
+        "nothing matches this",
+        limit=3,
+        min_score=0,
+        scoring=Scoring.stream(now=48 * H, recency=0.0, importance=1.0, relevance=0.0),
+    )
     assert ids(got) == ["dog", "fire", "menu"]
 
 
@@ -150,28 +207,41 @@ def test_context_ranks_recalled_messages_with_stream_scoring(mem):
     conv = fresh(mem)
     town_stream(conv)
     mem.wait_indexed()
-    ctx = conv.context("cafe", limit=1, semantic_limit=2,
-                       scoring=Scoring.stream(now=48 * H, recency=0.0, importance=1.0, relevance=0.0))
+    ctx = conv.context(
+        "cafe",
+        limit=1,
+        semantic_limit=2,
+        scoring=Scoring.stream(now=48 * H, recency=0.0, importance=1.0, relevance=0.0),
+    )
     assert ctx.recalled_ids == ["fire", "menu"]
 
 
 def test_entries_carry_sim_time_and_importance_into_service_search(mem):
     svc = mem.memory_service
     user = uuid.uuid4().hex
-    svc.add_entries("town", user, [
-        MemoryEntry(id="old", content="Klaus likes the library", sim_time=2 * H, importance=0.9),
-        MemoryEntry(id="new", content="Klaus reads at the library", sim_time=40 * H, importance=0.2),
-        MemoryEntry(id="off", content="Klaus paints the library", importance=0.5),
-    ])
+    svc.add_entries(
+        "town",
+        user,
+        [
+            MemoryEntry(id="old", content="Klaus likes the library", sim_time=2 * H, importance=0.9),
+            MemoryEntry(id="new", content="Klaus reads at the library", sim_time=40 * H, importance=0.2),
+            MemoryEntry(id="off", content="Klaus paints the library", importance=0.5),
+        ],
+    )
     listed = {r.entry.id: r.entry for r in svc.list_entries("town", user)}
     assert listed["old"].sim_time == 2 * H and listed["old"].importance == 0.9 and listed["off"].sim_time is None
-    req = SearchRequest(query="library", user_id=user, app_name="town",
-                        scoring=Scoring.stream(now=41 * H, recency=1.0, importance=0.0, relevance=0.0))
+    req = SearchRequest(
+        query="library",
+        user_id=user,
+        app_name="town",
+        scoring=Scoring.stream(now=41 * H, recency=1.0, importance=0.0, relevance=0.0),
+    )
     assert [m.entry.id for m in svc.search(req).memories] == ["new", "old", "off"]
     windowed = svc.search({"query": "library", "user_id": user, "app_name": "town", "after": 10 * H})
     assert [m.entry.id for m in windowed.memories] == ["new"]
-    by_importance = svc.search_projects("town", user, "library", [None],
-                                        scoring=Scoring.stream(now=41 * H, recency=0.0, importance=1.0, relevance=0.0))
+    by_importance = svc.search_projects(
+        "town", user, "library", [None], scoring=Scoring.stream(now=41 * H, recency=0.0, importance=1.0, relevance=0.0)
+    )
     assert [m.entry.id for m in by_importance.memories] == ["old", "off", "new"]
     with pytest.raises(ValidationError, match="entry.importance"):
         svc.add_entry("town", user, {"content": "x", "importance": 2})

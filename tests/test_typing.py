@@ -19,7 +19,7 @@ def test_package_and_jobs_type_check_strictly():
     assert out.returncode == 0, out.stdout[-4000:]
 
 
-USER_CODE = '''\
+USER_CODE = """\
 import memray
 
 with memray.open("./data", mode="inprocess") as mem:
@@ -29,7 +29,7 @@ with memray.open("./data", mode="inprocess") as mem:
     score: float = hits[0].score
     wrong: str = conv
 memray.open("./data", mode="rya")
-'''
+"""
 
 
 def test_users_code_is_type_checked_against_the_installed_package(tmp_path):
@@ -47,21 +47,37 @@ def test_users_code_is_type_checked_against_the_installed_package(tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     Path(site, "memray_checkout.pth").write_text(f"{ROOT}\n")  # memray, as a regular install places it
     Path(site, "memray_deps.pth").write_text(f"{sysconfig.get_paths()['purelib']}\n")  # pydantic, numpy...
     user = tmp_path / "user.py"
     user.write_text(USER_CODE)
     out = subprocess.run(
-        [sys.executable, "-m", "mypy", "--python-executable", str(python), "--cache-dir",
-         str(ROOT / ".mypy_cache" / "user-code"), "--no-error-summary", "user.py"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--python-executable",
+            str(python),
+            "--cache-dir",
+            str(ROOT / ".mypy_cache" / "user-code"),
+            "--no-error-summary",
+            "user.py",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     errors = out.stdout.strip().splitlines()
     assert errors == [
         'user.py:8: error: Incompatible types in assignment (expression has type "ConversationHandle", '
         'variable has type "str")  [assignment]',
         'user.py:9: error: Argument "mode" to "open" has incompatible type "Literal[\'rya\']"; '
-        'expected "Literal[\'ray\', \'inprocess\'] | None"  [arg-type]',
+        "expected \"Literal['ray', 'inprocess'] | None\"  [arg-type]",
     ], out.stdout

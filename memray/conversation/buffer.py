@@ -62,8 +62,10 @@ class MessageBuffer:
         """The id an incoming message merges into, or None if it is new to the buffer."""
         if msg.id in self._messages:
             return msg.id
-        if msg.role == "tool" and msg.parts and all(
-            isinstance(p, ToolPart) and p.tool_call_id in self._calls for p in msg.parts
+        if (
+            msg.role == "tool"
+            and msg.parts
+            and all(isinstance(p, ToolPart) and p.tool_call_id in self._calls for p in msg.parts)
         ):
             return self._calls[msg.parts[0].tool_call_id]  # type: ignore[union-attr]
         return None

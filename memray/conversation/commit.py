@@ -15,14 +15,13 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from memray.runtime.batch import Coalescer
-from memray.runtime.ref import ActorRef
+from memray.rpc.batch import Coalescer
+from memray.store.client import StoreClient
 from memray.store.deadletter import CommitResult, DeadLetter
+from memray.store.messages import Correction
 from memray.store.rows import MessageRow
 
-__all__ = ["GroupCommitter", "Correction", "Outcome"]
-
-Correction = tuple[str, str, str, str, int, float]  # (app, user_id, conversation_id, id, seq, created_at)
+__all__ = ["GroupCommitter", "Outcome"]
 
 
 class Outcome(NamedTuple):
@@ -36,7 +35,7 @@ class Outcome(NamedTuple):
 
 
 class GroupCommitter:
-    def __init__(self, store: ActorRef, max_rows: int = 20_000) -> None:
+    def __init__(self, store: StoreClient, max_rows: int = 20_000) -> None:
         self._store = store
         self._batch: Coalescer[list[MessageRow], Outcome] = Coalescer(self._commit, max_rows, weight=len)
         self.commits = 0
@@ -49,18 +48,21 @@ class GroupCommitter:
 
     async def _commit(self, submissions: list[list[MessageRow]]) -> list[Outcome]:
         all_rows = [row for rows in submissions for row in rows]
-        result = CommitResult(*await self._store.call("commit_messages", all_rows))
+        result = CommitResult(*await self._store.commit_messages(all_rows))
         self.commits += 1
         self.rows += len(all_rows)
         self.rejected += len(result.rejected)
-        by_row = {c[:4]: c for c in result.corrections}
+        by_row = {(c.app, c.user_id, c.conversation_id, c.id): c for c in result.corrections}
         bad = dict(zip(result.positions, (DeadLetter(*d) for d in result.rejected)))
         out = []
         start = 0
         for rows in submissions:
             keys = [(r.app, r.user_id, r.conversation_id, r.id) for r in rows]
             mine = [i - start for i in sorted(bad) if start <= i < start + len(rows)]
-            out.append(Outcome([by_row[k] for k in keys if k in by_row], [bad[start + i] for i in mine],
-                               [rows[i].id for i in mine]))
+            out.append(
+                Outcome(
+                    [by_row[k] for k in keys if k in by_row], [bad[start + i] for i in mine], [rows[i].id for i in mine]
+                )
+            )
             start += len(rows)
         return out

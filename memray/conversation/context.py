@@ -28,12 +28,7 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-from memray.conversation.summary import (
-    EstimateTokens,
-    is_summary_message,
-    message_tokens,
-    summary_message,
-)
+from memray.conversation.summary import EstimateTokens, is_summary_message, message_tokens, summary_message
 from memray.errors import ValidationError
 from memray.models import Context, Message, TextPart
 from memray.text import estimate_tokens as default_estimate_tokens
@@ -59,7 +54,9 @@ WORKING_MEMORY_MESSAGE_ID = "memray-working-memory"
 def working_memory_message(block: str) -> Message:
     """The system message that carries the working-memory block into a prompt."""
     return Message(
-        id=WORKING_MEMORY_MESSAGE_ID, role="system", parts=[TextPart(text=block)],
+        id=WORKING_MEMORY_MESSAGE_ID,
+        role="system",
+        parts=[TextPart(text=block)],
         metadata={WORKING_MEMORY_MARKER: True},
     )
 
@@ -88,8 +85,7 @@ def merge_messages(recent: list[Message], recalled: list[Message], merge: MergeS
     if merge == "interleave":
         combined = recent + recalled
         order = sorted(
-            range(len(combined)),
-            key=lambda i: (0, combined[i].seq, i) if combined[i].seq is not None else (1, 0, i),
+            range(len(combined)), key=lambda i: (0, combined[i].seq, i) if combined[i].seq is not None else (1, 0, i)
         )
         return [combined[i] for i in order]
     raise ValidationError("merge", merge, "must be 'append', 'prepend' or 'interleave'")
@@ -120,7 +116,11 @@ def tool_units(messages: list[Message]) -> list[list[int]]:
 
 
 def fit_budget(
-    messages: list[Message], drop_order: list[int], keep: int | None, budget: int, fixed_tokens: int = 0,
+    messages: list[Message],
+    drop_order: list[int],
+    keep: int | None,
+    budget: int,
+    fixed_tokens: int = 0,
     estimate_tokens: EstimateTokens = default_estimate_tokens,
 ) -> list[Message]:
     """``messages`` without those dropped, in ``drop_order``, until ``fixed_tokens`` plus their
@@ -170,14 +170,22 @@ def assemble(
         conversation = _fit(conversation, recent, recalled, head, token_budget, estimate_tokens)
     kept = {m.id for m in conversation}
     return Context(
-        messages=head + conversation, summary=summary or None, working_memory=working_memory or None,
-        recalled_ids=[m.id for m in recalled if m.id in kept], degraded=degraded, reason=reason,
+        messages=head + conversation,
+        summary=summary or None,
+        working_memory=working_memory or None,
+        recalled_ids=[m.id for m in recalled if m.id in kept],
+        degraded=degraded,
+        reason=reason,
     )
 
 
 def _fit(
-    conversation: list[Message], recent: list[Message], recalled: list[Message], head: list[Message],
-    budget: int, estimate_tokens: EstimateTokens,
+    conversation: list[Message],
+    recent: list[Message],
+    recalled: list[Message],
+    head: list[Message],
+    budget: int,
+    estimate_tokens: EstimateTokens,
 ) -> list[Message]:
     position = {m.id: i for i, m in enumerate(conversation)}
     drop_order = [position[m.id] for m in reversed(recalled)] + [position[m.id] for m in recent[:-1]]

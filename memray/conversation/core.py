@@ -8,7 +8,8 @@ runs whole without interleaving: seq assignment and buffer merges are atomic per
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from memray.conversation.buffer import MessageBuffer
 from memray.conversation.persist import PersistChain
@@ -27,13 +28,30 @@ class Conversation:
     shared by every conversation of a host): an idle conversation costs no timer, task or chain."""
 
     __slots__ = (
-        "key", "buffer", "_chain", "_make_chain", "last_seq", "whole", "deleted", "unsummarized_tokens", "summarizing",
-        "outside", "tail", "failed", "lost", "unindexed", "indexed_stamp",
+        "key",
+        "buffer",
+        "_chain",
+        "_make_chain",
+        "last_seq",
+        "whole",
+        "deleted",
+        "unsummarized_tokens",
+        "summarizing",
+        "outside",
+        "tail",
+        "failed",
+        "lost",
+        "unindexed",
+        "indexed_stamp",
     )
 
     def __init__(
-        self, key: ConversationKey, buffer: MessageBuffer, make_chain: Callable[[Conversation], PersistChain],
-        last_seq: int, whole: bool,
+        self,
+        key: ConversationKey,
+        buffer: MessageBuffer,
+        make_chain: Callable[[Conversation], PersistChain],
+        last_seq: int,
+        whole: bool,
     ) -> None:
         self.key = key
         self.buffer = buffer
@@ -108,8 +126,13 @@ class Conversation:
         re-add) or sent again by a retried call. Memray's own new ids need no lookup."""
         if self.whole and not self.buffer.evicted:
             return []
-        return [m.id for m in messages if self.buffer.target_of(m) is None and not (self.lost and m.id in self.lost)
-                and (retried or "id" in m.model_fields_set)]
+        return [
+            m.id
+            for m in messages
+            if self.buffer.target_of(m) is None
+            and not (self.lost and m.id in self.lost)
+            and (retried or "id" in m.model_fields_set)
+        ]
 
     def report(self, letters: list[DeadLetter]) -> None:
         """Keep dead letters for the next flush to raise."""
@@ -129,7 +152,11 @@ class Conversation:
             return True
         if limit is None:
             return False
-        held = self.buffer.recent() if before_seq is None else [m for m in self.buffer.recent() if (m.seq or 0) < before_seq]
+        held = (
+            self.buffer.recent()
+            if before_seq is None
+            else [m for m in self.buffer.recent() if (m.seq or 0) < before_seq]
+        )
         return len(held) >= limit
 
 
@@ -171,7 +198,9 @@ def _in_window(msg: Message, w: Window) -> bool:
     return True
 
 
-def overlay(durable: list[Message], unsettled: list[Message], limit: int | None, keep: Callable[[Message], bool]) -> list[Message]:
+def overlay(
+    durable: list[Message], unsettled: list[Message], limit: int | None, keep: Callable[[Message], bool]
+) -> list[Message]:
     """Durable messages from the store with the buffer's not-yet-durable ones laid over them."""
     by_id = {m.id: m for m in durable}
     for m in unsettled:

@@ -7,22 +7,9 @@ call's synchronous part runs whole, so a conversation's seqs are assigned in the
 calls arrive, whichever caller made them (Ray does not order calls on async actors; the host
 does not need it to).
 
-Writes: add → buffer (seq assigned) → ledger (:mod:`.ledger`) → acknowledged → persist chain
-(debounced) → group commit (one store transaction for many conversations) → embedding pipeline
-(vectors after the durable write) → shards. Summaries are folded in the background once the
-unsummarised history passes the trigger.
-
-Seq integrity: the seq an ``add`` returns is the seq stored, and a seq once acknowledged is never
-given to another message. An id the buffer does not hold may already have a seq — a re-added old
-message, or a call retried after its host died — so the host asks the store first (only when it
-can be so: see :meth:`Conversation.needs_lookup`), and the adds of that conversation wait their
-turn behind it. A host that restarts resolves its ledger against the store before it serves:
-acknowledged messages the store lacks are recorded as ``lost`` dead letters, their seqs kept.
-
-No wedge: rows the store rejects are dead-lettered (:mod:`memray.store.deadletter`) and
-reported to the conversation's next ``flush`` (or durable add) as a
-:class:`~memray.errors.DeadLetterError`; waits on the store are bounded by
-``MemoryConfig.write_timeout_s``.
+The write path — seqs, the ledger, persistence, dead letters and what follows a commit — is
+:class:`~memray.conversation.writes.WritePath`; the host holds the conversations, serves reads,
+deletes and erasure, and owns the lifecycle.
 """
 
 from __future__ import annotations
@@ -35,26 +22,27 @@ from typing import Any
 
 from memray.config import EmbedderConfig, MemoryConfig
 from memray.conversation.buffer import MessageBuffer
-from memray.conversation.commit import GroupCommitter, Outcome
 from memray.conversation.core import Conversation, matches, overlay
 from memray.conversation.ledger import AckLedger
-from memray.conversation.persist import PersistChain
+from memray.conversation.summarizer import build_summarizer
+from memray.conversation.summary import SummaryKeeper
 from memray.conversation.tail import Tail, TailKeeper
 from memray.conversation.title import Titler
+from memray.conversation.writes import WritePath
+from memray.embedding.active import resolve_config
+from memray.embedding.factory import build_embedder
 from memray.embedding.pipeline import EmbeddingPipeline, PendingItem
-from memray.errors import ClosedError, DeadLetterError, StoreError
-from memray.ids import ConversationKey
-from memray.index.columns import columns_of
-from memray.metrics import DEAD_LETTERS, MESSAGES_LOST, LagRecorder
+from memray.errors import ClosedError, DeadLetterError
+from memray.ids import ConversationKey, Namespace, conversation_namespace
+from memray.index.client import ShardClient
+from memray.index.router import ShardRouter
+from memray.metrics import LagRecorder, rss_bytes
 from memray.models import Message
-from memray.runtime.batch import Coalescer
-from memray.runtime.ref import ActorRef
 from memray.scoring import Window
 from memray.store.base import ConversationSnapshot
-from memray.store.deadletter import DeadLetter
-from memray.store.rows import (
-    MessageRow, Namespace, conversation_namespace, message_payload, message_to_row, row_to_message,
-)
+from memray.store.client import StoreClient
+from memray.store.rows import row_to_message
+from memray.text import estimate_tokens
 
 __all__ = ["ConversationHost"]
 
@@ -62,7 +50,7 @@ log = logging.getLogger(__name__)
 
 
 class ConversationHost:
-    def __init__(self, host_id: int, config: MemoryConfig, store: ActorRef, shards: list[ActorRef]) -> None:
+    def __init__(self, host_id: int, config: MemoryConfig, store: StoreClient, shards: list[ShardClient]) -> None:
         self.host_id = host_id
         self.config = config
         self._store = store
@@ -76,7 +64,6 @@ class ConversationHost:
         self._ledger = AckLedger(os.path.join(config.root, "hosts", f"host-{host_id}.ledger"))
         self._lost: dict[ConversationKey, dict[str, int]] = {}  # resolved at start, not yet reported
         self.lost_on_restart = 0
-        self.dead_letters = 0
 
     async def start(self) -> None:
         """Build the embedder, router, committer and pipeline (in the actor's own process), and
@@ -91,22 +78,15 @@ class ConversationHost:
     async def _start(self) -> None:
         if not self._started:
             self._build()
-        await self._resolve_ledger()
+        for d in await self._writes.resolve_ledger():
+            self._lost.setdefault(ConversationKey(d.app, d.user_id, d.conversation_id), {})[d.id] = d.seq
+            self.lost_on_restart += 1
         if self.host_id == 0:
             await self._pipeline.sweep()
 
     def _build(self) -> None:
         self._started = True
-        from memray.conversation.summary import SummaryKeeper, build_summarizer
-        from memray.embedding import build_embedder
-        from memray.embedding.active import resolve_config
-
         self.config = resolve_config(self.config)  # a re-embedding job may have switched models
-        from memray.index.router import ShardRouter
-        from memray.text import estimate_tokens
-
-        self._estimate = estimate_tokens
-        self._committer = GroupCommitter(self._store)
         self._router = ShardRouter(self._shards)
         self._embedder = build_embedder(self.config.embedder)
         self._pipeline = EmbeddingPipeline(
@@ -114,42 +94,25 @@ class ConversationHost:
         )
         self._pipeline.on_indexed = self._on_indexed
         summarizer = build_summarizer(self.config.summarizer)
-        self._keeper = None if summarizer is None else SummaryKeeper(self._store, summarizer, self.config.summarizer, estimate_tokens)
-        self._titler: Titler | None = None
+        self._keeper = (
+            None
+            if summarizer is None
+            else SummaryKeeper(self._store, summarizer, self.config.summarizer, estimate_tokens)
+        )
+        titler = None
         if self.config.summarizer.titles and hasattr(summarizer, "title"):
-            self._titler = Titler(self._store, summarizer)  # type: ignore[arg-type]
-        self._lookup: Coalescer[tuple[ConversationKey, list[str]], dict[str, int]] = Coalescer(
-            lambda asks: self._store.call("stored_seqs", asks), 4096)
-
-    async def _resolve_ledger(self) -> None:
-        """Acknowledged messages of a previous incarnation that the store lacks become ``lost``
-        dead letters (their seqs kept from reuse), counted and reported; then a fresh ledger.
-        Host 0 also resolves the ledgers of hosts that no longer exist (fewer ``hosts`` now)."""
-        orphans = [AckLedger(p) for p in self._orphan_ledgers()] if self.host_id == 0 else []
-        records = [r for ledger in [self._ledger, *orphans] for r in ledger.read()]
-        if records:
-            reason = (f"acknowledged (durable=False) but not yet stored when host {self.host_id} stopped: "
-                      "lost within the debounce window")
-            letters: list[DeadLetter] = await self._store.call(
-                "resolve_acknowledged", [(r.key, r.id, r.seq) for r in records], reason)
-            for d in letters:
-                self._lost.setdefault(ConversationKey(d.app, d.user_id, d.conversation_id), {})[d.id] = d.seq
-            if letters:
-                self.lost_on_restart += len(letters)
-                MESSAGES_LOST.inc(len(letters), {"host": str(self.host_id)})
-                log.warning("host %d restarted: %d acknowledged messages in %d conversations were not yet durable "
-                            "and are lost; recorded as dead letters", self.host_id, len(letters),
-                            len({(d.app, d.user_id, d.conversation_id) for d in letters}))
-        self._ledger.reset()
-        for ledger in orphans:
-            os.remove(ledger.path)
-
-    def _orphan_ledgers(self) -> list[str]:
-        folder = os.path.dirname(self._ledger.path)
-        names = os.listdir(folder) if os.path.isdir(folder) else []
-        return [os.path.join(folder, n) for n in sorted(names)
-                if n.startswith("host-") and n.endswith(".ledger") and n[5:-7].isdigit()
-                and int(n[5:-7]) >= self.config.hosts]
+            titler = Titler(self._store, summarizer)  # type: ignore[arg-type]
+        self._writes = WritePath(
+            self.host_id,
+            self.config,
+            self._store,
+            self._ledger,
+            self._lag,
+            self._pipeline,
+            self._keeper,
+            lambda: self._conversations.values(),
+            titler,
+        )
 
     # -- conversations in memory ------------------------------------------------------------
     async def _get(self, key: ConversationKey) -> Conversation:
@@ -168,7 +131,7 @@ class ConversationHost:
             futures = {k: loop.create_future() for k in todo}
             self._loading.update(futures)
             try:
-                snaps = await self._store.call("load_conversations", todo, self.config.buffer_window)
+                snaps = await self._store.load_conversations(todo, self.config.buffer_window)
                 for k, snap in zip(todo, snaps):
                     self._conversations[k] = conv = self._make(k, snap)
                     futures[k].set_result(conv)
@@ -188,171 +151,42 @@ class ConversationHost:
         buffer = MessageBuffer(window)
         for row in snap.recent:
             buffer.put_durable(row_to_message(row))
-        conv = Conversation(key, buffer, self._make_chain, snap.last_seq, whole=len(snap.recent) < window)
+        conv = Conversation(key, buffer, self._writes.make_chain, snap.last_seq, whole=len(snap.recent) < window)
         if snap.last_seq == 0:
             conv.unsummarized_tokens = 0  # a new conversation: count as it grows, no store read
         conv.lost = self._lost.pop(key, None)
         return conv
 
-    def _make_chain(self, conv: Conversation) -> PersistChain:
-        return PersistChain(
-            lambda: self._write(conv), self.config.debounce_ms / 1000.0,
-            self.config.retry_backoff_s, self.config.retry_backoff_max_s,
-        )
-
     # -- writes -----------------------------------------------------------------------------
-    async def add(self, key: ConversationKey, messages: list[Message], durable: bool = False,
-                  retried: bool = False) -> list[int]:
+    async def add(
+        self, key: ConversationKey, messages: list[Message], durable: bool = False, retried: bool = False
+    ) -> list[int]:
         """Add messages; their seqs, in order. ``retried``: the caller sent this call before and
         may not have had the answer (its host died): ids it sent keep the seqs they got."""
         conv = await self._get(key)
-        seqs = (await self._assign([(conv, messages)], retried))[0]
+        seqs = (await self._writes.assign([(conv, messages)], retried))[0]
         self._lag.acked(key, [m.id for m in messages])
         if durable:
-            await self._flush_one(conv, self.config.write_timeout_s)
+            await self._writes.flush_one(conv, self.config.write_timeout_s)
         return seqs
 
-    async def add_many(self, batch: list[tuple[ConversationKey, list[Message]]], durable: bool = False,
-                       retried: bool = False) -> list[list[int]]:
+    async def add_many(
+        self, batch: list[tuple[ConversationKey, list[Message]]], durable: bool = False, retried: bool = False
+    ) -> list[list[int]]:
         """Add to many conversations in one call; seqs per conversation, in input order."""
         convs = await self._get_many([k for k, _ in batch])
         by_key = {c.key: c for c in convs}
-        out = await self._assign([(by_key[k], msgs) for k, msgs in batch], retried)
+        out = await self._writes.assign([(by_key[k], msgs) for k, msgs in batch], retried)
         now = time.monotonic()
         for k, msgs in batch:
             self._lag.acked(k, [m.id for m in msgs], now)
         if durable:
-            await self._flush_all(list(by_key.values()), self.config.write_timeout_s)
+            await self._writes.flush_all(list(by_key.values()), self.config.write_timeout_s)
         return out
 
-    async def _assign(self, work: list[tuple[Conversation, list[Message]]], retried: bool) -> list[list[int]]:
-        """Give the messages of each (conversation, messages) their seqs, in arrival order per
-        conversation, then record them in the ledger — before the caller hears of them.
-
-        Fast path (almost every call): no id needs a store lookup and no earlier add of the
-        conversation is waiting for one; everything runs synchronously. Otherwise the adds of
-        that conversation form a queue (``conv.tail``): each waits for the one before it."""
-        needs = [c.needs_lookup(msgs, retried) for c, msgs in work]
-        slow = [i for i, (c, _) in enumerate(work) if needs[i] or c.tail is not None]
-        out: list[list[int]] = [[] for _ in work]
-        if not slow:
-            for i, (c, msgs) in enumerate(work):
-                out[i] = c.add(msgs, c.lost)
-        else:
-            loop = asyncio.get_running_loop()
-            queued: list[tuple[int, asyncio.Future[None] | None, asyncio.Future[None]]] = []
-            for i, (c, msgs) in enumerate(work):
-                if i in slow:
-                    fut: asyncio.Future[None] = loop.create_future()
-                    queued.append((i, c.tail, fut))
-                    c.tail = fut
-                else:
-                    out[i] = c.add(msgs, c.lost)
-            try:
-                found = await asyncio.gather(*(self._stored(work[i][0].key, needs[i]) for i, _, _ in queued))
-                for (i, prev, fut), stored in zip(queued, found):
-                    if prev is not None:
-                        await prev
-                    conv, msgs = work[i]
-                    out[i] = conv.add(msgs, {**(conv.lost or {}), **stored})
-                    fut.set_result(None)
-            finally:
-                for i, _, fut in queued:
-                    if not fut.done():
-                        fut.set_result(None)
-                    if work[i][0].tail is fut:
-                        work[i][0].tail = None
-        self._ledger.append((c.key, [(m.id, s) for m, s in zip(msgs, seqs)]) for (c, msgs), seqs in zip(work, out))
-        return out
-
-    async def _stored(self, key: ConversationKey, ids: list[str]) -> dict[str, int]:
-        return await self._lookup.get((key, ids)) if ids else {}
-
-    async def _write(self, conv: Conversation) -> int:
-        """Persist what ``conv`` has pending; return the highest seq now settled (committed, or
-        dead-lettered: a row the store rejects never blocks the rows after it)."""
-        if conv.deleted:
-            conv.buffer.drain()
-            return conv.durable_seq
-        msgs = conv.buffer.drain()
-        if not msgs:
-            return conv.durable_seq
-        ids = [m.id for m in msgs]
-        rows: list[MessageRow] = []
-        broken: list[DeadLetter] = []
-        for m in msgs:
-            try:
-                rows.append(message_to_row(conv.key, m))
-            except Exception as exc:  # cannot even be serialised: nothing to retry
-                broken.append(DeadLetter(conv.key.app, conv.key.user_id, conv.key.conversation_id, m.id, m.seq or 0,
-                                         "rejected", f"{type(exc).__name__}: {exc}"[:2000], ""))
-        try:
-            if broken:
-                await self._store.call("record_dead_letters", broken)
-            outcome = await self._committer.submit(rows) if rows else Outcome([], [])
-        except BaseException:
-            conv.buffer.mark_pending(ids)
-            raise
-        conv.buffer.settle(ids)
-        self._lag.committed(conv.key, ids)
-        rejected = [*broken, *outcome.rejected]
-        bad = {d.id for d in broken} | set(outcome.rejected_ids)
-        corrected = {c[3]: c for c in outcome.corrections}
-        gone = bad | set(corrected) | (conv.outside or set()).intersection(ids)
-        for mid in gone:  # dead-lettered, or held by the store under an older seq: out of the tail
-            conv.buffer.discard(mid)
-        if conv.outside:
-            conv.outside.difference_update(ids)
-        if rejected:
-            self._dead_lettered(conv, rejected)
-        rows = [r._replace(seq=corrected[r.id][4], created_at=corrected[r.id][5]) if r.id in corrected else r
-                for r in rows if r.id not in bad]
-        self._after_commit(conv, rows)
-        if self._ledger.due:
-            self._compact_ledger()
-        kept = [m.seq or 0 for m in msgs if m.id not in corrected]
-        return max(kept) if kept else conv.durable_seq
-
-    def _dead_lettered(self, conv: Conversation, letters: list[DeadLetter]) -> None:
-        conv.report(letters)
-        self.dead_letters += len(letters)
-        DEAD_LETTERS.inc(len(letters), {"host": str(self.host_id)})
-        log.warning("%d message(s) of %s rejected by the store and recorded as dead letters: %s", len(letters),
-                    conv.key, "; ".join(f"{d.id!r} seq {d.seq}: {d.error}" for d in letters[:3]))
-
-    def _compact_ledger(self) -> None:
-        """Rewrite the ledger with only what is not yet durable (conversations held here)."""
-        self._ledger.rewrite(
-            (c.key, [(m.id, m.seq or 0) for m in c.buffer.unsettled()]) for c in self._conversations.values())
-
-    def _after_commit(self, conv: Conversation, rows: list[MessageRow]) -> None:
-        ns = conversation_namespace(conv.key)
-        self._pipeline.submit([
-            PendingItem(ns, r.id, r.text, float(r.seq), message_payload(r), columns_of(r.created_at, r.sim_time, r.importance))
-            for r in rows if r.text
-        ])
-        if self._titler is not None:
-            self._titler.consider(conv.key, rows)
-        if self._keeper is None:
-            return
-        if conv.unsummarized_tokens >= 0:
-            conv.unsummarized_tokens += sum(self._estimate(r.text) for r in rows)
-        if (conv.unsummarized_tokens < 0 or conv.unsummarized_tokens >= self.config.summarizer.trigger_tokens) and not conv.summarizing:
-            conv.summarizing = True
-            asyncio.get_running_loop().create_task(self._summarize(conv))
-
-    async def _summarize(self, conv: Conversation) -> None:
-        assert self._keeper is not None
-        try:
-            await self._keeper.maybe_update(conv.key, conv.durable_seq)
-            counted = self._keeper.pending_tokens(conv.key)
-            conv.unsummarized_tokens = counted if counted is not None else 0
-        except Exception as exc:  # the summary is retried on the next write
-            log.warning("summary of %s failed: %r", conv.key, exc)
-        finally:
-            conv.summarizing = False
-
-    async def flush(self, key: ConversationKey | None = None, timeout_s: float | None = None, report: bool = True) -> None:
+    async def flush(
+        self, key: ConversationKey | None = None, timeout_s: float | None = None, report: bool = True
+    ) -> None:
         """Make everything acknowledged so far durable (one conversation, or all of this host's).
 
         Raises :class:`DeadLetterError` naming the messages of these conversations that could not
@@ -364,34 +198,15 @@ class ConversationHost:
             return
         if key is not None and key not in self._conversations and key in self._lost:
             await self._get(key)  # not held since the restart: load it so its losses are reported
-        convs = [self._conversations[key]] if key is not None and key in self._conversations else (
-            [] if key is not None else [c for c in self._conversations.values() if not c.buffer.settled]
-        )  # all of a host's conversations: only those with a write to wait for (thousands are idle)
-        await self._flush_all(convs, self.config.write_timeout_s if timeout_s is None else timeout_s, report, report)
-
-    async def _flush_one(self, conv: Conversation, timeout_s: float | None, report_lost: bool = True,
-                         report_failed: bool = True) -> None:
-        await conv.flush(timeout_s)
-        letters = conv.take_failed() if report_failed else []
-        if conv.lost and report_lost:  # lost in a restart, unless a retried add has stored them since
-            lost, conv.lost = conv.lost, None
-            stored = (await self._store.call("stored_seqs", [(conv.key, list(lost))]))[0]
-            reason = f"acknowledged (durable=False) but not yet stored when host {self.host_id} stopped"
-            letters += [DeadLetter(conv.key.app, conv.key.user_id, conv.key.conversation_id, i, s, "lost", reason, "")
-                        for i, s in lost.items() if i not in stored]
-        if letters:
-            raise DeadLetterError([(d.app, d.user_id, d.conversation_id, d.id, d.seq, d.kind, d.error) for d in letters])
-
-    async def _flush_all(self, convs: list[Conversation], timeout_s: float | None, report_lost: bool = True,
-                         report_failed: bool = True) -> None:
-        results = await asyncio.gather(*(self._flush_one(c, timeout_s, report_lost, report_failed) for c in convs),
-                                       return_exceptions=True)
-        letters = [x for r in results if isinstance(r, DeadLetterError) for x in r.letters]
-        for r in results:
-            if isinstance(r, BaseException) and not isinstance(r, DeadLetterError):
-                raise r
-        if letters:
-            raise DeadLetterError(letters)
+        convs = (
+            [self._conversations[key]]
+            if key is not None and key in self._conversations
+            # all of a host's conversations: only those with a write to wait for (thousands are idle)
+            else ([] if key is not None else [c for c in self._conversations.values() if not c.buffer.settled])
+        )
+        await self._writes.flush_all(
+            convs, self.config.write_timeout_s if timeout_s is None else timeout_s, report, report
+        )
 
     async def wait_indexed(self, timeout_s: float | None = None) -> bool:
         """Flush, then wait until every durable message has been embedded and indexed (False on
@@ -403,11 +218,19 @@ class ConversationHost:
 
     # -- reads ------------------------------------------------------------------------------
     async def messages(
-        self, key: ConversationKey, limit: int | None = None, before_seq: int | None = None,
-        after_seq: int | None = None, roles: list[str] | None = None, metadata: dict[str, Any] | None = None,
-        window: Window | None = None, agent_id: str | None = None, sub_agent_id: str | None = None,
+        self,
+        key: ConversationKey,
+        limit: int | None = None,
+        before_seq: int | None = None,
+        after_seq: int | None = None,
+        roles: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        window: Window | None = None,
+        agent_id: str | None = None,
+        sub_agent_id: str | None = None,
     ) -> list[Message]:
         conv = await self._get(key)
+
         def keep(m: Message) -> bool:
             return matches(m, before_seq, after_seq, roles, metadata, window, agent_id, sub_agent_id)
 
@@ -415,8 +238,9 @@ class ConversationHost:
         if after_seq is None and roles is None and not metadata and not filtered and conv.covers(before_seq, limit):
             held = [m for m in conv.buffer.recent() if keep(m)]
             return held[-limit:] if limit else held if limit is None else []
-        rows = await self._store.call("get_messages", key, limit, before_seq, after_seq, roles, metadata,
-                                      window, agent_id, sub_agent_id)
+        rows = await self._store.get_messages(
+            key, limit, before_seq, after_seq, roles, metadata, window, agent_id, sub_agent_id
+        )
         return overlay([row_to_message(r) for r in rows], conv.buffer.unsettled(), limit, keep)
 
     async def recent_many(self, requests: list[tuple[ConversationKey, int]]) -> list[tuple[list[Message], Tail]]:
@@ -459,7 +283,7 @@ class ConversationHost:
         self._lag.forget(key)
         await conv.close()
         if self._started:
-            self._compact_ledger()  # its acknowledgements leave the ledger file too
+            self._writes.compact_ledger()  # its acknowledgements leave the ledger file too
         ns = conversation_namespace(key)
         self._pipeline.forget(lambda n: n == ns)
         if self._keeper is not None:
@@ -479,7 +303,7 @@ class ConversationHost:
         refs = [(ns, i) for i in ids]
         self._pipeline.forget_items(refs)
         await self._pipeline.wait_idle(timeout_s)
-        counts: dict[str, int] = await self._store.call("delete_messages", key, ids)
+        counts: dict[str, int] = await self._store.delete_messages(key, ids)
         counts["vectors"] = await self._router.delete(refs)
         return counts
 
@@ -504,7 +328,7 @@ class ConversationHost:
         self._pipeline.forget_if(lambda item: item.namespace == ns and item.recency <= upto)
         await self._pipeline.wait_idle(timeout_s)
         counts: dict[str, int]
-        counts, ids = await self._store.call("clear_messages", key, upto)
+        counts, ids = await self._store.clear_messages(key, upto)
         counts["vectors"] = await self._router.delete([(ns, i) for i in ids])
         if self._keeper is not None:
             self._keeper.forget(key)
@@ -521,7 +345,9 @@ class ConversationHost:
         held: set[str] = set()
         if conv is not None:
             held = {m.id for m in conv.buffer.recent()} | set(conv.unindexed or ())
-        queued = self._pipeline.count_if(lambda item: item.namespace == ns and (wanted is None or item.doc_id in wanted))
+        queued = self._pipeline.count_if(
+            lambda item: item.namespace == ns and (wanted is None or item.doc_id in wanted)
+        )
         return {"host_messages": len(held if wanted is None else held & wanted), "host_queued": queued}
 
     async def unconfirmed(self) -> list[tuple[Namespace, str]]:
@@ -538,7 +364,7 @@ class ConversationHost:
         await asyncio.gather(*(self.evict(k) for k in keys))
         for k in [k for k in self._lost if k.app == app and k.user_id == user_id]:
             del self._lost[k]
-        self._compact_ledger()
+        self._writes.compact_ledger()
         self._pipeline.forget(lambda n: n.app == app and n.user_id == user_id)
         await self._pipeline.wait_idle(timeout_s)
         return len(keys)
@@ -565,8 +391,6 @@ class ConversationHost:
     async def set_embedder(self, config: EmbedderConfig) -> str:
         """Embed new writes with the model ``config`` describes from now on (the re-embedding
         job's switch). Returns its model id. Idempotent."""
-        from memray.embedding import build_embedder
-
         await self.start()
         embedder = build_embedder(config)
         self.config = self.config.model_copy(update={"embedder": config})
@@ -580,14 +404,14 @@ class ConversationHost:
             "pid": os.getpid(),
             "conversations": len(self._conversations),
             "pending": sum(c.buffer.pending_count for c in self._conversations.values()),
-            "commits": self._committer.commits,
-            "rows": self._committer.rows,
+            "commits": self._writes.committer.commits,
+            "rows": self._writes.committer.rows,
             "embedded": self._pipeline.embedded,
             "embedding_failures": self._pipeline.failures,
             "embedding_error": self._pipeline.last_error,
-            "dead_letters": self.dead_letters,
+            "dead_letters": self._writes.dead_letters,
             "lost_on_restart": self.lost_on_restart,
-            "rss_bytes": _rss_bytes(),
+            "rss_bytes": rss_bytes(),
         }
 
     async def ping(self) -> bool:
@@ -612,7 +436,7 @@ class ConversationHost:
         timeout = self.config.write_timeout_s if timeout_s is None else timeout_s
         convs = list(self._conversations.values())
         try:  # losses of an earlier incarnation were reported when it restarted: not again here
-            await self._flush_all(convs, timeout, report_lost=False)
+            await self._writes.flush_all(convs, timeout, report_lost=False)
         except DeadLetterError as exc:
             report["dead_letters"] = len(exc.letters)
             report["error"] = str(exc)
@@ -627,11 +451,3 @@ class ConversationHost:
             self._ledger.reset()  # everything acknowledged is durable: nothing to resolve next time
         self._ledger.close()
         return report
-
-
-def _rss_bytes() -> int:
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except OSError:
-        return 0

@@ -16,7 +16,7 @@ the highest seq it made durable (or raising, after re-marking what it drained as
 from __future__ import annotations
 
 import asyncio
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from memray.errors import StoreError, UnavailableError
 
@@ -30,11 +30,25 @@ UNAVAILABLE_BACKOFF_MAX_S = 0.25
 
 class PersistChain:
     __slots__ = (
-        "_write", "_debounce_s", "_backoff_s", "_backoff_max_s", "_deadline", "_timer", "_task",
-        "_requested", "_done", "_changed", "last_durable_seq", "failures", "last_error", "_stopped",
+        "_write",
+        "_debounce_s",
+        "_backoff_s",
+        "_backoff_max_s",
+        "_deadline",
+        "_timer",
+        "_task",
+        "_requested",
+        "_done",
+        "_changed",
+        "last_durable_seq",
+        "failures",
+        "last_error",
+        "_stopped",
     )
 
-    def __init__(self, write: WriteFn, debounce_s: float = 0.2, backoff_s: float = 0.05, backoff_max_s: float = 5.0) -> None:
+    def __init__(
+        self, write: WriteFn, debounce_s: float = 0.2, backoff_s: float = 0.05, backoff_max_s: float = 5.0
+    ) -> None:
         self._write = write
         self._debounce_s = debounce_s
         self._backoff_s = backoff_s
@@ -90,8 +104,11 @@ class PersistChain:
                     await asyncio.sleep(delay)
                     # an actor restarting answers at once that it is down: poll it often, so a
                     # store back after 3 s is written to at once, not after a 5 s backoff
-                    cap = min(self._backoff_max_s, UNAVAILABLE_BACKOFF_MAX_S) if isinstance(exc, UnavailableError) \
+                    cap = (
+                        min(self._backoff_max_s, UNAVAILABLE_BACKOFF_MAX_S)
+                        if isinstance(exc, UnavailableError)
                         else self._backoff_max_s
+                    )
                     delay = min(delay * 2, cap)
                     continue
                 delay = self._backoff_s

@@ -26,34 +26,35 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from memray.conversation.client import HostClient
 from memray.conversation.context import assemble
+from memray.conversation.instructions import render_instructions
 from memray.conversation.tail import Tail, score_tail, support_neighbours
-from memray.conversation.working_memory import WorkingMemory, render_instructions
+from memray.conversation.working_memory import WorkingMemory
 from memray.embedding.query import Encoded, QueryEncoder
-from memray.ids import ConversationKey
+from memray.ids import ConversationKey, Namespace, conversation_namespace
 from memray.index.base import ShardHit
 from memray.index.columns import columns_of
 from memray.index.fusion import hit_order, rank
 from memray.metrics import DEGRADED_RECALLS, SEARCH_LATENCY
-from memray.models import Context, Hit, Message, RetrievalMode
-from memray.runtime.batch import Coalescer
-from memray.runtime.ref import ActorRef
+from memray.models import Context, Hit, Merge, Message, RetrievalMode, Scope
+from memray.rpc.batch import Coalescer
 from memray.scoring import Stream, Window
-from memray.store.rows import Namespace, conversation_namespace, row_to_message
+from memray.store.base import WMScope
+from memray.store.client import StoreClient
+from memray.store.rows import row_to_message
 
 if TYPE_CHECKING:
     from memray.index.router import RouterResult, ShardRouter
 
-__all__ = ["Recall", "SearchResults", "Scope", "Merge"]
+__all__ = ["Recall", "SearchResults"]
 
 log = logging.getLogger(__name__)
 
-Scope = Literal["conversation", "user"]
-Merge = Literal["append", "prepend", "interleave"]
 #: At most this many messages this process added are kept for read-your-writes until a search
 #: sees them indexed; past it the oldest conversations' are dropped (found once indexed).
 WRITTEN_CAP = 100_000
@@ -70,8 +71,13 @@ class SearchResults(list[Hit]):
 
 class Recall:
     def __init__(
-        self, encoder: QueryEncoder, router: ShardRouter, store: ActorRef, default_mode: RetrievalMode,
-        host_for: Callable[[ConversationKey], ActorRef], neighbour_weight: float = 0.0,
+        self,
+        encoder: QueryEncoder,
+        router: ShardRouter,
+        store: StoreClient,
+        default_mode: RetrievalMode,
+        host_for: Callable[[ConversationKey], HostClient],
+        neighbour_weight: float = 0.0,
     ) -> None:
         self.encoder = encoder
         self._router = router
@@ -88,8 +94,8 @@ class Recall:
         #: The newest recent messages context() keeps even when the summary covers them
         #: (``SummarizerConfig.keep_messages``; the facade sets it).
         self.keep_messages = 6
-        self._extras_batch: Coalescer[tuple[ConversationKey, str], tuple[str | None, str | None, int]] = Coalescer(
-            lambda requests: self._store.call("context_extras", requests)
+        self._extras_batch: Coalescer[tuple[ConversationKey, WMScope], tuple[str | None, str | None, int]] = Coalescer(
+            lambda requests: self._store.context_extras(requests)
         )
 
     def written(self, key: ConversationKey, messages: list[Message], seqs: list[int]) -> None:
@@ -161,16 +167,28 @@ class Recall:
 
     # -- search -----------------------------------------------------------------------------
     async def search(
-        self, key: ConversationKey, query: str, limit: int, min_score: float | None = None,
-        mode: RetrievalMode | None = None, scope: Scope = "conversation", stream: Stream | None = None,
+        self,
+        key: ConversationKey,
+        query: str,
+        limit: int,
+        min_score: float | None = None,
+        mode: RetrievalMode | None = None,
+        scope: Scope = "conversation",
+        stream: Stream | None = None,
         window: Window | None = None,
     ) -> SearchResults:
         """``stream``: memory-stream scoring; ``window``: time bounds (:mod:`memray.scoring`)."""
         return await self._search(key, query, limit, min_score, mode, scope, None, stream, window)
 
     async def search_app(
-        self, app: str, query: str, limit: int, min_score: float | None = None, mode: RetrievalMode | None = None,
-        stream: Stream | None = None, window: Window | None = None,
+        self,
+        app: str,
+        query: str,
+        limit: int,
+        min_score: float | None = None,
+        mode: RetrievalMode | None = None,
+        stream: Stream | None = None,
+        window: Window | None = None,
     ) -> SearchResults:
         """Every conversation of ``app`` (all users): fans out to every shard, merges the top
         ``limit``. Sees what is indexed (no read-your-writes tail: that would ask every host)."""
@@ -186,8 +204,16 @@ class Recall:
         return await self.encoder.encode(query, mode or self._mode)
 
     async def _search(
-        self, key: ConversationKey, query: str, limit: int, min_score: float | None, mode: RetrievalMode | None,
-        scope: Scope, host_tail: Awaitable[Tail] | None, stream: Stream | None = None, window: Window | None = None,
+        self,
+        key: ConversationKey,
+        query: str,
+        limit: int,
+        min_score: float | None,
+        mode: RetrievalMode | None,
+        scope: Scope,
+        host_tail: Awaitable[Tail] | None,
+        stream: Stream | None = None,
+        window: Window | None = None,
     ) -> SearchResults:
         """A search; its read-your-writes tail is this process's unseen writes (``host_tail``
         None), or the conversation's host's tail (context())."""
@@ -229,7 +255,7 @@ class Recall:
         return _finish(out, result.degraded or tail_failure is not None, reason, encoded.failed, scope, t0)
 
     def _merge(
-        self, hits: list[ShardHit], tails: Tails, encoded: Encoded, request: Any, stats: Any,
+        self, hits: list[ShardHit], tails: Tails, encoded: Encoded, request: Any, stats: Any
     ) -> tuple[list[ShardHit], dict[tuple[Namespace, str], Message]]:
         """The shard's hits and the tails' scored messages, best ``request.k`` first. A message in
         a tail is newer than (or absent from) the shard's copy: the tail's version wins."""
@@ -247,13 +273,24 @@ class Recall:
         if self._neighbour_weight > 0.0:  # as the shard does (memray.index.fusion), before stream ranking
             for ns in {ns for ns, _ in pending}:
                 at = [n for n, (n_ns, _) in enumerate(pending) if n_ns == ns]
-                known = {int(h.recency): h.score for h in merged if Namespace(*h.namespace) == ns and request.stream is None}
-                for n, score in zip(at, support_neighbours([msgs[n].seq or 0 for n in at], [relevance[n] for n in at],
-                                                           known, self._neighbour_weight)):
+                known = {
+                    int(h.recency): h.score for h in merged if Namespace(*h.namespace) == ns and request.stream is None
+                }
+                for n, score in zip(
+                    at,
+                    support_neighbours(
+                        [msgs[n].seq or 0 for n in at], [relevance[n] for n in at], known, self._neighbour_weight
+                    ),
+                ):
                     relevance[n] = score
         columns = np.array([columns_of(m.created_at, m.sim_time, m.importance) for m in msgs], dtype=np.float64)
-        scores = rank(np.array(relevance, dtype=np.float64), columns.reshape(-1, 3), request.min_score, request.stream,
-                      request.window)
+        scores = rank(
+            np.array(relevance, dtype=np.float64),
+            columns.reshape(-1, 3),
+            request.min_score,
+            request.stream,
+            request.window,
+        )
         for (ns, msg), score in zip(pending, scores.tolist()):
             if score == score:  # NaN: not a hit (outside the window, or under the relevance floor)
                 merged.append(ShardHit(ns, msg.id, score, float(msg.seq or 0), ""))
@@ -269,33 +306,48 @@ class Recall:
                 missing.setdefault((h.namespace.app, h.namespace.user_id), []).append((h.namespace.scope, h.doc_id))
         by_ref: dict[tuple[str, str, str, str], Message] = {}
         for (app, user_id), refs in missing.items():
-            for r in await self._store.call("fetch_messages", app, user_id, refs):
+            for r in await self._store.fetch_messages(app, user_id, refs):
                 by_ref[(app, user_id, r.conversation_id, r.id)] = row_to_message(r)
         out = []
         for h in hits:
             ns = Namespace(*h.namespace)
             msg = from_tail.get((ns, h.doc_id))
             if msg is None:
-                msg = Message.model_validate_json(h.payload) if h.payload else by_ref.get((ns.app, ns.user_id, ns.scope, h.doc_id))
+                msg = (
+                    Message.model_validate_json(h.payload)
+                    if h.payload
+                    else by_ref.get((ns.app, ns.user_id, ns.scope, h.doc_id))
+                )
             if msg is not None:  # a hit deleted meanwhile is dropped
                 out.append(Hit(message=msg, score=h.score, conversation_id=ns.scope))
         return out
 
     # -- context ----------------------------------------------------------------------------
-    def _recent(self, host: ActorRef, key: ConversationKey, limit: int) -> Awaitable[tuple[list[Message], Tail]]:
+    def _recent(self, host: HostClient, key: ConversationKey, limit: int) -> Awaitable[tuple[list[Message], Tail]]:
         """The host's recent messages and tail, batched with the other context() calls to that host."""
         batch = self._recent_batches.get(host.label)
         if batch is None:
+
             async def fetch(requests: list[tuple[ConversationKey, int]]) -> list[tuple[list[Message], Tail]]:
-                return [(msgs, Tail(*tail)) for msgs, tail in await host.call("recent_many", requests)]
+                return [(msgs, Tail(*tail)) for msgs, tail in await host.recent_many(requests)]
 
             batch = self._recent_batches[host.label] = Coalescer(fetch)
         return batch.get((key, limit))
 
     async def context(
-        self, host: ActorRef, key: ConversationKey, wm: WorkingMemory, query: str | None, limit: int = 10, semantic_limit: int = 5,
-        merge: Merge = "append", scope: Scope = "conversation", token_budget: int | None = None,
-        mode: RetrievalMode | None = None, min_score: float | None = None, stream: Stream | None = None,
+        self,
+        host: HostClient,
+        key: ConversationKey,
+        wm: WorkingMemory,
+        query: str | None,
+        limit: int = 10,
+        semantic_limit: int = 5,
+        merge: Merge = "append",
+        scope: Scope = "conversation",
+        token_budget: int | None = None,
+        mode: RetrievalMode | None = None,
+        min_score: float | None = None,
+        stream: Stream | None = None,
     ) -> Context:
         recent_call = asyncio.ensure_future(self._recent(host, key, limit))
         extras_call = self._extras(key, wm)
@@ -307,7 +359,9 @@ class Recall:
             return (await recent_call)[1]
 
         recall_call = self._search(key, query, semantic_limit + limit, min_score, mode, scope, host_tail(), stream)
-        got_recent, extras, recalled = await asyncio.gather(recent_call, extras_call, recall_call, return_exceptions=True)
+        got_recent, extras, recalled = await asyncio.gather(
+            recent_call, extras_call, recall_call, return_exceptions=True
+        )
         if isinstance(got_recent, BaseException):
             raise got_recent
         summary, block, through = (None, None, 0) if isinstance(extras, BaseException) else extras
@@ -321,9 +375,14 @@ class Recall:
             hits = [h.message for h in recalled if h.message.id not in seen][:semantic_limit]
             degraded, reason = recalled.degraded, recalled.reason
         if isinstance(extras, BaseException):
-            degraded, reason = True, (reason + "; " if reason else "") + f"summary/working memory unavailable: {extras!r}"
+            degraded, reason = (
+                True,
+                (reason + "; " if reason else "") + f"summary/working memory unavailable: {extras!r}",
+            )
         ctx = assemble(recent, hits, merge, summary, block, token_budget)
-        if isinstance(recalled, BaseException) or isinstance(extras, BaseException):  # (a degraded search counted itself)
+        if isinstance(recalled, BaseException) or isinstance(
+            extras, BaseException
+        ):  # (a degraded search counted itself)
             DEGRADED_RECALLS.inc(1, {"scope": "context"})
         return ctx.model_copy(update={"degraded": degraded, "reason": reason})
 

@@ -82,7 +82,9 @@ def score_tail(messages: list[Message], query: Query, stats: Bm25Stats, vectors:
     out = []
     for n, tf in enumerate(counts):
         lexical = lexical_score(bm25(tf, sum(tf.values()), terms, merged), ideal) if terms else 0.0
-        vec = vector_score(float(vectors[n] @ qvec), query.threshold) if qvec is not None and vectors is not None else 0.0
+        vec = (
+            vector_score(float(vectors[n] @ qvec), query.threshold) if qvec is not None and vectors is not None else 0.0
+        )
         if query.mode == "lexical":
             out.append(lexical)
         elif query.mode == "vector":
@@ -97,4 +99,6 @@ def support_neighbours(seqs: list[int], scores: list[float], known: dict[int, fl
     (:func:`memray.index.fusion.neighbour_support`): a neighbour's score comes from the tail
     itself or from ``known`` (the shard's scores of that conversation's messages by seq)."""
     by_seq = {**known, **dict(zip(seqs, scores))}
-    return [neighbour_support(s, max(by_seq.get(q - 1, 0.0), by_seq.get(q + 1, 0.0)), weight) for q, s in zip(seqs, scores)]
+    return [
+        neighbour_support(s, max(by_seq.get(q - 1, 0.0), by_seq.get(q + 1, 0.0)), weight) for q, s in zip(seqs, scores)
+    ]

@@ -15,7 +15,7 @@ import logging
 from typing import Protocol
 
 from memray.ids import ConversationKey
-from memray.runtime.ref import ActorRef
+from memray.store.client import StoreClient
 from memray.store.rows import MessageRow
 
 __all__ = ["Titler", "TitleSource", "TITLE_WINDOW", "TITLE_CHARS"]
@@ -35,7 +35,7 @@ class TitleSource(Protocol):
 
 
 class Titler:
-    def __init__(self, store: ActorRef, source: TitleSource) -> None:
+    def __init__(self, store: StoreClient, source: TitleSource) -> None:
         self._store = store
         self._source = source
         self._busy: set[ConversationKey] = set()
@@ -51,7 +51,7 @@ class Titler:
 
     async def _title(self, key: ConversationKey, rows: list[MessageRow]) -> None:
         try:
-            info = await self._store.call("get_conversation", key)
+            info = await self._store.get_conversation(key)
             first_user = min((r for r in rows if r.role == "user"), key=lambda r: r.seq)
             automatic = first_user.text[:TITLE_CHARS]
             if info is None or info["title"] != automatic:
@@ -59,7 +59,7 @@ class Titler:
             lines = [f"{r.role}: {r.text}" for r in sorted(rows, key=lambda r: r.seq)]
             title = " ".join((await asyncio.to_thread(self._source.title, lines)).split())[:TITLE_CHARS]
             if title:
-                await self._store.call("retitle", key, automatic, title)
+                await self._store.retitle(key, automatic, title)
         except Exception as exc:  # the automatic title stays; a later commit of the opening retries
             log.warning("titling %s failed: %r", key, exc)
         finally:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from memray.embedding.base import Embedder, build_embedder
+from memray.embedding.base import Embedder
 from memray.embedding.cache import CachedEmbedder, CacheStats, EmbeddingCache, cache_key
+from memray.embedding.factory import build_embedder
 from memray.embedding.hashing import HashEmbedder
 
 if TYPE_CHECKING:

@@ -69,8 +69,12 @@ def resolve_config(config: MemoryConfig) -> MemoryConfig:
     if record is None or record.embedder == config.embedder:
         return config
     if config.embedder != EmbedderConfig():
-        log.warning("%s records model %r; using it instead of the configured embedder (re-embed with "
-                    "`memray backfill embeddings` to change models)", config.root, record.model_id)
+        log.warning(
+            "%s records model %r; using it instead of the configured embedder (re-embed with "
+            "`memray backfill embeddings` to change models)",
+            config.root,
+            record.model_id,
+        )
     return config.model_copy(update={"embedder": record.embedder})
 
 

@@ -11,7 +11,8 @@ import hashlib
 import threading
 import time
 from collections import OrderedDict
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -47,12 +48,14 @@ class EmbeddingCache:
     in-memory only: nothing is persisted, so the cache holds no durable copy of any text.
     """
 
-    def __init__(
-        self, max_entries: int, ttl_s: float, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, max_entries: int, ttl_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         if max_entries <= 0:
-            raise ValidationError("max_entries", max_entries, "must be > 0", "use 0 cache_size "
-                                  "in EmbedderConfig to disable the cache instead")
+            raise ValidationError(
+                "max_entries",
+                max_entries,
+                "must be > 0",
+                "use 0 cache_size in EmbedderConfig to disable the cache instead",
+            )
         if ttl_s <= 0:
             raise ValidationError("ttl_s", ttl_s, "must be > 0")
         self.max_entries = max_entries

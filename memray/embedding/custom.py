@@ -37,8 +37,12 @@ def _is_embedder(obj: Any) -> bool:
 def check_custom(obj: object) -> object:
     """``obj`` if it can be an embedder (module docstring), else a ValidationError."""
     if obj is None or not (_is_embedder(obj) or callable(obj)):
-        raise ValidationError("embedder", obj, "must be an Embedder (model_id, dim, embed) or a callable list[str] -> array",
-                              "or pass an EmbedderConfig for a built-in embedder")
+        raise ValidationError(
+            "embedder",
+            obj,
+            "must be an Embedder (model_id, dim, embed) or a callable list[str] -> array",
+            "or pass an EmbedderConfig for a built-in embedder",
+        )
     return obj
 
 
@@ -55,8 +59,12 @@ class CustomEmbedder:
             self._embed = inner  # type: ignore[assignment]
             probe = np.asarray(self._embed(list(_PROBE)))
             if probe.ndim != 2 or probe.shape[0] != 1 or probe.shape[1] < 1:
-                raise ValidationError("embedder", inner, f"returned shape {probe.shape} for one text",
-                                      "return an array of shape (len(texts), dim)")
+                raise ValidationError(
+                    "embedder",
+                    inner,
+                    f"returned shape {probe.shape} for one text",
+                    "return an array of shape (len(texts), dim)",
+                )
             self._dim = int(probe.shape[1])
             name = f"{getattr(inner, '__module__', '?')}.{getattr(inner, '__qualname__', type(inner).__name__)}"
             self._model_id = model_id or f"custom:{name}:{self._dim}"
@@ -81,8 +89,10 @@ class CustomEmbedder:
             raise EmbeddingError(f"custom embedder {self._model_id!r} failed: {type(exc).__name__}: {exc}") from exc
         arr = np.asarray(raw, dtype=np.float32)
         if arr.shape != (len(texts), self._dim):
-            raise EmbeddingError(f"custom embedder {self._model_id!r} returned shape {arr.shape} for {len(texts)} "
-                                 f"texts; expected ({len(texts)}, {self._dim})")
+            raise EmbeddingError(
+                f"custom embedder {self._model_id!r} returned shape {arr.shape} for {len(texts)} "
+                f"texts; expected ({len(texts)}, {self._dim})"
+            )
         if not np.isfinite(arr).all():
             raise EmbeddingError(f"custom embedder {self._model_id!r} returned a non-finite value")
         norms = np.linalg.norm(arr, axis=1, keepdims=True)

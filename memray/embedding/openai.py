@@ -32,11 +32,7 @@ __all__ = ["OpenAIEmbedder", "KNOWN_DIMS", "MAX_BATCH", "MAX_REQUEST_TOKENS"]
 MAX_BATCH = 2048
 MAX_REQUEST_TOKENS = 250_000  # the API allows 300k; the estimate is rough, so leave headroom
 #: Native dimensions of well-known models, used when ``dim`` is not given.
-KNOWN_DIMS = {
-    "text-embedding-3-small": 1536,
-    "text-embedding-3-large": 3072,
-    "text-embedding-ada-002": 1536,
-}
+KNOWN_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}
 
 
 class OpenAIEmbedder:
@@ -120,8 +116,7 @@ class OpenAIEmbedder:
         tokens = 0
         for text in texts:
             cost = estimate_tokens(text)
-            if batches[-1] and (len(batches[-1]) >= self.batch_size
-                                or tokens + cost > MAX_REQUEST_TOKENS):
+            if batches[-1] and (len(batches[-1]) >= self.batch_size or tokens + cost > MAX_REQUEST_TOKENS):
                 batches.append([])
                 tokens = 0
             batches[-1].append(text if text else " ")
@@ -136,10 +131,7 @@ class OpenAIEmbedder:
                 except ImportError as exc:  # found by find_spec, yet broken
                     raise MissingExtraError("openai", "openai") from exc
                 self._client = OpenAI(
-                    base_url=self.base_url,
-                    api_key=self.api_key,
-                    timeout=self.timeout_s,
-                    max_retries=self.max_retries,
+                    base_url=self.base_url, api_key=self.api_key, timeout=self.timeout_s, max_retries=self.max_retries
                 )
             return self._client
 
@@ -149,9 +141,7 @@ class OpenAIEmbedder:
         client = self._get_client()
         extra: dict[str, Any] = {"dimensions": self._dim} if self.send_dimensions else {}
         try:
-            response = client.embeddings.create(
-                model=self.model, input=batch, encoding_format="float", **extra
-            )
+            response = client.embeddings.create(model=self.model, input=batch, encoding_format="float", **extra)
         except openai.OpenAIError as exc:
             raise EmbeddingError(
                 f"embedding {len(batch)} texts with {self.model!r} at "

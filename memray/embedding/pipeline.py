@@ -22,17 +22,19 @@ import asyncio
 import logging
 import math
 import time
-from typing import TYPE_CHECKING, Any, Callable, Collection, NamedTuple
+from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from memray.ids import Namespace
 from memray.metrics import EMBEDDING_FAILURES
-from memray.runtime.ref import ActorRef
-from memray.store.rows import EmbeddingRow, Namespace
+from memray.store.rows import EmbeddingRow
 
 if TYPE_CHECKING:
     from memray.embedding.base import Embedder
     from memray.index.router import ShardRouter
+    from memray.store.client import StoreClient
 
 __all__ = ["EmbeddingPipeline", "PendingItem"]
 
@@ -50,8 +52,13 @@ class PendingItem(NamedTuple):
 
 class EmbeddingPipeline:
     def __init__(
-        self, embedder: Embedder | None, store: ActorRef, router: ShardRouter,
-        batch_size: int = 512, backoff_s: float = 0.5, backoff_max_s: float = 30.0,
+        self,
+        embedder: Embedder | None,
+        store: StoreClient,
+        router: ShardRouter,
+        batch_size: int = 512,
+        backoff_s: float = 0.5,
+        backoff_max_s: float = 30.0,
         lexical_after_s: float = 0.5,
     ) -> None:
         self._embedder = embedder
@@ -165,7 +172,7 @@ class EmbeddingPipeline:
         # waiting behind the store's queue (the store copy is what a rebuilt shard reads).
         rows = [EmbeddingRow(i.namespace, i.doc_id, model_id, v) for i, v in zip(batch, vectors)]
         results: tuple[Any, Any] = await asyncio.gather(
-            self._store.call("put_embeddings", rows), self._upsert(batch, vectors, model_id), return_exceptions=True
+            self._store.put_embeddings(rows), self._upsert(batch, vectors, model_id), return_exceptions=True
         )
         stored, indexed = results
         for result in results:
@@ -201,7 +208,7 @@ class EmbeddingPipeline:
             EMBEDDING_FAILURES.inc(len(batch))
             self._fail(batch, f"embedding failed: {exc!r}")
             try:
-                await self._store.call("mark_embedding_failed", [(i.namespace, i.doc_id) for i in batch], repr(exc))
+                await self._store.mark_embedding_failed([(i.namespace, i.doc_id) for i in batch], repr(exc))
             except Exception:
                 log.warning("could not mark %d items as failed to embed", len(batch))
             return None
@@ -215,8 +222,16 @@ class EmbeddingPipeline:
         self._stamp += 1
         stamp = self._stamp
         items = [
-            IndexItem(i.namespace, i.doc_id, None if vectors is None else vectors[n], i.text, i.recency, i.payload, stamp,
-                      i.columns)
+            IndexItem(
+                i.namespace,
+                i.doc_id,
+                None if vectors is None else vectors[n],
+                i.text,
+                i.recency,
+                i.payload,
+                stamp,
+                i.columns,
+            )
             for n, i in enumerate(batch)
         ]
         try:
@@ -256,7 +271,7 @@ class EmbeddingPipeline:
         """Queue durable items that have no vector of the current model (after a crash)."""
         if self._embedder is None:
             return 0
-        rows = await self._store.call("pending_embeddings", self.model_id, limit)
+        rows = await self._store.pending_embeddings(self.model_id, limit)
         # recency and columns unknown here (NaN, None): the shard keeps what it holds for them
         self.submit([PendingItem(ns, doc_id, text, math.nan) for ns, doc_id, text in rows])
         return len(rows)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from memray.embedding.calibration import Calibration
 from memray.errors import EmbeddingError
 from memray.index.search import Mode, Query
-from memray.runtime.batch import Coalescer
+from memray.rpc.batch import Coalescer
 from memray.scoring import Stream, Window
 
 if TYPE_CHECKING:
@@ -34,10 +34,19 @@ class Encoded(NamedTuple):
     calibration: Calibration
     failed: str | None  # why the vector part could not be used (the search is degraded)
 
-    def query(self, text: str, k: int, min_score: float | None, watch: tuple[Any, ...] = (),
-              stream: Stream | None = None, window: Window | None = None) -> Query:
+    def query(
+        self,
+        text: str,
+        k: int,
+        min_score: float | None,
+        watch: tuple[Any, ...] = (),
+        stream: Stream | None = None,
+        window: Window | None = None,
+    ) -> Query:
         threshold, weight = self.calibration
-        return Query(text, self.vector, k, self.mode, min_score, self.model_id, threshold, weight, watch, stream, window)
+        return Query(
+            text, self.vector, k, self.mode, min_score, self.model_id, threshold, weight, watch, stream, window
+        )
 
 
 class QueryEncoder:
@@ -64,6 +73,7 @@ class QueryEncoder:
             return Encoded("lexical", None, None, calibration, None)
         batch = self._batch
         if batch is None:
+
             async def embed(texts: list[str]) -> list[Any]:
                 return list(await asyncio.to_thread(embedder.embed, texts))
 
@@ -72,5 +82,7 @@ class QueryEncoder:
             vector = await batch.get(text)
         except Exception as exc:  # the embedder is down or misconfigured: lexical only, flagged
             reason = str(exc) if isinstance(exc, EmbeddingError) else f"{type(exc).__name__}: {exc}"
-            return Encoded("lexical", None, None, calibration, f"query embedding failed, lexical results only: {reason}")
+            return Encoded(
+                "lexical", None, None, calibration, f"query embedding failed, lexical results only: {reason}"
+            )
         return Encoded(mode, vector, embedder.model_id, calibration, None)

@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from memray.errors import ModelMismatchError, ValidationError
 from memray.files import atomic_write, fsync_dir
-from memray.store.rows import Namespace
+from memray.ids import Namespace
 
 __all__ = [
     "IndexItem",

@@ -18,7 +18,13 @@ import numpy as np
 from memray.errors import ValidationError
 
 __all__ = [
-    "ItemColumns", "Columns", "NO_COLUMNS", "COLUMN_NAMES", "columns_of", "checked_columns", "same_columns",
+    "ItemColumns",
+    "Columns",
+    "NO_COLUMNS",
+    "COLUMN_NAMES",
+    "columns_of",
+    "checked_columns",
+    "same_columns",
     "snapshot_columns",
 ]
 
@@ -31,8 +37,11 @@ COLUMN_NAMES = ("created_at", "sim_time", "importance")
 
 def columns_of(created_at: float | None, sim_time: float | None, importance: float | None) -> Columns:
     """The :data:`Columns` of an item (None becomes NaN)."""
-    return (math.nan if created_at is None else float(created_at), math.nan if sim_time is None else float(sim_time),
-            math.nan if importance is None else float(importance))
+    return (
+        math.nan if created_at is None else float(created_at),
+        math.nan if sim_time is None else float(sim_time),
+        math.nan if importance is None else float(importance),
+    )
 
 
 def checked_columns(doc_id: str, values: Any) -> Columns:
@@ -56,8 +65,10 @@ def snapshot_columns(items: dict[str, list[Any]]) -> list[Columns]:
     before the columns existed has none: they are read from the item's payload (its JSON), which
     holds a message's ``created_at`` or an entry's ``timestamp``."""
     if all(name in items for name in COLUMN_NAMES):
-        return [(float("nan") if a is None else a, float("nan") if b is None else b, float("nan") if c is None else c)
-                for a, b, c in zip(*(items[name] for name in COLUMN_NAMES))]
+        return [
+            (float("nan") if a is None else a, float("nan") if b is None else b, float("nan") if c is None else c)
+            for a, b, c in zip(*(items[name] for name in COLUMN_NAMES))
+        ]
     return [_from_payload(payload) for payload in items["payload"]]
 
 

@@ -25,15 +25,22 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any
 
+from memray.ids import Namespace
 from memray.index.base import atomic_write_json, fsync_dir
-from memray.runtime.ref import ActorRef
-from memray.store.base import IndexRow
-from memray.store.rows import Namespace
+from memray.index.client import ShardClient
+from memray.store.client import StoreClient
 
-__all__ = ["MARKER", "copy_snapshot", "write_marker", "read_marker", "needs_reconcile", "clear_marker", "reconcile_shard",
-           "reconcile_marked"]
+__all__ = [
+    "MARKER",
+    "copy_snapshot",
+    "write_marker",
+    "read_marker",
+    "needs_reconcile",
+    "clear_marker",
+    "reconcile_shard",
+    "reconcile_marked",
+]
 
 #: A file in a shard folder: reconcile with the store before serving (a fork's first open).
 MARKER = "RECONCILE"
@@ -102,38 +109,45 @@ def clear_marker(path: str) -> None:
     fsync_dir(path)
 
 
-async def reconcile_shard(shard: ActorRef, store: ActorRef, shard_id: int, shards: int, model_id: str,
-                          page_size: int = 2_000) -> tuple[int, int, int]:
+async def reconcile_shard(
+    shard: ShardClient, store: StoreClient, shard_id: int, shards: int, model_id: str, page_size: int = 2_000
+) -> tuple[int, int, int]:
     """One reconcile pass of ``shard`` against ``store`` (what a Ray shard's keeper does on every
     start): missing or stale items upserted, items the store lacks deleted. Returns (rows read,
     upserted, deleted)."""
-    await shard.call("begin_reconcile")
+    await shard.begin_reconcile()
     rows = upserted = 0
     after: tuple[Namespace, str] | None = None
     while True:
-        page: list[IndexRow] = await store.call("scan_index_rows", shard_id, shards, model_id, after, page_size, True)
+        page = await store.scan_index_rows(shard_id, shards, model_id, after, page_size, True)
         if not page:
             break
         rows += len(page)
-        upserted += int(await shard.call("reconcile", page))
+        upserted += await shard.reconcile(page)
         after = (Namespace(*page[-1].namespace), page[-1].doc_id)
-    deleted: Any = await shard.call("end_reconcile")
-    return rows, upserted, int(deleted)
+    deleted = await shard.end_reconcile()
+    return rows, upserted, deleted
 
 
-async def reconcile_marked(shard: ActorRef, store: ActorRef, shard_id: int, shards: int, model_id: str,
-                           changed: list[tuple[Namespace, str]]) -> tuple[int, int]:
+async def reconcile_marked(
+    shard: ShardClient,
+    store: StoreClient,
+    shard_id: int,
+    shards: int,
+    model_id: str,
+    changed: list[tuple[Namespace, str]],
+) -> tuple[int, int]:
     """Make a fork's shard exact against the fork's store (module docstring) when the marker
     lists the items ``changed`` after the copy. Returns (upserted, deleted)."""
-    listed: list[tuple[Namespace, str, bool]] = await store.call("index_refs", shard_id, shards, model_id)
+    listed = await store.index_refs(shard_id, shards, model_id)
     # (a Namespace is a tuple: it hashes and compares as one, so no key is rebuilt)
     stored = {(ns, doc) for ns, doc, _ in listed}
     with_vectors = {(ns, doc) for ns, doc, has in listed if has}
-    held = set(await shard.call("inventory"))
-    held_vectors = set(await shard.call("vectored"))
-    todo = (stored - held) | (with_vectors - held_vectors) | ({(tuple(ns), d) for ns, d in changed} & stored)
-    rows: list[IndexRow] = await store.call("fetch_index_rows", sorted(todo), model_id) if todo else []
-    upserted = int(await shard.call("reconcile", rows, True)) if rows else 0
+    held = set(await shard.inventory())
+    held_vectors = set(await shard.vectored_refs())
+    todo = (stored - held) | (with_vectors - held_vectors) | (set(changed) & stored)
+    rows = await store.fetch_index_rows(sorted(todo), model_id) if todo else []
+    upserted = await shard.reconcile(rows, True) if rows else 0
     extra = sorted(held - stored)
-    deleted = int(await shard.call("delete", extra)) if extra else 0
+    deleted = await shard.delete(extra) if extra else 0
     return upserted, deleted

@@ -149,8 +149,9 @@ def stream_scores(relevance: np.ndarray, columns: np.ndarray, stream: Stream) ->
     return scores
 
 
-def rank(relevance: np.ndarray, columns: np.ndarray, min_score: float | None, stream: Stream | None,
-         window: Window | None) -> np.ndarray:
+def rank(
+    relevance: np.ndarray, columns: np.ndarray, min_score: float | None, stream: Stream | None, window: Window | None
+) -> np.ndarray:
     """The final score of each item: its relevance (or stream score), NaN where it is not a hit
     (outside ``window``, or under the relevance floor: ``R > 0``, or ``R >= min_score``)."""
     rel = np.asarray(relevance, dtype=np.float64)

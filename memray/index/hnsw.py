@@ -219,11 +219,19 @@ class HnswIndex:
             fsync_dir(directory)
             atomic_save_npy(Path(directory) / deleted_name, np.array(sorted(self._deleted), dtype=np.int64))
             meta = {
-                "kind": _KIND, "gen": gen, "dim": self._dim, "space": "cosine", "m": self.m,
-                "ef_construction": self.ef_construction, "ef": self.ef,
-                "compact_ratio": self.compact_ratio, "num_threads": self.num_threads,
-                "capacity": self.capacity, "live": len(self._live),
-                "graph": graph_name, "deleted": deleted_name,
+                "kind": _KIND,
+                "gen": gen,
+                "dim": self._dim,
+                "space": "cosine",
+                "m": self.m,
+                "ef_construction": self.ef_construction,
+                "ef": self.ef,
+                "compact_ratio": self.compact_ratio,
+                "num_threads": self.num_threads,
+                "capacity": self.capacity,
+                "live": len(self._live),
+                "graph": graph_name,
+                "deleted": deleted_name,
             }
         commit_generation(directory, meta, {graph_name, deleted_name})
 
@@ -233,8 +241,11 @@ class HnswIndex:
         if meta.get("kind") != _KIND:
             raise ValueError(f"{directory} holds a {meta.get('kind')!r} index, not {_KIND!r}")
         index = cls(
-            int(meta["dim"]), m=int(meta["m"]), ef_construction=int(meta["ef_construction"]),
-            ef=int(meta["ef"]), compact_ratio=float(meta["compact_ratio"]),
+            int(meta["dim"]),
+            m=int(meta["m"]),
+            ef_construction=int(meta["ef_construction"]),
+            ef=int(meta["ef"]),
+            compact_ratio=float(meta["compact_ratio"]),
             num_threads=int(num_threads if num_threads is not None else meta["num_threads"]),
         )
         graph = hnswlib.Index(space="cosine", dim=index.dim)

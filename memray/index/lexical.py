@@ -169,7 +169,9 @@ class LexicalIndex:
         first (ties: doc_id ascending). Documents sharing no term with the query are left out."""
         if k <= 0 or not self._docs:
             return []
-        ranked = sorted(self.scores(list(dict.fromkeys(index_terms(text)))).items(), key=lambda item: (-item[1], item[0]))
+        ranked = sorted(
+            self.scores(list(dict.fromkeys(index_terms(text)))).items(), key=lambda item: (-item[1], item[0])
+        )
         return ranked[:k]
 
     # -- persistence ------------------------------------------------------------------------

@@ -15,8 +15,8 @@ of a full store scan; a lazy first call would stall that one caller instead. In 
 shard answers at once: searches raise :class:`~memray.errors.UnavailableError` while it is
 :attr:`RecoveringShard.recovering` (the router turns that into a ``degraded`` result naming the
 shard, as for a dead shard: a half-recovered shard would silently miss items), and writes are
-applied as they come. The keeper touches the shard only through ``call`` — in Ray, calls on the
-actor's own handle — so its work is serialised with every other call and the shard needs no lock.
+applied as they come. The keeper touches the shard only through a client — in Ray, of the actor's
+own handle — so its work is serialised with every other call and the shard needs no lock.
 
 After recovery the keeper snapshots every ``snapshot_every_s`` if anything changed (only dirty
 namespaces are rewritten; the others are hard-linked), so a restart replays little.
@@ -35,27 +35,25 @@ so True means every committed, embedded item has its vector in its shard.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from memray.config import IndexConfig
 from memray.errors import UnavailableError
+from memray.ids import Namespace
+from memray.index.client import ShardClient
 from memray.index.fork import clear_marker
 from memray.index.search import Query, ShardReply
 from memray.index.shard import VectorShard
-from memray.store.base import IndexRow
-from memray.store.rows import Namespace
+from memray.store.client import StoreClient
 
-__all__ = ["RecoveringShard", "ShardKeeper", "RecoveryReport", "Scan", "ref_key", "level_shard", "LevelReport"]
+__all__ = ["RecoveringShard", "ShardKeeper", "RecoveryReport", "ref_key", "level_shard", "LevelReport"]
 
 log = logging.getLogger(__name__)
-
-#: ``scan(after, limit)``: the next page of this shard's rows in the store (see module docstring).
-Scan = Callable[[tuple[Namespace, str] | None, int], list[IndexRow]]
 
 
 def ref_key(ns: Namespace, doc_id: str) -> str:
@@ -74,21 +72,24 @@ class LevelReport(NamedTuple):
     sent: int  # items sent to the shard to get there
 
 
-def level_shard(store: Callable[..., Any], shard: Callable[..., Any], shard_id: int, shards: int,
-                page_size: int = 2_000) -> LevelReport:
-    """Bring the shard's vectors level with the store's (module docstring). ``store`` and
-    ``shard`` run a method on each (``store("index_digest", ...)``). Items the shard holds
-    beyond the store's are left alone (deletes reach shards on their own path)."""
-    model_id = str(shard("stats")["model_id"])
-    want = tuple(store("index_digest", shard_id, shards, model_id))
-    if want == tuple(shard("vector_digest")):
+async def level_shard(
+    store: StoreClient, shard: ShardClient, shard_id: int, shards: int, page_size: int = 2_000
+) -> LevelReport:
+    """Bring the shard's vectors level with the store's (module docstring). Items the shard
+    holds beyond the store's are left alone (deletes reach shards on their own path)."""
+    model_id = str((await shard.stats())["model_id"])
+    want = tuple(await store.index_digest(shard_id, shards, model_id))
+    if want == tuple(await shard.vector_digest()):
         return LevelReport(True, 0)
-    held = {(Namespace(*ns), d) for ns, d in shard("vectored_refs")}
-    missing = [(Namespace(*ns), d) for ns, d, vectored in store("index_refs", shard_id, shards, model_id)
-               if vectored and (Namespace(*ns), d) not in held]
+    held = {(Namespace(*ns), d) for ns, d in await shard.vectored_refs()}
+    missing = [
+        (Namespace(*ns), d)
+        for ns, d, vectored in await store.index_refs(shard_id, shards, model_id)
+        if vectored and (Namespace(*ns), d) not in held
+    ]
     for start in range(0, len(missing), page_size):
-        rows = store("fetch_index_rows", missing[start:start + page_size], model_id)
-        shard("reconcile", rows)
+        rows = await store.fetch_index_rows(missing[start : start + page_size], model_id)
+        await shard.reconcile(rows)
     if missing:
         log.info("shard %d leveled with the store: %d vectors were missing", shard_id, len(missing))
     return LevelReport(True, len(missing))
@@ -105,7 +106,7 @@ class RecoveringShard(VectorShard):
     level with the store, and snapshots only when something changed."""
 
     def __init__(
-        self, shard_id: int, path: str, dim: int, model_id: str, config: IndexConfig, recovering: bool = True,
+        self, shard_id: int, path: str, dim: int, model_id: str, config: IndexConfig, recovering: bool = True
     ) -> None:
         super().__init__(shard_id, path, dim, model_id, config)
         self.recovering = recovering
@@ -126,8 +127,12 @@ class RecoveringShard(VectorShard):
 
     def vectored_refs(self) -> list[tuple[Namespace, str]]:
         """Every (namespace, doc_id) holding a vector of the active model."""
-        return [(ns, doc) for ns, space in self._spaces.items() for doc, label in space.labels.items()
-                if label in space.vectors]
+        return [
+            (ns, doc)
+            for ns, space in self._spaces.items()
+            for doc, label in space.labels.items()
+            if label in space.vectors
+        ]
 
     def finish_recovery(self) -> int:
         """End the reconcile pass (deleting what the store no longer has); searches resume."""
@@ -150,18 +155,25 @@ class RecoveringShard(VectorShard):
 class ShardKeeper:
     """Recovers one :class:`RecoveringShard` from the store, then snapshots it periodically.
 
-    ``call(method, *args)`` runs a shard method serialised with the shard's other calls and
-    returns its result; ``scan`` reads the store (both may raise: the keeper retries with
-    backoff until it succeeds or is stopped).
+    It runs in a thread of its own with its own event loop, and reaches the shard only through
+    ``shard`` (in Ray, a client of the shard actor's own handle: its calls queue with every other
+    call) and the store through ``store``; either may fail (the keeper retries with backoff until
+    it succeeds or is stopped).
     """
 
     def __init__(
-        self, call: Callable[..., Any], scan: Scan, snapshot_every_s: float, page_size: int = 2_000,
-        retry_s: float = 0.5, retry_max_s: float = 10.0, store: Callable[..., Any] | None = None,
-        shard_id: int = 0, shards: int = 1, level_after_s: tuple[float, ...] = (1.0, 5.0, 30.0),
+        self,
+        shard: ShardClient,
+        store: StoreClient,
+        snapshot_every_s: float,
+        shard_id: int = 0,
+        shards: int = 1,
+        page_size: int = 2_000,
+        retry_s: float = 0.5,
+        retry_max_s: float = 10.0,
+        level_after_s: tuple[float, ...] = (1.0, 5.0, 30.0),
     ) -> None:
-        self.call = call
-        self.scan = scan
+        self.shard = shard
         self.store = store
         self.shard_id = shard_id
         self.shards = shards
@@ -176,51 +188,60 @@ class ShardKeeper:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def recover(self) -> RecoveryReport:
-        """One full reconcile pass, page by page; the shard serves searches again after it."""
-        self.call("begin_reconcile")
+    async def recover(self) -> RecoveryReport:
+        """One full reconcile pass, page by page, over the store's items of the shard's model (as
+        it is when the pass starts); the shard serves searches again after it."""
+        model_id = str((await self.shard.stats())["model_id"])
+        await self.shard.begin_reconcile()
         rows = upserted = 0
         after: tuple[Namespace, str] | None = None
         while True:
-            page = self.scan(after, self.page_size)
+            page = await self.store.scan_index_rows(self.shard_id, self.shards, model_id, after, self.page_size, True)
             if not page:
                 break
             rows += len(page)
-            upserted += int(self.call("reconcile", page))
+            upserted += int(await self.shard.reconcile(page))
             after = (Namespace(*page[-1].namespace), page[-1].doc_id)
-        deleted = int(self.call("finish_recovery"))
+        deleted = int(await self.shard.finish_recovery())
         return RecoveryReport(rows, upserted, deleted)
 
     def run(self) -> None:
         """Recover (retrying), then snapshot every ``snapshot_every_s`` until :meth:`stop`."""
+        asyncio.run(self._run())
+
+    async def _run(self) -> None:
         delay = self.retry_s
         while not self._stop.is_set():
             try:
-                self.report = self.recover()
+                self.report = await self.recover()
                 log.info("shard recovered from the store: %s", self.report)
                 break
             except Exception as exc:  # the store (or this shard's queue) is not ready: retry
                 log.warning("shard recovery failed (%r); retrying in %.1f s", exc, delay)
-                self._stop.wait(delay)
+                await self._wait(delay)
                 delay = min(delay * 2, self.retry_max_s)
-        self._level_after_recovery()
-        while not self._stop.wait(self.snapshot_every_s):
+        await self._level_after_recovery()
+        while not await self._wait(self.snapshot_every_s):
             try:
-                self.snapshots += bool(self.call("snapshot_if_changed"))
+                self.snapshots += bool(await self.shard.snapshot_if_changed())
             except Exception as exc:
                 log.warning("periodic shard snapshot failed: %r", exc)
 
-    def _level_after_recovery(self) -> None:
+    async def _wait(self, seconds: float) -> bool:
+        """Sleep ``seconds`` or until :meth:`stop`; True if stopped."""
+        return await asyncio.get_running_loop().run_in_executor(None, self._stop.wait, seconds)
+
+    async def _level_after_recovery(self) -> None:
         """Level the shard with the store a few times after recovering: vectors whose store
         write landed after the recovery pass read their items are sent then."""
-        if self.store is None:
-            return
         started = time.monotonic()
         for at in self.level_after_s:
-            if self._stop.wait(max(0.0, started + at - time.monotonic())):
+            if await self._wait(max(0.0, started + at - time.monotonic())):
                 return
             try:
-                self.leveled += level_shard(self.store, self.call, self.shard_id, self.shards, self.page_size).sent
+                self.leveled += (
+                    await level_shard(self.store, self.shard, self.shard_id, self.shards, self.page_size)
+                ).sent
             except Exception as exc:  # the store or the shard is busy or down: the next round, or wait_indexed
                 log.warning("leveling shard %d failed: %r", self.shard_id, exc)
 

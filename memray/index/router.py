@@ -17,13 +17,13 @@ import asyncio
 from collections.abc import Awaitable, Iterable
 from typing import Any, NamedTuple, TypeVar
 
+from memray.ids import Namespace, user_hash
 from memray.index.base import IndexItem, ShardHit
+from memray.index.client import ShardClient
 from memray.index.fusion import top_hits
 from memray.index.lexical import Bm25Stats
-from memray.index.search import Query, ShardReply
-from memray.runtime.batch import Coalescer
-from memray.runtime.ref import ActorRef
-from memray.store.rows import Namespace, user_hash
+from memray.index.search import AppSearch, NamespaceSearch, Query, ShardReply, ShardSearch, UserSearch
+from memray.rpc.batch import Coalescer
 
 __all__ = ["ShardRouter", "RouterResult"]
 
@@ -49,10 +49,10 @@ async def _all(calls: Iterable[Awaitable[T]]) -> list[T]:
 
 
 class ShardRouter:
-    """Routes upserts, deletes, drops and searches to ``shards`` (``ActorRef``\\ s to shards)."""
+    """Routes upserts, deletes, drops and searches to ``shards``."""
 
-    def __init__(self, shards: list[ActorRef]) -> None:
-        self._batches: dict[int, Coalescer[tuple[str, tuple[Any, ...]], Any]] = {}
+    def __init__(self, shards: list[ShardClient]) -> None:
+        self._batches: dict[int, Coalescer[ShardSearch, ShardReply | Exception]] = {}
         if not shards:
             raise ValueError("ShardRouter needs at least one shard")
         self.shards = shards
@@ -71,24 +71,24 @@ class ShardRouter:
 
     async def upsert(self, items: list[IndexItem], model_id: str) -> int:
         groups = self._group(items, lambda item: item.namespace)
-        counts = await _all(self.shards[s].call("upsert", part, model_id) for s, part in groups.items())
+        counts = await _all(self.shards[s].upsert(part, model_id) for s, part in groups.items())
         return sum(counts)
 
     async def delete(self, refs: list[tuple[Namespace, str]]) -> int:
         groups = self._group(refs, lambda ref: ref[0])
-        counts = await _all(self.shards[s].call("delete", part) for s, part in groups.items())
+        counts = await _all(self.shards[s].delete(part) for s, part in groups.items())
         return sum(counts)
 
     async def drop(self, app: str, user_id: str, kind: str | None = None, scope: str | None = None) -> int:
-        removed: int = await self.shards[self.shard_of(app, user_id)].call("drop", app, user_id, kind, scope)
+        removed: int = await self.shards[self.shard_of(app, user_id)].drop(app, user_id, kind, scope)
         return removed
 
     async def count_user(self, app: str, user_id: str) -> int:
-        count: int = await self.shards[self.shard_of(app, user_id)].call("count_user", app, user_id)
+        count: int = await self.shards[self.shard_of(app, user_id)].count_user(app, user_id)
         return count
 
     async def snapshot(self) -> None:
-        await _all(shard.call("snapshot") for shard in self.shards)
+        await _all(shard.snapshot() for shard in self.shards)
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -96,29 +96,28 @@ class ShardRouter:
         """Search ``namespaces`` (normally one user's, hence one shard). ``query.model_id``: the
         query vector's model (shards answer from that model's indexes only; see VectorShard.search)."""
         groups = self._group(namespaces, lambda ns: ns)
-        return await self._gather({s: ("search", (part, query)) for s, part in groups.items()}, query)
+        return await self._gather({s: NamespaceSearch(part, query) for s, part in groups.items()}, query)
 
     async def search_user(self, app: str, user_id: str, kind: str, query: Query) -> RouterResult:
         """Search every namespace of one user and ``kind``: one shard."""
-        return await self._gather({self.shard_of(app, user_id): ("search_user", (app, user_id, kind, query))}, query)
+        return await self._gather({self.shard_of(app, user_id): UserSearch(app, user_id, kind, query)}, query)
 
     async def search_app(self, app: str, kind: str, query: Query) -> RouterResult:
         """Search every namespace of ``app`` and ``kind`` on every shard; merge the top ``k``."""
-        return await self._gather({s: ("search_app", (app, kind, query)) for s in range(len(self.shards))}, query)
+        return await self._gather({s: AppSearch(app, kind, query) for s in range(len(self.shards))}, query)
 
-    async def _search_on(self, shard: int, call: tuple[str, tuple[Any, ...]]) -> ShardReply:
+    async def _search_on(self, shard: int, request: ShardSearch) -> ShardReply:
         """One search on ``shard``, batched with the searches other callers make at the same time
         into one ``search_many`` actor call."""
         batch = self._batches.get(shard)
         if batch is None:
-            ref = self.shards[shard]
-            batch = self._batches[shard] = Coalescer(lambda requests: ref.call("search_many", requests), max_batch=256)
-        result = await batch.get(call)
+            batch = self._batches[shard] = Coalescer(self.shards[shard].search_many, max_batch=256)
+        result = await batch.get(request)
         if isinstance(result, BaseException):
             raise result
         return ShardReply(*result)
 
-    async def _gather(self, calls: dict[int, tuple[str, tuple[Any, ...]]], query: Query) -> RouterResult:
+    async def _gather(self, calls: dict[int, ShardSearch], query: Query) -> RouterResult:
         order = list(calls)
         results = await asyncio.gather(*(self._search_on(s, calls[s]) for s in order), return_exceptions=True)
         hits: list[ShardHit] = []
@@ -139,5 +138,7 @@ class ShardRouter:
                 for ns, seqs in result.held.items():
                     held.setdefault(Namespace(*ns), []).extend(seqs)
         reason = "; ".join(failures) if failures else None
-        floor = query.min_score if query.stream is None else 0.0  # a stream score is not a relevance: shards applied the floor
-        return RouterResult(top_hits(hits, query.k, floor), bool(failures), reason, Bm25Stats.merge(stats), stamps, held)
+        floor = query.min_score if query.stream is None else 0.0  # a stream score is not a relevance: shards applied it
+        return RouterResult(
+            top_hits(hits, query.k, floor), bool(failures), reason, Bm25Stats.merge(stats), stamps, held
+        )

@@ -17,6 +17,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from memray.config import IndexConfig
+from memray.ids import Namespace
 from memray.index.base import ShardHit
 from memray.index.exact import ExactIndex
 from memray.index.fusion import hybrid_score, in_window, lexical_score, neighbour_support, rank
@@ -24,10 +25,21 @@ from memray.index.hnsw import HnswIndex
 from memray.index.lexical import Bm25Stats, ideal_bm25
 from memray.index.space import Space
 from memray.scoring import Stream, Window
-from memray.store.rows import Namespace
 from memray.text import index_terms
 
-__all__ = ["Mode", "Query", "ShardReply", "HYBRID_DEPTH", "STREAM_DEPTH", "search_spaces", "vector_scores"]
+__all__ = [
+    "Mode",
+    "Query",
+    "ShardReply",
+    "NamespaceSearch",
+    "UserSearch",
+    "AppSearch",
+    "ShardSearch",
+    "HYBRID_DEPTH",
+    "STREAM_DEPTH",
+    "search_spaces",
+    "vector_scores",
+]
 
 Mode = Literal["vector", "lexical", "hybrid"]
 #: How many nearest neighbours an HNSW namespace contributes before thresholding (at least ``k``).
@@ -61,13 +73,48 @@ class ShardReply(NamedTuple):
     held: dict[Namespace, list[int]]  # of each watched namespace's seqs, those indexed here
 
 
+class NamespaceSearch(NamedTuple):
+    """A search of these namespaces (``VectorShard.search``), in a batch (``search_many``)."""
+
+    namespaces: list[Namespace]
+    query: Query
+
+
+class UserSearch(NamedTuple):
+    """A search of every namespace of one user and ``kind`` (``VectorShard.search_user``)."""
+
+    app: str
+    user_id: str
+    kind: str
+    query: Query
+
+
+class AppSearch(NamedTuple):
+    """A search of every namespace of ``app`` and ``kind`` on a shard (``VectorShard.search_app``)."""
+
+    app: str
+    kind: str
+    query: Query
+
+
+#: One search of a batch: callers batch the searches of many concurrent agents into one call.
+ShardSearch = NamespaceSearch | UserSearch | AppSearch
+
+
 def vector_scores(sims: np.ndarray, threshold: float) -> np.ndarray:
     """:func:`memray.index.fusion.vector_score` over an array of cosines."""
     return np.clip((sims - threshold) / (1.0 - threshold), 0.0, 1.0)
 
 
-def _vector_part(index: ExactIndex | HnswIndex, space: Space, vector: np.ndarray, threshold: float,
-                 also: list[str], depth: int, window: Window | None) -> dict[str, float]:
+def _vector_part(
+    index: ExactIndex | HnswIndex,
+    space: Space,
+    vector: np.ndarray,
+    threshold: float,
+    also: list[str],
+    depth: int,
+    window: Window | None,
+) -> dict[str, float]:
     """V of every item above the threshold (exact: all are compared; HNSW: the ``depth`` nearest,
     or, with a time ``window``, every item inside it, compared exactly), and of the lexical
     candidates ``also`` wherever they have a vector."""
@@ -86,12 +133,16 @@ def _vector_part(index: ExactIndex | HnswIndex, space: Space, vector: np.ndarray
         sims = np.concatenate([found_sims[0], extra.astype(np.float32)])
     scores = vector_scores(sims, threshold)
     keep = set(also)
-    return {space.docs[int(label)]: float(v) for label, v in zip(labels.tolist(), scores.tolist())
-            if v > 0.0 or space.docs[int(label)] in keep}
+    return {
+        space.docs[int(label)]: float(v)
+        for label, v in zip(labels.tolist(), scores.tolist())
+        if v > 0.0 or space.docs[int(label)] in keep
+    }
 
 
-def search_spaces(spaces: list[Space], query: Query, vector: np.ndarray | None, retired: bool,
-                  config: IndexConfig) -> tuple[list[ShardHit], Bm25Stats]:
+def search_spaces(
+    spaces: list[Space], query: Query, vector: np.ndarray | None, retired: bool, config: IndexConfig
+) -> tuple[list[ShardHit], Bm25Stats]:
     """The best ``query.k`` hits over ``spaces`` and the BM25 statistics used (see module doc).
     ``vector`` is the L2-normalised query vector (None: no vector part); ``retired`` answers from
     the indexes of the model replaced by the last cutover."""
@@ -112,30 +163,45 @@ def search_spaces(spaces: list[Space], query: Query, vector: np.ndarray | None, 
         scores = _fuse(mode, lexical, vec, ideal, query.vector_weight)
         if space.by_recency is not None and config.neighbour_weight > 0.0:
             if vector is not None and isinstance(index, HnswIndex):  # neighbours beyond the HNSW depth
-                scores.update(_fuse(mode, {}, _neighbour_vectors(space, index, vector, query.threshold, scores), ideal, query.vector_weight))
+                scores.update(
+                    _fuse(
+                        mode,
+                        {},
+                        _neighbour_vectors(space, index, vector, query.threshold, scores),
+                        ideal,
+                        query.vector_weight,
+                    )
+                )
             scores = _with_neighbours(space, scores, config.neighbour_weight)
         if stream is None and window is None:
             kept.extend(_plain(space, scores, query))
         else:
             kept.extend(_ranked(space, scores, query, stream, window))
     best = heapq.nsmallest(max(0, query.k), kept, key=lambda t: (-t[0], -t[1], t[2], tuple(t[3].namespace)))
-    hits = [ShardHit(space.namespace, doc, score, recency, space.payload.get(doc, ""))
-            for score, recency, doc, space in best]
+    hits = [
+        ShardHit(space.namespace, doc, score, recency, space.payload.get(doc, ""))
+        for score, recency, doc, space in best
+    ]
     return hits, stats
 
 
 def _plain(space: Space, scores: dict[str, float], query: Query) -> list[tuple[float, float, str, Space]]:
     """Relevance scoring: the items over the floor (with no floor, the ``k`` newest others at 0)."""
     floor = query.min_score
-    out = [(s, space.recency[doc], doc, space) for doc, s in scores.items() if (s > 0.0 if floor is None else s >= floor)]
+    out = [
+        (s, space.recency[doc], doc, space) for doc, s in scores.items() if (s > 0.0 if floor is None else s >= floor)
+    ]
     if floor is not None and floor <= 0.0:  # no floor: the rest score 0
-        rest = heapq.nlargest(query.k, (doc for doc in space.labels if doc not in scores), key=space.recency.__getitem__)
+        rest = heapq.nlargest(
+            query.k, (doc for doc in space.labels if doc not in scores), key=space.recency.__getitem__
+        )
         out.extend((0.0, space.recency[doc], doc, space) for doc in rest)
     return out
 
 
-def _ranked(space: Space, scores: dict[str, float], query: Query, stream: Stream | None,
-            window: Window | None) -> list[tuple[float, float, str, Space]]:
+def _ranked(
+    space: Space, scores: dict[str, float], query: Query, stream: Stream | None, window: Window | None
+) -> list[tuple[float, float, str, Space]]:
     """Stream scoring and/or a time window over one namespace, vectorised
     (:func:`memray.index.fusion.rank`). With no floor every item of the namespace is a candidate
     (relevance 0 unless scored): stream scoring ranks them all; relevance keeps the ``k`` newest."""
@@ -156,18 +222,23 @@ def _ranked(space: Space, scores: dict[str, float], query: Query, stream: Stream
     return [(score, space.recency[doc], doc, space) for doc, score in zip(docs, final.tolist()) if score == score]
 
 
-def _fuse(mode: Mode, lexical: dict[str, float], vec: dict[str, float], ideal: float, vector_weight: float) -> dict[str, float]:
+def _fuse(
+    mode: Mode, lexical: dict[str, float], vec: dict[str, float], ideal: float, vector_weight: float
+) -> dict[str, float]:
     """Scores by mode from BM25 values and vector scores (memray.index.fusion)."""
     if mode == "lexical":
         return {doc: lexical_score(b, ideal) for doc, b in lexical.items()}
     if mode == "vector":
         return dict(vec)
-    return {doc: hybrid_score(lexical_score(lexical.get(doc, 0.0), ideal), vec.get(doc, 0.0), vector_weight)
-            for doc in lexical.keys() | vec.keys()}
+    return {
+        doc: hybrid_score(lexical_score(lexical.get(doc, 0.0), ideal), vec.get(doc, 0.0), vector_weight)
+        for doc in lexical.keys() | vec.keys()
+    }
 
 
-def _neighbour_vectors(space: Space, index: HnswIndex, vector: np.ndarray, threshold: float,
-                       scores: dict[str, float]) -> dict[str, float]:
+def _neighbour_vectors(
+    space: Space, index: HnswIndex, vector: np.ndarray, threshold: float, scores: dict[str, float]
+) -> dict[str, float]:
     """V of the neighbours of scored items that an HNSW search did not reach (an exact namespace
     compares every item, so there they are known: 0)."""
     missing = {n for doc in scores for n in space.neighbours(doc) if n is not None and n not in scores}

@@ -1,4 +1,5 @@
-"""`Space`: one namespace of a shard — its label map, recency, payloads, lexical and vector index.
+"""`Space`: one namespace of a shard — its label map, recency, payloads, lexical and vector index;
+`Spaces`: a shard's namespaces, the model versions of their vectors, and exact/HNSW promotion.
 
 Doc ids (message or entry ids) map to int64 labels through a per-namespace dict (a counter, never
 a hash, so labels cannot collide). Each item keeps a recency float (the seq of a message, the
@@ -8,21 +9,39 @@ timestamp of an entry) for tie-breaks; in conversation namespaces recency is the
 windows and stream scoring (:mod:`memray.index.columns`).
 ``stamp`` is the highest indexing stamp of any upsert applied here: a conversation host stamps
 its upserts, and read-your-writes compares stamps (see :mod:`memray.conversation.tail`).
+
+A namespace's vector index is an :class:`ExactIndex` while it has fewer than
+``IndexConfig.exact_threshold`` vectors, promoted to an :class:`HnswIndex` once it reaches it, and
+demoted back to exact when deletes bring it under half the threshold (the hysteresis stops
+flapping): :meth:`Spaces.fit`.
+
+Model versions (re-embedding, see ``jobs/backfill_embeddings.py``): a shard answers from exactly
+one *active* model. :meth:`Spaces.stage_begin` opens an empty *staged* vector index per namespace
+for a new model next to the active one; :meth:`Spaces.stage_rows` (rows from the store) and the
+shard's upserts with the staged model's id fill it while searches keep using the active one;
+:meth:`Spaces.cutover` swaps it in in one step (one actor call) and keeps the old model's indexes
+as *retired*, so a query embedded with the old model (a driver that has not switched yet) is
+answered from the old indexes, never from a mix; :meth:`Spaces.retire_release` frees them.
+Labels, texts, recency and payloads are shared by every model version of a namespace.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
+from memray.config import IndexConfig
+from memray.errors import ModelMismatchError, ValidationError
+from memray.ids import Namespace
 from memray.index.columns import ItemColumns
 from memray.index.exact import ExactIndex
 from memray.index.hnsw import HnswIndex
 from memray.index.lexical import LexicalIndex
-from memray.store.rows import Namespace
+from memray.store.base import IndexRow
 
-__all__ = ["Space", "normalise"]
+__all__ = ["Space", "Spaces", "normalise"]
 
 
 def normalise(vectors: Any, dim: int) -> np.ndarray:
@@ -97,3 +116,170 @@ class Space:
                 index.delete(np.array([label], dtype=np.int64))
         self.dirty = True
         return True
+
+
+class Spaces(Mapping[Namespace, Space]):
+    """A shard's namespaces (a read-only mapping; :meth:`make`, :meth:`attach` and :meth:`detach`
+    change it), found by namespace or by user, with the model versions of their vectors (module
+    docstring). ``label`` names the shard in errors."""
+
+    def __init__(self, label: str, model_id: str, dim: int, config: IndexConfig, num_threads: int = 1) -> None:
+        self.label = label
+        self.model_id = model_id  # the active model, and its dim
+        self.dim = dim
+        self.config = config
+        self.num_threads = num_threads
+        self.next_uid = 0
+        self.stage: tuple[str, int] | None = None  # (model_id, dim) being built
+        self.retired: tuple[str, int] | None = None  # (model_id, dim) replaced by the last cutover
+        self._by_ns: dict[Namespace, Space] = {}
+        self._by_user: dict[tuple[str, str], set[Namespace]] = {}
+
+    # -- the mapping ------------------------------------------------------------------------
+    def __getitem__(self, ns: Namespace) -> Space:
+        return self._by_ns[ns]
+
+    def __iter__(self) -> Iterator[Namespace]:
+        return iter(self._by_ns)
+
+    def __len__(self) -> int:
+        return len(self._by_ns)
+
+    def of_user(self, app: str, user_id: str) -> list[Namespace]:
+        return list(self._by_user.get((app, user_id), ()))
+
+    def make(self, ns: Namespace) -> Space:
+        """The space of ``ns``, made (empty, with a staged index while a model is staged) if new."""
+        space = self._by_ns.get(ns)
+        if space is None:
+            space = Space(ns, self.next_uid, self.dim)
+            if self.stage is not None:
+                space.staged = ExactIndex(self.stage[1])
+            self.next_uid += 1
+            self.attach(space)
+        return space
+
+    def attach(self, space: Space) -> None:
+        self._by_ns[space.namespace] = space
+        ns = space.namespace
+        self._by_user.setdefault((ns.app, ns.user_id), set()).add(ns)
+
+    def detach(self, ns: Namespace) -> None:
+        del self._by_ns[ns]
+        user = self._by_user[(ns.app, ns.user_id)]
+        user.discard(ns)
+        if not user:
+            del self._by_user[(ns.app, ns.user_id)]
+
+    # -- promotion --------------------------------------------------------------------------
+    def resize(self, space: Space) -> None:
+        space.vectors = self.fit(space.vectors)
+
+    def fit(self, index: ExactIndex | HnswIndex) -> ExactIndex | HnswIndex:
+        """Promote to HNSW at the threshold; demote to exact under half of it."""
+        n, threshold, dim = len(index), self.config.exact_threshold, index.dim
+        if isinstance(index, ExactIndex) and n >= threshold:
+            return _rebuild(
+                HnswIndex(
+                    dim,
+                    m=self.config.hnsw_m,
+                    ef_construction=self.config.hnsw_ef_construction,
+                    ef=self.config.hnsw_ef,
+                    compact_ratio=self.config.compact_ratio,
+                    num_threads=self.num_threads,
+                    capacity=2 * n,
+                ),
+                index,
+            )
+        if isinstance(index, HnswIndex) and n < threshold // 2:
+            return _rebuild(ExactIndex(dim, capacity=max(16, n)), index)
+        return index
+
+    # -- model versions ---------------------------------------------------------------------
+    def dim_of(self, model_id: str) -> int:
+        """The dim of ``model_id``'s index set here: the active one, or the staged one."""
+        if model_id == self.model_id:
+            return self.dim
+        if self.stage is not None and model_id == self.stage[0]:
+            return self.stage[1]
+        raise ModelMismatchError(
+            f"{self.label} indexes model {self.model_id!r}, got vectors of {model_id!r}; "
+            "re-embed with the index's model (run the backfill job)"
+        )
+
+    def stage_begin(self, model_id: str, dim: int) -> bool:
+        """Open an empty staged index set for ``model_id`` (replacing any staged one). Returns
+        False and does nothing if ``model_id`` is already active (a finished cutover)."""
+        if model_id == self.model_id:
+            return False
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim <= 0:
+            raise ValidationError("dim", dim, "must be a positive integer")
+        self.stage = (model_id, dim)
+        for space in self.values():
+            space.staged = ExactIndex(dim)
+        return True
+
+    def stage_rows(self, rows: list[IndexRow], model_id: str) -> int:
+        """Add the staged model's vectors of ``rows`` (from ``store.scan_index_rows``). An item the
+        shard does not hold yet is added with its text and recency. Returns how many."""
+        if self.stage is None or self.stage[0] != model_id:
+            raise ModelMismatchError(f"{self.label} has no staged index for model {model_id!r}; call stage_begin first")
+        dim = self.stage[1]
+        groups: dict[Namespace, list[IndexRow]] = {}
+        for row in rows:
+            groups.setdefault(Namespace(*row.namespace), []).append(row)
+        for ns, group in groups.items():
+            space = self.make(ns)
+            for row in group:
+                if row.doc_id not in space.labels:
+                    space.label_of(row.doc_id)
+                    space.set_recency(row.doc_id, float(row.recency))
+                    if row.columns is not None:
+                        space.columns.set(space.labels[row.doc_id], row.columns)
+                    space.lexical.add(row.doc_id, row.text)
+            labels = np.array([space.labels[r.doc_id] for r in group], dtype=np.int64)
+            vectors = normalise(np.stack([np.asarray(r.vector, dtype=np.float32).reshape(-1) for r in group]), dim)
+            if vectors.shape[1] != dim:
+                raise ModelMismatchError(
+                    f"vectors of dim {vectors.shape[1]} do not fit the staged model {model_id!r} (dim {dim})"
+                )
+            assert space.staged is not None
+            space.staged.add(labels, vectors)
+            space.staged = self.fit(space.staged)
+            space.dirty = True
+        return len(rows)
+
+    def cutover(self, model_id: str) -> bool:
+        """Make the staged ``model_id`` active in one step; see :meth:`VectorShard.cutover`."""
+        if model_id == self.model_id:
+            return False
+        if self.stage is None or self.stage[0] != model_id:
+            raise ModelMismatchError(f"{self.label} has no staged index for model {model_id!r}; stage it first")
+        dim = self.stage[1]
+        for space in self.values():
+            space.retired, space.vectors = space.vectors, space.staged or ExactIndex(dim)
+            space.staged = None
+            space.dirty = True
+        self.retired = (self.model_id, self.dim)
+        self.model_id, self.dim = model_id, dim
+        self.stage = None
+        return True
+
+    def stage_abort(self) -> None:
+        """Drop the staged index set, if any."""
+        self.stage = None
+        for space in self.values():
+            space.staged = None
+
+    def retire_release(self) -> None:
+        """Free the indexes of the model replaced by the last cutover."""
+        self.retired = None
+        for space in self.values():
+            space.retired = None
+
+
+def _rebuild(target: ExactIndex | HnswIndex, source: ExactIndex | HnswIndex) -> ExactIndex | HnswIndex:
+    labels, vectors = source.items()
+    if len(labels):
+        target.add(labels, vectors)
+    return target

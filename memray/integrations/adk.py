@@ -34,7 +34,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from memray.errors import MissingExtraError
@@ -52,8 +52,8 @@ if TYPE_CHECKING:
     from google.adk.events.event import Event
     from google.adk.sessions.session import Session
 
-    from memray.memory import Memory
-    from memray.service.handle import MemoryServiceHandle
+    from memray.facade.memory import Memory
+    from memray.facade.service import MemoryServiceHandle
 
 __all__ = ["MemrayMemoryService", "events_to_entries"]
 
@@ -67,8 +67,9 @@ class MemrayMemoryService(BaseMemoryService):
     ``limit`` and ``min_score``: what each search returns (see ``SearchRequest``).
     """
 
-    def __init__(self, memory: Memory, project_id: str | None = None, limit: int = 10,
-                 min_score: float | None = None) -> None:
+    def __init__(
+        self, memory: Memory, project_id: str | None = None, limit: int = 10, min_score: float | None = None
+    ) -> None:
         self._mem = memory
         self.project_id = None if project_id is None else validate_project_id(project_id)
         self.limit = limit
@@ -88,25 +89,45 @@ class MemrayMemoryService(BaseMemoryService):
         if self.project_id is None:
             await self._svc.aadd_session(session.app_name, session.user_id, session.id, entries)
         else:
-            await self._svc.aadd_session_to_project(session.app_name, session.user_id, session.id,
-                                                    self.project_id, entries)
+            await self._svc.aadd_session_to_project(
+                session.app_name, session.user_id, session.id, self.project_id, entries
+            )
 
     async def add_events_to_memory(
-        self, *, app_name: str, user_id: str, events: Sequence[Event], session_id: str | None = None,
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        events: Sequence[Event],
+        session_id: str | None = None,
         custom_metadata: Mapping[str, object] | None = None,
     ) -> None:
         entries = events_to_entries(events, custom_metadata)
         await self._svc.aadd_entries(app_name, user_id, entries, self.project_id, session_id)
 
     async def add_memory(
-        self, *, app_name: str, user_id: str, memories: Sequence[AdkMemoryEntry],
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        memories: Sequence[AdkMemoryEntry],
         custom_metadata: Mapping[str, object] | None = None,
     ) -> None:
-        await self.add_to_project(app_name=app_name, user_id=user_id, project_id=self.project_id,
-                                  memories=memories, custom_metadata=custom_metadata)
+        await self.add_to_project(
+            app_name=app_name,
+            user_id=user_id,
+            project_id=self.project_id,
+            memories=memories,
+            custom_metadata=custom_metadata,
+        )
 
     async def add_to_project(
-        self, *, app_name: str, user_id: str, project_id: str | None, memories: Sequence[AdkMemoryEntry],
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        project_id: str | None,
+        memories: Sequence[AdkMemoryEntry],
         custom_metadata: Mapping[str, object] | None = None,
     ) -> None:
         """Add ADK memories to ``project_id`` (None: global), whatever this service's project."""
@@ -122,21 +143,29 @@ class MemrayMemoryService(BaseMemoryService):
 
     # -- reads ------------------------------------------------------------------------------
     async def search_memory(self, *, app_name: str, user_id: str, query: str) -> SearchMemoryResponse:
-        return await self.search_in_project(app_name=app_name, user_id=user_id, query=query,
-                                            project_id=self.project_id)
+        return await self.search_in_project(app_name=app_name, user_id=user_id, query=query, project_id=self.project_id)
 
-    async def search_in_project(self, *, app_name: str, user_id: str, query: str,
-                                project_id: str | None) -> SearchMemoryResponse:
+    async def search_in_project(
+        self, *, app_name: str, user_id: str, query: str, project_id: str | None
+    ) -> SearchMemoryResponse:
         """Search global entries plus ``project_id``'s (None: global only), best first."""
-        request = SearchRequest(query=query, user_id=user_id, app_name=app_name, limit=self.limit,
-                                min_score=self.min_score, project_id=project_id)
+        request = SearchRequest(
+            query=query,
+            user_id=user_id,
+            app_name=app_name,
+            limit=self.limit,
+            min_score=self.min_score,
+            project_id=project_id,
+        )
         response = await self._svc.asearch(request)
         if response.degraded:
             log.warning("memray search degraded: %s", response.reason)
         return SearchMemoryResponse(memories=[_to_adk(r) for r in response.memories])
 
 
-def events_to_entries(events: Iterable[Event], custom_metadata: Mapping[str, object] | None = None) -> list[MemoryEntry]:
+def events_to_entries(
+    events: Iterable[Event], custom_metadata: Mapping[str, object] | None = None
+) -> list[MemoryEntry]:
     """The events worth remembering as entries (see the module docstring for what is skipped)."""
     out = []
     for event in events:
@@ -146,13 +175,20 @@ def events_to_entries(events: Iterable[Event], custom_metadata: Mapping[str, obj
         text = _text(content)
         if not text.strip():
             continue
-        metadata: dict[str, Any] = {"adk": {"event_id": event.id, "invocation_id": event.invocation_id,
-                                            "role": content.role}}
+        metadata: dict[str, Any] = {
+            "adk": {"event_id": event.id, "invocation_id": event.invocation_id, "role": content.role}
+        }
         if custom_metadata:
             metadata["custom"] = dict(custom_metadata)
-        out.append(MemoryEntry(id=event.id or _derived_id(event.author, event.timestamp, text), content=text,
-                               author=event.author or content.role or "user", timestamp=event.timestamp,
-                               metadata=metadata))
+        out.append(
+            MemoryEntry(
+                id=event.id or _derived_id(event.author, event.timestamp, text),
+                content=text,
+                author=event.author or content.role or "user",
+                timestamp=event.timestamp,
+                metadata=metadata,
+            )
+        )
     return out
 
 
@@ -172,8 +208,11 @@ def _from_adk(memory: AdkMemoryEntry, custom_metadata: Mapping[str, object] | No
     custom = {**memory.custom_metadata, **(custom_metadata or {})}
     if custom:
         metadata["custom"] = custom
-    fields: dict[str, Any] = {"content": text, "author": memory.author or memory.content.role or "user",
-                              "metadata": metadata}
+    fields: dict[str, Any] = {
+        "content": text,
+        "author": memory.author or memory.content.role or "user",
+        "metadata": metadata,
+    }
     if memory.id:
         fields["id"] = memory.id
     if timestamp is not None:
@@ -189,9 +228,13 @@ def _to_adk(result: MemoryResult) -> AdkMemoryEntry:
         id=entry.id,
         content=types.Content(role=role, parts=[types.Part(text=entry.text)]),
         author=entry.author,
-        timestamp=datetime.fromtimestamp(entry.timestamp, tz=timezone.utc).isoformat(),
-        custom_metadata={**custom, "score": result.score, "session_id": result.session_id,
-                         "project_id": result.project_id},
+        timestamp=datetime.fromtimestamp(entry.timestamp, tz=UTC).isoformat(),
+        custom_metadata={
+            **custom,
+            "score": result.score,
+            "session_id": result.session_id,
+            "project_id": result.project_id,
+        },
     )
 
 
@@ -207,4 +250,4 @@ def _parse_time(value: str | None) -> float | None:
         parsed = datetime.fromisoformat(value)
     except ValueError:
         return None
-    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()

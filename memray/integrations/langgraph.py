@@ -55,7 +55,7 @@ import asyncio
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from memray.errors import MissingExtraError
@@ -65,14 +65,26 @@ from memray.text import tokenize
 
 try:
     from langgraph.store.base import (
-        BaseStore, GetOp, InvalidNamespaceError, Item, ListNamespacesOp, MatchCondition, Op, PutOp, Result,
-        SearchItem, SearchOp, get_text_at_path, tokenize_path, validate_op_namespace,
+        BaseStore,
+        GetOp,
+        InvalidNamespaceError,
+        Item,
+        ListNamespacesOp,
+        MatchCondition,
+        Op,
+        PutOp,
+        Result,
+        SearchItem,
+        SearchOp,
+        get_text_at_path,
+        tokenize_path,
+        validate_op_namespace,
     )
 except ImportError as exc:  # pragma: no cover - exercised by the missing-extra test in a subprocess
     raise MissingExtraError("langgraph", "langgraph") from exc
 
 if TYPE_CHECKING:
-    from memray.memory import Memory
+    from memray.facade.memory import Memory
     from memray.service.longterm import MemoryService
 
 __all__ = ["MemrayStore"]
@@ -91,8 +103,14 @@ class MemrayStore(BaseStore):
 
     supports_ttl: bool = False
 
-    def __init__(self, memory: Memory, app: str = "langgraph", user_label: int | None = None,
-                 user_id: str = "langgraph", fields: Sequence[str] = ("$",)) -> None:
+    def __init__(
+        self,
+        memory: Memory,
+        app: str = "langgraph",
+        user_label: int | None = None,
+        user_id: str = "langgraph",
+        fields: Sequence[str] = ("$",),
+    ) -> None:
         self._mem = memory
         self.app = validate_id("app", app)
         self.user_label = user_label
@@ -101,7 +119,7 @@ class MemrayStore(BaseStore):
 
     @property
     def _core(self) -> MemoryService:
-        return self._mem.service_core
+        return self._mem._service_core
 
     # -- the two entry points ---------------------------------------------------------------
     def batch(self, ops: Iterable[Op]) -> list[Result]:
@@ -144,7 +162,8 @@ class MemrayStore(BaseStore):
         if len(namespace) <= self.user_label:
             raise InvalidNamespaceError(
                 f"namespace {namespace} has no label at position {self.user_label}, which names the memray "
-                f"user of this store (user_label={self.user_label})")
+                f"user of this store (user_label={self.user_label})"
+            )
         return validate_id("user_id", namespace[self.user_label])
 
     async def _scopes(self, prefix: Namespace = ()) -> list[tuple[str, Namespace]]:
@@ -154,7 +173,7 @@ class MemrayStore(BaseStore):
         else:
             user = prefix[self.user_label] if len(prefix) > self.user_label else None
         found = await self._core.list_projects(self.app, user)
-        scopes = [(u, ns) for u, p in found if (ns := _decode(p)) is not None and ns[:len(prefix)] == prefix]
+        scopes = [(u, ns) for u, p in found if (ns := _decode(p)) is not None and ns[: len(prefix)] == prefix]
         return sorted(scopes, key=lambda s: s[1])
 
     # -- writes -----------------------------------------------------------------------------
@@ -171,7 +190,7 @@ class MemrayStore(BaseStore):
         gone = [i for op, i in zip(ops, ids) if op.value is None and i in before]
         if gone:
             await self._core.delete_entries_by_id(self.app, user, gone)
-        now = datetime.now(timezone.utc).timestamp()
+        now = datetime.now(UTC).timestamp()
         by_project: dict[str, list[MemoryEntry]] = {}
         for op, entry_id in zip(ops, ids):
             if op.value is None:
@@ -186,10 +205,16 @@ class MemrayStore(BaseStore):
         value = dict(op.value or {})
         fields = [] if op.index is False else (op.index if op.index is not None else self.fields)
         texts = [t for f in fields for t in get_text_at_path(value, f if f == "$" else tokenize_path(f))]
-        meta = {"namespace": list(op.namespace), "key": op.key, "value": value,
-                "created_at": created, "updated_at": updated}
-        return MemoryEntry(id=entry_id, content="\n".join(texts), author="langgraph", timestamp=updated,
-                           metadata={"langgraph": meta})
+        meta = {
+            "namespace": list(op.namespace),
+            "key": op.key,
+            "value": value,
+            "created_at": created,
+            "updated_at": updated,
+        }
+        return MemoryEntry(
+            id=entry_id, content="\n".join(texts), author="langgraph", timestamp=updated, metadata={"langgraph": meta}
+        )
 
     # -- reads ------------------------------------------------------------------------------
     async def _get(self, op: GetOp) -> Item | None:
@@ -206,11 +231,12 @@ class MemrayStore(BaseStore):
         if op.query and tokenize(op.query):
             return await self._ranked(op, scopes)
         per_scope = None if op.filter else op.offset + op.limit  # newest first per scope: enough to merge
-        listed = await asyncio.gather(*(self._core.list_entries(self.app, u, _encode(ns), per_scope)
-                                        for u, ns in scopes))
+        listed = await asyncio.gather(
+            *(self._core.list_entries(self.app, u, _encode(ns), per_scope) for u, ns in scopes)
+        )
         rows = [r for part in listed for r in part if _meta(r) and _passes(_meta(r)["value"], op.filter)]
         rows.sort(key=lambda r: (r.entry.timestamp, r.entry.id), reverse=True)  # the store's own order
-        return [_item(r, SearchItem) for r in rows[op.offset:op.offset + op.limit]]
+        return [_item(r, SearchItem) for r in rows[op.offset : op.offset + op.limit]]
 
     async def _ranked(self, op: SearchOp, scopes: list[tuple[str, Namespace]]) -> list[SearchItem]:
         assert op.query is not None
@@ -220,21 +246,25 @@ class MemrayStore(BaseStore):
         want = op.offset + op.limit
         k = max(want, 1) * (4 if op.filter else 1)
         while True:  # widen the search until the filter leaves enough, or nothing more is found
-            answers = await asyncio.gather(*(
-                self._core.search_projects(self.app, user, op.query, projects, limit=k) for user, projects in by_user.items()))
+            answers = await asyncio.gather(
+                *(
+                    self._core.search_projects(self.app, user, op.query, projects, limit=k)
+                    for user, projects in by_user.items()
+                )
+            )
             hits = sorted((r for a in answers for r in a.memories), key=lambda r: -r.score)
             kept = [r for r in hits if _meta(r) and _passes(_meta(r)["value"], op.filter)]
             if len(kept) >= want or all(len(a.memories) < k for a in answers):
                 break
             k *= 4
-        return [_item(r, SearchItem, r.score) for r in kept[op.offset:want]]
+        return [_item(r, SearchItem, r.score) for r in kept[op.offset : want]]
 
     async def _list_namespaces(self, op: ListNamespacesOp) -> list[Namespace]:
         names = [ns for _, ns in await self._scopes()]
         names = [ns for ns in names if all(_matches(c, ns) for c in op.match_conditions or ())]
         if op.max_depth is not None:
-            names = [ns[:op.max_depth] for ns in names]
-        return sorted(set(names))[op.offset:op.offset + op.limit]
+            names = [ns[: op.max_depth] for ns in names]
+        return sorted(set(names))[op.offset : op.offset + op.limit]
 
 
 # -- encoding -------------------------------------------------------------------------------------
@@ -254,7 +284,8 @@ def _encode(namespace: Namespace) -> str:
     if len(encoded) > _MAX_PROJECT_CHARS:
         raise InvalidNamespaceError(
             f"namespace {namespace} encodes to {len(encoded)} characters; memray allows {_MAX_PROJECT_CHARS} "
-            "(shorten its labels)")
+            "(shorten its labels)"
+        )
     return encoded
 
 
@@ -286,9 +317,13 @@ def _is(result: MemoryResult, namespace: Namespace, key: str) -> bool:
 
 def _item(result: MemoryResult, cls: type[Any], score: float | None = None) -> Any:
     meta = _meta(result)
-    fields = dict(namespace=tuple(meta["namespace"]), key=meta["key"], value=meta["value"],
-                  created_at=datetime.fromtimestamp(meta["created_at"], tz=timezone.utc),
-                  updated_at=datetime.fromtimestamp(meta["updated_at"], tz=timezone.utc))
+    fields = dict(
+        namespace=tuple(meta["namespace"]),
+        key=meta["key"],
+        value=meta["value"],
+        created_at=datetime.fromtimestamp(meta["created_at"], tz=UTC),
+        updated_at=datetime.fromtimestamp(meta["updated_at"], tz=UTC),
+    )
     return cls(**fields, score=score) if cls is SearchItem else cls(**fields)
 
 
@@ -303,8 +338,11 @@ def _compare(actual: Any, wanted: Any) -> bool:
             return all(_operator(actual, op, operand) for op, operand in wanted.items())
         return isinstance(actual, dict) and all(_compare(actual.get(k), v) for k, v in wanted.items())
     if isinstance(wanted, (list, tuple)):
-        return (isinstance(actual, (list, tuple)) and len(actual) == len(wanted)
-                and all(_compare(a, w) for a, w in zip(actual, wanted)))
+        return (
+            isinstance(actual, (list, tuple))
+            and len(actual) == len(wanted)
+            and all(_compare(a, w) for a, w in zip(actual, wanted))
+        )
     return bool(actual == wanted)
 
 

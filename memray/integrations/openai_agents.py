@@ -21,7 +21,7 @@ output, a reasoning summary) when it has one, and the item itself, unchanged, in
 named ``openai_agents_item``. ``get_items`` returns those items exactly as added (tool calls and
 outputs included); a message of the conversation written by other code comes back as
 ``{"role": ..., "content": text}``. ``pop_item`` deletes the newest message everywhere memray
-keeps it (:meth:`memray.memory.ConversationHandle.delete_messages`); ``clear_session`` deletes
+keeps it (:meth:`memray.facade.conversation.ConversationHandle.delete_messages`); ``clear_session`` deletes
 the conversation.
 """
 
@@ -42,7 +42,7 @@ except ImportError as exc:  # pragma: no cover - exercised by the missing-extra 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
 
-    from memray.memory import ConversationHandle, Memory
+    from memray.facade import ConversationHandle, Memory
 
 __all__ = ["MemraySession", "ITEM_PART"]
 
@@ -60,8 +60,16 @@ class MemraySession:
 
     session_settings: SessionSettings | None = None
 
-    def __init__(self, session_id: str, memory: Memory, *, user_id: str, app: str = "default",
-                 session_settings: SessionSettings | None = None, durable: bool = False) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        memory: Memory,
+        *,
+        user_id: str,
+        app: str = "default",
+        session_settings: SessionSettings | None = None,
+        durable: bool = False,
+    ) -> None:
         self.session_id = session_id
         self.session_settings = session_settings or SessionSettings()
         self.durable = durable

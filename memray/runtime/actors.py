@@ -27,8 +27,7 @@ import functools
 import logging
 import os
 import re
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import ray
@@ -37,16 +36,17 @@ from ray.util import metrics as ray_metrics
 
 from memray import metrics
 from memray.config import IndexConfig, MemoryConfig
+from memray.conversation.client import HostClient
 from memray.conversation.host import ConversationHost
-from memray.embedding import build_embedder
 from memray.errors import DeadLetterError, StoreError, UnavailableError, ValidationError
 from memray.ids import stable_hash
-from memray.index.recovery import RecoveringShard, Scan, ShardKeeper
-from memray.runtime.deploy import shard_path
-from memray.store.base import IndexRow
+from memray.index.client import ShardClient
+from memray.index.recovery import RecoveringShard, ShardKeeper
+from memray.rpc.gate import PriorityGate
+from memray.runtime.deploy import active_model, shard_path
+from memray.store.client import StoreClient
 from memray.store.database import check_not_in_use
 from memray.store.history import HistoryStore
-from memray.store.rows import Namespace
 
 __all__ = ["RayRef", "RayDeployment", "ensure_ray", "shutdown_ray", "named_ref"]
 
@@ -54,7 +54,7 @@ log = logging.getLogger(__name__)
 
 
 class RayRef:
-    """An :class:`~memray.runtime.ref.ActorRef` to a Ray actor."""
+    """An :class:`~memray.rpc.ref.ActorRef` to a Ray actor."""
 
     def __init__(self, handle: Any, label: str) -> None:
         self.handle = handle
@@ -81,7 +81,9 @@ def named_ref(name: str, namespace: str, label: str) -> RayRef:
     return RayRef(ray.get_actor(name, namespace=namespace), label)
 
 
-def _ray_metric(kind: str, name: str, description: str, tag_keys: tuple[str, ...], boundaries: list[float] | None) -> Any:
+def _ray_metric(
+    kind: str, name: str, description: str, tag_keys: tuple[str, ...], boundaries: list[float] | None
+) -> Any:
     if kind == "counter":
         return ray_metrics.Counter(name, description=description, tag_keys=tag_keys)
     return ray_metrics.Histogram(name, description=description, boundaries=boundaries or [], tag_keys=tag_keys)
@@ -103,7 +105,9 @@ def ensure_ray(config: MemoryConfig) -> bool:
     if ray.is_initialized():
         return False
     kwargs: dict[str, Any] = {
-        "namespace": config.namespace, "ignore_reinit_error": True, "log_to_driver": config.verbose,
+        "namespace": config.namespace,
+        "ignore_reinit_error": True,
+        "log_to_driver": config.verbose,
         "logging_level": logging.INFO if config.verbose else logging.ERROR,
     }
     if config.address:
@@ -145,42 +149,10 @@ def _drop_ray_notices(notices: tuple[str, ...]) -> None:
     ray_worker.print_to_stdstream = print_unless_by_design
 
 
-class _PriorityGate:
-    """One call at a time into the store, most urgent first: message commits (what durable lag
-    waits for), then reads and other writes, then background work (vectors, scans, exports).
-    Under load the background waits; nothing is reordered within a level."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._busy = False
-        self._waiting = [0, 0, 0]
-
-    @contextlib.contextmanager
-    def hold(self, level: int) -> Iterator[None]:
-        with self._cond:
-            self._waiting[level] += 1
-            while self._busy or any(self._waiting[:level]):
-                self._cond.wait()
-            self._waiting[level] -= 1
-            self._busy = True
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._busy = False
-                self._cond.notify_all()
-
-
-_URGENT = {"append_messages", "commit_messages", "record_dead_letters", "resolve_acknowledged"}
-_BACKGROUND = {
-    "put_embeddings", "mark_embedding_failed", "pending_embeddings", "missing_embeddings",
-    "scan_index_rows", "export_parquet", "purge_exports", "index_digest", "index_refs", "fetch_index_rows",
-}
-
-
 class StoreActor(HistoryStore):
     """Opens its file when the actor starts, and again when Ray restarts it. A threaded actor
-    whose calls pass one at a time through a :class:`_PriorityGate` (see :func:`_gated`).
+    whose calls pass one at a time through a :class:`~memray.rpc.gate.PriorityGate`, each at the priority its
+    :class:`~memray.store.client.StoreClient` method declares (see :func:`_gated`).
 
     If the file cannot be opened (another process holds it), the actor does not fail its
     creation — Ray would restart it over and over while callers wait — but answers every call
@@ -188,17 +160,13 @@ class StoreActor(HistoryStore):
 
     def __init__(self, path: str, namespace: str = "") -> None:
         super().__init__(path)
-        self._gate = _PriorityGate()
+        self._gate = PriorityGate()
         self._open_error: StoreError | None = None
         owner = {"mode": "ray", "role": "store actor", "address": _gcs_address(), "namespace": namespace}
         try:
             self.open(owner)
         except StoreError as exc:
             self._open_error = exc
-
-    def pid(self) -> int:
-        """This actor's process id (the fault tests kill it)."""
-        return os.getpid()
 
 
 def _gcs_address() -> str | None:
@@ -210,7 +178,7 @@ def _gcs_address() -> str | None:
 
 def _gated(name: str) -> Callable[..., Any]:
     method = getattr(HistoryStore, name)
-    level = 0 if name in _URGENT else 2 if name in _BACKGROUND else 1
+    level = StoreClient.options(name).priority
 
     @functools.wraps(method)
     def call(self: StoreActor, *args: Any, **kwargs: Any) -> Any:
@@ -222,9 +190,8 @@ def _gated(name: str) -> Callable[..., Any]:
     return call
 
 
-for _name, _member in vars(HistoryStore).items():
-    if callable(_member) and not _name.startswith("_") and _name != "open":
-        setattr(StoreActor, _name, _gated(_name))
+for _name in StoreClient.calls():  # every store method (tests/rpc/test_clients.py), at its declared priority
+    setattr(StoreActor, _name, _gated(_name))
 
 
 class ShardActor(RecoveringShard):
@@ -233,7 +200,14 @@ class ShardActor(RecoveringShard):
     ``config.snapshot_every_s`` (see :mod:`memray.index.recovery` for why a thread)."""
 
     def __init__(
-        self, shard_id: int, path: str, dim: int, model_id: str, config: IndexConfig, store: str, namespace: str,
+        self,
+        shard_id: int,
+        path: str,
+        dim: int,
+        model_id: str,
+        config: IndexConfig,
+        store: str,
+        namespace: str,
         shards: int,
     ) -> None:
         # Ray restarts an actor with the arguments it was created with; a re-embedding job may have
@@ -245,34 +219,20 @@ class ShardActor(RecoveringShard):
             dim, model_id = record.dim, record.model_id
         super().__init__(shard_id, path, dim, model_id, config, recovering=True)
         self.open()
-        handle = ray.get_actor(store, namespace=namespace)
+        # the keeper calls this shard through the actor's own handle: queued with every other call
+        own = ShardClient(RayRef(ray.get_runtime_context().current_actor, f"shard {shard_id}"))
         self._keeper = ShardKeeper(
-            self._call_self, self._scan(handle, shards), config.snapshot_every_s,
-            store=lambda method, *args: ray.get(getattr(handle, method).remote(*args)), shard_id=shard_id, shards=shards,
+            own,
+            StoreClient(named_ref(store, namespace, "history store")),
+            config.snapshot_every_s,
+            shard_id=shard_id,
+            shards=shards,
         )
         self._keeper.start(f"memray-shard-{shard_id}-keeper")
-
-    @staticmethod
-    def _call_self(method: str, *args: Any) -> Any:
-        """Run ``method`` as a call on this actor's own handle: queued with every other call."""
-        return ray.get(getattr(ray.get_runtime_context().current_actor, method).remote(*args))
-
-    def _scan(self, store: Any, shards: int) -> Scan:
-        def scan(after: tuple[Namespace, str] | None, limit: int) -> list[IndexRow]:
-            rows: list[IndexRow] = ray.get(
-                store.scan_index_rows.remote(self.shard_id, shards, self.model_id, after, limit, True)
-            )
-            return rows
-
-        return scan
 
     def close(self) -> None:
         self._keeper.stop(timeout_s=0)  # never join: its pending call on this actor waits for us
         super().close()
-
-    def pid(self) -> int:
-        """This actor's process id (the fault tests kill it)."""
-        return os.getpid()
 
 
 class HostActor(ConversationHost):
@@ -282,8 +242,10 @@ class HostActor(ConversationHost):
     def __init__(self, host_id: int, config: MemoryConfig, store: str, shards: list[str]) -> None:
         ns = config.namespace
         super().__init__(
-            host_id, config, named_ref(store, ns, "history store"),
-            [named_ref(name, ns, f"shard {i}") for i, name in enumerate(shards)],
+            host_id,
+            config,
+            StoreClient(named_ref(store, ns, "history store")),
+            [ShardClient(named_ref(name, ns, f"shard {i}")) for i, name in enumerate(shards)],
         )
 
 
@@ -292,8 +254,12 @@ def _check_picklable(embedder: object) -> None:
     try:
         ray.cloudpickle.dumps(embedder)  # type: ignore[no-untyped-call]
     except Exception as exc:
-        raise ValidationError("embedder", embedder, f"cannot be pickled to the Ray actors ({type(exc).__name__}: {exc})",
-                              "make it picklable (no locks or open clients: create them lazily), or use mode='inprocess'") from exc
+        raise ValidationError(
+            "embedder",
+            embedder,
+            f"cannot be pickled to the Ray actors ({type(exc).__name__}: {exc})",
+            "make it picklable (no locks or open clients: create them lazily), or use mode='inprocess'",
+        ) from exc
 
 
 class RayDeployment:
@@ -305,64 +271,67 @@ class RayDeployment:
 
     def _options(self, role: str, **extra: Any) -> dict[str, Any]:
         opts: dict[str, Any] = {
-            "name": f"{self.prefix}:{role}", "namespace": self.config.namespace, "get_if_exists": True,
-            "num_cpus": 0, "max_restarts": -1, "max_task_retries": 0,
+            "name": f"{self.prefix}:{role}",
+            "namespace": self.config.namespace,
+            "get_if_exists": True,
+            "num_cpus": 0,
+            "max_restarts": -1,
+            "max_task_retries": 0,
         }
         if self.config.address:
             opts["lifetime"] = "detached"  # outlives this driver: other drivers share it
         opts.update(extra)
         return opts
 
+    def _actor(self, cls: type, role: str, label: str, args: tuple[Any, ...], **options: Any) -> RayRef:
+        """The named actor ``role`` of ``cls`` (created, or the running one: ``get_if_exists``)."""
+        return RayRef(ray.remote(cls).options(**self._options(role, **options)).remote(*args), label)
+
     def create(self) -> None:
-        cfg = self.config
+        cfg, ns = self.config, self.config.namespace
         if cfg.embedder.kind == "custom":
             _check_picklable(cfg.embedder.custom)
-        embedder = build_embedder(cfg.embedder)
-        dim = embedder.dim if embedder is not None else cfg.embedder.dim
-        model_id = embedder.model_id if embedder is not None else "none"
+        dim, model_id = active_model(cfg)
         pin = {"resources": {cfg.store_resource: 0.01}} if cfg.store_resource else {}
-        store = ray.remote(StoreActor).options(**self._options("store", max_concurrency=32, **pin)).remote(
-            cfg.store_path, cfg.namespace)
-        self.store = RayRef(store, "history store")
-        store_name, ns = f"{self.prefix}:store", cfg.namespace
+        store = self._actor(StoreActor, "store", "history store", (cfg.store_path, ns), max_concurrency=32, **pin)
+        store_name = f"{self.prefix}:store"
         shard_names = [f"{self.prefix}:shard-{i}" for i in range(cfg.shards)]
-        self.shards = [
-            RayRef(
-                ray.remote(ShardActor).options(**self._options(f"shard-{i}")).remote(
-                    i, shard_path(cfg, i), dim, model_id, cfg.index, store_name, ns, cfg.shards
-                ),
+        shards = [
+            self._actor(
+                ShardActor,
+                f"shard-{i}",
                 f"shard {i}",
+                (i, shard_path(cfg, i), dim, model_id, cfg.index, store_name, ns, cfg.shards),
             )
             for i in range(cfg.shards)
         ]
-        self.hosts = [
-            RayRef(
-                ray.remote(HostActor).options(**self._options(f"host-{i}", max_concurrency=10_000)).remote(
-                    i, cfg, store_name, shard_names
-                ),
-                f"host {i}",
-            )
+        hosts = [
+            self._actor(HostActor, f"host-{i}", f"host {i}", (i, cfg, store_name, shard_names), max_concurrency=10_000)
             for i in range(cfg.hosts)
         ]
+        self._refs = [store, *shards, *hosts]
+        self.store = StoreClient(store)
+        self.shards = [ShardClient(ref) for ref in shards]
+        self.hosts = [HostClient(ref) for ref in hosts]
 
     async def start(self) -> None:
         os.makedirs(self.config.root, exist_ok=True)
         self.create()
         try:
-            await self.store.call("ping")
+            await self.store.ping()
         except StoreError:  # the file is held elsewhere: this store actor can never serve; a later open retries
-            ray.kill(self.store.handle, no_restart=True)
+            ray.kill(self._refs[0].handle, no_restart=True)
             raise
-        await asyncio.gather(*(s.call("ping") for s in self.shards))
+        await asyncio.gather(*(s.ping() for s in self.shards))
         await asyncio.gather(*(self._recovered(s) for s in self.shards))
-        await asyncio.gather(*(h.call("start") for h in self.hosts))
+        await asyncio.gather(*(h.start() for h in self.hosts))
 
-    async def _recovered(self, shard: RayRef, timeout_s: float = 30.0) -> None:
+    async def _recovered(self, shard: ShardClient, timeout_s: float = 30.0) -> None:
         """Wait (bounded) for a shard's first catch-up with the store, so a fresh ``open`` does
         not answer its first searches degraded; past the bound it carries on (degraded)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        while await shard.call("is_recovering") and loop.time() < deadline:
+        while await shard.is_recovering() and loop.time() < deadline:
             await asyncio.sleep(0.05)
 
     async def stop(self, terminate: bool) -> list[dict[str, Any]]:
@@ -372,14 +341,20 @@ class RayDeployment:
         bound = self.config.write_timeout_s + 30.0
         if not terminate:
             # a driver leaving a shared memray: flush, but leave dead-letter reports to their writers
-            flushed = await _bounded([h.call("flush", None, None, False) for h in self.hosts], bound)
-            await _bounded([s.call("snapshot") for s in self.shards], bound)
-            return [{"host": h.label, "error": f"{type(r).__name__}: {r}",
-                     "dead_letters": len(r.letters) if isinstance(r, DeadLetterError) else 0}
-                    for h, r in zip(self.hosts, flushed) if isinstance(r, BaseException)]
+            flushed = await _bounded([h.flush(None, None, False) for h in self.hosts], bound)
+            await _bounded([s.snapshot() for s in self.shards], bound)
+            return [
+                {
+                    "host": h.label,
+                    "error": f"{type(r).__name__}: {r}",
+                    "dead_letters": len(r.letters) if isinstance(r, DeadLetterError) else 0,
+                }
+                for h, r in zip(self.hosts, flushed)
+                if isinstance(r, BaseException)
+            ]
         reports: list[dict[str, Any]] = []
         try:
-            closed = await _bounded([h.call("close") for h in self.hosts], bound)
+            closed = await _bounded([h.close() for h in self.hosts], bound)
             for host, result in zip(self.hosts, closed):
                 if isinstance(result, BaseException):
                     reports.append({"host": host.label, "error": f"{type(result).__name__}: {result}"})
@@ -387,15 +362,17 @@ class RayDeployment:
                     reports.append(result)
             # a shard's close is only a snapshot (indexes are derived data): one that is down or
             # restarting must not keep the store from closing nor the actors from being killed
-            closed = await _bounded([s.call("close") for s in self.shards], 60.0)
+            closed = await _bounded([s.close() for s in self.shards], 60.0)
             for shard, result in zip(self.shards, closed):
                 if isinstance(result, BaseException):
                     log.warning("%s did not close cleanly (%r); it recovers from the store", shard.label, result)
-            stored = await _bounded([self.store.call("close")], 60.0)
+            stored = await _bounded([self.store.close()], 60.0)
             if isinstance(stored[0], BaseException):
-                log.warning("the history store did not close cleanly (%r); its WAL is replayed on the next open", stored[0])
+                log.warning(
+                    "the history store did not close cleanly (%r); its WAL is replayed on the next open", stored[0]
+                )
         finally:
-            for ref in [*self.hosts, *self.shards, self.store]:
+            for ref in self._refs:
                 with contextlib.suppress(Exception):
                     ray.kill(ref.handle, no_restart=True)
         return reports
@@ -403,6 +380,7 @@ class RayDeployment:
 
 async def _bounded(calls: list[Any], timeout_s: float) -> list[Any]:
     """Await ``calls`` together; each result, or its exception (TimeoutError past ``timeout_s``)."""
+
     async def one(call: Any) -> Any:
         return await asyncio.wait_for(call, timeout_s)
 

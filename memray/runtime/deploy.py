@@ -11,8 +11,10 @@ import os
 from typing import Any, Protocol
 
 from memray.config import MemoryConfig
-from memray.runtime.local import LocalRef
-from memray.runtime.ref import ActorRef
+from memray.conversation.client import HostClient
+from memray.index.client import ShardClient
+from memray.rpc.local import LocalRef
+from memray.store.client import StoreClient
 
 __all__ = ["Deployment", "LocalDeployment", "shard_path"]
 
@@ -21,10 +23,18 @@ def shard_path(config: MemoryConfig, shard_id: int) -> str:
     return os.path.join(config.vectors_path, f"shard-{shard_id}")
 
 
+def active_model(config: MemoryConfig) -> tuple[int, str]:
+    """The dim and model id the shards index: the configured embedder's (``"none"`` without one)."""
+    from memray.embedding import build_embedder
+
+    embedder = build_embedder(config.embedder)
+    return (embedder.dim, embedder.model_id) if embedder is not None else (config.embedder.dim, "none")
+
+
 class Deployment(Protocol):
-    store: ActorRef
-    shards: list[ActorRef]
-    hosts: list[ActorRef]
+    store: StoreClient
+    shards: list[ShardClient]
+    hosts: list[HostClient]
 
     async def start(self) -> None: ...
     async def stop(self, terminate: bool) -> list[dict[str, Any]]:
@@ -38,30 +48,34 @@ class LocalDeployment:
 
     def __init__(self, config: MemoryConfig) -> None:
         from memray.conversation.host import ConversationHost
-        from memray.embedding import build_embedder
         from memray.index.recovery import RecoveringShard
         from memray.store.history import HistoryStore
 
         self.config = config
-        embedder = build_embedder(config.embedder)
-        dim = embedder.dim if embedder is not None else config.embedder.dim
-        model_id = embedder.model_id if embedder is not None else "none"
+        dim, model_id = active_model(config)
         self._store = HistoryStore(config.store_path)
         # a RecoveringShard that never recovers (it cannot die apart from this process): the same
         # core as a shard actor, so wait_indexed() can level it with the store in both modes
-        self._shards = [RecoveringShard(i, shard_path(config, i), dim, model_id, config.index, recovering=False)
-                        for i in range(config.shards)]
-        self.store: ActorRef = LocalRef(self._store, "history store")
-        self.shards: list[ActorRef] = [LocalRef(s, f"shard {i}") for i, s in enumerate(self._shards)]
+        self._shards = [
+            RecoveringShard(i, shard_path(config, i), dim, model_id, config.index, recovering=False)
+            for i in range(config.shards)
+        ]
+        self._refs = [
+            LocalRef(self._store, "history store"),
+            *(LocalRef(s, f"shard {i}") for i, s in enumerate(self._shards)),
+        ]
+        self.store = StoreClient(self._refs[0])
+        self.shards = [ShardClient(ref) for ref in self._refs[1:]]
         self._hosts = [ConversationHost(i, config, self.store, self.shards) for i in range(config.hosts)]
-        self.hosts: list[ActorRef] = [LocalRef(h, f"host {i}") for i, h in enumerate(self._hosts)]
+        self._refs += [LocalRef(h, f"host {i}") for i, h in enumerate(self._hosts)]
+        self.hosts = [HostClient(ref) for ref in self._refs[1 + len(self._shards) :]]
 
     async def start(self) -> None:
         os.makedirs(self.config.root, exist_ok=True)
-        await self.store.call("open", {"mode": "inprocess", "role": "in-process store"})
-        await asyncio.gather(*(s.call("open") for s in self.shards))
+        await self.store.open({"mode": "inprocess", "role": "in-process store"})
+        await asyncio.gather(*(s.open() for s in self.shards))
         await asyncio.gather(*(self._reconcile_if_forked(i) for i in range(len(self.shards))))
-        await asyncio.gather(*(h.call("start") for h in self.hosts))
+        await asyncio.gather(*(h.start() for h in self.hosts))
 
     async def _reconcile_if_forked(self, i: int) -> None:
         """A fork's shard reconciles with the store before it serves (:mod:`memray.index.fork`)."""
@@ -73,18 +87,19 @@ class LocalDeployment:
             if changed is None:  # the marker lists nothing: a full pass
                 _, upserted, deleted = await reconcile_shard(self.shards[i], self.store, i, len(self.shards), model_id)
             else:
-                upserted, deleted = await reconcile_marked(self.shards[i], self.store, i, len(self.shards), model_id, changed)
+                upserted, deleted = await reconcile_marked(
+                    self.shards[i], self.store, i, len(self.shards), model_id, changed
+                )
             if upserted or deleted:  # the linked snapshot was not exact: persist the reconciled one
-                await self.shards[i].call("snapshot")
+                await self.shards[i].snapshot()
             clear_marker(path)
 
     async def stop(self, terminate: bool = True) -> list[dict[str, Any]]:
         try:
-            reports: list[dict[str, Any]] = list(await asyncio.gather(*(h.call("close") for h in self.hosts)))
-            await asyncio.gather(*(s.call("close") for s in self.shards))
+            reports: list[dict[str, Any]] = list(await asyncio.gather(*(h.close() for h in self.hosts)))
+            await asyncio.gather(*(s.close() for s in self.shards))
         finally:
-            await self.store.call("close")
-            for ref in [self.store, *self.shards, *self.hosts]:
-                assert isinstance(ref, LocalRef)
+            await self.store.close()
+            for ref in self._refs:
                 ref.shutdown()
         return reports

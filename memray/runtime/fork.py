@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Any
 from memray.config import MemoryConfig
 from memray.errors import ValidationError
 from memray.files import fsync_dir
+from memray.ids import Namespace, user_hash
 from memray.index.fork import write_marker
 from memray.runtime.deploy import shard_path
-from memray.store.rows import Namespace, user_hash
 
 if TYPE_CHECKING:
     from memray.runtime.deploy import Deployment
@@ -61,35 +61,43 @@ def check_fork_path(root: str, dst: object) -> str:
     target = os.path.abspath(os.fspath(dst))
     source = os.path.abspath(root)
     if os.path.commonpath([target, source]) in (target, source):
-        raise ValidationError("path", target, f"overlaps the data directory being forked ({source})",
-                              "fork into a separate folder")
+        raise ValidationError(
+            "path", target, f"overlaps the data directory being forked ({source})", "fork into a separate folder"
+        )
     if os.path.exists(target) and (not os.path.isdir(target) or os.listdir(target)):
         raise ValidationError("path", target, "already exists and is not an empty folder", "fork into a new path")
     return target
 
 
-async def fork_deployment(deployment: Deployment, config: MemoryConfig, dst: str,
-                          pending: Callable[[], list[tuple[Namespace, str]]] | None = None) -> dict[str, Any]:
+async def fork_deployment(
+    deployment: Deployment,
+    config: MemoryConfig,
+    dst: str,
+    pending: Callable[[], list[tuple[Namespace, str]]] | None = None,
+) -> dict[str, Any]:
     """Fork the running memray ``deployment`` (configured by ``config``) into ``dst`` (module
     docstring). ``pending`` lists the items this process submitted for indexing and not yet saw
     confirmed (the long-term service's). Returns timings and sizes. ``dst`` must have passed
     :func:`check_fork_path`."""
     t0 = time.perf_counter()
-    before: int = await deployment.store.call("version")
-    await asyncio.gather(*(h.call("flush") for h in deployment.hosts))
-    unconfirmed = [r for refs in await asyncio.gather(*(h.call("unconfirmed") for h in deployment.hosts)) for r in refs]
+    before = await deployment.store.version()
+    await asyncio.gather(*(h.flush() for h in deployment.hosts))
+    unconfirmed = [r for refs in await asyncio.gather(*(h.unconfirmed() for h in deployment.hosts)) for r in refs]
     unconfirmed += pending() if pending is not None else []
     t_flush = time.perf_counter()
     target = config.model_copy(update={"path": dst})
     os.makedirs(dst, exist_ok=True)
     try:
-        store: dict[str, int] = await deployment.store.call("fork_to", target.store_path)
+        store = await deployment.store.fork_to(target.store_path)
         t_store = time.perf_counter()
-        linked = await asyncio.gather(*(s.call("fork_to", shard_path(target, i)) for i, s in enumerate(deployment.shards)))
-        changed: list[tuple[Namespace, str]] = await deployment.store.call("changed_refs", before)
+        linked = await asyncio.gather(*(s.fork_to(shard_path(target, i)) for i, s in enumerate(deployment.shards)))
+        changed = await deployment.store.changed_refs(before)
         reread = list(dict.fromkeys([*(_ref(r) for r in changed), *(_ref(r) for r in unconfirmed)]))
         for i in range(len(deployment.shards)):  # what each fork shard must re-read from the copy
-            write_marker(shard_path(target, i), [r for r in reread if user_hash(r[0].app, r[0].user_id) % len(deployment.shards) == i])
+            write_marker(
+                shard_path(target, i),
+                [r for r in reread if user_hash(r[0].app, r[0].user_id) % len(deployment.shards) == i],
+            )
         for name in RECORDS:
             if os.path.exists(os.path.join(config.root, name)):
                 shutil.copy2(os.path.join(config.root, name), os.path.join(dst, name))
@@ -99,7 +107,12 @@ async def fork_deployment(deployment: Deployment, config: MemoryConfig, dst: str
         raise
     t_end = time.perf_counter()
     return {
-        "path": dst, "seconds": t_end - t0, "flush_s": t_flush - t0, "store_s": t_store - t_flush,
-        "shards_s": t_end - t_store, "store_bytes": store["bytes"], "cloned": bool(store["cloned"]),
+        "path": dst,
+        "seconds": t_end - t0,
+        "flush_s": t_flush - t0,
+        "store_s": t_store - t_flush,
+        "shards_s": t_end - t_store,
+        "store_bytes": store["bytes"],
+        "cloned": bool(store["cloned"]),
         "snapshot_files": sum(linked),
     }

@@ -2,8 +2,8 @@
 and the agent helpers that preload memories, expose a ``load_memory`` tool and store sessions.
 
 :class:`MemoryService` is the async core (no Ray); :mod:`memray.service.erasure` carries out and
-verifies ``delete_user`` across every store; :class:`MemoryServiceHandle` is what
-``mem.memory_service`` returns (sync calls with ``a``-prefixed async twins).
+verifies ``delete_user`` across every store. What ``mem.memory_service`` returns (sync calls with
+``a``-prefixed async twins) is the facade's :class:`~memray.facade.service.MemoryServiceHandle`.
 """
 
 from memray.service.agent import (
@@ -18,12 +18,11 @@ from memray.service.agent import (
     relevant_memories_block,
     store_session,
 )
-from memray.service.handle import MemoryServiceHandle
-from memray.service.longterm import DEFAULT_LIMIT, MemoryService, coerce_entries, entry_matches
+from memray.service.entries import coerce_entries, entry_matches
+from memray.service.longterm import DEFAULT_LIMIT, MemoryService
 
 __all__ = [
     "MemoryService",
-    "MemoryServiceHandle",
     "DEFAULT_LIMIT",
     "coerce_entries",
     "entry_matches",

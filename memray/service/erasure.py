@@ -35,19 +35,37 @@ from memray.models import DeletionProof, DeletionReceipt
 from memray.store.schema import TABLES
 
 if TYPE_CHECKING:
+    from memray.conversation.client import HostClient
     from memray.conversation.recall import Recall
     from memray.embedding.base import Embedder
-    from memray.runtime.deploy import Deployment
+    from memray.index.client import ShardClient
     from memray.service.longterm import MemoryService
+    from memray.store.client import StoreClient
 
 __all__ = [
-    "erase_user", "verify_user_deleted", "verify_messages_deleted", "scan_exports", "scan_snapshots",
-    "scan_snapshot_items", "clear_cache", "RECEIPT_KEYS",
+    "erase_user",
+    "verify_user_deleted",
+    "verify_messages_deleted",
+    "scan_exports",
+    "scan_snapshots",
+    "scan_snapshot_items",
+    "clear_cache",
+    "RECEIPT_KEYS",
 ]
 
 #: The keys of a receipt's ``counts``.
-RECEIPT_KEYS = ("messages", "conversations", "entries", "embeddings", "working_memory", "summaries",
-                "vectors", "export_rows", "host_conversations", "caches")
+RECEIPT_KEYS = (
+    "messages",
+    "conversations",
+    "entries",
+    "embeddings",
+    "working_memory",
+    "summaries",
+    "vectors",
+    "export_rows",
+    "host_conversations",
+    "caches",
+)
 
 
 def clear_cache(embedder: Embedder | None) -> int:
@@ -58,40 +76,54 @@ def clear_cache(embedder: Embedder | None) -> int:
 
 
 async def erase_user(
-    deployment: Deployment, service: MemoryService, embedder: Embedder | None, app: str, user_id: str,
+    store: StoreClient,
+    shards: list[ShardClient],
+    hosts: list[HostClient],
+    service: MemoryService,
+    embedder: Embedder | None,
+    app: str,
+    user_id: str,
     recall: Recall | None = None,
 ) -> DeletionReceipt:
     """Erase the user from every store (module docstring); returns counts per store."""
     validate_id("app", app)
     validate_id("user_id", user_id)
     async with service.user_lock(app, user_id):
-        evicted = await asyncio.gather(*(h.call("evict_user", app, user_id) for h in deployment.hosts))
+        evicted = await asyncio.gather(*(h.evict_user(app, user_id) for h in hosts))
         forgotten = recall.forget_user(app, user_id) if recall is not None else 0
         await service.evict_user(app, user_id)
-        stored: dict[str, int] = await deployment.store.call("delete_user", app, user_id)
-        dropped = await asyncio.gather(*(s.call("drop", app, user_id) for s in deployment.shards))
-        await asyncio.gather(*(s.call("snapshot") for s in deployment.shards))
-        cleared = await asyncio.gather(*(h.call("clear_caches") for h in deployment.hosts))
+        stored: dict[str, int] = await store.delete_user(app, user_id)
+        dropped = await asyncio.gather(*(s.drop(app, user_id) for s in shards))
+        await asyncio.gather(*(s.snapshot() for s in shards))
+        cleared = await asyncio.gather(*(h.clear_caches() for h in hosts))
     counts = {t: int(stored.get(t, 0)) for t in TABLES}
     counts.update(
-        vectors=sum(dropped), export_rows=int(stored.get("export_rows", 0)),
-        host_conversations=sum(evicted), caches=sum(cleared) + clear_cache(embedder) + forgotten,
+        vectors=sum(dropped),
+        export_rows=int(stored.get("export_rows", 0)),
+        host_conversations=sum(evicted),
+        caches=sum(cleared) + clear_cache(embedder) + forgotten,
     )
     return DeletionReceipt(app=app, user_id=user_id, counts={k: counts[k] for k in RECEIPT_KEYS})
 
 
 async def verify_user_deleted(
-    deployment: Deployment, service: MemoryService, config: MemoryConfig, app: str, user_id: str,
+    store: StoreClient,
+    shards: list[ShardClient],
+    hosts: list[HostClient],
+    service: MemoryService,
+    config: MemoryConfig,
+    app: str,
+    user_id: str,
     recall: Recall | None = None,
 ) -> DeletionProof:
     """Scan every store for the user; ``remaining`` counts what is left in each."""
     validate_id("app", app)
     validate_id("user_id", user_id)
     store_counts, shard_counts, host_counts, roots = await asyncio.gather(
-        deployment.store.call("count_user", app, user_id),
-        asyncio.gather(*(s.call("count_user", app, user_id) for s in deployment.shards)),
-        asyncio.gather(*(h.call("count_user", app, user_id) for h in deployment.hosts)),
-        deployment.store.call("export_roots"),
+        store.count_user(app, user_id),
+        asyncio.gather(*(s.count_user(app, user_id) for s in shards)),
+        asyncio.gather(*(h.count_user(app, user_id) for h in hosts)),
+        store.export_roots(),
     )
     export_roots = sorted({os.path.abspath(r) for r in roots} | {config.exports_path})
     export_rows = await asyncio.to_thread(lambda: sum(scan_exports(r, app, user_id) for r in export_roots))
@@ -106,8 +138,8 @@ async def verify_user_deleted(
         export_rows=export_rows,
         snapshot_items=snapshot_items,
     )
-    scanned = [f"{deployment.store.label} (tables: {', '.join(TABLES)})"]
-    scanned += [s.label for s in deployment.shards] + [h.label for h in deployment.hosts]
+    scanned = [f"{store.label} (tables: {', '.join(TABLES)})"]
+    scanned += [s.label for s in shards] + [h.label for h in hosts]
     scanned += ["service embedding queue", "this process's read-your-writes messages"]
     scanned += [f"exports {r}" for r in export_roots]
     scanned.append(f"shard snapshots {config.vectors_path}")
@@ -115,29 +147,36 @@ async def verify_user_deleted(
 
 
 async def verify_messages_deleted(
-    deployment: Deployment, config: MemoryConfig, key: ConversationKey, ids: list[str] | None,
+    store: StoreClient,
+    shards: list[ShardClient],
+    hosts: list[HostClient],
+    config: MemoryConfig,
+    key: ConversationKey,
+    ids: list[str] | None,
 ) -> DeletionProof:
     """Scan every store for a conversation's messages (``ids``, or all of them): the store's
     messages and vectors, the user's shard (after a snapshot, its snapshot files too), the
     conversation's host (buffer, read-your-writes tail, embedding queue) and every export root.
     The proof after ``delete_messages(ids)`` or ``clear()`` (README "Conversations")."""
-    from memray.runtime.deploy import shard_path
-    from memray.store.rows import conversation_namespace, user_hash
+    from memray.ids import conversation_namespace, user_hash
 
     ns = conversation_namespace(key)
-    shard = user_hash(key.app, key.user_id) % len(deployment.shards)
-    host = deployment.hosts[key.route(len(deployment.hosts))]
-    await deployment.shards[shard].call("snapshot")  # the files on disk reflect the deletes
+    i = user_hash(key.app, key.user_id) % len(shards)
+    shard, host = shards[i], hosts[key.route(len(hosts))]
+    await shard.snapshot()  # the files on disk reflect the deletes
     stored, vectors, held = await asyncio.gather(
-        deployment.store.call("count_messages", key, ids),
-        deployment.shards[shard].call("count_items", ns, ids),
-        host.call("count_messages", key, ids),
+        store.count_messages(key, ids), shard.count_items(ns, ids), host.count_messages(key, ids)
     )
-    folder = shard_path(config, shard)
+    folder = os.path.join(config.vectors_path, f"shard-{i}")
     on_disk = await asyncio.to_thread(scan_snapshot_items, folder, ns, ids)
     remaining = {**{k: int(v) for k, v in stored.items()}, "vectors": int(vectors), **held, "snapshot_items": on_disk}
-    scanned = [f"{deployment.store.label} (messages, embeddings)", deployment.shards[shard].label, host.label,
-               "export roots", f"shard snapshots {folder}"]
+    scanned = [
+        f"{store.label} (messages, embeddings)",
+        shard.label,
+        host.label,
+        "export roots",
+        f"shard snapshots {folder}",
+    ]
     return DeletionProof(app=key.app, user_id=key.user_id, remaining=remaining, scanned=scanned)
 
 
@@ -153,9 +192,12 @@ def scan_snapshot_items(folder: str, namespace: tuple[str, str, str, str], ids: 
         uids = {int(row[4]) for row in spaces if tuple(row[:4]) == tuple(namespace)}
         if not uids:
             continue
-        items = pq.read_table(os.path.join(os.path.dirname(file), "items.parquet"), columns=["uid", "doc_id"]).to_pydict()
-        total += sum(1 for uid, doc in zip(items["uid"], items["doc_id"])
-                     if uid in uids and (wanted is None or doc in wanted))
+        items = pq.read_table(
+            os.path.join(os.path.dirname(file), "items.parquet"), columns=["uid", "doc_id"]
+        ).to_pydict()
+        total += sum(
+            1 for uid, doc in zip(items["uid"], items["doc_id"]) if uid in uids and (wanted is None or doc in wanted)
+        )
     return total
 
 
@@ -230,5 +272,5 @@ def _files(root: str, suffix: str) -> list[str]:
 def _hive_value(path: str, root: str, key: str) -> str | None:
     for part in os.path.relpath(path, root).split(os.sep):
         if part.startswith(key + "="):
-            return urllib.parse.unquote(part[len(key) + 1:])
+            return urllib.parse.unquote(part[len(key) + 1 :])
     return None

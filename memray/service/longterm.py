@@ -1,7 +1,7 @@
 """`MemoryService`: long-term memory entries per ``(app, user_id)``, optionally per project.
 
 A plain async class that runs in the caller's process (like :mod:`memray.conversation.recall`):
-it holds the store's :class:`~memray.runtime.ref.ActorRef`, a :class:`~memray.index.router.ShardRouter`
+it holds the store's :class:`~memray.store.client.StoreClient`, a :class:`~memray.index.router.ShardRouter`
 and the caller's embedder, and owns one :class:`~memray.embedding.pipeline.EmbeddingPipeline`.
 
 Scopes
@@ -26,13 +26,7 @@ indexed, so a search right after an add finds them. If the embedder fails the ad
 the entries are indexed lexically at once and embedded by the pipeline's retries (or the
 backfill). Re-adding a session replaces that session's entries.
 
-"Entries matching a query" (the ``delete_entries*`` calls): an entry matches when **every**
-token of the query (:func:`memray.text.tokenize`: case-folded words, punctuation splits words,
-CJK characters and bigrams) is among the entry's tokens. It is a predicate, not a ranking: no
-score threshold, no embedding, so what it deletes is predictable and never more than the entries
-that literally contain the query's words. A query with no tokens (``""``, ``"?!"``) is rejected
-with :class:`~memray.errors.ValidationError`: use ``delete_project`` or ``delete_user`` to delete
-everything.
+"Entries matching a query" (the ``delete_entries*`` calls): see :mod:`memray.service.entries`.
 
 Search: ``score`` and ``min_score`` mean exactly what :mod:`memray.index.fusion` says (in [0, 1],
 0 = not relevant; by default only relevant entries come back, so a query about something the
@@ -45,101 +39,52 @@ no query syntax.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import weakref
 from collections.abc import Iterable, Sequence
-from typing import Callable, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from memray.arguments import check_limit, check_min_score, check_mode, check_query
+from memray.arguments import check_query
 from memray.embedding.pipeline import EmbeddingPipeline, PendingItem
 from memray.embedding.query import QueryEncoder
 from memray.errors import ValidationError
-from memray.ids import validate_id, validate_project_id
+from memray.ids import entry_namespace, validate_id, validate_project_id
 from memray.index.columns import columns_of
-from memray.models import MemoryEntry, MemoryResult, RetrievalMode, SearchMemoryResponse, SearchRequest, check_entry
-from memray.runtime.ref import ActorRef
-from memray.scoring import Scoring, Stream, Window, coerce_scoring, window
-from memray.store.rows import EntryRow, Namespace, entry_namespace, entry_to_row, row_to_entry
+from memray.models import RetrievalMode
+from memray.service.entries import EntryInput, coerce_entries, entry_matches, entry_payload
+from memray.service.reader import DEFAULT_LIMIT, EntryReader
+from memray.store.client import StoreClient
+from memray.store.rows import EntryRow, entry_to_row
 from memray.text import tokenize
 
 if TYPE_CHECKING:
     from memray.embedding.base import Embedder
-    from memray.index.base import ShardHit
     from memray.index.router import ShardRouter
 
-__all__ = ["MemoryService", "DEFAULT_LIMIT", "EntryInput", "entry_matches", "coerce_entries"]
+__all__ = ["MemoryService", "DEFAULT_LIMIT"]
 
 log = logging.getLogger(__name__)
 
-#: Results a search returns when ``limit`` is None.
-DEFAULT_LIMIT = 10
 
-EntryInput = MemoryEntry | dict[str, Any] | str
-
-
-def coerce_entries(entries: Iterable[EntryInput] | EntryInput) -> list[MemoryEntry]:
-    """Parse entries given as :class:`MemoryEntry`, dicts or plain strings (a string is the
-    content of an entry authored by ``"user"``). Raises ValidationError naming the entry."""
-    if isinstance(entries, (MemoryEntry, dict, str)):
-        entries = [entries]
-    out = []
-    for i, value in enumerate(entries):
-        if isinstance(value, MemoryEntry):
-            out.append(value)
-        elif isinstance(value, (dict, str)):
-            data = {"content": value} if isinstance(value, str) else value
-            try:
-                out.append(MemoryEntry.model_validate(data))
-            except ValidationError:
-                raise
-            except Exception as exc:  # pydantic's error: name the entry and the field
-                raise _entry_error(i, exc, value) from exc
-        else:
-            raise ValidationError(f"entries[{i}]", value, f"must be a MemoryEntry, a dict or a str, got {type(value).__name__}")
-        check_entry(out[-1], f"entries[{i}]")  # what the store can hold: UTF-8, strict JSON, finite
-    return out
-
-
-def _entry_error(i: int, exc: Exception, value: Any) -> ValidationError:
-    errors = getattr(exc, "errors", None)
-    if callable(errors):
-        first = errors()[0]
-        original = first.get("ctx", {}).get("error")
-        if isinstance(original, ValidationError):
-            return original
-        loc = ".".join(str(p) for p in first.get("loc", ()))
-        return ValidationError(f"entries[{i}].{loc}" if loc else f"entries[{i}]", first.get("input", value), first.get("msg", str(exc)))
-    return ValidationError(f"entries[{i}]", value, str(exc))
-
-
-def entry_matches(query_tokens: set[str], text: str) -> bool:
-    """The delete predicate: every query token is among the text's tokens (module docstring)."""
-    return bool(query_tokens) and query_tokens <= set(tokenize(text))
-
-
-def _payload(entry: MemoryEntry, session_id: str | None, project_id: str | None) -> str:
-    """What the shard keeps with an entry so a hit needs no store read."""
-    return json.dumps({"entry": entry.model_dump(mode="json"), "session_id": session_id, "project_id": project_id},
-                      ensure_ascii=False)
-
-
-class MemoryService:
-    """The long-term memory service (see the module docstring). All methods are coroutines."""
+class MemoryService(EntryReader):
+    """The long-term memory service (see the module docstring): the reads of
+    :class:`~memray.service.reader.EntryReader` and the writes. All methods are coroutines."""
 
     def __init__(
-        self, store: ActorRef, router: ShardRouter, encoder: QueryEncoder, default_mode: RetrievalMode = "hybrid",
-        batch_size: int = 256, backoff_s: float = 0.5, backoff_max_s: float = 30.0, index_timeout_s: float = 60.0,
+        self,
+        store: StoreClient,
+        router: ShardRouter,
+        encoder: QueryEncoder,
+        default_mode: RetrievalMode = "hybrid",
+        batch_size: int = 256,
+        backoff_s: float = 0.5,
+        backoff_max_s: float = 30.0,
+        index_timeout_s: float = 60.0,
     ) -> None:
-        self._store = store
-        self._router = router
-        self._encoder = encoder
-        self._mode = default_mode
+        super().__init__(store, router, encoder, default_mode)
         self._index_timeout_s = index_timeout_s
         self._pipeline = EmbeddingPipeline(encoder.embedder, store, router, batch_size, backoff_s, backoff_max_s)
         self._locks: weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock] = weakref.WeakValueDictionary()
-        #: Called before each search (the facade checks for a re-embedding cutover there).
-        self.before_search: Callable[[], None] | None = None
 
     def set_embedder(self, embedder: Embedder | None) -> None:
         """Embed entries with ``embedder`` from now on (after a re-embedding cutover; queries
@@ -180,7 +125,11 @@ class MemoryService:
         return (await self._add(app, user_id, [entry], None, validate_project_id(project_id), replace=False))[0]
 
     async def add_entries(
-        self, app: str, user_id: str, entries: Iterable[EntryInput], project_id: str | None = None,
+        self,
+        app: str,
+        user_id: str,
+        entries: Iterable[EntryInput],
+        project_id: str | None = None,
         session_id: str | None = None,
     ) -> list[str]:
         """Store several entries at once, globally or in ``project_id``, each replacing a stored
@@ -193,7 +142,12 @@ class MemoryService:
         return await self._add(app, user_id, parsed, session_id, project, replace=False)
 
     async def _add(
-        self, app: str, user_id: str, entries: Iterable[EntryInput], session_id: str | None, project_id: str | None,
+        self,
+        app: str,
+        user_id: str,
+        entries: Iterable[EntryInput],
+        session_id: str | None,
+        project_id: str | None,
         replace: bool,
     ) -> list[str]:
         validate_id("app", app)
@@ -207,132 +161,41 @@ class MemoryService:
         ids = [e.id for e in parsed]
         async with self.user_lock(app, user_id):
             before = await self._scopes_before(app, user_id, ids, session_id if replace else None)
-            removed = await self._store.call("put_entries", rows, (app, user_id, session_id) if replace else None)
+            replaced = (app, user_id, session_id) if replace and session_id is not None else None
+            removed = await self._store.put_entries(rows, replaced)
             if removed:  # old versions: their vectors are gone from the store; take them out of the shards
                 await self._pipeline.wait_idle(self._index_timeout_s)
                 refs = [(entry_namespace(app, user_id, before.get(i, project_id)), i) for i in removed]
                 self._pipeline.forget_items(refs)
                 await self._router.delete(refs)
             ns = entry_namespace(app, user_id, project_id)
-            self._pipeline.submit([
-                PendingItem(ns, e.id, e.text, e.timestamp, _payload(e, session_id, project_id),
-                            columns_of(e.timestamp, e.sim_time, e.importance))
-                for e in parsed if e.text
-            ])
+            self._pipeline.submit(
+                [
+                    PendingItem(
+                        ns,
+                        e.id,
+                        e.text,
+                        e.timestamp,
+                        entry_payload(e, session_id, project_id),
+                        columns_of(e.timestamp, e.sim_time, e.importance),
+                    )
+                    for e in parsed
+                    if e.text
+                ]
+            )
             await self._pipeline.wait_idle(self._index_timeout_s)
         return list(dict.fromkeys(ids))
 
-    async def _scopes_before(self, app: str, user_id: str, ids: list[str], session_id: str | None) -> dict[str, str | None]:
+    async def _scopes_before(
+        self, app: str, user_id: str, ids: list[str], session_id: str | None
+    ) -> dict[str, str | None]:
         """Project of each entry a write may replace (same id, or same session), read first so
         the replaced versions can be removed from the right namespace."""
-        calls = [self._store.call("get_entries", app, user_id, ids)]
+        calls = [self._store.get_entries(app, user_id, ids)]
         if session_id is not None:
-            calls.append(self._store.call("list_entries", app, user_id, None, session_id, True, None))
+            calls.append(self._store.list_entries(app, user_id, None, session_id, True, None))
         found: list[list[EntryRow]] = list(await asyncio.gather(*calls))
         return {r.id: r.project_id for rows in found for r in rows}
-
-    # -- reads ------------------------------------------------------------------------------
-    async def search(self, request: SearchRequest | dict[str, Any]) -> SearchMemoryResponse:
-        """Ranked entries relevant to ``request.query`` in the request's scope (module docstring)."""
-        req = request if isinstance(request, SearchRequest) else _parse_request(request)
-        app, user_id = validate_id("app_name", req.app_name), validate_id("user_id", req.user_id)
-        project_id = None if req.project_id is None else validate_project_id(req.project_id)
-        limit = check_limit(req.limit, DEFAULT_LIMIT)
-        min_score = check_min_score(req.min_score)
-        scopes: list[str | None] = [None] if project_id is None else [None, project_id]
-        stream = None if req.scoring is None else req.scoring.to_stream()
-        bounds = window(req.after, req.before, req.created_after, req.created_before)
-        return await self._search(app, user_id, req.query, scopes, limit, min_score, check_mode(req.mode), stream, bounds)
-
-    async def search_projects(
-        self, app: str, user_id: str, query: str, project_ids: Sequence[str | None], limit: int | None = None,
-        min_score: float | None = None, mode: RetrievalMode | None = None, scoring: Scoring | None = None,
-        bounds: Window | None = None,
-    ) -> SearchMemoryResponse:
-        """Like :meth:`search`, over exactly the scopes listed (``None``: the global entries):
-        ``search`` always includes the global entries, this includes only what is asked for.
-        Ranked and scored as ``search``; no scopes, no results. ``scoring`` and ``bounds`` (a
-        :class:`~memray.scoring.Window`) as the request fields of :meth:`search`."""
-        validate_id("app", app)
-        validate_id("user_id", user_id)
-        scopes = [None if p is None else validate_project_id(p) for p in dict.fromkeys(project_ids)]
-        parsed = coerce_scoring(scoring)
-        stream = None if parsed is None else parsed.to_stream()
-        return await self._search(app, user_id, query, scopes, check_limit(limit, DEFAULT_LIMIT),
-                                  check_min_score(min_score), check_mode(mode), stream, bounds)
-
-    async def _search(
-        self, app: str, user_id: str, query: str, scopes: list[str | None], limit: int, min_score: float | None,
-        mode: RetrievalMode | None, stream: Stream | None = None, bounds: Window | None = None,
-    ) -> SearchMemoryResponse:
-        check_query(query)
-        if not tokenize(query) or not scopes:
-            return SearchMemoryResponse(memories=[])
-        namespaces = [entry_namespace(app, user_id, p) for p in scopes]
-        if self.before_search is not None:
-            self.before_search()
-        encoded = await self._encoder.encode(query, mode or self._mode)
-        result = await self._router.search(namespaces, encoded.query(query, limit, min_score, (), stream, bounds))
-        memories = await self._hydrate(app, user_id, [h for h in result.hits if Namespace(*h.namespace) in namespaces])
-        reasons = [r for r in (encoded.failed, result.reason) if r]
-        return SearchMemoryResponse(memories=memories, degraded=bool(reasons), reason="; ".join(reasons) or None)
-
-    async def _hydrate(self, app: str, user_id: str, hits: Sequence[ShardHit]) -> list[MemoryResult]:
-        """Hits as results: from the shard's payload, or from the store where it has none."""
-        missing = [h.doc_id for h in hits if not h.payload]
-        rows: list[EntryRow] = await self._store.call("get_entries", app, user_id, missing) if missing else []
-        by_id = {r.id: r for r in rows}
-        out = []
-        for h in hits:
-            if h.payload:
-                data = json.loads(h.payload)
-                out.append(MemoryResult(entry=MemoryEntry.model_validate(data["entry"]), score=h.score,
-                                        session_id=data.get("session_id"), project_id=data.get("project_id")))
-            elif (row := by_id.get(h.doc_id)) is not None and (row.project_id or "") == h.namespace[3]:
-                out.append(MemoryResult(entry=row_to_entry(row), score=h.score, session_id=row.session_id,
-                                        project_id=row.project_id))
-        return out
-
-    async def list_recent(self, app: str, user_id: str, limit: int | None = None, project_id: str | None = None) -> list[MemoryResult]:
-        """The newest entries (timestamp, then id, descending) in the search scope of
-        ``project_id`` (None: global only; P: global plus P). ``score`` is 0.0: not a search."""
-        validate_id("app", app)
-        validate_id("user_id", user_id)
-        n = check_limit(limit, DEFAULT_LIMIT)
-        calls = [self._store.call("list_entries", app, user_id, None, None, False, n)]
-        if project_id is not None:
-            calls.append(self._store.call("list_entries", app, user_id, validate_project_id(project_id), None, False, n))
-        rows = [r for part in await asyncio.gather(*calls) for r in part]
-        rows.sort(key=lambda r: (r.timestamp, r.id), reverse=True)
-        return [_unscored(r) for r in rows[:n]]
-
-    async def list_entries(self, app: str, user_id: str, project_id: str | None = None,
-                           limit: int | None = None) -> list[MemoryResult]:
-        """Every entry of exactly one scope, newest first: the global entries (``project_id=None``)
-        or P's alone (unlike :meth:`list_recent`, which adds the global ones). ``limit`` None: all."""
-        validate_id("app", app)
-        validate_id("user_id", user_id)
-        n = check_limit(limit, None, none_means="every entry")
-        project = None if project_id is None else validate_project_id(project_id)
-        rows: list[EntryRow] = await self._store.call("list_entries", app, user_id, project, None, False, n)
-        return [_unscored(r) for r in rows]
-
-    async def get_entries(self, app: str, user_id: str, ids: Sequence[str]) -> list[MemoryResult]:
-        """Entries by id, in the order of ``ids``; ids not stored are skipped. ``score`` is 0.0."""
-        validate_id("app", app)
-        validate_id("user_id", user_id)
-        wanted = [validate_id("entry.id", i) for i in ids]
-        rows: list[EntryRow] = await self._store.call("get_entries", app, user_id, wanted) if wanted else []
-        return [_unscored(r) for r in rows]
-
-    async def list_projects(self, app: str, user_id: str | None = None) -> list[tuple[str, str]]:
-        """(user_id, project_id) of every project holding entries in ``app`` — of one user when
-        ``user_id`` is given — sorted. An explicit app-wide read when ``user_id`` is None."""
-        validate_id("app", app)
-        if user_id is not None:
-            validate_id("user_id", user_id)
-        projects: list[tuple[str, str]] = await self._store.call("entry_projects", app, user_id)
-        return projects
 
     # -- deletes ----------------------------------------------------------------------------
     async def delete_entries(self, app: str, user_id: str, query: str) -> dict[str, int]:
@@ -349,10 +212,14 @@ class MemoryService:
         validate_id("user_id", user_id)
         wanted = set(tokenize(check_query(query)))
         if not wanted:
-            raise ValidationError("query", query, "has no words to match, so it would match nothing or everything",
-                                  "to delete every entry use delete_project(...) or delete_user(...)")
+            raise ValidationError(
+                "query",
+                query,
+                "has no words to match, so it would match nothing or everything",
+                "to delete every entry use delete_project(...) or delete_user(...)",
+            )
         async with self.user_lock(app, user_id):
-            rows: list[EntryRow] = await self._store.call("list_entries", app, user_id, project_id, None, False, None)
+            rows: list[EntryRow] = await self._store.list_entries(app, user_id, project_id, None, False, None)
             return await self._delete_rows(app, user_id, [r for r in rows if entry_matches(wanted, r.text)])
 
     async def delete_entries_by_id(self, app: str, user_id: str, ids: Sequence[str]) -> dict[str, int]:
@@ -362,7 +229,7 @@ class MemoryService:
         validate_id("user_id", user_id)
         wanted = [validate_id("entry.id", i) for i in ids]
         async with self.user_lock(app, user_id):
-            rows = await self._store.call("get_entries", app, user_id, wanted) if wanted else []
+            rows = await self._store.get_entries(app, user_id, wanted) if wanted else []
             return await self._delete_rows(app, user_id, rows)
 
     async def delete_project(self, app: str, user_id: str, project_id: str) -> dict[str, int]:
@@ -371,7 +238,7 @@ class MemoryService:
         validate_id("user_id", user_id)
         validate_project_id(project_id)
         async with self.user_lock(app, user_id):
-            rows = await self._store.call("list_entries", app, user_id, project_id, None, False, None)
+            rows = await self._store.list_entries(app, user_id, project_id, None, False, None)
             counts = await self._delete_rows(app, user_id, rows)
             counts["vectors"] += await self._router.drop(app, user_id, "entry", project_id)
             return counts
@@ -382,7 +249,7 @@ class MemoryService:
         validate_id("user_id", user_id)
         validate_id("session_id", session_id)
         async with self.user_lock(app, user_id):
-            rows = await self._store.call("list_entries", app, user_id, None, session_id, True, None)
+            rows = await self._store.list_entries(app, user_id, None, session_id, True, None)
             return await self._delete_rows(app, user_id, rows)
 
     async def delete_user(self, app: str, user_id: str) -> dict[str, int]:
@@ -392,7 +259,7 @@ class MemoryService:
         validate_id("user_id", user_id)
         async with self.user_lock(app, user_id):
             queued = await self.evict_user(app, user_id)
-            rows = await self._store.call("list_entries", app, user_id, None, None, True, None)
+            rows = await self._store.list_entries(app, user_id, None, None, True, None)
             counts = await self._delete_rows(app, user_id, rows)
             counts["vectors"] += await self._router.drop(app, user_id, "entry")
             counts["queued"] = queued
@@ -406,7 +273,7 @@ class MemoryService:
         refs = [(entry_namespace(app, user_id, r.project_id), r.id) for r in rows]
         self._pipeline.forget_items(refs)
         await self._pipeline.wait_idle(self._index_timeout_s)
-        entries: int = await self._store.call("delete_entries", app, user_id, [r.id for r in rows])
+        entries: int = await self._store.delete_entries(app, user_id, [r.id for r in rows])
         vectors = await self._router.delete(refs)
         return {"entries": entries, "vectors": vectors}
 
@@ -431,25 +298,3 @@ class MemoryService:
         picked up by the next start's sweep or the backfill job."""
         await self._pipeline.wait_idle(self._index_timeout_s)
         await self._pipeline.close()
-
-
-def _unscored(row: EntryRow) -> MemoryResult:
-    return MemoryResult(entry=row_to_entry(row), score=0.0, session_id=row.session_id, project_id=row.project_id)
-
-
-def _parse_request(data: Any) -> SearchRequest:
-    if not isinstance(data, dict):
-        raise ValidationError("request", data, f"must be a SearchRequest or a dict, got {type(data).__name__}")
-    # the shared rules first: pydantic would coerce True to 1 and "5" to 5, and word its errors its own way
-    check_limit(data.get("limit"), DEFAULT_LIMIT)
-    check_min_score(data.get("min_score"))
-    check_mode(data.get("mode"))
-    try:
-        return SearchRequest.model_validate(data)
-    except Exception as exc:
-        errors = getattr(exc, "errors", None)
-        if callable(errors):
-            first = errors()[0]
-            loc = ".".join(str(p) for p in first.get("loc", ())) or "request"
-            raise ValidationError(loc, first.get("input", data), first.get("msg", str(exc))) from exc
-        raise ValidationError("request", data, str(exc)) from exc

@@ -9,7 +9,8 @@ import os
 import re
 import socket
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -183,8 +184,12 @@ def check_not_in_use(path: str) -> None:
 
 
 def _write_owner(path: str, owner: dict[str, Any] | None) -> None:
-    info = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%d %H:%M:%S"),
-            **(owner or {})}
+    info = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "since": time.strftime("%Y-%m-%d %H:%M:%S"),
+        **(owner or {}),
+    }
     with contextlib.suppress(OSError):
         atomic_write(path, lambda f: f.write(json.dumps(info).encode()))
 
@@ -199,13 +204,17 @@ def in_use_message(path: str, error: str) -> str:
     except (OSError, ValueError):
         info = {}
     if info and (pid is None or str(info.get("pid")) == pid.group(1)):
-        who = (f"memray {info.get('role', 'store')} pid {info.get('pid')} on {info.get('host')} "
-               f"(mode={info.get('mode', '?')}, since {info.get('since')}")
+        who = (
+            f"memray {info.get('role', 'store')} pid {info.get('pid')} on {info.get('host')} "
+            f"(mode={info.get('mode', '?')}, since {info.get('since')}"
+        )
         who += f", Ray at {info['address']}, namespace {info.get('namespace')!r})" if info.get("address") else ")"
     hint = "close that memray first, or open another path"
     if info.get("address"):
-        hint = (f"to share it, open with address={info['address']!r} and namespace={info.get('namespace')!r} "
-                f"(it then joins that Ray and its actors); or close that memray first, or open another path")
+        hint = (
+            f"to share it, open with address={info['address']!r} and namespace={info.get('namespace')!r} "
+            f"(it then joins that Ray and its actors); or close that memray first, or open another path"
+        )
     return f"the data directory {os.path.dirname(path)!r} is in use by {who}: its history store is locked; {hint}"
 
 

@@ -19,17 +19,25 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 
 from memray.errors import MemrayError, ValidationError
+from memray.ids import user_hash
 from memray.store.database import Database
 from memray.store.messages import Correction, append_messages
-from memray.store.rows import MessageRow, user_hash
+from memray.store.rows import MessageRow
 
 __all__ = [
-    "DeadLetter", "CommitResult", "commit_messages", "record", "resolve_acknowledged", "is_data_error", "count",
+    "DeadLetter",
+    "CommitResult",
+    "commit_messages",
+    "record",
+    "resolve_acknowledged",
+    "is_data_error",
+    "count",
     "list_letters",
 ]
 
@@ -62,8 +70,16 @@ def is_data_error(exc: BaseException) -> bool:
         seen.add(id(cur))
         if isinstance(cur, ValidationError):
             return True
-        if isinstance(cur, (duckdb.ConversionException, duckdb.InvalidInputException, duckdb.ConstraintException,
-                            duckdb.TypeMismatchException, duckdb.OutOfRangeException)):
+        if isinstance(
+            cur,
+            (
+                duckdb.ConversionException,
+                duckdb.InvalidInputException,
+                duckdb.ConstraintException,
+                duckdb.TypeMismatchException,
+                duckdb.OutOfRangeException,
+            ),
+        ):
             return True
         if isinstance(cur, (UnicodeError, OverflowError, pa.ArrowInvalid, pa.ArrowTypeError)):
             return True
@@ -130,8 +146,16 @@ def _healthy(db: Database) -> bool:
 def _letter(row: MessageRow, kind: str, exc: BaseException) -> DeadLetter:
     payload = json.dumps(row._asdict(), ensure_ascii=True, default=repr)
     error = f"{type(exc).__name__}: {exc}"
-    return DeadLetter(_safe(row.app), _safe(row.user_id), _safe(row.conversation_id), _safe(row.id),
-                      int(row.seq), kind, _safe(error)[:2000], payload)
+    return DeadLetter(
+        _safe(row.app),
+        _safe(row.user_id),
+        _safe(row.conversation_id),
+        _safe(row.id),
+        int(row.seq),
+        kind,
+        _safe(error)[:2000],
+        payload,
+    )
 
 
 def _safe(value: Any) -> str:
@@ -152,19 +176,29 @@ def record(db: Database, letters: Sequence[DeadLetter]) -> int:
         return 0
     now = time.time()
     cols = list(zip(*letters))
-    table = pa.table({
-        "app": pa.array(cols[0], pa.string()), "user_id": pa.array(cols[1], pa.string()),
-        "conversation_id": pa.array(cols[2], pa.string()), "id": pa.array(cols[3], pa.string()),
-        "seq": pa.array(cols[4], pa.int64()), "kind": pa.array(cols[5], pa.string()),
-        "error": pa.array(cols[6], pa.string()), "payload": pa.array(cols[7], pa.string()),
-        "recorded_at": pa.array([now] * len(letters), pa.float64()),
-        "user_hash": pa.array([user_hash(a, u) for a, u in zip(cols[0], cols[1])], pa.int64()),
-    })
+    table = pa.table(
+        {
+            "app": pa.array(cols[0], pa.string()),
+            "user_id": pa.array(cols[1], pa.string()),
+            "conversation_id": pa.array(cols[2], pa.string()),
+            "id": pa.array(cols[3], pa.string()),
+            "seq": pa.array(cols[4], pa.int64()),
+            "kind": pa.array(cols[5], pa.string()),
+            "error": pa.array(cols[6], pa.string()),
+            "payload": pa.array(cols[7], pa.string()),
+            "recorded_at": pa.array([now] * len(letters), pa.float64()),
+            "user_hash": pa.array([user_hash(a, u) for a, u in zip(cols[0], cols[1])], pa.int64()),
+        }
+    )
     with db.transaction(_dead=table) as version:
-        db.sql("DELETE FROM dead_letters d USING _dead n WHERE d.app = n.app AND d.user_id = n.user_id "
-               "AND d.conversation_id = n.conversation_id AND d.id = n.id")
-        db.sql("INSERT INTO dead_letters SELECT app, user_id, conversation_id, id, seq, kind, error, payload, "
-               "recorded_at, user_hash FROM _dead")
+        db.sql(
+            "DELETE FROM dead_letters d USING _dead n WHERE d.app = n.app AND d.user_id = n.user_id "
+            "AND d.conversation_id = n.conversation_id AND d.id = n.id"
+        )
+        db.sql(
+            "INSERT INTO dead_letters SELECT app, user_id, conversation_id, id, seq, kind, error, payload, "
+            "recorded_at, user_hash FROM _dead"
+        )
         db.sql(f"""UPDATE conversations c SET last_seq = greatest(c.last_seq, a.seq), changed_version = {version}
                    FROM (SELECT app, user_id, conversation_id, max(seq) AS seq FROM _dead GROUP BY ALL) a
                    WHERE c.app = a.app AND c.user_id = a.user_id AND c.conversation_id = a.conversation_id""")
@@ -182,7 +216,9 @@ def count(db: Database) -> dict[str, int]:
     return {k: int(found.get(k, 0)) for k in ("rejected", "lost")}
 
 
-def list_letters(db: Database, app: str | None = None, user_id: str | None = None, limit: int = 100) -> list[DeadLetter]:
+def list_letters(
+    db: Database, app: str | None = None, user_id: str | None = None, limit: int = 100
+) -> list[DeadLetter]:
     """Dead letters, newest first, optionally of one app or user."""
     where, params = ["TRUE"], []
     if app is not None:
@@ -191,8 +227,11 @@ def list_letters(db: Database, app: str | None = None, user_id: str | None = Non
     if user_id is not None:
         where.append("user_id = ?")
         params.append(user_id)
-    rows = db.sql(f"SELECT app, user_id, conversation_id, id, seq, kind, error, payload FROM dead_letters "
-                  f"WHERE {' AND '.join(where)} ORDER BY recorded_at DESC, seq DESC LIMIT {int(limit)}", params).fetchall()
+    rows = db.sql(
+        f"SELECT app, user_id, conversation_id, id, seq, kind, error, payload FROM dead_letters "
+        f"WHERE {' AND '.join(where)} ORDER BY recorded_at DESC, seq DESC LIMIT {int(limit)}",
+        params,
+    ).fetchall()
     return [DeadLetter(*r) for r in rows]
 
 
@@ -207,14 +246,22 @@ def resolve_acknowledged(db: Database, acked: Sequence[tuple[Any, str, int]], re
     if not last:
         return []
     cols = list(zip(*last))
-    table = pa.table({"app": pa.array(cols[0], pa.string()), "user_id": pa.array(cols[1], pa.string()),
-                      "conversation_id": pa.array(cols[2], pa.string()), "id": pa.array(cols[3], pa.string()),
-                      "seq": pa.array(list(last.values()), pa.int64())})
+    table = pa.table(
+        {
+            "app": pa.array(cols[0], pa.string()),
+            "user_id": pa.array(cols[1], pa.string()),
+            "conversation_id": pa.array(cols[2], pa.string()),
+            "id": pa.array(cols[3], pa.string()),
+            "seq": pa.array(list(last.values()), pa.int64()),
+        }
+    )
     db.con.register("_acked", table)
     try:
-        missing = db.sql("SELECT a.app, a.user_id, a.conversation_id, a.id, a.seq FROM _acked a ANTI JOIN messages m "
-                         "ON m.app = a.app AND m.user_id = a.user_id AND m.conversation_id = a.conversation_id "
-                         "AND m.id = a.id ORDER BY ALL").fetchall()
+        missing = db.sql(
+            "SELECT a.app, a.user_id, a.conversation_id, a.id, a.seq FROM _acked a ANTI JOIN messages m "
+            "ON m.app = a.app AND m.user_id = a.user_id AND m.conversation_id = a.conversation_id "
+            "AND m.id = a.id ORDER BY ALL"
+        ).fetchall()
     finally:
         db.con.unregister("_acked")
     letters = [DeadLetter(a, u, c, i, int(s), "lost", reason, "") for a, u, c, i, s in missing]

@@ -36,12 +36,19 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.dataset as ds
 
+from memray.ids import user_hash
 from memray.store.database import Database
-from memray.store.rows import user_hash
 from memray.store.schema import ENTRY_COLUMNS, MESSAGE_COLUMNS
 
-__all__ = ["EXPORT_BUCKETS", "export_parquet", "purge_exports", "purge_conversation", "export_roots", "app_key",
-           "count_messages"]
+__all__ = [
+    "EXPORT_BUCKETS",
+    "export_parquet",
+    "purge_exports",
+    "purge_conversation",
+    "export_roots",
+    "app_key",
+    "count_messages",
+]
 
 EXPORT_BUCKETS = 16
 _EXTRA = ("embed_state", "model_id", "user_hash", "changed_version")
@@ -90,8 +97,9 @@ def export_parquet(db: Database, root: str) -> dict[str, Any]:
     todo = set(_recover(db, root))
     changed = 0
     for table in _COLUMNS:
-        found = db.sql(f"SELECT app, {_BUCKET} AS bucket, count(*) FROM {table} "
-                       f"WHERE changed_version > ? GROUP BY ALL", [previous]).fetchall()
+        found = db.sql(
+            f"SELECT app, {_BUCKET} AS bucket, count(*) FROM {table} WHERE changed_version > ? GROUP BY ALL", [previous]
+        ).fetchall()
         changed += sum(int(r[2]) for r in found)
         todo.update((table, str(r[0]), int(r[1])) for r in found)
     files, written = _rebuild(db, root, sorted(todo), watermark)
@@ -99,8 +107,15 @@ def export_parquet(db: Database, root: str) -> dict[str, Any]:
     with db.transaction(bump=False):
         db.sql("DELETE FROM export_state WHERE root = ?", [root])
         db.sql("INSERT INTO export_state VALUES (?, ?, ?)", [root, watermark, time.time()])
-    return {"root": root, "watermark": watermark, "previous_watermark": previous, "rows": changed,
-            "rows_written": written, "partitions": len(todo), "files": files}
+    return {
+        "root": root,
+        "watermark": watermark,
+        "previous_watermark": previous,
+        "rows": changed,
+        "rows_written": written,
+        "partitions": len(todo),
+        "files": files,
+    }
 
 
 def purge_exports(db: Database, root: str, app: str, user_id: str) -> int:
@@ -115,8 +130,9 @@ def purge_exports(db: Database, root: str, app: str, user_id: str) -> int:
     return removed
 
 
-def purge_conversation(db: Database, root: str, app: str, user_id: str, conversation_id: str,
-                       ids: list[str] | None = None) -> int:
+def purge_conversation(
+    db: Database, root: str, app: str, user_id: str, conversation_id: str, ids: list[str] | None = None
+) -> int:
     """Rebuild the partition of a deleted conversation's messages (or of its deleted messages
     ``ids``); returns rows removed."""
     root = os.path.abspath(root)
@@ -129,8 +145,13 @@ def purge_conversation(db: Database, root: str, app: str, user_id: str, conversa
 
 def count_messages(root: str, app: str, user_id: str, conversation_id: str, ids: list[str] | None = None) -> int:
     """Rows of a conversation's messages (only ``ids`` when given) in the export under ``root``."""
-    return _count(_partition_dir(os.path.abspath(root), "messages", app, bucket_of(app, user_id)), app, user_id,
-                  conversation_id, ids)
+    return _count(
+        _partition_dir(os.path.abspath(root), "messages", app, bucket_of(app, user_id)),
+        app,
+        user_id,
+        conversation_id,
+        ids,
+    )
 
 
 def _partition_dir(root: str, table: str, app: str, bucket: int) -> str:
@@ -150,8 +171,9 @@ def _count(path: str, app: str, user_id: str, conversation_id: str | None, ids: 
     return int(ds.dataset(path, format="parquet").count_rows(filter=cond))
 
 
-def _rebuild(db: Database, root: str, todo: list[Partition], version: int,
-             exclude: tuple[str, str] | None = None) -> tuple[list[str], int]:
+def _rebuild(
+    db: Database, root: str, todo: list[Partition], version: int, exclude: tuple[str, str] | None = None
+) -> tuple[list[str], int]:
     """Build ``todo``'s partitions from the store in staging, then swap each into place."""
     op = uuid.uuid4().hex
     stage, trash = os.path.join(root, ".staging", op), os.path.join(root, ".trash", op)
@@ -166,8 +188,14 @@ def _rebuild(db: Database, root: str, todo: list[Partition], version: int,
         data = data.append_column("app_key", pa.array([keys[a] for a in data["app"].to_pylist()], pa.string()))
         written += data.num_rows
         if data.num_rows:
-            ds.write_dataset(data, os.path.join(stage, table), format="parquet", partitioning=_PARTITIONING,
-                             existing_data_behavior="error", basename_template=f"part-{version}-{{i}}.parquet")
+            ds.write_dataset(
+                data,
+                os.path.join(stage, table),
+                format="parquet",
+                partitioning=_PARTITIONING,
+                existing_data_behavior="error",
+                basename_template=f"part-{version}-{{i}}.parquet",
+            )
         for app, b in parts:
             files.extend(_swap(root, table, app, b, stage, trash))
     shutil.rmtree(trash, ignore_errors=True)
@@ -177,15 +205,19 @@ def _rebuild(db: Database, root: str, todo: list[Partition], version: int,
 
 def _select(db: Database, table: str, parts: list[tuple[str, int]], exclude: tuple[str, str] | None) -> pa.Table:
     cols = ", ".join(f"t.{c}" for c in _COLUMNS[table])
-    wanted = pa.table({"app": pa.array([p[0] for p in parts], pa.string()),
-                       "bucket": pa.array([p[1] for p in parts], pa.int32())})
+    wanted = pa.table(
+        {"app": pa.array([p[0] for p in parts], pa.string()), "bucket": pa.array([p[1] for p in parts], pa.int32())}
+    )
     where, params = "", []
     if exclude is not None:
         where, params = "WHERE NOT (t.app = ? AND t.user_id = ?)", list(exclude)
     db.con.register("_parts", wanted)
     try:
-        return db.arrow(f"""SELECT {cols}, p.bucket FROM (SELECT *, {_BUCKET} AS bucket FROM {table}) t
-                            JOIN _parts p ON t.app = p.app AND t.bucket = p.bucket {where}""", params)
+        return db.arrow(
+            f"""SELECT {cols}, p.bucket FROM (SELECT *, {_BUCKET} AS bucket FROM {table}) t
+                            JOIN _parts p ON t.app = p.app AND t.bucket = p.bucket {where}""",
+            params,
+        )
     finally:
         db.con.unregister("_parts")
 
@@ -217,7 +249,10 @@ def _recover(db: Database, root: str) -> list[Partition]:
             for app_dir in _listdir(os.path.join(trash_root, op, table)):
                 for bucket_dir in _listdir(os.path.join(trash_root, op, table, app_dir)):
                     bucket = int(bucket_dir.removeprefix("bucket="))
-                    out.extend((table, app, bucket) for app in _apps_in(os.path.join(trash_root, op, table, app_dir, bucket_dir)))
+                    out.extend(
+                        (table, app, bucket)
+                        for app in _apps_in(os.path.join(trash_root, op, table, app_dir, bucket_dir))
+                    )
     if _legacy_dirs(root):
         for table in _COLUMNS:
             found = db.sql(f"SELECT DISTINCT app, {_BUCKET} FROM {table}").fetchall()

@@ -1,6 +1,7 @@
 """The DuckDB history store: durable truth for one file, owned by one single-writer actor.
 
-:class:`HistoryStore` satisfies :class:`~memray.store.base.HistoryStoreAPI`. It keeps one
+:class:`HistoryStore` is the store's contract (other cores call it through a
+:class:`~memray.store.client.StoreClient`). It keeps one
 connection and runs calls one at a time (the actor, or the in-process ref, serialises them).
 Every write method is one transaction, committed to DuckDB's WAL before it returns: it survives
 a crash of the process (SIGKILL) once it has returned, and is absent entirely if it had not.
@@ -19,15 +20,17 @@ from typing import Any
 import pyarrow as pa
 
 from memray.errors import ValidationError
-from memray.ids import ConversationKey, validate_id
+from memray.ids import ConversationKey, Namespace, validate_id
+from memray.models import ConversationOrder
 from memray.scoring import Window
 from memray.store import conversations as conv
-from memray.store import deadletter, export, items, messages, refs
+from memray.store import deadletter, entries, export, items, messages, refs
 from memray.store.base import ConversationSnapshot, IndexRow, SummaryState, WMScope
 from memray.store.database import Database
 from memray.store.deadletter import CommitResult, DeadLetter
 from memray.store.fork import fork_database
-from memray.store.rows import EmbeddingRow, EntryRow, MessageRow, Namespace
+from memray.store.messages import Correction
+from memray.store.rows import EmbeddingRow, EntryRow, MessageRow
 from memray.store.schema import TABLES
 
 __all__ = ["HistoryStore"]
@@ -55,8 +58,12 @@ class HistoryStore:
     def ping(self) -> bool:
         return self._db.is_open and self._db.sql("SELECT 1").fetchall() == [(1,)]
 
+    def pid(self) -> int:
+        """The id of the process that holds the file (the fault tests kill it)."""
+        return os.getpid()
+
     # -- messages -------------------------------------------------------------------------
-    def append_messages(self, rows: list[MessageRow]) -> list[tuple[str, str, str, str, int, float]]:
+    def append_messages(self, rows: list[MessageRow]) -> list[Correction]:
         """Upsert messages in one transaction (group commit); see :func:`.messages.append_messages`.
         Durability: committed to the WAL when it returns."""
         return messages.append_messages(self._db, rows)
@@ -92,7 +99,9 @@ class HistoryStore:
     def load_conversation(self, key: ConversationKey, window: int) -> ConversationSnapshot:
         return conv.load_conversation(self._db, key, window)
 
-    def context_extras(self, requests: list[tuple[ConversationKey, WMScope]]) -> list[tuple[str | None, str | None, int]]:
+    def context_extras(
+        self, requests: list[tuple[ConversationKey, WMScope]]
+    ) -> list[tuple[str | None, str | None, int]]:
         """(summary text, working-memory content, seq the summary covers through) per
         (conversation, working-memory scope)."""
         return conv.context_extras(self._db, requests)
@@ -102,15 +111,23 @@ class HistoryStore:
         return conv.load_conversations(self._db, keys, window)
 
     def get_messages(
-        self, key: ConversationKey, limit: int | None = None, before_seq: int | None = None,
-        after_seq: int | None = None, roles: list[str] | None = None, metadata: dict[str, Any] | None = None,
-        window: Window | None = None, agent_id: str | None = None, sub_agent_id: str | None = None,
+        self,
+        key: ConversationKey,
+        limit: int | None = None,
+        before_seq: int | None = None,
+        after_seq: int | None = None,
+        roles: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        window: Window | None = None,
+        agent_id: str | None = None,
+        sub_agent_id: str | None = None,
     ) -> list[MessageRow]:
         """Messages by seq; ``limit`` = the most recent N matching, oldest first. ``metadata``:
         each key present with an equal JSON value (bools are not numbers; objects ignore key order).
         ``window``: simulation / creation time bounds; ``agent_id``, ``sub_agent_id``: equal."""
-        return messages.get_messages(self._db, key, limit, before_seq, after_seq, roles, metadata, window,
-                                     agent_id, sub_agent_id)
+        return messages.get_messages(
+            self._db, key, limit, before_seq, after_seq, roles, metadata, window, agent_id, sub_agent_id
+        )
 
     def fetch_messages(self, app: str, user_id: str, refs: list[tuple[str, str]]) -> list[MessageRow]:
         """Messages by (conversation_id, id), in the order of ``refs``; missing ones skipped."""
@@ -124,7 +141,9 @@ class HistoryStore:
     def get_conversation(self, key: ConversationKey) -> dict[str, Any] | None:
         return conv.get_conversation(self._db, key)
 
-    def list_conversations(self, app: str, user_id: str, order: conv.Order, limit: int, offset: int) -> list[dict[str, Any]]:
+    def list_conversations(
+        self, app: str, user_id: str, order: ConversationOrder, limit: int, offset: int
+    ) -> list[dict[str, Any]]:
         """The user's conversations in ``order`` (ties broken by conversation id), paged."""
         return conv.list_conversations(self._db, app, user_id, order, limit, offset)
 
@@ -147,22 +166,30 @@ class HistoryStore:
         and summary (and its dead letters) in one transaction, then purge it from every Parquet export root this store
         wrote to. Returns counts per table plus ``export_rows``. Durable on return (the freed
         bytes stay in the file until the next rewrite; ``delete_user`` is the physical erasure)."""
-        k = [validate_id("app", key.app), validate_id("user_id", key.user_id),
-             validate_id("conversation_id", key.conversation_id)]
+        k = [
+            validate_id("app", key.app),
+            validate_id("user_id", key.user_id),
+            validate_id("conversation_id", key.conversation_id),
+        ]
         where = "app = ? AND user_id = ? AND conversation_id = ?"
         with self._db.transaction():
             counts = {
-                "embeddings": self._db.count("DELETE FROM embeddings WHERE app = ? AND user_id = ? "
-                                             "AND kind = 'conv' AND scope = ?", k),
+                "embeddings": self._db.count(
+                    "DELETE FROM embeddings WHERE app = ? AND user_id = ? AND kind = 'conv' AND scope = ?", k
+                ),
                 "messages": self._db.count(f"DELETE FROM messages WHERE {where}", k),
                 "summaries": self._db.count(f"DELETE FROM summaries WHERE {where}", k),
-                "working_memory": self._db.count(f"DELETE FROM working_memory WHERE {where} "
-                                                 "AND scope = 'conversation'", k),
+                "working_memory": self._db.count(
+                    f"DELETE FROM working_memory WHERE {where} AND scope = 'conversation'", k
+                ),
                 "conversations": self._db.count(f"DELETE FROM conversations WHERE {where}", k),
                 "dead_letters": self._db.count(f"DELETE FROM dead_letters WHERE {where}", k),
             }
-        counts["export_rows"] = sum(export.purge_conversation(self._db, r, key.app, key.user_id, key.conversation_id)
-                                    for r in export.export_roots(self._db) if os.path.isdir(r))
+        counts["export_rows"] = sum(
+            export.purge_conversation(self._db, r, key.app, key.user_id, key.conversation_id)
+            for r in export.export_roots(self._db)
+            if os.path.isdir(r)
+        )
         return counts
 
     def delete_messages(self, key: ConversationKey, ids: list[str]) -> dict[str, int]:
@@ -170,21 +197,31 @@ class HistoryStore:
         purge them from every Parquet export root. The conversation and its ``last_seq`` stay
         (seqs are never reused). Returns counts (``messages``, ``embeddings``, ``export_rows``).
         Durable on return."""
-        k = [validate_id("app", key.app), validate_id("user_id", key.user_id),
-             validate_id("conversation_id", key.conversation_id)]
+        k = [
+            validate_id("app", key.app),
+            validate_id("user_id", key.user_id),
+            validate_id("conversation_id", key.conversation_id),
+        ]
         wanted = [validate_id("message.id", i) for i in dict.fromkeys(ids)]
         if not wanted:
             return {"messages": 0, "embeddings": 0, "export_rows": 0}
         with self._db.transaction(_gone=pa.table({"id": pa.array(wanted, pa.string())})):
             counts = {
-                "embeddings": self._db.count("DELETE FROM embeddings e USING _gone g WHERE e.app = ? AND "
-                                             "e.user_id = ? AND e.kind = 'conv' AND e.scope = ? AND e.doc_id = g.id", k),
-                "messages": self._db.count("DELETE FROM messages m USING _gone g WHERE m.app = ? AND m.user_id = ? "
-                                           "AND m.conversation_id = ? AND m.id = g.id", k),
+                "embeddings": self._db.count(
+                    "DELETE FROM embeddings e USING _gone g WHERE e.app = ? AND "
+                    "e.user_id = ? AND e.kind = 'conv' AND e.scope = ? AND e.doc_id = g.id",
+                    k,
+                ),
+                "messages": self._db.count(
+                    "DELETE FROM messages m USING _gone g WHERE m.app = ? AND m.user_id = ? "
+                    "AND m.conversation_id = ? AND m.id = g.id",
+                    k,
+                ),
             }
         roots = [r for r in export.export_roots(self._db) if os.path.isdir(r)] if counts["messages"] else []
-        counts["export_rows"] = sum(export.purge_conversation(self._db, r, key.app, key.user_id, key.conversation_id, wanted)
-                                    for r in roots)
+        counts["export_rows"] = sum(
+            export.purge_conversation(self._db, r, key.app, key.user_id, key.conversation_id, wanted) for r in roots
+        )
         return counts
 
     def clear_messages(self, key: ConversationKey, through_seq: int) -> tuple[dict[str, int], list[str]]:
@@ -193,20 +230,31 @@ class HistoryStore:
         The conversation, its working memory and its ``last_seq`` stay. Returns counts
         (``messages``, ``embeddings``, ``summaries``, ``export_rows``) and the ids deleted.
         Durable on return."""
-        k = [validate_id("app", key.app), validate_id("user_id", key.user_id),
-             validate_id("conversation_id", key.conversation_id)]
+        k = [
+            validate_id("app", key.app),
+            validate_id("user_id", key.user_id),
+            validate_id("conversation_id", key.conversation_id),
+        ]
         if isinstance(through_seq, bool) or not isinstance(through_seq, int) or through_seq < 0:
             raise ValidationError("through_seq", through_seq, "must be a non-negative integer")
         where = "app = ? AND user_id = ? AND conversation_id = ?"
         with self._db.transaction():
-            n_emb = self._db.count(f"DELETE FROM embeddings e USING (SELECT id FROM messages WHERE {where} AND seq <= ?) g "
-                                   "WHERE e.app = ? AND e.user_id = ? AND e.kind = 'conv' AND e.scope = ? AND e.doc_id = g.id",
-                                   [*k, through_seq, *k])
-            ids = [str(r[0]) for r in self._db.sql(f"DELETE FROM messages WHERE {where} AND seq <= ? RETURNING id",
-                                                   [*k, through_seq]).fetchall()]
+            n_emb = self._db.count(
+                f"DELETE FROM embeddings e USING (SELECT id FROM messages WHERE {where} AND seq <= ?) g "
+                "WHERE e.app = ? AND e.user_id = ? AND e.kind = 'conv' AND e.scope = ? AND e.doc_id = g.id",
+                [*k, through_seq, *k],
+            )
+            ids = [
+                str(r[0])
+                for r in self._db.sql(
+                    f"DELETE FROM messages WHERE {where} AND seq <= ? RETURNING id", [*k, through_seq]
+                ).fetchall()
+            ]
             n_sum = self._db.count(f"DELETE FROM summaries WHERE {where}", k)
         roots = [r for r in export.export_roots(self._db) if os.path.isdir(r)] if ids else []
-        exported = sum(export.purge_conversation(self._db, r, key.app, key.user_id, key.conversation_id, ids) for r in roots)
+        exported = sum(
+            export.purge_conversation(self._db, r, key.app, key.user_id, key.conversation_id, ids) for r in roots
+        )
         return {"messages": len(ids), "embeddings": n_emb, "summaries": n_sum, "export_rows": exported}, ids
 
     def count_messages(self, key: ConversationKey, ids: list[str] | None = None) -> dict[str, int]:
@@ -217,15 +265,22 @@ class HistoryStore:
         only = "AND id IN (SELECT id FROM _ids)" if ids is not None else ""
         self._db.con.register("_ids", tables["ids"])
         try:
-            messages_left = self._db.sql(f"SELECT count(*) FROM messages WHERE app = ? AND user_id = ? "
-                                         f"AND conversation_id = ? {only}", k).fetchall()[0][0]
+            messages_left = self._db.sql(
+                f"SELECT count(*) FROM messages WHERE app = ? AND user_id = ? AND conversation_id = ? {only}", k
+            ).fetchall()[0][0]
             only_e = "AND doc_id IN (SELECT id FROM _ids)" if ids is not None else ""
-            vectors_left = self._db.sql(f"SELECT count(*) FROM embeddings WHERE app = ? AND user_id = ? AND kind = 'conv' "
-                                        f"AND scope = ? {only_e}", k).fetchall()[0][0]
+            vectors_left = self._db.sql(
+                f"SELECT count(*) FROM embeddings WHERE app = ? AND user_id = ? AND kind = 'conv' "
+                f"AND scope = ? {only_e}",
+                k,
+            ).fetchall()[0][0]
         finally:
             self._db.con.unregister("_ids")
-        exported = sum(export.count_messages(r, key.app, key.user_id, key.conversation_id, ids)
-                       for r in export.export_roots(self._db) if os.path.isdir(r))
+        exported = sum(
+            export.count_messages(r, key.app, key.user_id, key.conversation_id, ids)
+            for r in export.export_roots(self._db)
+            if os.path.isdir(r)
+        )
         return {"messages": int(messages_left), "embeddings": int(vectors_left), "export_rows": exported}
 
     # -- embeddings -----------------------------------------------------------------------
@@ -247,7 +302,12 @@ class HistoryStore:
         return items.missing_embeddings(self._db, model_id, refs)
 
     def scan_index_rows(
-        self, shard: int, shards: int, model_id: str, after: tuple[Namespace, str] | None, limit: int,
+        self,
+        shard: int,
+        shards: int,
+        model_id: str,
+        after: tuple[Namespace, str] | None,
+        limit: int,
         unembedded: bool = False,
     ) -> list[IndexRow]:
         return items.scan_index_rows(self._db, shard, shards, model_id, after, limit, unembedded)
@@ -258,11 +318,18 @@ class HistoryStore:
         return items.index_digest(self._db, shard, shards, model_id)
 
     # -- working memory and summaries -----------------------------------------------------
-    def get_working_memory(self, app: str, user_id: str, scope: WMScope, conversation_id: str | None) -> tuple[str | None, int]:
+    def get_working_memory(
+        self, app: str, user_id: str, scope: WMScope, conversation_id: str | None
+    ) -> tuple[str | None, int]:
         return conv.get_working_memory(self._db, app, user_id, scope, conversation_id)
 
     def put_working_memory(
-        self, app: str, user_id: str, scope: WMScope, conversation_id: str | None, content: str | None,
+        self,
+        app: str,
+        user_id: str,
+        scope: WMScope,
+        conversation_id: str | None,
+        content: str | None,
         expected_version: int,
     ) -> int:
         """Compare-and-set (``None`` clears); ConflictError on a stale version. Durable on return."""
@@ -279,26 +346,31 @@ class HistoryStore:
     def put_entries(self, rows: list[EntryRow], replace_session: tuple[str, str, str] | None = None) -> list[str]:
         """Insert/replace entries; returns ids whose old version (and vectors) were removed.
         Durable on return."""
-        return items.put_entries(self._db, rows, replace_session)
+        return entries.put_entries(self._db, rows, replace_session)
 
     def get_entries(self, app: str, user_id: str, ids: list[str]) -> list[EntryRow]:
-        return items.get_entries(self._db, app, user_id, ids)
+        return entries.get_entries(self._db, app, user_id, ids)
 
     def list_entries(
-        self, app: str, user_id: str, project_id: str | None = None, session_id: str | None = None,
-        all_projects: bool = False, limit: int | None = None,
+        self,
+        app: str,
+        user_id: str,
+        project_id: str | None = None,
+        session_id: str | None = None,
+        all_projects: bool = False,
+        limit: int | None = None,
     ) -> list[EntryRow]:
         """Newest first. Not ``all_projects``: ``project_id=None`` → global entries only,
         ``project_id=P`` → P's entries only. ``session_id`` narrows further."""
-        return items.list_entries(self._db, app, user_id, project_id, session_id, all_projects, limit)
+        return entries.list_entries(self._db, app, user_id, project_id, session_id, all_projects, limit)
 
     def entry_projects(self, app: str, user_id: str | None = None) -> list[tuple[str, str]]:
         """Distinct (user_id, project_id) holding entries in ``app`` (one user's if given)."""
-        return items.entry_projects(self._db, app, user_id)
+        return entries.entry_projects(self._db, app, user_id)
 
     def delete_entries(self, app: str, user_id: str, ids: list[str]) -> int:
         """Delete entries and their vectors; returns entries deleted. Durable on return."""
-        return items.delete_entries(self._db, app, user_id, ids)
+        return entries.delete_entries(self._db, app, user_id, ids)
 
     # -- forks ----------------------------------------------------------------------------
     def fork_to(self, dst: str) -> dict[str, int]:
@@ -334,18 +406,24 @@ class HistoryStore:
         validate_id("app", app)
         validate_id("user_id", user_id)
         with self._db.transaction():
-            counts = {t: self._db.count(f"DELETE FROM {t} WHERE app = ? AND user_id = ?", [app, user_id])
-                      for t in TABLES}
+            counts = {
+                t: self._db.count(f"DELETE FROM {t} WHERE app = ? AND user_id = ?", [app, user_id]) for t in TABLES
+            }
             self._db.mark_rewrite_pending()
-        counts["export_rows"] = sum(export.purge_exports(self._db, r, app, user_id)
-                                    for r in export.export_roots(self._db) if os.path.isdir(r))
+        counts["export_rows"] = sum(
+            export.purge_exports(self._db, r, app, user_id) for r in export.export_roots(self._db) if os.path.isdir(r)
+        )
         self._db.rewrite()
         return counts
 
     def count_user(self, app: str, user_id: str) -> dict[str, int]:
         """Rows of the user left in each table (all zero after :meth:`delete_user`)."""
-        return {t: int(self._db.sql(f"SELECT count(*) FROM {t} WHERE app = ? AND user_id = ?",
-                                    [app, user_id]).fetchall()[0][0]) for t in TABLES}
+        return {
+            t: int(
+                self._db.sql(f"SELECT count(*) FROM {t} WHERE app = ? AND user_id = ?", [app, user_id]).fetchall()[0][0]
+            )
+            for t in TABLES
+        }
 
     def export_parquet(self, root: str) -> dict[str, Any]:
         """Incremental hive-partitioned Parquet export; see :mod:`memray.store.export`."""

@@ -1,139 +1,39 @@
-"""Long-term entries and the vectors of messages and entries."""
+"""The vectors of messages and entries: stored, pending, scanned by shard, and leveled against shards
+(the long-term entries themselves are :mod:`.entries`)."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from memray.errors import ValidationError
-from memray.ids import validate_id
+from memray.ids import Namespace
 from memray.store.base import IndexRow
 from memray.store.database import Database
-from memray.store.rows import EmbeddingRow, EntryRow, Namespace
-from memray.store.schema import ENTRY_COLUMNS, embedding_batch, entry_batch, ref_batch
+from memray.store.rows import EmbeddingRow
+from memray.store.schema import embedding_batch, ref_batch
 
 __all__ = [
-    "put_entries", "get_entries", "list_entries", "entry_projects", "delete_entries", "put_embeddings",
-    "mark_embedding_failed", "pending_embeddings", "missing_embeddings", "scan_index_rows", "index_digest",
+    "put_embeddings",
+    "mark_embedding_failed",
+    "pending_embeddings",
+    "missing_embeddings",
+    "scan_index_rows",
+    "index_digest",
 ]
 
-_ECOLS = ", ".join(ENTRY_COLUMNS)
 # An embedding's item: a message (kind 'conv', scope = conversation id) or an entry
 # (kind 'entry', scope = project id or '' for global entries).
-_MSG_OF = ("e.kind = 'conv' AND m.app = e.app AND m.user_id = e.user_id "
-           "AND m.conversation_id = e.scope AND m.id = e.doc_id")
-_ENTRY_OF = ("e.kind = 'entry' AND n.app = e.app AND n.user_id = e.user_id "
-             "AND coalesce(n.project_id, '') = e.scope AND n.id = e.doc_id")
-
-
-def _drop_entry_vectors(db: Database, app: str, user_id: str, ids: list[str]) -> None:
-    if ids:
-        db.con.register("_gone", pa.table({"id": pa.array(ids, pa.string())}))
-        try:
-            db.sql("DELETE FROM embeddings e USING _gone g WHERE e.kind = 'entry' AND e.app = ? "
-                   "AND e.user_id = ? AND e.doc_id = g.id", [app, user_id])
-        finally:
-            db.con.unregister("_gone")
-
-
-def put_entries(db: Database, rows: list[EntryRow], replace_session: tuple[str, str, str] | None = None) -> list[str]:
-    """Insert or replace entries by (app, user_id, id), all in one transaction; with
-    ``replace_session`` first delete that session's entries.
-
-    Returns the ids whose previous version was removed — the replaced session's entries and
-    entries replaced by id (including those re-added in this call): their stored vectors were
-    dropped, so the caller removes them from the indexes; the new rows are pending embedding.
-    Durability: committed (WAL) on return."""
-    last = {(r.app, r.user_id, r.id): r for r in rows}  # a repeated id: the last row wins
-    batch = entry_batch(list(last.values())) if last else None
-    if replace_session is not None:
-        for name, value in zip(("app", "user_id", "session_id"), replace_session):
-            validate_id(name, value)
-    removed: list[str] = []
-    with db.transaction() as version:
-        if replace_session is not None:
-            app, user, session = replace_session
-            ids = [r[0] for r in db.sql("DELETE FROM entries WHERE app = ? AND user_id = ? AND session_id = ? "
-                                        "RETURNING id", [app, user, session]).fetchall()]
-            _drop_entry_vectors(db, app, user, ids)
-            removed.extend(ids)
-        if batch is not None:
-            db.con.register("_entries", batch)
-            try:
-                replaced = db.sql("DELETE FROM entries n USING _entries b WHERE n.app = b.app AND "
-                                  "n.user_id = b.user_id AND n.id = b.id RETURNING n.app, n.user_id, n.id").fetchall()
-                db.sql("DELETE FROM embeddings e USING _entries b WHERE e.kind = 'entry' AND e.app = b.app "
-                       "AND e.user_id = b.user_id AND e.doc_id = b.id")
-                db.sql(f"INSERT INTO entries ({_ECOLS}, embed_state, model_id, embed_error, user_hash, "
-                       f"changed_version) SELECT {_ECOLS}, 'pending', NULL, NULL, user_hash, {version} FROM _entries")
-            finally:
-                db.con.unregister("_entries")
-            removed.extend(r[2] for r in replaced)
-    return list(dict.fromkeys(removed))
-
-
-def get_entries(db: Database, app: str, user_id: str, ids: list[str]) -> list[EntryRow]:
-    """Entries by id, in the order of ``ids`` (missing ones skipped)."""
-    if not ids:
-        return []
-    db.con.register("_want", pa.table({"id": pa.array(ids, pa.string())}))
-    try:
-        rows = db.sql(f"SELECT {_ECOLS} FROM entries SEMI JOIN _want USING (id) WHERE app = ? AND user_id = ?",
-                      [app, user_id]).fetchall()
-    finally:
-        db.con.unregister("_want")
-    by_id = {r[2]: EntryRow._make(r) for r in rows}
-    return [by_id[i] for i in dict.fromkeys(ids) if i in by_id]
-
-
-def list_entries(
-    db: Database, app: str, user_id: str, project_id: str | None = None, session_id: str | None = None,
-    all_projects: bool = False, limit: int | None = None,
-) -> list[EntryRow]:
-    """Newest first (timestamp, then id, descending). Scope: ``all_projects`` — every entry;
-    else ``project_id=None`` — global entries only; else that project's entries only.
-    ``session_id`` narrows further."""
-    where, params = ["app = ?", "user_id = ?"], [app, user_id]
-    if not all_projects:
-        if project_id is None:
-            where.append("project_id IS NULL")
-        else:
-            where.append("project_id = ?")
-            params.append(validate_id("project_id", project_id))
-    if session_id is not None:
-        where.append("session_id = ?")
-        params.append(session_id)
-    query = f"SELECT {_ECOLS} FROM entries WHERE {' AND '.join(where)} ORDER BY timestamp DESC, id DESC"
-    if limit is not None:
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-            raise ValidationError("limit", limit, "must be a non-negative integer or None")
-        query += f" LIMIT {limit}"
-    return [EntryRow._make(r) for r in db.sql(query, params).fetchall()]
-
-
-def entry_projects(db: Database, app: str, user_id: str | None = None) -> list[tuple[str, str]]:
-    """The distinct (user_id, project_id) that hold entries in ``app`` (of one user when
-    ``user_id`` is given), sorted; global entries (no project) are not listed."""
-    where, params = ["app = ?", "project_id IS NOT NULL"], [validate_id("app", app)]
-    if user_id is not None:
-        where.append("user_id = ?")
-        params.append(validate_id("user_id", user_id))
-    rows = db.sql(f"SELECT DISTINCT user_id, project_id FROM entries WHERE {' AND '.join(where)} "
-                  "ORDER BY user_id, project_id", params).fetchall()
-    return [(str(u), str(p)) for u, p in rows]
-
-
-def delete_entries(db: Database, app: str, user_id: str, ids: list[str]) -> int:
-    """Delete entries by id and their vectors; returns entries deleted. Durable on return."""
-    if not ids:
-        return 0
-    with db.transaction(_del=pa.table({"id": pa.array(list(ids), pa.string())})):
-        n = db.count("DELETE FROM entries n USING _del d WHERE n.app = ? AND n.user_id = ? AND n.id = d.id",
-                     [app, user_id])
-        _drop_entry_vectors(db, app, user_id, list(ids))
-    return n
+_MSG_OF = (
+    "e.kind = 'conv' AND m.app = e.app AND m.user_id = e.user_id AND m.conversation_id = e.scope AND m.id = e.doc_id"
+)
+_ENTRY_OF = (
+    "e.kind = 'entry' AND n.app = e.app AND n.user_id = e.user_id "
+    "AND coalesce(n.project_id, '') = e.scope AND n.id = e.doc_id"
+)
 
 
 def put_embeddings(db: Database, rows: list[EmbeddingRow]) -> int:
@@ -151,11 +51,18 @@ def put_embeddings(db: Database, rows: list[EmbeddingRow]) -> int:
         try:
             db.sql("""DELETE FROM embeddings x USING _live e WHERE x.app = e.app AND x.user_id = e.user_id
                       AND x.kind = e.kind AND x.scope = e.scope AND x.doc_id = e.doc_id AND x.model_id = e.model_id""")
-            db.sql("INSERT INTO embeddings SELECT app, user_id, kind, scope, doc_id, model_id, vector, user_hash FROM _live")
-            db.sql(f"UPDATE messages m SET embed_state = 'done', model_id = e.model_id, embed_error = NULL "
-                   f"FROM _live e WHERE {_MSG_OF}")
-            db.sql(f"UPDATE entries n SET embed_state = 'done', model_id = e.model_id, embed_error = NULL "
-                   f"FROM _live e WHERE {_ENTRY_OF}")
+            db.sql(
+                "INSERT INTO embeddings "
+                "SELECT app, user_id, kind, scope, doc_id, model_id, vector, user_hash FROM _live"
+            )
+            db.sql(
+                f"UPDATE messages m SET embed_state = 'done', model_id = e.model_id, embed_error = NULL "
+                f"FROM _live e WHERE {_MSG_OF}"
+            )
+            db.sql(
+                f"UPDATE entries n SET embed_state = 'done', model_id = e.model_id, embed_error = NULL "
+                f"FROM _live e WHERE {_ENTRY_OF}"
+            )
         finally:
             db.con.unregister("_live")
     return int(live.num_rows)
@@ -167,8 +74,10 @@ def mark_embedding_failed(db: Database, refs: list[tuple[Namespace, str]], error
         return
     with db.transaction(bump=False, _failed=ref_batch(refs)):
         for table, alias, cond in (("messages", "m", _MSG_OF), ("entries", "n", _ENTRY_OF)):
-            db.sql(f"UPDATE {table} {alias} SET embed_state = 'failed', embed_error = ? FROM _failed e "
-                   f"WHERE {cond}", [str(error)[:2000]])
+            db.sql(
+                f"UPDATE {table} {alias} SET embed_state = 'failed', embed_error = ? FROM _failed e WHERE {cond}",
+                [str(error)[:2000]],
+            )
 
 
 def pending_embeddings(db: Database, model_id: str, limit: int) -> list[tuple[Namespace, str, str]]:
@@ -176,7 +85,8 @@ def pending_embeddings(db: Database, model_id: str, limit: int) -> list[tuple[Na
     (new, updated since embedding, or failed), oldest change first."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
         raise ValidationError("limit", limit, "must be a non-negative integer")
-    rows = db.sql("""
+    rows = db.sql(
+        """
         SELECT app, user_id, kind, scope, doc_id, text FROM (
           SELECT app, user_id, 'conv' AS kind, conversation_id AS scope, id AS doc_id, text, changed_version
           FROM messages WHERE text <> ''
@@ -185,7 +95,9 @@ def pending_embeddings(db: Database, model_id: str, limit: int) -> list[tuple[Na
           FROM entries WHERE text <> '') i
         WHERE NOT EXISTS (SELECT 1 FROM embeddings x WHERE x.model_id = ? AND x.app = i.app
           AND x.user_id = i.user_id AND x.kind = i.kind AND x.scope = i.scope AND x.doc_id = i.doc_id)
-        ORDER BY changed_version, app, user_id, kind, scope, doc_id LIMIT ?""", [model_id, limit]).fetchall()
+        ORDER BY changed_version, app, user_id, kind, scope, doc_id LIMIT ?""",
+        [model_id, limit],
+    ).fetchall()
     return [(Namespace(r[0], r[1], r[2], r[3]), r[4], r[5]) for r in rows]
 
 
@@ -196,16 +108,24 @@ def missing_embeddings(db: Database, model_id: str, refs: list[tuple[Namespace, 
     batch = ref_batch(refs).append_column("pos", pa.array(range(len(refs)), pa.int64()))
     db.con.register("_refs", batch)
     try:
-        rows = db.sql("""SELECT r.pos FROM _refs r WHERE NOT EXISTS (SELECT 1 FROM embeddings x
+        rows = db.sql(
+            """SELECT r.pos FROM _refs r WHERE NOT EXISTS (SELECT 1 FROM embeddings x
             WHERE x.model_id = ? AND x.app = r.app AND x.user_id = r.user_id AND x.kind = r.kind
-            AND x.scope = r.scope AND x.doc_id = r.doc_id) ORDER BY r.pos""", [model_id]).fetchall()
+            AND x.scope = r.scope AND x.doc_id = r.doc_id) ORDER BY r.pos""",
+            [model_id],
+        ).fetchall()
     finally:
         db.con.unregister("_refs")
     return [int(r[0]) for r in rows]
 
 
 def scan_index_rows(
-    db: Database, shard: int, shards: int, model_id: str, after: tuple[Namespace, str] | None, limit: int,
+    db: Database,
+    shard: int,
+    shards: int,
+    model_id: str,
+    after: tuple[Namespace, str] | None,
+    limit: int,
     unembedded: bool = False,
 ) -> list[IndexRow]:
     """One page of a shard's vectors of ``model_id``, ordered by (namespace, doc_id).
@@ -224,7 +144,8 @@ def scan_index_rows(
     if after is not None:
         cursor = "AND (e.app, e.user_id, e.kind, e.scope, e.doc_id) > (?, ?, ?, ?, ?)"
         params.extend([*after[0], after[1]])
-    table = db.arrow(f"""
+    table = db.arrow(
+        f"""
         SELECT e.app, e.user_id, e.kind, e.scope, e.doc_id, e.vector,
                coalesce(m.text, n.text) AS text, coalesce(CAST(m.seq AS DOUBLE), n.timestamp) AS recency,
                coalesce(m.created_at, n.timestamp) AS created_at, coalesce(m.sim_time, n.sim_time) AS sim_time,
@@ -234,7 +155,9 @@ def scan_index_rows(
         LEFT JOIN entries n ON {_ENTRY_OF}
         WHERE e.model_id = ? AND ((e.user_hash % ?) + ?) % ? = ? {cursor}
           AND (m.id IS NOT NULL OR n.id IS NOT NULL)
-        ORDER BY e.app, e.user_id, e.kind, e.scope, e.doc_id LIMIT {int(limit)}""", params)
+        ORDER BY e.app, e.user_id, e.kind, e.scope, e.doc_id LIMIT {int(limit)}""",
+        params,
+    )
     return _index_rows(table)
 
 
@@ -248,7 +171,8 @@ def _scan_items(
     if after is not None:
         cursor = "AND (i.app, i.user_id, i.kind, i.scope, i.doc_id) > (?, ?, ?, ?, ?)"
         params.extend([*after[0], after[1]])
-    table = db.arrow(f"""
+    table = db.arrow(
+        f"""
         SELECT i.app, i.user_id, i.kind, i.scope, i.doc_id, x.vector, i.text, i.recency,
                i.created_at, i.sim_time, i.importance FROM (
           SELECT app, user_id, 'conv' AS kind, conversation_id AS scope, id AS doc_id, text,
@@ -260,7 +184,9 @@ def _scan_items(
         LEFT JOIN embeddings x ON x.model_id = ? AND x.app = i.app AND x.user_id = i.user_id
           AND x.kind = i.kind AND x.scope = i.scope AND x.doc_id = i.doc_id
         WHERE (i.text <> '' OR x.vector IS NOT NULL) {cursor}
-        ORDER BY i.app, i.user_id, i.kind, i.scope, i.doc_id LIMIT {int(limit)}""", params)
+        ORDER BY i.app, i.user_id, i.kind, i.scope, i.doc_id LIMIT {int(limit)}""",
+        params,
+    )
     return _index_rows(table)
 
 
@@ -269,21 +195,32 @@ def _index_rows(table: pa.Table) -> list[IndexRow]:
     flat = vec.values.to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
     offsets = vec.offsets.to_numpy()
     valid = vec.is_valid().to_numpy(zero_copy_only=False) if vec.null_count else None
-    cols: Sequence[list[Any]] = [table[c].to_pylist() for c in ("app", "user_id", "kind", "scope", "doc_id", "text", "recency")]
+    cols: Sequence[list[Any]] = [
+        table[c].to_pylist() for c in ("app", "user_id", "kind", "scope", "doc_id", "text", "recency")
+    ]
     nan = float("nan")
     extra = zip(*(table[c].to_pylist() for c in ("created_at", "sim_time", "importance")))
-    return [IndexRow(Namespace(a, u, k, s), d,
-                     flat[offsets[i]:offsets[i + 1]] if valid is None or valid[i] else None, t, float(r),
-                     (nan if c is None else c, nan if st is None else st, nan if im is None else im))
-            for i, ((a, u, k, s, d, t, r), (c, st, im)) in enumerate(zip(zip(*cols), extra))]
+    return [
+        IndexRow(
+            Namespace(a, u, k, s),
+            d,
+            flat[offsets[i] : offsets[i + 1]] if valid is None or valid[i] else None,
+            t,
+            float(r),
+            (nan if c is None else c, nan if st is None else st, nan if im is None else im),
+        )
+        for i, ((a, u, k, s, d, t, r), (c, st, im)) in enumerate(zip(zip(*cols), extra))
+    ]
 
 
 # -- leveling a shard with the store: which items must have a vector there ---------------------
 
 _US = "chr(31)"  # ids hold no control characters, so the unit separator joins them unambiguously
 _REF_KEY = f"e.app || {_US} || e.user_id || {_US} || e.kind || {_US} || e.scope || {_US} || e.doc_id"
-_OF_SHARD = (f"e.model_id = ? AND ((e.user_hash % ?) + ?) % ? = ? AND (EXISTS (SELECT 1 FROM messages m WHERE {_MSG_OF}) "
-             f"OR EXISTS (SELECT 1 FROM entries n WHERE {_ENTRY_OF}))")
+_OF_SHARD = (
+    f"e.model_id = ? AND ((e.user_hash % ?) + ?) % ? = ? AND (EXISTS (SELECT 1 FROM messages m WHERE {_MSG_OF}) "
+    f"OR EXISTS (SELECT 1 FROM entries n WHERE {_ENTRY_OF}))"
+)
 
 
 def _shard_params(shard: int, shards: int, model_id: str) -> list[Any]:
@@ -298,6 +235,8 @@ def index_digest(db: Database, shard: int, shards: int, model_id: str) -> tuple[
     """``(count, checksum)`` of the shard's items that have a stored vector of ``model_id``:
     the checksum is the sum, mod 2**64, of the low 64 bits of the MD5 of each item's key
     (:func:`memray.index.recovery.ref_key`), so a shard can compare its own without a transfer."""
-    rows = db.sql(f"SELECT count(*), coalesce(sum(md5_number_lower({_REF_KEY})), 0) FROM embeddings e "
-                  f"WHERE {_OF_SHARD}", _shard_params(shard, shards, model_id)).fetchall()
+    rows = db.sql(
+        f"SELECT count(*), coalesce(sum(md5_number_lower({_REF_KEY})), 0) FROM embeddings e WHERE {_OF_SHARD}",
+        _shard_params(shard, shards, model_id),
+    ).fetchall()
     return int(rows[0][0]), int(rows[0][1]) % (1 << 64)

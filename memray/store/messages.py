@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 
@@ -17,7 +18,17 @@ from memray.store.schema import MESSAGE_COLUMNS, ROLES, message_batch
 
 __all__ = ["append_messages", "get_messages", "fetch_messages", "stored_seqs", "json_equal", "Correction"]
 
-Correction = tuple[str, str, str, str, int, float]
+
+class Correction(NamedTuple):
+    """A row the store already held under another seq: the seq and created_at it keeps."""
+
+    app: str
+    user_id: str
+    conversation_id: str
+    id: str
+    seq: int
+    created_at: float
+
 
 _KEY = "m.app = b.app AND m.user_id = b.user_id AND m.conversation_id = b.conversation_id AND m.id = b.id"
 _COLS = ", ".join(MESSAGE_COLUMNS)
@@ -38,7 +49,8 @@ def append_messages(db: Database, rows: Sequence[MessageRow]) -> list[Correction
     with db.transaction(_batch=batch) as version:
         existing = db.sql(
             f"SELECT b.app, b.user_id, b.conversation_id, b.id, m.seq, m.created_at "
-            f"FROM messages m JOIN _batch b ON {_KEY}").fetchall()
+            f"FROM messages m JOIN _batch b ON {_KEY}"
+        ).fetchall()
         stored = {(r[0], r[1], r[2], r[3]): (int(r[4]), float(r[5])) for r in existing}
         if stored:
             _update_existing(db, batch, stored, version)
@@ -52,7 +64,7 @@ def append_messages(db: Database, rows: Sequence[MessageRow]) -> list[Correction
     for r in rows if kept else ():
         k = (r.app, r.user_id, r.conversation_id, r.id)
         if k in kept and kept[k][0] != r.seq:
-            out.append((*k, *kept[k]))
+            out.append(Correction(*k, *kept[k]))
     return out
 
 
@@ -73,8 +85,10 @@ def _dedupe(rows: Sequence[MessageRow]) -> tuple[Sequence[MessageRow], dict[Any,
 
 
 def _insert(db: Database, source: str, version: int) -> None:
-    db.sql(f"INSERT INTO messages ({_COLS}, embed_state, model_id, embed_error, user_hash, changed_version) "
-           f"SELECT {_COLS}, 'pending', NULL, NULL, user_hash, {version} FROM {source}")
+    db.sql(
+        f"INSERT INTO messages ({_COLS}, embed_state, model_id, embed_error, user_hash, changed_version) "
+        f"SELECT {_COLS}, 'pending', NULL, NULL, user_hash, {version} FROM {source}"
+    )
 
 
 def _update_existing(db: Database, batch: pa.Table, stored: dict[Any, tuple[int, float]], version: int) -> None:
@@ -120,9 +134,16 @@ def _touch_conversations(db: Database, source: str, is_new: str, version: int) -
 
 
 def get_messages(
-    db: Database, key: ConversationKey, limit: int | None = None, before_seq: int | None = None,
-    after_seq: int | None = None, roles: list[str] | None = None, metadata: dict[str, Any] | None = None,
-    window: Window | None = None, agent_id: str | None = None, sub_agent_id: str | None = None,
+    db: Database,
+    key: ConversationKey,
+    limit: int | None = None,
+    before_seq: int | None = None,
+    after_seq: int | None = None,
+    roles: list[str] | None = None,
+    metadata: dict[str, Any] | None = None,
+    window: Window | None = None,
+    agent_id: str | None = None,
+    sub_agent_id: str | None = None,
 ) -> list[MessageRow]:
     """Messages of one conversation by seq; ``limit`` = the most recent N matching, oldest first.
     ``window`` keeps simulation times in ``[after, before)`` and creation times in
@@ -142,8 +163,12 @@ def get_messages(
         params.append(int(after_seq))
     if window is not None:
         w = Window(*window)
-        for column, op, bound in (("sim_time", ">=", w.after), ("sim_time", "<", w.before),
-                                  ("created_at", ">=", w.created_after), ("created_at", "<", w.created_before)):
+        for column, op, bound in (
+            ("sim_time", ">=", w.after),
+            ("sim_time", "<", w.before),
+            ("created_at", ">=", w.created_after),
+            ("created_at", "<", w.created_before),
+        ):
             if bound is not None:
                 where.append(f"{column} {op} ?")
                 params.append(float(bound))
@@ -209,9 +234,12 @@ def fetch_messages(db: Database, app: str, user_id: str, refs: list[tuple[str, s
     wanted = pa.table({"conversation_id": pa.array(conv, pa.string()), "id": pa.array(ids, pa.string())})
     db.con.register("_refs", wanted)
     try:
-        rows = db.sql(f"""SELECT {_SELECT} FROM messages m SEMI JOIN _refs b
+        rows = db.sql(
+            f"""SELECT {_SELECT} FROM messages m SEMI JOIN _refs b
                           ON m.conversation_id = b.conversation_id AND m.id = b.id
-                          WHERE m.app = ? AND m.user_id = ?""", [app, user_id]).fetchall()
+                          WHERE m.app = ? AND m.user_id = ?""",
+            [app, user_id],
+        ).fetchall()
     finally:
         db.con.unregister("_refs")
     by_key = {(r[2], r[3]): MessageRow._make(r) for r in rows}
@@ -232,9 +260,15 @@ def stored_seqs(db: Database, requests: Sequence[tuple[ConversationKey, Sequence
     out: list[dict[str, int]] = [{} for _ in requests]
     if not cols[0]:
         return out
-    wanted = pa.table({"app": pa.array(cols[0], pa.string()), "user_id": pa.array(cols[1], pa.string()),
-                       "conversation_id": pa.array(cols[2], pa.string()), "id": pa.array(cols[3], pa.string()),
-                       "n": pa.array(cols[4], pa.int64())})
+    wanted = pa.table(
+        {
+            "app": pa.array(cols[0], pa.string()),
+            "user_id": pa.array(cols[1], pa.string()),
+            "conversation_id": pa.array(cols[2], pa.string()),
+            "id": pa.array(cols[3], pa.string()),
+            "n": pa.array(cols[4], pa.int64()),
+        }
+    )
     db.con.register("_ask", wanted)
     try:
         rows = db.sql(f"SELECT b.n, b.id, m.seq FROM messages m JOIN _ask b ON {_KEY}").fetchall()

@@ -7,14 +7,14 @@ An *item* is a message (namespace kind ``conv``, scope = conversation id) or an 
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import pyarrow as pa
 
+from memray.ids import Namespace
 from memray.store.base import IndexRow
 from memray.store.database import Database
 from memray.store.items import _index_rows
-from memray.store.rows import Namespace
 from memray.store.schema import ref_batch
 
 __all__ = ["changed_refs", "index_refs", "fetch_index_rows"]
@@ -31,19 +31,22 @@ _ITEMS = """
 
 def changed_refs(db: Database, version: int) -> list[Ref]:
     """Items written (added or updated) by a transaction after ``version``."""
-    rows = db.sql(f"SELECT app, user_id, kind, scope, doc_id FROM ({_ITEMS}) i WHERE changed_version > ?",
-                  [int(version)]).fetchall()
+    rows = db.sql(
+        f"SELECT app, user_id, kind, scope, doc_id FROM ({_ITEMS}) i WHERE changed_version > ?", [int(version)]
+    ).fetchall()
     return [(Namespace(r[0], r[1], r[2], r[3]), r[4]) for r in rows]
 
 
 def index_refs(db: Database, shard: int, shards: int, model_id: str) -> list[tuple[Namespace, str, bool]]:
     """Every item a shard indexes (text, or a vector of ``model_id``), with whether it has one."""
-    rows = db.sql(f"""
+    rows = db.sql(
+        f"""
         SELECT i.app, i.user_id, i.kind, i.scope, i.doc_id, x.doc_id IS NOT NULL FROM ({_ITEMS}) i
         LEFT JOIN embeddings x ON x.model_id = ? AND x.app = i.app AND x.user_id = i.user_id
           AND x.kind = i.kind AND x.scope = i.scope AND x.doc_id = i.doc_id
         WHERE ((i.user_hash % ?) + ?) % ? = ? AND (i.text <> '' OR x.doc_id IS NOT NULL)""",
-                  [model_id, shards, shards, shards, shard]).fetchall()
+        [model_id, shards, shards, shards, shard],
+    ).fetchall()
     return [(Namespace(r[0], r[1], r[2], r[3]), r[4], bool(r[5])) for r in rows]
 
 
@@ -53,15 +56,16 @@ def fetch_index_rows(db: Database, refs: Sequence[Ref], model_id: str) -> list[I
         return []
     db.con.register("_want", ref_batch(list(refs)))
     try:
-        table: pa.Table = db.arrow(f"""
+        table: pa.Table = db.arrow(
+            f"""
             SELECT i.app, i.user_id, i.kind, i.scope, i.doc_id, x.vector, i.text, i.recency,
                    i.created_at, i.sim_time, i.importance FROM ({_ITEMS}) i
             SEMI JOIN _want w ON w.app = i.app AND w.user_id = i.user_id AND w.kind = i.kind
               AND w.scope = i.scope AND w.doc_id = i.doc_id
             LEFT JOIN embeddings x ON x.model_id = ? AND x.app = i.app AND x.user_id = i.user_id
-              AND x.kind = i.kind AND x.scope = i.scope AND x.doc_id = i.doc_id""", [model_id])
+              AND x.kind = i.kind AND x.scope = i.scope AND x.doc_id = i.doc_id""",
+            [model_id],
+        )
     finally:
         db.con.unregister("_want")
     return _index_rows(table)
-
-

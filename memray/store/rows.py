@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple, cast
 
-from memray.ids import ConversationKey, stable_hash
+from memray.ids import ConversationKey, Namespace
 from memray.models import DataPart, MemoryEntry, Message, Part, ReasoningPart, Role, TextPart, ToolPart
 
 __all__ = [
-    "Namespace",
     "MessageRow",
     "EntryRow",
     "EmbeddingRow",
@@ -19,34 +18,7 @@ __all__ = [
     "message_payload",
     "entry_to_row",
     "row_to_entry",
-    "user_hash",
-    "conversation_namespace",
-    "entry_namespace",
 ]
-
-
-class Namespace(NamedTuple):
-    """A vector/lexical namespace. ``kind`` is ``"conv"`` (scope = conversation id) or
-    ``"entry"`` (scope = project id, ``""`` for the user's global entries)."""
-
-    app: str
-    user_id: str
-    kind: str
-    scope: str
-
-
-def conversation_namespace(key: ConversationKey) -> Namespace:
-    return Namespace(key.app, key.user_id, "conv", key.conversation_id)
-
-
-def entry_namespace(app: str, user_id: str, project_id: str | None) -> Namespace:
-    return Namespace(app, user_id, "entry", project_id or "")
-
-
-def user_hash(app: str, user_id: str) -> int:
-    """Signed 64-bit stable hash of ``(app, user_id)``: the shard of a user is ``h % shards``."""
-    h = stable_hash(app, user_id)
-    return h - (1 << 64) if h >= (1 << 63) else h
 
 
 class MessageRow(NamedTuple):
@@ -94,9 +66,20 @@ def message_to_row(key: ConversationKey, msg: Message) -> MessageRow:
     assert msg.seq is not None, "seq is assigned before a message is persisted"
     parts = json.dumps([p.model_dump(mode="json") for p in msg.parts], ensure_ascii=False)
     return MessageRow(
-        key.app, key.user_id, key.conversation_id, msg.id, msg.seq, msg.role, parts,
-        json.dumps(msg.metadata, ensure_ascii=False, default=str), msg.created_at, msg.text,
-        msg.sim_time, msg.importance, msg.agent_id, msg.sub_agent_id,
+        key.app,
+        key.user_id,
+        key.conversation_id,
+        msg.id,
+        msg.seq,
+        msg.role,
+        parts,
+        json.dumps(msg.metadata, ensure_ascii=False, default=str),
+        msg.created_at,
+        msg.text,
+        msg.sim_time,
+        msg.importance,
+        msg.agent_id,
+        msg.sub_agent_id,
     )
 
 
@@ -113,8 +96,13 @@ def message_payload(row: MessageRow) -> str:
     already-serialised parts and metadata instead of serialising the message a second time."""
     extra = "".join(
         f',"{name}":{json.dumps(value, ensure_ascii=False)}'
-        for name, value in (("sim_time", row.sim_time), ("importance", row.importance),
-                            ("agent_id", row.agent_id), ("sub_agent_id", row.sub_agent_id)) if value is not None
+        for name, value in (
+            ("sim_time", row.sim_time),
+            ("importance", row.importance),
+            ("agent_id", row.agent_id),
+            ("sub_agent_id", row.sub_agent_id),
+        )
+        if value is not None
     )
     return (
         f'{{"id":{json.dumps(row.id, ensure_ascii=False)},"role":"{row.role}","parts":{row.parts_json},'
@@ -125,22 +113,44 @@ def message_payload(row: MessageRow) -> str:
 def row_to_message(row: MessageRow) -> Message:
     """The message a stored row holds. Rows were validated on their way into the store, so the
     records are constructed without validating again."""
-    parts = [_PART_TYPES[p["type"]].model_construct(_ALL_FIELDS[_PART_TYPES[p["type"]]], **p) for p in json.loads(row.parts_json)]
+    parts = [
+        _PART_TYPES[p["type"]].model_construct(_ALL_FIELDS[_PART_TYPES[p["type"]]], **p)
+        for p in json.loads(row.parts_json)
+    ]
     return Message.model_construct(
-        _ALL_FIELDS[Message], id=row.id, role=cast(Role, row.role), parts=parts, created_at=row.created_at,
-        metadata=json.loads(row.metadata_json), seq=row.seq, sim_time=row.sim_time, importance=row.importance,
-        agent_id=row.agent_id, sub_agent_id=row.sub_agent_id,
+        _ALL_FIELDS[Message],
+        id=row.id,
+        role=cast(Role, row.role),
+        parts=parts,
+        created_at=row.created_at,
+        metadata=json.loads(row.metadata_json),
+        seq=row.seq,
+        sim_time=row.sim_time,
+        importance=row.importance,
+        agent_id=row.agent_id,
+        sub_agent_id=row.sub_agent_id,
     )
 
 
 def entry_to_row(
     app: str, user_id: str, entry: MemoryEntry, session_id: str | None, project_id: str | None
 ) -> EntryRow:
-    content: Any = entry.content if isinstance(entry.content, str) else [p.model_dump(mode="json") for p in entry.content]
+    content: Any = (
+        entry.content if isinstance(entry.content, str) else [p.model_dump(mode="json") for p in entry.content]
+    )
     return EntryRow(
-        app, user_id, entry.id, session_id, project_id, entry.author,
-        json.dumps(content, ensure_ascii=False), json.dumps(entry.metadata, ensure_ascii=False, default=str),
-        entry.timestamp, entry.text, entry.sim_time, entry.importance,
+        app,
+        user_id,
+        entry.id,
+        session_id,
+        project_id,
+        entry.author,
+        json.dumps(content, ensure_ascii=False),
+        json.dumps(entry.metadata, ensure_ascii=False, default=str),
+        entry.timestamp,
+        entry.text,
+        entry.sim_time,
+        entry.importance,
     )
 
 

@@ -11,15 +11,16 @@ store is the only writer of its file, so uniqueness is kept by the upsert (an an
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from memray.errors import InvalidIdError, ValidationError
-from memray.ids import MAX_ID_CHARS
-from memray.store.rows import EmbeddingRow, EntryRow, MessageRow, user_hash
+from memray.ids import MAX_ID_CHARS, user_hash
+from memray.store.rows import EmbeddingRow, EntryRow, MessageRow
 from memray.validation import SURROGATE_HINT
 
 __all__ = [
@@ -135,8 +136,14 @@ def _first(mask: pa.Array) -> int | None:
     return None if idx < 0 else idx
 
 
-def _check(name: str, arr: pa.Array, bad: pa.Array, problem: str, hint: str = "",
-           error: type[ValidationError] = ValidationError) -> None:
+def _check(
+    name: str,
+    arr: pa.Array,
+    bad: pa.Array,
+    problem: str,
+    hint: str = "",
+    error: type[ValidationError] = ValidationError,
+) -> None:
     i = _first(bad)
     if i is not None:
         raise error(name, arr[i].as_py(), f"{problem} (row {i})", hint)
@@ -147,15 +154,26 @@ def check_ids(name: str, arr: pa.Array, nullable: bool = False) -> None:
     if not nullable:
         _check(name, arr, pc.is_null(arr), "must not be missing", error=InvalidIdError)
     n = pc.utf8_length(arr)
-    _check(name, arr, pc.or_(pc.less(n, 1), pc.greater(n, MAX_ID_CHARS)),
-           f"must be 1 to {MAX_ID_CHARS} characters", "use a shorter, non-empty id", InvalidIdError)
-    _check(name, arr, pc.match_substring_regex(arr, _CONTROL), "contains a control character",
-           "remove control characters", InvalidIdError)
+    _check(
+        name,
+        arr,
+        pc.or_(pc.less(n, 1), pc.greater(n, MAX_ID_CHARS)),
+        f"must be 1 to {MAX_ID_CHARS} characters",
+        "use a shorter, non-empty id",
+        InvalidIdError,
+    )
+    _check(
+        name,
+        arr,
+        pc.match_substring_regex(arr, _CONTROL),
+        "contains a control character",
+        "remove control characters",
+        InvalidIdError,
+    )
 
 
 def _check_json_object(name: str, arr: pa.Array) -> None:
-    _check(name, arr, pc.invert(pc.starts_with(arr, "{")), "must be a JSON object",
-           "pass json.dumps of a dict")
+    _check(name, arr, pc.invert(pc.starts_with(arr, "{")), "must be a JSON object", "pass json.dumps of a dict")
 
 
 _FLOATS = ("created_at", "timestamp", "sim_time", "importance")
@@ -165,27 +183,34 @@ def _check_sim_columns(t: dict[str, pa.Array]) -> None:
     """``sim_time`` finite where present, ``importance`` in [0, 1] where present."""
     _check("sim_time", t["sim_time"], pc.invert(pc.is_finite(t["sim_time"])), "must be finite")
     imp = t["importance"]
-    _check("importance", imp, pc.or_(pc.less(imp, 0.0), pc.greater(imp, 1.0)), "must be in [0, 1]",
-           "scale the rating into [0, 1]")
+    _check(
+        "importance",
+        imp,
+        pc.or_(pc.less(imp, 0.0), pc.greater(imp, 1.0)),
+        "must be in [0, 1]",
+        "scale the rating into [0, 1]",
+    )
 
 
 def message_batch(rows: Sequence[MessageRow]) -> pa.Table:
     """Validate message rows and return them as an Arrow table with ``user_hash``."""
     cols = list(zip(*rows))
-    t = {n: _column(n, c, pa.float64() if n in _FLOATS else pa.int64() if n == "seq" else pa.string())
-         for n, c in zip(MESSAGE_COLUMNS, cols)}
+    t = {
+        n: _column(n, c, pa.float64() if n in _FLOATS else pa.int64() if n == "seq" else pa.string())
+        for n, c in zip(MESSAGE_COLUMNS, cols)
+    }
     for name in ("app", "user_id", "conversation_id", "id"):
         check_ids(name, t[name])
     for name in ("agent_id", "sub_agent_id"):
         check_ids(name, t[name], nullable=True)
     _check_sim_columns(t)
     _check("seq", t["seq"], pc.less_equal(t["seq"], 0), "must be > 0", "seq starts at 1")
-    _check("role", t["role"], pc.invert(pc.is_in(t["role"], pa.array(ROLES))),
-           f"must be one of {ROLES}")
+    _check("role", t["role"], pc.invert(pc.is_in(t["role"], pa.array(ROLES))), f"must be one of {ROLES}")
     for name in ("parts_json", "text"):
         _check(name, t[name], pc.is_null(t[name]), "must not be missing")
-    _check("parts_json", t["parts_json"], pc.invert(pc.starts_with(t["parts_json"], "[")),
-           "must be a JSON array of parts")
+    _check(
+        "parts_json", t["parts_json"], pc.invert(pc.starts_with(t["parts_json"], "[")), "must be a JSON array of parts"
+    )
     _check_json_object("metadata_json", t["metadata_json"])
     _check("created_at", t["created_at"], pc.invert(pc.is_finite(t["created_at"])), "must be finite")
     t["user_hash"] = user_hashes(cols[0], cols[1])
@@ -195,8 +220,7 @@ def message_batch(rows: Sequence[MessageRow]) -> pa.Table:
 def entry_batch(rows: Sequence[EntryRow]) -> pa.Table:
     """Validate entry rows and return them as an Arrow table with ``user_hash``."""
     cols = list(zip(*rows))
-    t = {n: _column(n, c, pa.float64() if n in _FLOATS else pa.string())
-         for n, c in zip(ENTRY_COLUMNS, cols)}
+    t = {n: _column(n, c, pa.float64() if n in _FLOATS else pa.string()) for n, c in zip(ENTRY_COLUMNS, cols)}
     _check_sim_columns(t)
     for name in ("app", "user_id", "id"):
         check_ids(name, t[name])
@@ -214,11 +238,15 @@ def ref_batch(refs: Sequence[tuple[Any, str]]) -> pa.Table:
     """(Namespace, doc_id) pairs as an Arrow table (app, user_id, kind, scope, doc_id)."""
     namespaces = [r[0] for r in refs]
     cols = list(zip(*namespaces)) if namespaces else [(), (), (), ()]
-    return pa.table({
-        "app": pa.array(cols[0], pa.string()), "user_id": pa.array(cols[1], pa.string()),
-        "kind": pa.array(cols[2], pa.string()), "scope": pa.array(cols[3], pa.string()),
-        "doc_id": pa.array([r[1] for r in refs], pa.string()),
-    })
+    return pa.table(
+        {
+            "app": pa.array(cols[0], pa.string()),
+            "user_id": pa.array(cols[1], pa.string()),
+            "kind": pa.array(cols[2], pa.string()),
+            "scope": pa.array(cols[3], pa.string()),
+            "doc_id": pa.array([r[1] for r in refs], pa.string()),
+        }
+    )
 
 
 def embedding_batch(rows: Sequence[EmbeddingRow]) -> pa.Table:
@@ -228,20 +256,27 @@ def embedding_batch(rows: Sequence[EmbeddingRow]) -> pa.Table:
         last[(tuple(r.namespace), r.doc_id, r.model_id)] = r
     uniq = list(last.values())
     t = ref_batch([(r.namespace, r.doc_id) for r in uniq])
-    _check("namespace.kind", t["kind"], pc.invert(pc.is_in(t["kind"], pa.array(["conv", "entry"]))),
-           "must be 'conv' or 'entry'")
+    _check(
+        "namespace.kind",
+        t["kind"],
+        pc.invert(pc.is_in(t["kind"], pa.array(["conv", "entry"]))),
+        "must be 'conv' or 'entry'",
+    )
     model = _column("model_id", [r.model_id for r in uniq], pa.string())
     check_ids("model_id", model)
     vectors = [np.asarray(r.vector, dtype=np.float32).ravel() for r in uniq]
     for i, v in enumerate(vectors):
         if v.size == 0 or not bool(np.isfinite(v).all()):
-            raise ValidationError("vector", uniq[i].doc_id, f"must be non-empty and finite (row {i})",
-                                  "re-embed the item")
+            raise ValidationError(
+                "vector", uniq[i].doc_id, f"must be non-empty and finite (row {i})", "re-embed the item"
+            )
     offsets = np.zeros(len(vectors) + 1, dtype=np.int32)
     np.cumsum([v.size for v in vectors], out=offsets[1:])
     flat = np.concatenate(vectors) if vectors else np.zeros(0, np.float32)
     vec = pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat, pa.float32()))
     apps, users = t["app"].to_pylist(), t["user_id"].to_pylist()
-    return t.append_column("model_id", model).append_column("vector", vec).append_column(
-        "user_hash", user_hashes(apps, users))
-
+    return (
+        t.append_column("model_id", model)
+        .append_column("vector", vec)
+        .append_column("user_hash", user_hashes(apps, users))
+    )

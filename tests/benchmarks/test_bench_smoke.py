@@ -14,13 +14,53 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 CASES = {
-    "ingest": ["--conversations", "100", "--messages", "1000", "--batch", "250", "--add-messages", "200",
-               "--clients", "8", "--hosts", "2"],
-    "recall_latency": ["--n", "600", "--shards", "1,2", "--clients", "1,4", "--queries", "16", "--recall-queries", "5",
-                       "--conversations", "12", "--users", "4"],
+    "ingest": [
+        "--conversations",
+        "100",
+        "--messages",
+        "1000",
+        "--batch",
+        "250",
+        "--add-messages",
+        "200",
+        "--clients",
+        "8",
+        "--hosts",
+        "2",
+    ],
+    "recall_latency": [
+        "--n",
+        "600",
+        "--shards",
+        "1,2",
+        "--clients",
+        "1,4",
+        "--queries",
+        "16",
+        "--recall-queries",
+        "5",
+        "--conversations",
+        "12",
+        "--users",
+        "4",
+    ],
     "simulate_agents": ["--agents", "30", "--turns", "3", "--hosts", "2", "--probes", "2"],
-    "fork": ["--conversations", "60", "--messages", "3", "--repeat", "1", "--writers", "1", "--rate", "200",
-             "--hosts", "1", "--shards", "1"],
+    "fork": [
+        "--conversations",
+        "60",
+        "--messages",
+        "3",
+        "--repeat",
+        "1",
+        "--writers",
+        "1",
+        "--rate",
+        "200",
+        "--hosts",
+        "1",
+        "--shards",
+        "1",
+    ],
     "stream_scoring": ["--n", "400", "--conversations", "2", "--queries", "20", "--hosts", "1", "--shards", "1"],
 }
 
@@ -28,8 +68,14 @@ CASES = {
 def run_bench(name: str, args: list[str], tmp_path: Path) -> dict:
     png = tmp_path / f"{name}.png"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-m", f"benchmarks.{name}", "--mode", "inprocess", "--plot", str(png), *args],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", f"benchmarks.{name}", "--mode", "inprocess", "--plot", str(png), *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     lines = [line for line in out.stdout.splitlines() if line.strip()]
     assert len(lines) == 1, out.stdout

@@ -45,14 +45,23 @@ def test_retrieval_eval_prints_one_json_line_and_plots(capsys: pytest.CaptureFix
 
 def test_locomo_loads_as_retrieval_records(tmp_path: Path) -> None:
     """A LoCoMo-shaped file (the real one is not redistributed): speakers, captions, evidence."""
-    sample = {"sample_id": "conv-x", "conversation": {
-        "speaker_a": "Ana", "speaker_b": "Ben",
-        "session_2": [{"speaker": "Ben", "dia_id": "D2:1", "text": "Back from Lisbon!"}],
-        "session_2_date_time": "1 May 2023",
-        "session_1": [{"speaker": "Ana", "dia_id": "D1:1", "text": "Look at my dog", "blip_caption": "a photo of a dog"},
-                      {"speaker": "Ben", "dia_id": "D1:2", "text": "Cute!"}]},
-        "qa": [{"question": "Where did Ben travel?", "answer": "Lisbon", "evidence": ["D2:1", "D9:9"], "category": 1},
-               {"question": "Unanswerable?", "answer": "x", "evidence": [], "category": 5}]}
+    sample = {
+        "sample_id": "conv-x",
+        "conversation": {
+            "speaker_a": "Ana",
+            "speaker_b": "Ben",
+            "session_2": [{"speaker": "Ben", "dia_id": "D2:1", "text": "Back from Lisbon!"}],
+            "session_2_date_time": "1 May 2023",
+            "session_1": [
+                {"speaker": "Ana", "dia_id": "D1:1", "text": "Look at my dog", "blip_caption": "a photo of a dog"},
+                {"speaker": "Ben", "dia_id": "D1:2", "text": "Cute!"},
+            ],
+        },
+        "qa": [
+            {"question": "Where did Ben travel?", "answer": "Lisbon", "evidence": ["D2:1", "D9:9"], "category": 1},
+            {"question": "Unanswerable?", "answer": "x", "evidence": [], "category": 5},
+        ],
+    }
     path = tmp_path / "locomo.json"
     path.write_text(json.dumps([sample]))
     records, warning = locomo.load(path)
@@ -67,8 +76,24 @@ def test_locomo_loads_as_retrieval_records(tmp_path: Path) -> None:
 
 
 def test_vector_recall_prints_one_json_line(capsys: pytest.CaptureFixture[str]) -> None:
-    result = vector_recall.main(["--n", "3000", "--dim", "16", "--big", "4", "--small-size", "100",
-                                 "--exact-threshold", "200", "--queries", "10", "--app-queries", "5"])
+    result = vector_recall.main(
+        [
+            "--n",
+            "3000",
+            "--dim",
+            "16",
+            "--big",
+            "4",
+            "--small-size",
+            "100",
+            "--exact-threshold",
+            "200",
+            "--queries",
+            "10",
+            "--app-queries",
+            "5",
+        ]
+    )
     line = capsys.readouterr().out.strip()
     assert "\n" not in line and json.loads(line) == result
     assert result["hnsw_namespaces"] == 4 and sum(result["vectors_per_shard"]) == 3000

@@ -13,7 +13,9 @@ def msg(mid: str, role: str, text: str) -> Message:
 def test_streamed_assistant_steps_merge_into_one_message():
     buf = MessageBuffer(window=8)
     buf.add(msg("a1", "assistant", "Let me check."), 1)
-    step = Message(id="a1", role="assistant", parts=[ToolPart(tool_call_id="t1", tool_name="weather", input={"city": "Oslo"})])
+    step = Message(
+        id="a1", role="assistant", parts=[ToolPart(tool_call_id="t1", tool_name="weather", input={"city": "Oslo"})]
+    )
     buf.add(step, 2)
     buf.add(step, 3)  # idempotent: the same step twice adds nothing
     stored = buf.get("a1")
@@ -25,7 +27,9 @@ def test_tool_result_merges_into_its_call_by_id():
     buf = MessageBuffer(window=8)
     call = Message(id="a1", role="assistant", parts=[ToolPart(tool_call_id="t1", tool_name="weather", input={})])
     buf.add(call, 1)
-    result = Message(id="r1", role="tool", parts=[ToolPart(tool_call_id="t1", tool_name="weather", state="output", output="sunny")])
+    result = Message(
+        id="r1", role="tool", parts=[ToolPart(tool_call_id="t1", tool_name="weather", state="output", output="sunny")]
+    )
     stored = buf.add(result, 2)
     assert stored.id == "a1" and stored.seq == 1
     part = stored.parts[0]

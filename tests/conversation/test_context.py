@@ -69,8 +69,12 @@ def test_summary_and_working_memory_lead_as_system_messages() -> None:
     stale_summary = summary_message("old summary")
     stale_wm = working_memory_message("old block")
     ctx = assemble(
-        [stale_summary, stale_wm, *RECENT], [stale_summary], summary="- Ann lives in Oslo",
-        working_memory="WORKING MEMORY\n<current_context>x</current_context>", degraded=True, reason="shard 1 down",
+        [stale_summary, stale_wm, *RECENT],
+        [stale_summary],
+        summary="- Ann lives in Oslo",
+        working_memory="WORKING MEMORY\n<current_context>x</current_context>",
+        degraded=True,
+        reason="shard 1 down",
     )
     first, second, *rest = ctx.messages
     assert first.role == "system" and first.metadata[SUMMARY_MARKER] is True
@@ -101,14 +105,18 @@ def test_budget_drops_lowest_ranked_recalled_then_oldest_recent() -> None:
 
 def tool_call(seq: int, call_id: str) -> Message:
     return Message(
-        id=f"m{seq}", role="assistant", seq=seq,
+        id=f"m{seq}",
+        role="assistant",
+        seq=seq,
         parts=[ToolPart(tool_call_id=call_id, tool_name="weather", input={"city": "Oslo"})],
     )
 
 
 def tool_result(seq: int, call_id: str) -> Message:
     return Message(
-        id=f"m{seq}", role="tool", seq=seq,
+        id=f"m{seq}",
+        role="tool",
+        seq=seq,
         parts=[ToolPart(tool_call_id=call_id, tool_name="weather", state="output", output="sunny")],
     )
 

@@ -31,8 +31,10 @@ def mem(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 
 
 def chat(n: int, fact_at: int, fact: str) -> list[dict[str, str]]:
-    turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"small talk number {i} about the weekend"}
-             for i in range(n)]
+    turns = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"small talk number {i} about the weekend"}
+        for i in range(n)
+    ]
     turns[fact_at] = {"role": "user", "content": fact}
     return turns
 
@@ -80,7 +82,8 @@ def test_user_wide_search_sees_the_callers_other_conversations(mem):
     writer.add(chat(8, 5, "The spare key hides under the third flowerpot."))
     reader.add({"role": "user", "content": "hello there"})
     assert [h.conversation_id for h in reader.search("spare key flowerpot", limit=2, scope="user")][:1] == [
-        writer.key.conversation_id]
+        writer.key.conversation_id
+    ]
     assert reader.search("spare key flowerpot", limit=2) == []  # conversation scope stays in its conversation
 
 
@@ -99,8 +102,9 @@ def test_a_query_about_nothing_in_memory_returns_nothing(mem):
     user = uuid.uuid4().hex[:8]
     svc.add_session(APP, user, "s", ["The weather is sunny"])
     assert svc.search(SearchRequest(query="programming rust", user_id=user, app_name=APP)).memories == []
-    assert [m.entry.text for m in svc.search(SearchRequest(query="sunny weather", user_id=user, app_name=APP)).memories] == [
-        "The weather is sunny"]
+    assert [
+        m.entry.text for m in svc.search(SearchRequest(query="sunny weather", user_id=user, app_name=APP)).memories
+    ] == ["The weather is sunny"]
 
 
 def test_context_min_score_drops_weak_recalls(mem):
@@ -109,16 +113,28 @@ def test_context_min_score_drops_weak_recalls(mem):
     weak = conv.context("blue dome tent for two people camping gear", limit=2, semantic_limit=5)
     assert weak.recalled_ids
     scores = {h.message.id: h.score for h in conv.search("blue dome tent for two people camping gear", limit=10)}
-    strict = conv.context("blue dome tent for two people camping gear", limit=2, semantic_limit=5,
-                          min_score=max(scores.values()) + 1e-9)
+    strict = conv.context(
+        "blue dome tent for two people camping gear", limit=2, semantic_limit=5, min_score=max(scores.values()) + 1e-9
+    )
     assert strict.recalled_ids == []
 
 
 def test_a_failing_embedder_leaves_the_lexical_tail_and_says_degraded(tmp_path, openai_server):
     config = memray.MemoryConfig(
-        path=str(tmp_path / "m"), mode="inprocess", hosts=1, shards=1, debounce_ms=60_000,
-        embedder=EmbedderConfig(kind="openai", model="fake-embed", dim=64, base_url=openai_server.url, max_retries=0,
-                                timeout_s=2, cache_size=0),
+        path=str(tmp_path / "m"),
+        mode="inprocess",
+        hosts=1,
+        shards=1,
+        debounce_ms=60_000,
+        embedder=EmbedderConfig(
+            kind="openai",
+            model="fake-embed",
+            dim=64,
+            base_url=openai_server.url,
+            max_retries=0,
+            timeout_s=2,
+            cache_size=0,
+        ),
     )
     with memray.open(config=config) as m:
         openai_server.fail_always(503)

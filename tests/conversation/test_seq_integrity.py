@@ -25,7 +25,7 @@ def mem(tmp_path):
 
 
 def stored(mem: memray.Memory, conv: memray.ConversationHandle) -> dict[str, int]:
-    return {r.id: r.seq for r in mem._run(mem.deployment.store.call("get_messages", conv.key))}
+    return {r.id: r.seq for r in mem._run(mem._deployment.store.get_messages(conv.key))}
 
 
 def test_a_readded_old_id_keeps_its_seq_even_unflushed(mem: memray.Memory) -> None:
@@ -42,11 +42,11 @@ def test_a_readded_old_id_keeps_its_seq_even_unflushed(mem: memray.Memory) -> No
 def test_a_retried_add_returns_the_seqs_of_its_first_attempt(mem: memray.Memory) -> None:
     conv = mem.conversation(user_id="u", conversation_id="c")
     first = [msg(f"t{i}") for i in range(8)]  # memray's own ids: a first attempt needs no lookup
-    host = mem.host_for(conv.key)
-    assert mem._run(host.call("add", conv.key, first, True)) == list(range(1, 9))
+    host = mem._host_for(conv.key)
+    assert mem._run(host.add(conv.key, first, True)) == list(range(1, 9))
     conv.add([msg(f"later {i}") for i in range(6)], durable=True)  # first[:] leave the window
     # the caller never heard back and sends the same call again
-    assert mem._run(host.call("add", conv.key, first, True, retried=True)) == list(range(1, 9))
+    assert mem._run(host.add(conv.key, first, True, retried=True)) == list(range(1, 9))
     assert len(stored(mem, conv)) == 14
 
 
@@ -59,7 +59,7 @@ def test_a_restarted_host_reports_losses_and_never_reuses_their_seqs(tmp_path) -
         lost = [msg("buffered a"), msg("buffered b")]
         assert conv.add(lost) == [2, 3]
         # the host process dies: a fresh host core over the same store and ledger, as Ray restarts it
-        dep = mem.deployment
+        dep = mem._deployment
         fresh = ConversationHost(0, mem.config, dep.store, dep.shards)
         seqs = mem._run(fresh.add(conv.key, [msg("after restart")]))
         assert seqs == [4]  # 2 and 3 were acknowledged: never given again
@@ -70,7 +70,7 @@ def test_a_restarted_host_reports_losses_and_never_reuses_their_seqs(tmp_path) -
         with pytest.raises(memray.DeadLetterError) as err:
             mem._run(fresh.flush(conv.key))
         assert [(x[4], x[5]) for x in err.value.letters] == [(3, "lost")]
-        assert {r.seq for r in mem._run(dep.store.call("get_messages", conv.key))} == {1, 2, 4}
+        assert {r.seq for r in mem._run(dep.store.get_messages(conv.key))} == {1, 2, 4}
         mem._run(fresh.close())
     finally:
         mem.close()
@@ -84,7 +84,7 @@ def test_ledgers_of_hosts_that_no_longer_exist_are_resolved_too(tmp_path) -> Non
     assert on_host_2.add(msg("buffered on host 2")) == [1]
     ledger = tmp_path / "shrunk" / "hosts" / "host-2.ledger"
     kept = ledger.read_bytes()  # the process "dies" here: its ledger stays as it is...
-    mem.deployment._hosts[2]._conversations.clear()  # type: ignore[attr-defined]  # ...its buffer is gone
+    mem._deployment._hosts[2]._conversations.clear()  # type: ignore[attr-defined]  # ...its buffer is gone
     mem.close()
     ledger.write_bytes(kept)
     with memray.open(path, mode="inprocess", hosts=1, shards=1) as again:  # one host now

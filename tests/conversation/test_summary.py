@@ -11,12 +11,10 @@ from typing import Any
 import pytest
 
 from memray.config import SummarizerConfig
+from memray.conversation.summarizer import ExtractiveSummarizer, OpenAIChatSummarizer, build_summarizer
 from memray.conversation.summary import (
     SUMMARY_MARKER,
-    ExtractiveSummarizer,
-    OpenAIChatSummarizer,
     SummaryKeeper,
-    build_summarizer,
     is_summary_message,
     strip_summary_blocks,
     summary_message,
@@ -24,8 +22,9 @@ from memray.conversation.summary import (
 from memray.errors import MissingExtraError, SummaryError, ValidationError
 from memray.ids import ConversationKey
 from memray.models import Message
-from memray.runtime.local import LocalRef
+from memray.store.client import StoreClient
 from memray.text import estimate_tokens
+from tests.conversation.conftest import CountingStore
 
 # The checkout this test runs from, for the subprocesses it starts.
 REPO_ROOT = str(Path(__file__).resolve().parents[2])
@@ -115,40 +114,40 @@ def test_extractive_handles_chinese_and_tiny_budgets() -> None:
 
 
 # -- the keeper ------------------------------------------------------------------------------
-def keeper(ref: LocalRef, trigger: int, keep: int = 2, summarizer: Any = None) -> SummaryKeeper:
+def keeper(client: StoreClient, trigger: int, keep: int = 2, summarizer: Any = None) -> SummaryKeeper:
     config = SummarizerConfig(trigger_tokens=trigger, keep_messages=keep, max_summary_tokens=300)
-    return SummaryKeeper(ref, summarizer or ExtractiveSummarizer(), config, estimate_tokens)
+    return SummaryKeeper(client, summarizer or ExtractiveSummarizer(), config, estimate_tokens)
 
 
-def test_trigger_threshold_is_respected(store_ref: LocalRef, fake_store: Any) -> None:
+def test_trigger_threshold_is_respected(store_client: StoreClient, store: CountingStore) -> None:
     async def go() -> None:
-        keep = keeper(store_ref, trigger=60)
-        fake_store.add(KEY, [user(FACTS[0]), user(FACTS[1])])  # ~ 30 tokens: under the trigger
+        keep = keeper(store_client, trigger=60)
+        store.add(KEY, [user(FACTS[0]), user(FACTS[1])])  # ~ 30 tokens: under the trigger
         assert await keep.maybe_update(KEY, 2) is None
         assert await keep.current(KEY) is None
-        fake_store.add(KEY, [user(FACTS[2]), user(FACTS[3]), user(FACTS[4])])
+        store.add(KEY, [user(FACTS[2]), user(FACTS[3]), user(FACTS[4])])
         state = await keep.maybe_update(KEY, 5)
         assert state is not None and state.version == 1
         assert state.summarized_through_seq == 3  # the last keep_messages=2 stay out
         assert FACTS[3] not in state.text and FACTS[4] not in state.text
         assert await keep.current(KEY) == state.text
         # Nothing new: no refold, and only messages after the counted seq were read.
-        calls = len(fake_store.get_messages_calls)
+        calls = len(store.get_messages_calls)
         assert await keep.maybe_update(KEY, 5) is None
-        assert len(fake_store.get_messages_calls) == calls
+        assert len(store.get_messages_calls) == calls
 
     asyncio.run(go())
 
 
-def test_incremental_rounds_advance_over_the_whole_history(store_ref: LocalRef, fake_store: Any) -> None:
+def test_incremental_rounds_advance_over_the_whole_history(store_client: StoreClient, store: CountingStore) -> None:
     async def go() -> None:
-        keep = keeper(store_ref, trigger=40, keep=2)
+        keep = keeper(store_client, trigger=40, keep=2)
         throughs: list[int] = []
         last_seq = 0
         for round_ in range(3):
             batch = [user(f"Round {round_}: {fact}") for fact in FACTS[2 * round_ : 2 * round_ + 2]]
             batch += [user(f"Round {round_} detail number {n} about topic{round_}{n}.") for n in range(3)]
-            fake_store.add(KEY, batch)
+            store.add(KEY, batch)
             last_seq += len(batch)
             state = await keep.maybe_update(KEY, last_seq)
             assert state is not None, f"round {round_} did not fold"
@@ -158,7 +157,7 @@ def test_incremental_rounds_advance_over_the_whole_history(store_ref: LocalRef, 
         text = await keep.current(KEY)
         assert text is not None and "Round 2" in text and "Round 0" in text  # old lines kept
         # Each round read only what was new since the summary.
-        assert fake_store.get_messages_calls[-1] == throughs[1]
+        assert store.get_messages_calls[-1] == throughs[1]
 
     asyncio.run(go())
 
@@ -172,20 +171,22 @@ class RecordingSummarizer:
         return f"summary {len(self.calls)}"
 
 
-def test_old_summary_message_is_not_fed_back_and_keep_messages_stay_out(store_ref: LocalRef, fake_store: Any) -> None:
+def test_old_summary_message_is_not_fed_back_and_keep_messages_stay_out(
+    store_client: StoreClient, store: CountingStore
+) -> None:
     async def go() -> None:
         rec = RecordingSummarizer()
-        keep = keeper(store_ref, trigger=10, keep=3, summarizer=rec)
+        keep = keeper(store_client, trigger=10, keep=3, summarizer=rec)
         msgs = [user(f"{fact}") for fact in FACTS]
         msgs.insert(2, summary_message("an old summary that slipped into the history"))
-        fake_store.add(KEY, msgs)  # seqs 1..7, seq 3 is the summary message
+        store.add(KEY, msgs)  # seqs 1..7, seq 3 is the summary message
         state = await keep.maybe_update(KEY, 7)
         assert state is not None and state.summarized_through_seq == 4
         previous, folded = rec.calls[0]
         assert previous is None
         assert [m.seq for m in folded] == [1, 2, 4]  # 5, 6, 7 kept out; seq 3 filtered
         assert not any(is_summary_message(m) for m in folded)
-        fake_store.add(KEY, [user(f"More: {fact}") for fact in FACTS])
+        store.add(KEY, [user(f"More: {fact}") for fact in FACTS])
         state2 = await keep.maybe_update(KEY, 13)
         assert state2 is not None and state2.summarized_through_seq == 10
         previous, folded = rec.calls[1]
@@ -195,10 +196,10 @@ def test_old_summary_message_is_not_fed_back_and_keep_messages_stay_out(store_re
     asyncio.run(go())
 
 
-def test_keep_messages_larger_than_history_folds_nothing(store_ref: LocalRef, fake_store: Any) -> None:
+def test_keep_messages_larger_than_history_folds_nothing(store_client: StoreClient, store: CountingStore) -> None:
     async def go() -> None:
-        keep = keeper(store_ref, trigger=1, keep=10)
-        fake_store.add(KEY, [user(fact) for fact in FACTS])
+        keep = keeper(store_client, trigger=1, keep=10)
+        store.add(KEY, [user(fact) for fact in FACTS])
         assert await keep.maybe_update(KEY, 6) is None
         assert await keep.maybe_update(KEY, 6, force=True) is None
 
@@ -210,22 +211,24 @@ class FailingSummarizer:
         raise RuntimeError("model overloaded")
 
 
-def test_summariser_failure_is_a_summary_error_and_writes_nothing(store_ref: LocalRef, fake_store: Any) -> None:
+def test_summariser_failure_is_a_summary_error_and_writes_nothing(
+    store_client: StoreClient, store: CountingStore
+) -> None:
     async def go() -> None:
-        keep = keeper(store_ref, trigger=1, keep=1, summarizer=FailingSummarizer())
-        fake_store.add(KEY, [user(fact) for fact in FACTS])
+        keep = keeper(store_client, trigger=1, keep=1, summarizer=FailingSummarizer())
+        store.add(KEY, [user(fact) for fact in FACTS])
         with pytest.raises(SummaryError, match="model overloaded"):
             await keep.maybe_update(KEY, 6)
-        assert fake_store.get_summary(KEY) is None
+        assert store.get_summary(KEY) is None
 
     asyncio.run(go())
 
 
-def test_concurrent_updates_fold_once(store_ref: LocalRef, fake_store: Any) -> None:
+def test_concurrent_updates_fold_once(store_client: StoreClient, store: CountingStore) -> None:
     async def go() -> None:
         rec = RecordingSummarizer()
-        keep = keeper(store_ref, trigger=10, keep=1, summarizer=rec)
-        fake_store.add(KEY, [user(fact) for fact in FACTS])
+        keep = keeper(store_client, trigger=10, keep=1, summarizer=rec)
+        store.add(KEY, [user(fact) for fact in FACTS])
         results = await asyncio.gather(*(keep.maybe_update(KEY, 6) for _ in range(5)))
         assert sum(r is not None for r in results) == 1
         assert len(rec.calls) == 1
@@ -266,12 +269,17 @@ class _ChatHandler(BaseHTTPRequestHandler):
             return
         n = len(server.requests)
         reply = f"<agent_summary>- summary {n} of {len(body['messages'])} messages</agent_summary>"
-        self._send(200, {
-            "id": f"chatcmpl-{n}", "object": "chat.completion", "created": 0, "model": body["model"],
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": reply}}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-        })
+        self._send(
+            200,
+            {
+                "id": f"chatcmpl-{n}",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body["model"],
+                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply}}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            },
+        )
 
     def _send(self, status: int, payload: dict[str, Any]) -> None:
         data = json.dumps(payload).encode()
@@ -329,13 +337,13 @@ def test_chat_summariser_failure_is_summary_error(chat_server: Any) -> None:
         chat.summarize(None, [user("hi")], 50)
 
 
-def test_keeper_with_chat_summariser(store_ref: LocalRef, fake_store: Any, chat_server: Any) -> None:
+def test_keeper_with_chat_summariser(store_client: StoreClient, store: CountingStore, chat_server: Any) -> None:
     base_url = f"http://127.0.0.1:{chat_server.server_port}/v1"
     chat = OpenAIChatSummarizer("m", base_url=base_url, api_key="k", timeout_s=5, max_retries=0)
 
     async def go() -> None:
-        fake_store.add(KEY, [user(fact) for fact in FACTS])
-        state = await keeper(store_ref, trigger=10, keep=2, summarizer=chat).maybe_update(KEY, 6)
+        store.add(KEY, [user(fact) for fact in FACTS])
+        state = await keeper(store_client, trigger=10, keep=2, summarizer=chat).maybe_update(KEY, 6)
         assert state is not None and state.text == "- summary 1 of 2 messages"
         assert state.summarized_through_seq == 4
 
@@ -349,14 +357,18 @@ def test_extractive_is_deterministic_across_processes() -> None:
     import sys
 
     code = (
-        "from memray.conversation.summary import ExtractiveSummarizer\n"
+        "from memray.conversation.summarizer import ExtractiveSummarizer\n"
         "from memray.models import Message\n"
-        "msgs = [Message(role='user', parts=f'fact {i} about topic{i % 5} and thing{i % 3} here.') for i in range(40)]\n"
+        "msgs = [Message(role='user', parts=f'fact {i} about topic{i % 5} and thing{i % 3} here.')\n"
+        "        for i in range(40)]\n"
         "print(ExtractiveSummarizer().summarize('- user: old line', msgs, 80))\n"
     )
     outs = {
         subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
             env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": REPO_ROOT},
         ).stdout
         for seed in ("1", "2", "3")

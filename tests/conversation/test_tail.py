@@ -7,22 +7,24 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from memray.conversation.buffer import MessageBuffer
+from memray.conversation.client import HostClient
+from memray.conversation.core import Conversation
+from memray.conversation.persist import PersistChain
 from memray.conversation.recall import Recall
 from memray.conversation.tail import Tail, TailKeeper, score_tail
 from memray.embedding.calibration import Calibration
 from memray.embedding.pipeline import PendingItem
 from memray.embedding.query import QueryEncoder
-from memray.ids import ConversationKey
+from memray.ids import ConversationKey, conversation_namespace
 from memray.index.base import ShardHit
 from memray.index.lexical import Bm25Stats, LexicalIndex
 from memray.index.router import RouterResult
 from memray.index.search import Query
 from memray.models import Message
-from memray.store.rows import conversation_namespace
+from memray.rpc.local import LocalRef
+from memray.store.client import StoreClient
 from memray.text import index_terms
-from memray.conversation.buffer import MessageBuffer
-from memray.conversation.core import Conversation
-from memray.conversation.persist import PersistChain
 
 KEY = ConversationKey("app", "u", "c")
 NS = conversation_namespace(KEY)
@@ -89,35 +91,36 @@ class FakeRouter:
         if self.calls == 1:
             return RouterResult([], False, None, Bm25Stats(1, 3, {}), {NS: 3}, {NS: []})
         payload = msg(4, "the code word is tangerine").model_dump_json()
-        return RouterResult([ShardHit(NS, "m4", 0.9, 4.0, payload)], False, None, Bm25Stats(2, 6, {"tangerin": 1}),
-                            {NS: 5}, {NS: []})
+        return RouterResult(
+            [ShardHit(NS, "m4", 0.9, 4.0, payload)], False, None, Bm25Stats(2, 6, {"tangerin": 1}), {NS: 5}, {NS: []}
+        )
 
 
-class FakeHost:
-    label = "host 0"
+class ConfirmedHost:
+    """A host whose tail of the conversation is empty: it confirmed the upsert with stamp 5."""
 
-    async def call(self, method: str, *args: Any) -> Any:
-        assert method == "recent_many"
-        return [([msg(9, "latest")], Tail([], 5)) for _ in args[0]]  # m4 confirmed with stamp 5: left the tail
+    async def recent_many(self, requests: list[tuple[ConversationKey, int]]) -> list[tuple[list[Message], Tail]]:
+        return [([msg(9, "latest")], Tail([], 5)) for _ in requests]  # m4 confirmed with stamp 5: left the tail
 
 
-class FakeStore:
-    label = "store"
+class NoExtras:
+    """A store with no summary and no working memory."""
 
-    async def call(self, method: str, *args: Any) -> Any:
-        assert method == "context_extras"
-        return [(None, None) for _ in args[0]]
+    def context_extras(self, requests: list[tuple[ConversationKey, str]]) -> list[tuple[None, None, int]]:
+        return [(None, None, 0) for _ in requests]
 
 
 def test_a_shard_answer_older_than_the_hosts_confirmation_is_asked_again() -> None:
     from memray.conversation.working_memory import WorkingMemory, WorkingMemorySpec
 
-    router, host = FakeRouter(), FakeHost()
-    recall = Recall(QueryEncoder(None, Calibration(1.0, 0.0)), router, FakeStore(), "hybrid", lambda key: host)  # type: ignore[arg-type]
+    router = FakeRouter()
+    host = HostClient(LocalRef(ConfirmedHost(), "host 0"))
+    store = StoreClient(LocalRef(NoExtras(), "store"))
+    recall = Recall(QueryEncoder(None, Calibration(1.0, 0.0)), router, store, "hybrid", lambda key: host)  # type: ignore[arg-type]
 
     async def go() -> Any:
-        wm = WorkingMemory(FakeStore(), KEY.app, KEY.user_id, KEY.conversation_id, WorkingMemorySpec())  # type: ignore[arg-type]
-        return await recall.context(host, KEY, wm, "tangerine", limit=1, semantic_limit=2)  # type: ignore[arg-type]
+        wm = WorkingMemory(store, KEY.app, KEY.user_id, KEY.conversation_id, WorkingMemorySpec())
+        return await recall.context(host, KEY, wm, "tangerine", limit=1, semantic_limit=2)
 
     ctx = asyncio.run(go())
     assert router.calls == 2 and ctx.recalled_ids == ["m4"]
@@ -137,8 +140,11 @@ def test_a_search_finds_what_this_process_wrote_until_the_shard_holds_it() -> No
             return RouterResult([], False, None, Bm25Stats(0, 0, {}), {NS: 0}, {NS: list(self.held)})
 
     shard = Shard()
-    recall = Recall(QueryEncoder(None, Calibration(1.0, 0.0)), shard, FakeStore(), "hybrid", lambda key: FakeHost())  # type: ignore[arg-type]
-    recall.written(KEY, [msg(0, "the parcel code is zebra"), msg(0, "no text").model_copy(update={"parts": []})], [7, 8])
+    host = HostClient(LocalRef(ConfirmedHost(), "host 0"))
+    recall = Recall(QueryEncoder(None, Calibration(1.0, 0.0)), shard, None, "hybrid", lambda key: host)  # type: ignore[arg-type]
+    recall.written(
+        KEY, [msg(0, "the parcel code is zebra"), msg(0, "no text").model_copy(update={"parts": []})], [7, 8]
+    )
     hits = asyncio.run(recall.search(KEY, "parcel code", 3))
     assert [h.message.id for h in hits] == ["m0"] and hits[0].message.seq == 7
     assert shard.watched[-1] == ((NS, (7,)),)  # the message without text is not kept

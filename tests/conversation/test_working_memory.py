@@ -8,17 +8,15 @@ import jsonschema
 import pytest
 from pydantic import BaseModel
 
-from memray.conversation.working_memory import (
-    WorkingMemory,
-    WorkingMemorySpec,
-    deep_merge,
-)
+from memray.conversation.note import WorkingMemorySpec, deep_merge
+from memray.conversation.working_memory import WorkingMemory
 from memray.errors import ConflictError, ValidationError
-from memray.runtime.local import LocalRef
+from memray.store.client import StoreClient
+from tests.conversation.conftest import CountingStore
 
 
-def wm(ref: LocalRef, conversation_id: str = "c1", **spec: Any) -> WorkingMemory:
-    return WorkingMemory(ref, "app", "u1", conversation_id, WorkingMemorySpec(**spec))
+def wm(client: StoreClient, conversation_id: str = "c1", **spec: Any) -> WorkingMemory:
+    return WorkingMemory(client, "app", "u1", conversation_id, WorkingMemorySpec(**spec))
 
 
 # -- deep merge ------------------------------------------------------------------------------
@@ -48,9 +46,9 @@ def test_deep_merge_table(old: Any, new: Any, merged: Any) -> None:
 
 
 # -- json format -----------------------------------------------------------------------------
-def test_append_merges_and_versions(store_ref: LocalRef) -> None:
+def test_append_merges_and_versions(store_client: StoreClient) -> None:
     async def go() -> None:
-        mem = wm(store_ref, format="json")
+        mem = wm(store_client, format="json")
         assert (await mem.get()).model_dump() == {"content": None, "version": 0}
         v1 = await mem.update({"name": "Ann", "likes": ["tea"]})
         v2 = await mem.update('{"likes": ["tea", "jazz"], "city": {"name": "Oslo"}}')  # JSON string
@@ -61,9 +59,9 @@ def test_append_merges_and_versions(store_ref: LocalRef) -> None:
     asyncio.run(go())
 
 
-def test_replace_drops_what_is_left_out(store_ref: LocalRef) -> None:
+def test_replace_drops_what_is_left_out(store_client: StoreClient) -> None:
     async def go() -> None:
-        mem = wm(store_ref, format="json")
+        mem = wm(store_client, format="json")
         await mem.update({"a": 1, "b": 2})
         value = await mem.update({"c": 3}, mode="replace")
         assert value.content == {"c": 3}
@@ -73,22 +71,24 @@ def test_replace_drops_what_is_left_out(store_ref: LocalRef) -> None:
 
 
 @pytest.mark.parametrize("bad", ["{not json", "[1, 2]", 42, ["a"]])
-def test_invalid_json_is_a_validation_error_naming_content(store_ref: LocalRef, fake_store: Any, bad: Any) -> None:
+def test_invalid_json_is_a_validation_error_naming_content(
+    store_client: StoreClient, store: CountingStore, bad: Any
+) -> None:
     async def go() -> None:
-        mem = wm(store_ref, format="json")
+        mem = wm(store_client, format="json")
         await mem.update({"a": 1})
         with pytest.raises(ValidationError) as info:
             await mem.update(bad)
         assert info.value.field == "content"
         assert (await mem.get()).content == {"a": 1}
-        assert fake_store.puts == 1
+        assert store.puts == 1
 
     asyncio.run(go())
 
 
-def test_bad_mode_is_rejected(store_ref: LocalRef) -> None:
+def test_bad_mode_is_rejected(store_client: StoreClient) -> None:
     with pytest.raises(ValidationError) as info:
-        asyncio.run(wm(store_ref, format="json").update({"a": 1}, mode="merge"))  # type: ignore[arg-type]
+        asyncio.run(wm(store_client, format="json").update({"a": 1}, mode="merge"))  # type: ignore[arg-type]
     assert info.value.field == "mode"
 
 
@@ -110,9 +110,11 @@ PROFILE_SCHEMA = {
 
 
 @pytest.mark.parametrize("schema", [Profile, PROFILE_SCHEMA], ids=["pydantic", "jsonschema"])
-def test_schema_violation_after_merge_keeps_old_value(store_ref: LocalRef, fake_store: Any, schema: Any) -> None:
+def test_schema_violation_after_merge_keeps_old_value(
+    store_client: StoreClient, store: CountingStore, schema: Any
+) -> None:
     async def go() -> None:
-        mem = wm(store_ref, schema=schema)
+        mem = wm(store_client, schema=schema)
         assert mem.spec.format == "json"
         await mem.update({"name": "Ann", "tags": ["a", "b"]})
         # Each update is valid on its own; only the merged result breaks the schema.
@@ -126,16 +128,16 @@ def test_schema_violation_after_merge_keeps_old_value(store_ref: LocalRef, fake_
         assert "after the merge" in str(info.value)
         value = await mem.get()
         assert value.content == {"name": "Ann", "tags": ["a", "b"]}
-        assert value.version == 1 and fake_store.puts == 1
+        assert value.version == 1 and store.puts == 1
         # A valid partial update still works afterwards.
         assert (await mem.update({"age": 30})).content == {"name": "Ann", "tags": ["a", "b"], "age": 30}
 
     asyncio.run(go())
 
 
-def test_pydantic_instance_is_accepted_as_partial_content(store_ref: LocalRef) -> None:
+def test_pydantic_instance_is_accepted_as_partial_content(store_client: StoreClient) -> None:
     async def go() -> None:
-        mem = wm(store_ref, schema=Profile)
+        mem = wm(store_client, schema=Profile)
         await mem.update(Profile(name="Ann"))
         value = await mem.update(Profile(age=4))
         assert value.content == {"name": "Ann", "age": 4}  # unset fields are not written
@@ -150,9 +152,9 @@ def test_invalid_json_schema_is_rejected_up_front() -> None:
 
 
 # -- markdown and text -----------------------------------------------------------------------
-def test_markdown_appends_with_a_blank_line(store_ref: LocalRef) -> None:
+def test_markdown_appends_with_a_blank_line(store_client: StoreClient) -> None:
     async def go() -> None:
-        mem = wm(store_ref, template="# Profile\n- name:\n")
+        mem = wm(store_client, template="# Profile\n- name:\n")
         assert mem.spec.format == "markdown"
         await mem.update("# Profile\n- name: Ann\n")
         value = await mem.update("- likes: tea")
@@ -162,15 +164,15 @@ def test_markdown_appends_with_a_blank_line(store_ref: LocalRef) -> None:
     asyncio.run(go())
 
 
-def test_text_rejects_non_string(store_ref: LocalRef) -> None:
+def test_text_rejects_non_string(store_client: StoreClient) -> None:
     with pytest.raises(ValidationError) as info:
-        asyncio.run(wm(store_ref).update({"a": 1}))
+        asyncio.run(wm(store_client).update({"a": 1}))
     assert info.value.field == "content"
 
 
-def test_size_cap(store_ref: LocalRef) -> None:
+def test_size_cap(store_client: StoreClient) -> None:
     async def go() -> None:
-        mem = wm(store_ref, max_chars=10)
+        mem = wm(store_client, max_chars=10)
         await mem.update("12345")
         with pytest.raises(ValidationError):
             await mem.update("678901")  # 5 + 2 + 6 > 10 after the merge
@@ -179,9 +181,9 @@ def test_size_cap(store_ref: LocalRef) -> None:
     asyncio.run(go())
 
 
-def test_clear(store_ref: LocalRef) -> None:
+def test_clear(store_client: StoreClient) -> None:
     async def go() -> None:
-        mem = wm(store_ref, format="json")
+        mem = wm(store_client, format="json")
         await mem.update({"a": 1})
         cleared = await mem.clear()
         assert cleared.content is None and cleared.version == 2
@@ -192,9 +194,9 @@ def test_clear(store_ref: LocalRef) -> None:
 
 
 # -- concurrency -----------------------------------------------------------------------------
-def test_stale_expected_version_conflicts_and_writes_nothing(store_ref: LocalRef, fake_store: Any) -> None:
+def test_stale_expected_version_conflicts_and_writes_nothing(store_client: StoreClient, store: CountingStore) -> None:
     async def go() -> None:
-        mem = wm(store_ref, format="json")
+        mem = wm(store_client, format="json")
         first = await mem.update({"a": 1})
         await mem.update({"b": 2}, expected_version=first.version)
         with pytest.raises(ConflictError) as info:
@@ -207,9 +209,9 @@ def test_stale_expected_version_conflicts_and_writes_nothing(store_ref: LocalRef
     asyncio.run(go())
 
 
-def test_concurrent_appends_are_all_kept(store_ref: LocalRef, fake_store: Any) -> None:
+def test_concurrent_appends_are_all_kept(store_client: StoreClient, store: CountingStore) -> None:
     async def go() -> None:
-        mems = [wm(store_ref, format="json") for _ in range(10)]  # ten writers, one note
+        mems = [wm(store_client, format="json") for _ in range(10)]  # ten writers, one note
         await asyncio.gather(*(m.update({"items": [i], f"k{i}": i}) for i, m in enumerate(mems)))
         value = await mems[0].get()
         assert isinstance(value.content, dict)
@@ -220,9 +222,9 @@ def test_concurrent_appends_are_all_kept(store_ref: LocalRef, fake_store: Any) -
     asyncio.run(go())
 
 
-def test_concurrent_markdown_appends_are_all_kept(store_ref: LocalRef) -> None:
+def test_concurrent_markdown_appends_are_all_kept(store_client: StoreClient) -> None:
     async def go() -> None:
-        mems = [wm(store_ref, format="markdown") for _ in range(10)]
+        mems = [wm(store_client, format="markdown") for _ in range(10)]
         await asyncio.gather(*(m.update(f"- note {i}") for i, m in enumerate(mems)))
         text = (await mems[0].get()).content
         assert isinstance(text, str)
@@ -232,23 +234,23 @@ def test_concurrent_markdown_appends_are_all_kept(store_ref: LocalRef) -> None:
 
 
 # -- scope -----------------------------------------------------------------------------------
-def test_user_scope_is_shared_and_conversation_scope_is_not(store_ref: LocalRef) -> None:
+def test_user_scope_is_shared_and_conversation_scope_is_not(store_client: StoreClient) -> None:
     async def go() -> None:
-        await wm(store_ref, "c1", scope="user").update("prefers tea")
-        await wm(store_ref, "c1").update("task: book a flight")
-        assert (await wm(store_ref, "c2", scope="user").get()).content == "prefers tea"
-        assert (await wm(store_ref, "c2").get()).content is None
-        assert (await wm(store_ref, "c1").get()).content == "task: book a flight"
-        other_user = WorkingMemory(store_ref, "app", "u2", "c1", WorkingMemorySpec(scope="user"))
+        await wm(store_client, "c1", scope="user").update("prefers tea")
+        await wm(store_client, "c1").update("task: book a flight")
+        assert (await wm(store_client, "c2", scope="user").get()).content == "prefers tea"
+        assert (await wm(store_client, "c2").get()).content is None
+        assert (await wm(store_client, "c1").get()).content == "task: book a flight"
+        other_user = WorkingMemory(store_client, "app", "u2", "c1", WorkingMemorySpec(scope="user"))
         assert (await other_user.get()).content is None
 
     asyncio.run(go())
 
 
 # -- prompt and tools ------------------------------------------------------------------------
-def test_instructions_show_scope_rules_schema_and_current_content(store_ref: LocalRef) -> None:
+def test_instructions_show_scope_rules_schema_and_current_content(store_client: StoreClient) -> None:
     async def go() -> None:
-        mem = wm(store_ref, schema=PROFILE_SCHEMA, scope="user")
+        mem = wm(store_client, schema=PROFILE_SCHEMA, scope="user")
         empty = await mem.instructions()
         assert "<current_context>\n(empty" in empty
         await mem.update({"name": "Ann"})
@@ -258,7 +260,7 @@ def test_instructions_show_scope_rules_schema_and_current_content(store_ref: Loc
         assert '"maxItems": 2' in text  # the schema
         inner = text.split("<current_context>\n", 1)[1].split("\n</current_context>", 1)[0]
         assert json.loads(inner) == {"name": "Ann"}
-        md = await wm(store_ref, "c9", template="# Plan\n- goal:").instructions()
+        md = await wm(store_client, "c9", template="# Plan\n- goal:").instructions()
         assert "# Plan\n- goal:" in md and "Scope: conversation" in md
 
     asyncio.run(go())
@@ -280,10 +282,12 @@ class Person(BaseModel):
     [{}, {"template": "# T"}, {"format": "json"}, {"schema": PROFILE_SCHEMA}, {"schema": Person}],
     ids=["text", "markdown", "json", "jsonschema", "pydantic-nested"],
 )
-def test_tools_have_openai_function_shape(store_ref: LocalRef, spec: dict[str, Any]) -> None:
-    tools = wm(store_ref, **spec).tools()
+def test_tools_have_openai_function_shape(store_client: StoreClient, spec: dict[str, Any]) -> None:
+    tools = wm(store_client, **spec).tools()
     assert [t["function"]["name"] for t in tools] == [
-        "get_working_memory", "update_working_memory", "clear_working_memory"
+        "get_working_memory",
+        "update_working_memory",
+        "clear_working_memory",
     ]
     for tool in tools:
         assert tool["type"] == "function"
@@ -295,7 +299,9 @@ def test_tools_have_openai_function_shape(store_ref: LocalRef, spec: dict[str, A
     update = tools[1]["function"]["parameters"]
     assert update["required"] == ["content"]
     assert update["properties"]["mode"] == {
-        "type": "string", "enum": ["append", "replace"], "default": "append",
+        "type": "string",
+        "enum": ["append", "replace"],
+        "default": "append",
         "description": update["properties"]["mode"]["description"],
     }
     partial = {"content": {"name": "Ann"}} if spec.get("schema") is Person else {"content": {"age": 3}}
@@ -309,9 +315,9 @@ def test_tools_have_openai_function_shape(store_ref: LocalRef, spec: dict[str, A
         jsonschema.validate({"content": "hello", "mode": "replace"}, update)
 
 
-def test_call_tool_round_trip(store_ref: LocalRef) -> None:
+def test_call_tool_round_trip(store_client: StoreClient) -> None:
     async def go() -> None:
-        mem = wm(store_ref, schema=Profile)
+        mem = wm(store_client, schema=Profile)
         assert await mem.call_tool("get_working_memory", "{}") == "(working memory is empty)"
         out = await mem.call_tool("update_working_memory", json.dumps({"content": {"name": "Ann"}}))
         assert out.startswith("Working memory updated (append); version 1")
@@ -336,9 +342,11 @@ def test_call_tool_round_trip(store_ref: LocalRef) -> None:
         ("forget_everything", "{}", "unknown tool"),
     ],
 )
-def test_call_tool_errors_are_strings_for_the_model(store_ref: LocalRef, name: str, args: str, expect: str) -> None:
+def test_call_tool_errors_are_strings_for_the_model(
+    store_client: StoreClient, name: str, args: str, expect: str
+) -> None:
     async def go() -> str:
-        mem = wm(store_ref, schema=Profile)
+        mem = wm(store_client, schema=Profile)
         await mem.update({"name": "Ann"})
         out = await mem.call_tool(name, args)
         assert (await mem.get()).content == {"name": "Ann"}  # nothing written

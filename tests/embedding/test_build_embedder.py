@@ -31,14 +31,19 @@ def test_cache_size_zero_gives_bare_embedder() -> None:
     assert isinstance(emb, HashEmbedder) and emb.dim == 64
 
 
-def test_openai_from_config_uses_key_from_env(
-    openai_server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_openai_from_config_uses_key_from_env(openai_server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch) -> None:
     openai_server.api_key = "sk-test"
     monkeypatch.setenv("MY_KEY", "sk-test")
-    config = EmbedderConfig(kind="openai", model="fake-embed", dim=32, send_dimensions=True,
-                            base_url=openai_server.url, api_key_env="MY_KEY", batch_size=2,
-                            cache_size=10)
+    config = EmbedderConfig(
+        kind="openai",
+        model="fake-embed",
+        dim=32,
+        send_dimensions=True,
+        base_url=openai_server.url,
+        api_key_env="MY_KEY",
+        batch_size=2,
+        cache_size=10,
+    )
     emb = build_embedder(config)
     assert isinstance(emb, CachedEmbedder) and isinstance(emb.embedder, OpenAIEmbedder)
     out = emb.embed(["a", "b", "c", "a"])
@@ -53,6 +58,7 @@ def test_embedding_package_imports_without_ray_or_openai() -> None:
         "import sys, memray.embedding, memray.text;"
         "print(sorted(m for m in ('ray', 'openai', 'sentence_transformers') if m in sys.modules))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, cwd=REPO).stdout.strip()
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO
+    ).stdout.strip()
     assert out == "[]"

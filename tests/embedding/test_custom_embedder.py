@@ -15,7 +15,6 @@ from memray.embedding.hashing import HashEmbedder
 from memray.errors import EmbeddingError, ValidationError
 
 
-
 def make_function() -> Any:
     inner = HashEmbedder(64)
 
@@ -40,10 +39,15 @@ def make_object() -> Any:
     return Mine()
 
 
-@pytest.mark.parametrize(("make", "mode"), [
-    (make_function, "inprocess"), (make_object, "inprocess"),
-    pytest.param(make_function, "ray", marks=pytest.mark.ray),  # a closure, cloudpickled to the hosts
-], ids=["callable-inprocess", "object-inprocess", "callable-ray"])
+@pytest.mark.parametrize(
+    ("make", "mode"),
+    [
+        (make_function, "inprocess"),
+        (make_object, "inprocess"),
+        pytest.param(make_function, "ray", marks=pytest.mark.ray),  # a closure, cloudpickled to the hosts
+    ],
+    ids=["callable-inprocess", "object-inprocess", "callable-ray"],
+)
 def test_a_callers_embedder_embeds_messages_and_queries(tmp_path, request, mode, make):
     if mode == "ray":
         request.getfixturevalue("ray_session")
@@ -53,8 +57,12 @@ def test_a_callers_embedder_embeds_messages_and_queries(tmp_path, request, mode,
         model = mem._embedder.model_id
         assert model == "mine-v1" if make is make_object else model.startswith("custom:") and model.endswith(":64")
         conv = mem.conversation(user_id="u", conversation_id="c")
-        conv.add([{"id": "a", "role": "user", "content": "the lighthouse keeper feeds the gulls"},
-                  {"id": "b", "role": "user", "content": "quarterly tax forms are due"}])
+        conv.add(
+            [
+                {"id": "a", "role": "user", "content": "the lighthouse keeper feeds the gulls"},
+                {"id": "b", "role": "user", "content": "quarterly tax forms are due"},
+            ]
+        )
         assert mem.wait_indexed()
         rows = mem._run(mem.deployment.store.call("scan_index_rows", 0, 1, model, None, 10))
         assert {r.doc_id for r in rows} == {"a", "b"}  # stored vectors of the caller's model

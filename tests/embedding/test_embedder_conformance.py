@@ -24,8 +24,9 @@ class Case:
 
 def _openai(server: FakeOpenAIServer) -> OpenAIEmbedder:
     server.vector_scale = 3.0  # the server's vectors are not unit length: the embedder normalises
-    return OpenAIEmbedder("fake-embed", dim=48, base_url=server.url, send_dimensions=True,
-                          batch_size=BATCH, max_retries=0, timeout_s=10)
+    return OpenAIEmbedder(
+        "fake-embed", dim=48, base_url=server.url, send_dimensions=True, batch_size=BATCH, max_retries=0, timeout_s=10
+    )
 
 
 def _cached(inner: Embedder) -> CachedEmbedder:

@@ -49,7 +49,9 @@ def open_mem(mode: str, tmp_path, openai_server) -> Iterator[Callable[[], memray
 
     def make() -> memray.Memory:
         embedder = EmbedderConfig(kind="openai", model="fake-embed", base_url=openai_server.url, dim=64, max_retries=0)
-        config = memray.MemoryConfig(path=str(tmp_path / "m"), mode=mode, hosts=1, shards=2, debounce_ms=20, embedder=embedder)
+        config = memray.MemoryConfig(
+            path=str(tmp_path / "m"), mode=mode, hosts=1, shards=2, debounce_ms=20, embedder=embedder
+        )
         opened.append(memray.open(config=config))
         return opened[-1]
 
@@ -64,7 +66,7 @@ def error_of(mem: memray.Memory) -> str | None:
 
 
 def pending(mem: memray.Memory, model_id: str) -> list[Any]:
-    return mem._run(mem.deployment.store.call("pending_embeddings", model_id, 100))
+    return mem._run(mem._deployment.store.pending_embeddings(model_id, 100))
 
 
 def test_failing_endpoint_loses_nothing_and_catches_up(open_mem, openai_server) -> None:
@@ -77,7 +79,7 @@ def test_failing_endpoint_loses_nothing_and_catches_up(open_mem, openai_server) 
     model_id = mem._embedder.model_id
 
     assert [m.text for m in conv.messages()] == [*FACTS, "Noted."]
-    stored = mem._run(mem.deployment.store.call("get_messages", conv.key))
+    stored = mem._run(mem._deployment.store.get_messages(conv.key))
     assert [r.text for r in stored] == [*FACTS, "Noted."]
     assert not mem.wait_indexed(1)  # durable, but not embedded: they wait for their retry
     assert len(pending(mem, model_id)) == 4  # durable, not embedded
@@ -135,7 +137,9 @@ def test_slow_endpoint_makes_texts_findable_before_vectors_arrive(open_mem, open
         return [h.message.text for h in conv.search("budget review Thursday", limit=1, mode="lexical")] == [FACTS[1]]
 
     assert poll(by_text, 60)  # while the request still hangs
-    assert FACTS[1] not in [h.message.text for h in conv.search("budget review", limit=5, mode="vector")]  # no vector yet
+    assert FACTS[1] not in [
+        h.message.text for h in conv.search("budget review", limit=5, mode="vector")
+    ]  # no vector yet
     openai_server.release()
     assert mem.wait_indexed(60)
     assert [h.message.text for h in conv.search("budget review Thursday", limit=1, mode="vector")] == [FACTS[1]]

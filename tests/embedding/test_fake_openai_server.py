@@ -25,8 +25,8 @@ def test_chat_reply_function_sees_the_prompt(openai_server: FakeOpenAIServer) ->
 
     openai_server.reply = reply
     result = _client(openai_server).chat.completions.create(
-        model="fake-chat", messages=[{"role": "system", "content": "summarise"},
-                                     {"role": "user", "content": "abc"}])
+        model="fake-chat", messages=[{"role": "system", "content": "summarise"}, {"role": "user", "content": "abc"}]
+    )
     assert result.choices[0].message.content == "SUMMARY: ABC"
     assert seen[0]["messages"][0]["content"] == "summarise"
     assert result.usage is not None and result.usage.total_tokens > 0
@@ -42,11 +42,13 @@ def test_chat_default_reply_and_stream(openai_server: FakeOpenAIServer) -> None:
 
 
 def test_chat_tool_call_reply(openai_server: FakeOpenAIServer) -> None:
-    openai_server.reply = lambda body: {"content": None, "tool_calls": [{
-        "id": "call_1", "type": "function",
-        "function": {"name": "load_memory", "arguments": '{"query": "x"}'}}]}
-    result = _client(openai_server).chat.completions.create(
-        model="c", messages=[{"role": "user", "content": "hi"}])
+    openai_server.reply = lambda body: {
+        "content": None,
+        "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "load_memory", "arguments": '{"query": "x"}'}}
+        ],
+    }
+    result = _client(openai_server).chat.completions.create(model="c", messages=[{"role": "user", "content": "hi"}])
     call = result.choices[0].message.tool_calls[0]  # type: ignore[index]
     assert call.function.name == "load_memory"  # type: ignore[union-attr]
     assert result.choices[0].finish_reason == "tool_calls"

@@ -47,9 +47,14 @@ def test_same_vectors_in_another_process() -> None:
         "from memray.embedding import HashEmbedder;"
         "print(HashEmbedder(32).embed(['hello wörld 你好 🎉', 'x']).tobytes().hex())"
     )
-    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                           check=True, env={"PYTHONHASHSEED": "123"},
-                           cwd=REPO).stdout.strip()
+    other = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONHASHSEED": "123"},
+        cwd=REPO,
+    ).stdout.strip()
     assert other == HashEmbedder(32).embed(["hello wörld 你好 🎉", "x"]).tobytes().hex()
 
 

@@ -14,8 +14,7 @@ from tests.support.openai_server import FakeOpenAIServer
 
 
 def _embedder(server: FakeOpenAIServer, **kw: object) -> OpenAIEmbedder:
-    args: dict[str, object] = {"dim": 64, "base_url": server.url, "max_retries": 2,
-                               "timeout_s": 10.0}
+    args: dict[str, object] = {"dim": 64, "base_url": server.url, "max_retries": 2, "timeout_s": 10.0}
     args.update(kw)
     return OpenAIEmbedder("fake-embed", **args)  # type: ignore[arg-type]
 
@@ -59,9 +58,7 @@ def test_wrong_dimension_is_model_mismatch_with_fix(openai_server: FakeOpenAISer
     assert "re-embed" in str(info.value)
 
 
-def test_server_rejecting_dimensions_is_an_embedding_error(
-    openai_server: FakeOpenAIServer,
-) -> None:
+def test_server_rejecting_dimensions_is_an_embedding_error(openai_server: FakeOpenAIServer) -> None:
     openai_server.reject_dimensions = True
     with pytest.raises(EmbeddingError, match="dimensions"):
         _embedder(openai_server, dim=16, send_dimensions=True).embed(["a"])

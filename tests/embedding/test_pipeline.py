@@ -12,11 +12,13 @@ from memray.config import IndexConfig
 from memray.embedding.hashing import HashEmbedder
 from memray.embedding.pipeline import EmbeddingPipeline, PendingItem
 from memray.errors import UnavailableError
+from memray.ids import Namespace
+from memray.index.client import ShardClient
 from memray.index.router import ShardRouter
 from memray.index.shard import VectorShard
-from memray.runtime.local import LocalRef
+from memray.rpc.local import LocalRef
+from memray.store.client import StoreClient
 from memray.store.history import HistoryStore
-from memray.store.rows import Namespace
 
 NS = Namespace("app", "u", "conv", "c")
 
@@ -43,8 +45,13 @@ def test_a_refused_upsert_is_retried_until_the_shard_holds_it(tmp_path: Path) ->
     confirmed: list[tuple[list[str], int]] = []
 
     async def go() -> None:
-        pipeline = EmbeddingPipeline(HashEmbedder(64), LocalRef(store, "store"), ShardRouter([LocalRef(shard, "shard 0")]),
-                                     backoff_s=0.01, backoff_max_s=0.02)
+        pipeline = EmbeddingPipeline(
+            HashEmbedder(64),
+            StoreClient(LocalRef(store, "store")),
+            ShardRouter([ShardClient(LocalRef(shard, "shard 0"))]),
+            backoff_s=0.01,
+            backoff_max_s=0.02,
+        )
         pipeline.on_indexed = lambda items, stamp: confirmed.append(([i.doc_id for i in items], stamp))
         pipeline.submit([PendingItem(NS, f"m{i}", f"text {i}", float(i)) for i in range(3)])
         assert await asyncio.wait_for(pipeline.wait_idle(retries=True), 10)

@@ -24,8 +24,7 @@ def test_compounds_emit_pieces_and_joined_form() -> None:
 
 
 def test_trailing_punctuation_and_query_syntax_are_plain_text() -> None:
-    assert tokenize('what? "quoted" -minus (x) AND OR * end.') == [
-        "what", "quoted", "minus", "x", "and", "or", "end"]
+    assert tokenize('what? "quoted" -minus (x) AND OR * end.') == ["what", "quoted", "minus", "x", "and", "or", "end"]
 
 
 def test_cjk_runs_give_unigrams_then_bigrams() -> None:

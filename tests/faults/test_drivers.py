@@ -21,8 +21,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _driver(code: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          timeout=timeout_s, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout_s, cwd=ROOT
+    )
 
 
 def test_a_driver_that_cannot_share_fails_fast_and_names_the_holder(ray_session, tmp_path) -> None:
@@ -65,17 +66,28 @@ def test_two_drivers_share_one_order_and_either_may_close(ray_session, tmp_path)
     cfg = dict(path=path, mode="ray", hosts=2, shards=1, namespace="shared", address=address, debounce_ms=20)
     a = memray.open(**cfg)  # joined by address: detached actors, shared by design
     go = tmp_path / "go"
-    b = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+    b = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
         import json, os, time, memray
         mem = memray.open(**{cfg!r})
         conv = mem.conversation(user_id="u", conversation_id="c")
         seqs = [conv.add({{"id": f"b{{i}}", "role": "user", "content": f"b {{i}}"}})[0] for i in range(20)]
         while not os.path.exists({str(go)!r}):  # the other driver closes meanwhile
             time.sleep(0.05)
-        seqs += [conv.add({{"id": f"b-after{{i}}", "role": "user", "content": "after"}}, durable=True)[0] for i in range(5)]
+        after = [{{"id": f"b-after{{i}}", "role": "user", "content": "after"}} for i in range(5)]
+        seqs += [conv.add(m, durable=True)[0] for m in after]
         mem.close()
         print(json.dumps(seqs))
-    """)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    """),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     try:
         conv = a.conversation(user_id="u", conversation_id="c")
         mine = [conv.add({"id": f"a{i}", "role": "user", "content": f"a {i}"})[0] for i in range(20)]
@@ -88,8 +100,10 @@ def test_two_drivers_share_one_order_and_either_may_close(ray_session, tmp_path)
         with memray.open(**cfg) as again:
             stored = again.conversation(user_id="u", conversation_id="c").messages()
             assert [m.seq for m in stored] == list(range(1, 46))
-            assert {m.id: m.seq for m in stored} == {**{f"a{i}": s for i, s in enumerate(mine)},
-                                                      **{m.id: m.seq for m in stored if m.id.startswith("b")}}
+            assert {m.id: m.seq for m in stored} == {
+                **{f"a{i}": s for i, s in enumerate(mine)},
+                **{m.id: m.seq for m in stored if m.id.startswith("b")},
+            }
             again.close(terminate=True)  # the last one out stops the detached actors
     finally:
         if b.poll() is None:

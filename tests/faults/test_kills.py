@@ -72,8 +72,11 @@ def test_close_in_ray_reopen_in_process_and_back_keeps_everything(run: dict[str,
     import memray
 
     def reopen(path: str, mode: str) -> memray.Memory:
-        return memray.open(config=memray.MemoryConfig(path=path, mode=mode, hosts=2, shards=2,
-                                                      namespace="memray-faults", write_timeout_s=120.0))
+        return memray.open(
+            config=memray.MemoryConfig(
+                path=path, mode=mode, hosts=2, shards=2, namespace="memray-faults", write_timeout_s=120.0
+            )
+        )
 
     figures, run["mem"] = reopen_across_modes(run["mem"], run["path"], reopen)
     assert figures["messages"] > 0 and figures["conversation_mismatches"] == 0, figures
@@ -86,8 +89,28 @@ def test_the_benchmark_prints_one_json_line(ray_session: None, tmp_path, capsys:
     from benchmarks.faults import main
 
     png = tmp_path / "faults.png"
-    main(["--scenarios", "host_buffered", "--conversations", "4", "--messages", "10", "--batch", "5", "--threads", "2",
-          "--hosts", "1", "--shards", "1", "--dir", str(tmp_path / "data"), "--plot", str(png)])
+    main(
+        [
+            "--scenarios",
+            "host_buffered",
+            "--conversations",
+            "4",
+            "--messages",
+            "10",
+            "--batch",
+            "5",
+            "--threads",
+            "2",
+            "--hosts",
+            "1",
+            "--shards",
+            "1",
+            "--dir",
+            str(tmp_path / "data"),
+            "--plot",
+            str(png),
+        ]
+    )
     lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
     result = json.loads(lines[-1])
     assert result["benchmark"] == "faults" and result["git_sha"]

@@ -5,9 +5,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from memray.ids import Namespace
 from memray.index.base import ShardHit
 from memray.index.search import Mode, Query
-from memray.store.rows import Namespace
 
 
 def unit(rng: np.random.Generator, n: int, dim: int) -> npt.NDArray[np.float32]:
@@ -16,7 +16,9 @@ def unit(rng: np.random.Generator, n: int, dim: int) -> npt.NDArray[np.float32]:
     return out
 
 
-def clustered(rng: np.random.Generator, n: int, dim: int, clusters: int, spread: float = 0.3) -> npt.NDArray[np.float32]:
+def clustered(
+    rng: np.random.Generator, n: int, dim: int, clusters: int, spread: float = 0.3
+) -> npt.NDArray[np.float32]:
     """``n`` unit vectors drawn around ``clusters`` gaussian centres."""
     centres = unit(rng, clusters, dim)
     v = centres[rng.integers(0, clusters, n)] + spread * rng.standard_normal((n, dim)).astype(np.float32) / np.sqrt(dim)
@@ -28,23 +30,63 @@ def clustered(rng: np.random.Generator, n: int, dim: int, clusters: int, spread:
 WEIGHT = 0.3
 
 
-def query(vector: Any = None, text: str = "", k: int = 10, mode: Mode = "hybrid", min_score: float | None = None,
-          model_id: str | None = None, threshold: float = 0.0, vector_weight: float = WEIGHT) -> Query:
+def query(
+    vector: Any = None,
+    text: str = "",
+    k: int = 10,
+    mode: Mode = "hybrid",
+    min_score: float | None = None,
+    model_id: str | None = None,
+    threshold: float = 0.0,
+    vector_weight: float = WEIGHT,
+) -> Query:
     """A shard query; ``threshold=0`` makes a vector score the cosine clipped to [0, 1]."""
     return Query(text, vector, k, mode, min_score, model_id, threshold, vector_weight)
 
 
-def find(shard: Any, namespaces: list[Namespace], vector: Any, text: str, k: int, mode: Mode,
-         min_score: float | None = None, model_id: str | None = None, threshold: float = 0.0) -> list[ShardHit]:
+def find(
+    shard: Any,
+    namespaces: list[Namespace],
+    vector: Any,
+    text: str,
+    k: int,
+    mode: Mode,
+    min_score: float | None = None,
+    model_id: str | None = None,
+    threshold: float = 0.0,
+) -> list[ShardHit]:
     """``shard.search`` with the query spelled out; the hits only."""
     return list(shard.search(namespaces, query(vector, text, k, mode, min_score, model_id, threshold)).hits)
 
 
-def find_user(shard: Any, app: str, user_id: str, kind: str, vector: Any, text: str, k: int, mode: Mode,
-              min_score: float | None = None, model_id: str | None = None, threshold: float = 0.0) -> list[ShardHit]:
-    return list(shard.search_user(app, user_id, kind, query(vector, text, k, mode, min_score, model_id, threshold)).hits)
+def find_user(
+    shard: Any,
+    app: str,
+    user_id: str,
+    kind: str,
+    vector: Any,
+    text: str,
+    k: int,
+    mode: Mode,
+    min_score: float | None = None,
+    model_id: str | None = None,
+    threshold: float = 0.0,
+) -> list[ShardHit]:
+    return list(
+        shard.search_user(app, user_id, kind, query(vector, text, k, mode, min_score, model_id, threshold)).hits
+    )
 
 
-def find_app(shard: Any, app: str, kind: str, vector: Any, text: str, k: int, mode: Mode,
-             min_score: float | None = None, model_id: str | None = None, threshold: float = 0.0) -> list[ShardHit]:
+def find_app(
+    shard: Any,
+    app: str,
+    kind: str,
+    vector: Any,
+    text: str,
+    k: int,
+    mode: Mode,
+    min_score: float | None = None,
+    model_id: str | None = None,
+    threshold: float = 0.0,
+) -> list[ShardHit]:
     return list(shard.search_app(app, kind, query(vector, text, k, mode, min_score, model_id, threshold)).hits)

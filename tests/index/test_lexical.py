@@ -26,8 +26,7 @@ def ids(hits: list[tuple[str, float]]) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "query",
-    ['"', "?", "-", "'", '"unterminated', "dark -mode", "a AND (b OR", "*", "\\", "", "   ", "NOT", ":::"],
+    "query", ['"', "?", "-", "'", '"unterminated', "dark -mode", "a AND (b OR", "*", "\\", "", "   ", "NOT", ":::"]
 )
 def test_any_query_text_is_safe(index: LexicalIndex, query: str) -> None:
     hits = index.search(query, 5)
@@ -95,8 +94,13 @@ def test_function_words_match_nothing_and_word_forms_match_each_other() -> None:
 
 
 def test_stats_of_many_namespaces_score_as_one_index_over_their_union() -> None:
-    texts = {"a1": "kiwi jam recipe", "a2": "jam session tonight", "b1": "kiwi birds of new zealand",
-             "b2": "recipe for bread", "b3": "kiwi kiwi kiwi"}
+    texts = {
+        "a1": "kiwi jam recipe",
+        "a2": "jam session tonight",
+        "b1": "kiwi birds of new zealand",
+        "b2": "recipe for bread",
+        "b3": "kiwi kiwi kiwi",
+    }
     union, part_a, part_b = LexicalIndex(), LexicalIndex(), LexicalIndex()
     for doc, text in texts.items():
         union.add(doc, text)

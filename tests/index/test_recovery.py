@@ -1,22 +1,28 @@
-"""Shard recovery without Ray: a RecoveringShard and a ShardKeeper against a real DuckDB store."""
+"""Shard recovery without Ray: a RecoveringShard and a ShardKeeper against a real DuckDB store,
+each behind its client over an in-process ref (calls serialised on its own thread, as on an actor)."""
 
 from __future__ import annotations
 
-import threading
+import asyncio
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from memray.config import IndexConfig
 from memray.errors import UnavailableError
-from memray.ids import ConversationKey
+from memray.ids import ConversationKey, Namespace, conversation_namespace, user_hash
 from memray.index import IndexItem
-from memray.index.recovery import RecoveringShard, ShardKeeper
+from memray.index.client import ShardClient
+from memray.index.recovery import RecoveringShard, ShardKeeper, level_shard
+from memray.rpc.local import LocalRef
+from memray.store.client import StoreClient
 from memray.store.history import HistoryStore
-from memray.store.rows import EmbeddingRow, Namespace, conversation_namespace, user_hash
-from tests.index.conftest import find, find_user
+from memray.store.rows import EmbeddingRow
+from tests.index.conftest import find_user
 from tests.store.conftest import msg
 
 DIM = 8
@@ -35,8 +41,8 @@ def vec(i: int) -> np.ndarray:
 
 
 @pytest.fixture
-def store(tmp_path: Path):
-    s = HistoryStore(str(tmp_path / "h.duckdb"))
+def store(tmp_path: Path) -> Iterator[HookedStore]:
+    s = HookedStore(str(tmp_path / "h.duckdb"))
     s.open()
     yield s
     s.close()
@@ -48,9 +54,37 @@ def make_shard(tmp_path: Path, recovering: bool = True) -> RecoveringShard:
     return shard
 
 
-def keeper_for(shard: RecoveringShard, store: HistoryStore, page: int = 3, **kw) -> ShardKeeper:
-    scan = lambda after, limit: store.scan_index_rows(0, SHARDS, MODEL, after, limit, True)  # noqa: E731
-    return ShardKeeper(lambda m, *a: getattr(shard, m)(*a), scan, kw.pop("every", 60.0), page_size=page, **kw)
+class HookedStore(HistoryStore):
+    """The store, running ``before_scan(rows)`` on what each ``scan_index_rows`` is about to answer
+    (a race a test cannot time between processes: a write landing mid-pass, the store restarting)."""
+
+    before_scan: Callable[[list[Any]], None] = staticmethod(lambda rows: None)
+
+    def scan_index_rows(self, *args: Any, **kwargs: Any) -> Any:
+        rows = super().scan_index_rows(*args, **kwargs)
+        self.before_scan(rows)
+        return rows
+
+
+@pytest.fixture
+def refs() -> Iterator[list[LocalRef]]:
+    made: list[LocalRef] = []
+    yield made
+    for ref in made:
+        ref.shutdown()
+
+
+@pytest.fixture
+def clients(refs: list[LocalRef]) -> Callable[[RecoveringShard, HistoryStore], tuple[ShardClient, StoreClient]]:
+    def make(shard: RecoveringShard, store: HistoryStore) -> tuple[ShardClient, StoreClient]:
+        refs.extend([LocalRef(shard, "shard 0"), LocalRef(store, "history store")])
+        return ShardClient(refs[-2]), StoreClient(refs[-1])
+
+    return make
+
+
+def keeper_for(clients: Any, shard: RecoveringShard, store: HistoryStore, page: int = 3, **kw: Any) -> ShardKeeper:
+    return ShardKeeper(*clients(shard, store), kw.pop("every", 60.0), shard_id=0, shards=SHARDS, page_size=page, **kw)
 
 
 def fill(store: HistoryStore, users: list[str], n: int, embedded: int) -> list[tuple[Namespace, str]]:
@@ -59,24 +93,31 @@ def fill(store: HistoryStore, users: list[str], n: int, embedded: int) -> list[t
     for u in users:
         key = ConversationKey("app", u, "c")
         store.append_messages([msg(i, key, text=f"{u} likes topic{i} number {i}") for i in range(1, n + 1)])
-        store.put_embeddings([EmbeddingRow(conversation_namespace(key), f"m{i}", MODEL, vec(i)) for i in range(1, embedded + 1)])
+        store.put_embeddings(
+            [EmbeddingRow(conversation_namespace(key), f"m{i}", MODEL, vec(i)) for i in range(1, embedded + 1)]
+        )
         refs += [(conversation_namespace(key), f"m{i}") for i in range(1, n + 1)]
     return refs
 
 
-def test_recovery_catches_up_with_the_store_and_serves_again(tmp_path: Path, store: HistoryStore) -> None:
+def test_recovery_catches_up_with_the_store_and_serves_again(tmp_path: Path, store: HistoryStore, clients: Any) -> None:
     users = users_on(0, 3)
     refs = fill(store, users, 6, embedded=4)
     old = make_shard(tmp_path, recovering=False)
     ns0 = conversation_namespace(ConversationKey("app", users[0], "c"))
-    old.upsert([IndexItem(ns0, "m1", vec(1), "stale text", 1.0, '{"old": true}'),
-                IndexItem(ns0, "gone", vec(2), "deleted from the store", 9.0, "{}")], MODEL)
+    old.upsert(
+        [
+            IndexItem(ns0, "m1", vec(1), "stale text", 1.0, '{"old": true}'),
+            IndexItem(ns0, "gone", vec(2), "deleted from the store", 9.0, "{}"),
+        ],
+        MODEL,
+    )
     old.snapshot()
 
     shard = make_shard(tmp_path)  # the restart: snapshot loaded, not level yet
     with pytest.raises(UnavailableError, match="shard 0 unavailable: recovering"):
         find_user(shard, "app", users[0], "conv", vec(1), "topic1", 5, "hybrid")
-    report = keeper_for(shard, store).recover()
+    report = asyncio.run(keeper_for(clients, shard, store).recover())
 
     assert not shard.is_recovering()
     assert sorted(shard.inventory()) == sorted(refs)
@@ -89,21 +130,21 @@ def test_recovery_catches_up_with_the_store_and_serves_again(tmp_path: Path, sto
     assert [h.doc_id for h in by_vector] == ["m3"]
 
 
-def test_writes_during_the_pass_are_kept(tmp_path: Path, store: HistoryStore) -> None:
+def test_writes_during_the_pass_are_kept(tmp_path: Path, store: HookedStore, clients: Any) -> None:
     users = users_on(0, 2)
     fill(store, users, 5, embedded=5)
     shard = make_shard(tmp_path)
     ns = conversation_namespace(ConversationKey("app", users[0], "c"))
     pages = 0
 
-    def scan(after, limit):
+    def late_write(rows: list[Any]) -> None:
         nonlocal pages
         pages += 1
         if pages == 2:  # the pipeline indexes a new message mid-pass (durable after the scan began)
             shard.upsert([IndexItem(ns, "late", vec(0), "late message", 99.0, "{}")], MODEL)
-        return store.scan_index_rows(0, SHARDS, MODEL, after, limit, True)
 
-    ShardKeeper(lambda m, *a: getattr(shard, m)(*a), scan, 60.0, page_size=3).recover()
+    store.before_scan = late_write
+    asyncio.run(keeper_for(clients, shard, store).recover())
     assert (ns, "late") in shard.inventory()
     assert len(shard.inventory()) == 11
 
@@ -122,24 +163,21 @@ def test_snapshot_if_changed_skips_clean_shards(tmp_path: Path) -> None:
     assert reopened.inventory() == [] and reopened.snapshot_if_changed() is False
 
 
-def test_keeper_retries_until_the_store_answers_then_snapshots(tmp_path: Path, store: HistoryStore) -> None:
+def test_keeper_retries_until_the_store_answers_then_snapshots(
+    tmp_path: Path, store: HookedStore, clients: Any
+) -> None:
     users = users_on(0, 1)
     refs = fill(store, users, 3, embedded=1)
     shard = make_shard(tmp_path)
-    lock = threading.Lock()  # the keeper's calls are serialised, as on an actor
     failures = [2]
 
-    def scan(after, limit):
+    def restarting(rows: list[Any]) -> None:
         if failures[0]:
             failures[0] -= 1
             raise UnavailableError("history store", "restarting")
-        return store.scan_index_rows(0, SHARDS, MODEL, after, limit, True)
 
-    def call(method, *args):
-        with lock:
-            return getattr(shard, method)(*args)
-
-    keeper = ShardKeeper(call, scan, snapshot_every_s=0.05, retry_s=0.01).start()
+    store.before_scan = restarting
+    keeper = keeper_for(clients, shard, store, every=0.05, retry_s=0.01, level_after_s=()).start()
     try:
         deadline = time.monotonic() + 10
         while (keeper.report is None or keeper.snapshots == 0) and time.monotonic() < deadline:
@@ -150,48 +188,45 @@ def test_keeper_retries_until_the_store_answers_then_snapshots(tmp_path: Path, s
     assert sorted(make_shard(tmp_path, recovering=False).inventory()) == sorted(refs)  # from the snapshot
 
 
-def test_a_vector_stored_after_the_recovery_pass_is_leveled_into_the_shard(tmp_path: Path, store: HistoryStore) -> None:
+def test_a_vector_stored_after_the_recovery_pass_is_leveled_into_the_shard(
+    tmp_path: Path, store: HistoryStore, clients: Any
+) -> None:
     """The race of issue 17: the pass reads an item before its vector lands in the store."""
-    from memray.index.recovery import level_shard
-
     users = users_on(0, 2)
     fill(store, users, 4, embedded=2)  # m3, m4 not embedded yet when the shard recovers
     shard = make_shard(tmp_path)
-    keeper_for(shard, store).recover()
+    on_shard, on_store = clients(shard, store)
+    asyncio.run(ShardKeeper(on_shard, on_store, 60.0, shard_id=0, shards=SHARDS, page_size=3).recover())
     assert shard.stats()["vectors"] == 4
-    late = [EmbeddingRow(conversation_namespace(ConversationKey("app", u, "c")), f"m{i}", MODEL, vec(i))
-            for u in users for i in (3, 4)]
+    late = [
+        EmbeddingRow(conversation_namespace(ConversationKey("app", u, "c")), f"m{i}", MODEL, vec(i))
+        for u in users
+        for i in (3, 4)
+    ]
     store.put_embeddings(late)  # the store's lowest-priority vector write lands after the pass
-    on_store = lambda m, *a: getattr(store, m)(*a)  # noqa: E731
-    on_shard = lambda m, *a: getattr(shard, m)(*a)  # noqa: E731
     assert store.index_digest(0, SHARDS, MODEL) != shard.vector_digest()
-    assert level_shard(on_store, on_shard, 0, SHARDS) == (True, 4)
+    assert asyncio.run(level_shard(on_store, on_shard, 0, SHARDS)) == (True, 4)
     assert store.index_digest(0, SHARDS, MODEL) == shard.vector_digest()
     assert shard.stats()["vectors"] == 8
     hits = find_user(shard, "app", users[1], "conv", vec(4), "", 1, "vector")
     assert [h.doc_id for h in hits] == ["m4"]
-    assert level_shard(on_store, on_shard, 0, SHARDS) == (True, 0)  # level: digests equal, nothing sent
+    assert asyncio.run(level_shard(on_store, on_shard, 0, SHARDS)) == (True, 0)  # level: digests equal, nothing sent
 
 
-def test_the_keeper_levels_after_recovering(tmp_path: Path, store: HistoryStore) -> None:
+def test_the_keeper_levels_after_recovering(tmp_path: Path, store: HookedStore, clients: Any) -> None:
     users = users_on(0, 1)
     key = ConversationKey("app", users[0], "c")
     fill(store, users, 3, embedded=1)
     shard = make_shard(tmp_path)
-    lock = threading.Lock()
 
-    def call(method, *args):
-        with lock:
-            return getattr(shard, method)(*args)
-
-    def scan(after, limit):
-        rows = store.scan_index_rows(0, SHARDS, MODEL, after, limit, True)
+    def late_vectors(rows: list[Any]) -> None:
         if not rows:  # the pass is over: now the late vectors land
-            store.put_embeddings([EmbeddingRow(conversation_namespace(key), f"m{i}", MODEL, vec(i)) for i in (2, 3)])
-        return rows
+            HistoryStore.put_embeddings(
+                store, [EmbeddingRow(conversation_namespace(key), f"m{i}", MODEL, vec(i)) for i in (2, 3)]
+            )
 
-    keeper = ShardKeeper(call, scan, 60.0, store=lambda m, *a: getattr(store, m)(*a), shard_id=0, shards=SHARDS,
-                         level_after_s=(0.05,)).start()
+    store.before_scan = late_vectors
+    keeper = keeper_for(clients, shard, store, level_after_s=(0.05,)).start()
     try:
         deadline = time.monotonic() + 10
         while keeper.leveled < 2 and time.monotonic() < deadline:

@@ -10,9 +10,10 @@ import pytest
 
 from memray.config import IndexConfig
 from memray.errors import UnavailableError
+from memray.ids import Namespace, user_hash
 from memray.index import IndexItem, ShardRouter, VectorShard
-from memray.runtime.local import LocalRef
-from memray.store.rows import Namespace, user_hash
+from memray.index.client import ShardClient
+from memray.rpc.local import LocalRef
 from tests.index.conftest import find, find_app, query, unit
 
 DIM = 8
@@ -25,6 +26,7 @@ class DownShard:
     def __getattr__(self, name: str) -> Any:
         def fail(*args: Any, **kwargs: Any) -> Any:
             raise UnavailableError("shard 1", "actor died")
+
         return fail
 
 
@@ -55,7 +57,7 @@ def users_items(rng: np.random.Generator, users: list[str], per_user: int) -> li
 
 
 def test_routing_follows_user_hash(refs: list[LocalRef]) -> None:
-    router = ShardRouter(refs)  # type: ignore[arg-type]
+    router = ShardRouter([ShardClient(ref) for ref in refs])
     rng = np.random.default_rng(0)
     users = [f"user{i}" for i in range(12)]
 
@@ -76,7 +78,7 @@ def test_routing_follows_user_hash(refs: list[LocalRef]) -> None:
 
 
 def test_search_is_one_shard_and_search_app_merges_all(refs: list[LocalRef]) -> None:
-    router = ShardRouter(refs)  # type: ignore[arg-type]
+    router = ShardRouter([ShardClient(ref) for ref in refs])
     rng = np.random.default_rng(1)
     users = [f"user{i}" for i in range(9)]
     data = users_items(rng, users, 10)
@@ -111,7 +113,7 @@ def test_a_failing_shard_degrades_search_and_never_raises(refs: list[LocalRef], 
     users = [f"user{i}" for i in range(9)]
     data = users_items(rng, users, 5)
     down = LocalRef(DownShard(), "shard 1")
-    router = ShardRouter([refs[0], down, refs[2]])
+    router = ShardRouter([ShardClient(ref) for ref in (refs[0], down, refs[2])])
     live_users = [u for u in users if router.shard_of("app", u) != 1]
     dead_user = next(u for u in users if router.shard_of("app", u) == 1)
     q = unit(rng, 1, DIM)[0]

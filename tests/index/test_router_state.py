@@ -4,9 +4,9 @@ shard restarted from its snapshot now and then) must agree with exact search per
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
 import shutil
 import tempfile
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from memray.config import IndexConfig
+from memray.ids import Namespace
 from memray.index import IndexItem, ShardHit, ShardRouter, VectorShard
-from memray.runtime.local import LocalRef
-from memray.store.rows import Namespace
+from memray.index.client import ShardClient
+from memray.rpc.local import LocalRef
 from tests.index.conftest import clustered, query
 
 DIM = 32
@@ -30,9 +31,7 @@ CONFIG = IndexConfig(exact_threshold=8, compact_ratio=0.25)
 
 apps = st.sampled_from(["a1", "a2"])
 users = st.sampled_from(["u1", "u2", "u3"])
-namespaces = st.builds(
-    Namespace, apps, users, st.sampled_from(["conv", "entry"]), st.sampled_from(["c1", ""])
-)
+namespaces = st.builds(Namespace, apps, users, st.sampled_from(["conv", "entry"]), st.sampled_from(["c1", ""]))
 doc_ids = st.sampled_from([f"d{i}" for i in range(30)])
 WORDS = ["alpha", "beta", "gamma", "delta", "深色", "mode?"]
 
@@ -46,7 +45,7 @@ class ShardedIndexMachine(RuleBasedStateMachine):
         self.root = Path(tempfile.mkdtemp(prefix="memray-index-sm-"))
         self.loop = asyncio.new_event_loop()
         self.refs = [LocalRef(self._shard(i), f"shard {i}") for i in range(SHARDS)]
-        self.router = ShardRouter(self.refs)  # type: ignore[arg-type]
+        self.router = ShardRouter([ShardClient(ref) for ref in self.refs])
         self.oracle: dict[Namespace, dict[str, Doc]] = {}
         self.clock = 0.0
         self.found = 0
@@ -70,7 +69,10 @@ class ShardedIndexMachine(RuleBasedStateMachine):
 
     # -- writes ---------------------------------------------------------------------------
 
-    @rule(ns=namespaces, docs=st.lists(st.tuples(doc_ids, st.integers(0, len(POOL) - 1), st.booleans()), min_size=1, max_size=25))
+    @rule(
+        ns=namespaces,
+        docs=st.lists(st.tuples(doc_ids, st.integers(0, len(POOL) - 1), st.booleans()), min_size=1, max_size=25),
+    )
     def upsert(self, ns: Namespace, docs: list[tuple[str, int, bool]]) -> None:
         items = []
         for doc, vec_i, with_vector in docs:
@@ -169,7 +171,9 @@ class ShardedIndexMachine(RuleBasedStateMachine):
 
 
 ShardedIndexMachine.TestCase.settings = settings(
-    max_examples=30, stateful_step_count=30, deadline=None,
+    max_examples=30,
+    stateful_step_count=30,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 TestShardedIndex = ShardedIndexMachine.TestCase

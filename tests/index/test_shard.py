@@ -9,10 +9,10 @@ import pytest
 
 from memray.config import IndexConfig
 from memray.errors import ModelMismatchError
+from memray.ids import Namespace
 from memray.index import IndexItem, ShardHit, VectorShard
 from memray.store.base import IndexRow
-from memray.store.rows import Namespace
-from tests.index.conftest import WEIGHT, clustered, find, find_app, find_user, unit
+from tests.index.conftest import WEIGHT, clustered, find, find_app, unit
 
 DIM = 16
 MODEL = "hash-v1"
@@ -132,7 +132,9 @@ def test_neighbour_support_raises_relevant_messages_next_to_relevant_ones(tmp_pa
     without = {h.doc_id: h.score for h in find(plain, [NS], None, "tent storm", 5, "lexical")}
     assert set(with_support) == set(without) == {"m0", "m1", "m2"}  # m3 is not lifted in: not relevant
     weight = IndexConfig().neighbour_weight
-    assert with_support["m1"] == pytest.approx(without["m1"] + weight * max(without["m0"], without["m2"]) * (1 - without["m1"]))
+    assert with_support["m1"] == pytest.approx(
+        without["m1"] + weight * max(without["m0"], without["m2"]) * (1 - without["m1"])
+    )
     assert with_support["m0"] > without["m0"] and with_support["m1"] > without["m1"]
     assert without["m2"] > max(without["m0"], without["m1"]) and with_support["m2"] >= without["m2"]
 
@@ -140,9 +142,10 @@ def test_neighbour_support_raises_relevant_messages_next_to_relevant_ones(tmp_pa
 def test_ties_break_by_recency_then_doc_id(tmp_path: Path) -> None:
     shard = make(tmp_path)
     e = np.eye(DIM, dtype=np.float32)[0]
-    shard.upsert([
-        IndexItem(NS, "b", e, "twin", 1.0), IndexItem(NS, "a", e, "twin", 1.0), IndexItem(NS, "c", e, "twin", 9.0),
-    ], MODEL)
+    shard.upsert(
+        [IndexItem(NS, "b", e, "twin", 1.0), IndexItem(NS, "a", e, "twin", 1.0), IndexItem(NS, "c", e, "twin", 9.0)],
+        MODEL,
+    )
     assert doc_ids(find(shard, [NS], e, "", 3, "vector")) == ["c", "a", "b"]
     assert doc_ids(find(shard, [NS], None, "twin", 3, "lexical")) == ["c", "a", "b"]
 
@@ -165,8 +168,13 @@ def test_drop_and_count_user(tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
     shard = make(tmp_path)
     entry = Namespace("app", "u1", "entry", "")
-    shard.upsert(items(NS, unit(rng, 4, DIM)) + items(NS2, unit(rng, 3, DIM)) + items(entry, unit(rng, 2, DIM))
-                 + items(OTHER, unit(rng, 5, DIM)), MODEL)
+    shard.upsert(
+        items(NS, unit(rng, 4, DIM))
+        + items(NS2, unit(rng, 3, DIM))
+        + items(entry, unit(rng, 2, DIM))
+        + items(OTHER, unit(rng, 5, DIM)),
+        MODEL,
+    )
     assert shard.count_user("app", "u1") == 9
     assert shard.drop("app", "u1", kind="conv", scope="c2") == 3
     assert shard.drop("app", "u1", kind="entry") == 2
@@ -191,8 +199,9 @@ def test_snapshot_open_round_trip(tmp_path: Path) -> None:
     assert sorted(again.inventory()) == sorted(shard.inventory())
     for mode in ("vector", "lexical", "hybrid"):
         q = big[7]
-        assert find(again, [NS, NS2, OTHER], q, "message 深色", 10, mode) == \
-            find(shard, [NS, NS2, OTHER], q, "message 深色", 10, mode)
+        assert find(again, [NS, NS2, OTHER], q, "message 深色", 10, mode) == find(
+            shard, [NS, NS2, OTHER], q, "message 深色", 10, mode
+        )
     assert sorted(os.listdir(tmp_path / "shard")) == ["CURRENT", again.stats()["snapshot"]]
     again.upsert([IndexItem(NS, "m3", big[3], "back", 100.0)], MODEL)
     assert find(again, [NS], big[3], "", 1, "vector")[0].doc_id == "m3"
@@ -225,13 +234,26 @@ def _scan(root: Path, needles: list[bytes]) -> set[bytes]:
 def test_drop_then_snapshot_leaves_no_byte_of_the_user(tmp_path: Path) -> None:
     rng = np.random.default_rng(6)
     shard = make(tmp_path, threshold=10)  # the victim's conversation goes through HNSW
-    victim = [Namespace("app", "victim-user-7f3a", "conv", "victim-conv-9"), Namespace("app", "victim-user-7f3a", "entry", "")]
+    victim = [
+        Namespace("app", "victim-user-7f3a", "conv", "victim-conv-9"),
+        Namespace("app", "victim-user-7f3a", "entry", ""),
+    ]
     keeper = Namespace("app", "keeper-user-1b2c", "conv", "keeper-conv")
-    shard.upsert(items(victim[0], unit(rng, 20, DIM), "victim-msg-", [f"zyxwv secret {i} 秘密" for i in range(20)]), MODEL)
+    shard.upsert(
+        items(victim[0], unit(rng, 20, DIM), "victim-msg-", [f"zyxwv secret {i} 秘密" for i in range(20)]), MODEL
+    )
     shard.upsert(items(victim[1], unit(rng, 2, DIM), "victim-entry-", ["qwerty private note"] * 2), MODEL)
     shard.upsert(items(keeper, unit(rng, 3, DIM), "keeper-msg-", ["plain keeper text"] * 3), MODEL)
     shard.snapshot()
-    needles = [b"victim-user-7f3a", b"victim-conv-9", b"victim-msg-", b"victim-entry-", b"zyxwv", b"qwert", "秘密".encode()]
+    needles = [
+        b"victim-user-7f3a",
+        b"victim-conv-9",
+        b"victim-msg-",
+        b"victim-entry-",
+        b"zyxwv",
+        b"qwert",
+        "秘密".encode(),
+    ]
     keeper_needles = [b"keeper-user-1b2c", b"keeper-msg-", b"keeper"]
     root = tmp_path / "shard"
     assert _scan(root, needles) == set(needles)  # the scan does see the data while it is there

@@ -10,10 +10,10 @@ import pytest
 
 from memray.config import IndexConfig
 from memray.errors import ModelMismatchError
+from memray.ids import Namespace
 from memray.index import IndexItem, VectorShard
 from memray.store.base import IndexRow
-from memray.store.rows import Namespace
-from tests.index.conftest import find, find_app, find_user, unit
+from tests.index.conftest import find, unit
 
 OLD, NEW = "old-16", "new-8"
 NS = Namespace("app", "u1", "conv", "c1")

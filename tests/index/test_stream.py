@@ -13,12 +13,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from memray.config import IndexConfig
+from memray.ids import Namespace
 from memray.index import IndexItem, VectorShard
 from memray.index.columns import ItemColumns, columns_of, snapshot_columns
 from memray.index.fusion import in_window, rank, stream_scores
 from memray.scoring import Stream, Window
 from memray.store.base import IndexRow
-from memray.store.rows import Namespace
 from tests.index.conftest import query, unit
 
 DIM = 16
@@ -31,7 +31,7 @@ def test_stream_score_is_the_documented_weighted_mean():
     cols = np.array([[0.0, 0.0, 0.5], [0.0, 10 * H, NAN], [0.0, NAN, 1.0], [0.0, 30 * H, 0.2]])
     rel = np.array([0.8, 0.4, 0.6, 0.9])
     got = stream_scores(rel, cols, Stream(20 * H, 0.9, 2.0, 1.0, 1.0))
-    recency = [0.9 ** 20, 0.9 ** 10, 0.0, 1.0]  # in the future: no decay
+    recency = [0.9**20, 0.9**10, 0.0, 1.0]  # in the future: no decay
     importance = [0.5, 0.0, 1.0, 0.2]
     want = [(2 * r + i + v) / 4 for r, i, v in zip(recency, importance, rel)]
     assert got.tolist() == pytest.approx(want)
@@ -61,8 +61,12 @@ def test_item_columns_grow_clear_and_read_unknown_labels_as_none():
 
 def _stream_items(n: int) -> list[IndexItem]:
     vecs = unit(np.random.default_rng(3), n, DIM)
-    return [IndexItem(NS, f"m{i}", vecs[i], f"market stall {i}", float(i + 1), "", 0,
-                      columns_of(1000.0 + i, i * H, (i % 5) / 4)) for i in range(n)]
+    return [
+        IndexItem(
+            NS, f"m{i}", vecs[i], f"market stall {i}", float(i + 1), "", 0, columns_of(1000.0 + i, i * H, (i % 5) / 4)
+        )
+        for i in range(n)
+    ]
 
 
 @pytest.mark.parametrize("threshold", [1000, 8], ids=["exact", "hnsw"])
@@ -84,8 +88,12 @@ def test_shard_stream_and_window_search_match_a_brute_force_oracle(tmp_path: Pat
     got = shard.search([NS], query(vec, "", k=40, mode="vector", min_score=0.0)._replace(window=window)).hits
     assert sorted(h.doc_id for h in got) == sorted(f"m{i}" for i in range(10, 20))
     assert got[0].doc_id == "m15"
-    created = shard.search([NS], query(None, "market", k=40, mode="lexical")._replace(
-        window=Window(created_after=1005.0, created_before=1008.0))).hits
+    created = shard.search(
+        [NS],
+        query(None, "market", k=40, mode="lexical")._replace(
+            window=Window(created_after=1005.0, created_before=1008.0)
+        ),
+    ).hits
     assert sorted(h.doc_id for h in created) == ["m5", "m6", "m7"]
 
 
@@ -106,11 +114,19 @@ def test_columns_survive_snapshots_and_upserts_without_columns_keep_them(tmp_pat
 def test_a_snapshot_written_before_the_columns_existed_loads_them_from_the_payloads(tmp_path: Path):
     shard = VectorShard(0, str(tmp_path / "s"), DIM, "m", IndexConfig())
     shard.open()
-    msg = json.dumps({"id": "a", "role": "user", "parts": [], "created_at": 1234.5, "metadata": {}, "seq": 1, "sim_time": 60.0})
+    msg = json.dumps(
+        {"id": "a", "role": "user", "parts": [], "created_at": 1234.5, "metadata": {}, "seq": 1, "sim_time": 60.0}
+    )
     entry = json.dumps({"entry": {"id": "e", "content": "x", "timestamp": 99.0, "importance": 0.7}})
     vec = unit(np.random.default_rng(0), 3, DIM)
-    shard.upsert([IndexItem(NS, "a", vec[0], "alpha", 1.0, msg), IndexItem(NS, "b", vec[1], "beta", 2.0),
-                  IndexItem(Namespace("app", "u1", "entry", ""), "e", vec[2], "x", 99.0, entry)], "m")
+    shard.upsert(
+        [
+            IndexItem(NS, "a", vec[0], "alpha", 1.0, msg),
+            IndexItem(NS, "b", vec[1], "beta", 2.0),
+            IndexItem(Namespace("app", "u1", "entry", ""), "e", vec[2], "x", 99.0, entry),
+        ],
+        "m",
+    )
     shard.snapshot()
     items = shard.path + "/" + str(shard._snap_name) + "/items.parquet"
     old = pq.read_table(items).drop_columns(["created_at", "sim_time", "importance"])

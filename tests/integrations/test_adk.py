@@ -39,7 +39,9 @@ class ScriptedLlm(BaseLlm):
     script: list[Step] = Field(default_factory=list)
     requests: list[LlmRequest] = Field(default_factory=list)
 
-    async def generate_content_async(self, llm_request: LlmRequest, stream: bool = False) -> AsyncGenerator[LlmResponse, None]:
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
         self.requests.append(llm_request)
         yield self.script.pop(0)(llm_request)
 
@@ -49,8 +51,9 @@ def say(text: str) -> Step:
 
 
 def call_tool(name: str, **args: Any) -> Step:
-    return lambda _: LlmResponse(content=types.Content(
-        role="model", parts=[types.Part(function_call=types.FunctionCall(name=name, args=args))]))
+    return lambda _: LlmResponse(
+        content=types.Content(role="model", parts=[types.Part(function_call=types.FunctionCall(name=name, args=args))])
+    )
 
 
 def user_says(text: str) -> types.Content:
@@ -58,8 +61,12 @@ def user_says(text: str) -> types.Content:
 
 
 def event(author: str, *parts: types.Part, partial: bool = False, role: str | None = None) -> Event:
-    return Event(author=author, invocation_id="inv", partial=partial,
-                 content=types.Content(role=role or ("user" if author == "user" else "model"), parts=list(parts)))
+    return Event(
+        author=author,
+        invocation_id="inv",
+        partial=partial,
+        content=types.Content(role=role or ("user" if author == "user" else "model"), parts=list(parts)),
+    )
 
 
 def session(app: str, user: str, sid: str, events: list[Event]) -> Session:
@@ -93,8 +100,10 @@ def test_an_agent_calls_load_memory_and_gets_memrays_memories(mem, app):
 
         # Session 2: the model calls ADK's load_memory tool and answers from what it returned.
         second = await sessions.create_session(app_name=app, user_id="ada")
-        model.script += [call_tool("load_memory", query="vegetarian meals"),
-                         lambda req: say(f"From memory: {req.contents[-1].parts[0].function_response.response}")(req)]
+        model.script += [
+            call_tool("load_memory", query="vegetarian meals"),
+            lambda req: say(f"From memory: {req.contents[-1].parts[0].function_response.response}")(req),
+        ]
         events = await run_turn(runner, "ada", second.id, "What should the airline serve me?")
 
         responses = [p.function_response for e in events for p in e.content.parts or () if p.function_response]
@@ -108,10 +117,12 @@ def test_an_agent_calls_load_memory_and_gets_memrays_memories(mem, app):
 
         # Storing session 2 keeps its texts, not the tool call or the tool result.
         await memory_service.add_session_to_memory(
-            await sessions.get_session(app_name=app, user_id="ada", session_id=second.id))
+            await sessions.get_session(app_name=app, user_id="ada", session_id=second.id)
+        )
         kept = mem.memory_service.list_entries(app, "ada")
         assert sorted(r.entry.text for r in kept if r.session_id == second.id) == sorted(
-            ["What should the airline serve me?", events[-1].content.parts[0].text])
+            ["What should the airline serve me?", events[-1].content.parts[0].text]
+        )
 
     asyncio.run(scenario())
 
@@ -120,11 +131,16 @@ def test_preload_memory_puts_memrays_memories_into_the_prompt(mem, app):
     async def scenario() -> None:
         sessions = InMemorySessionService()
         memory_service = MemrayMemoryService(mem)
-        await memory_service.add_session_to_memory(session(app, "bo", "old", [
-            event("user", types.Part(text="My locker code is 4471"))]))
+        await memory_service.add_session_to_memory(
+            session(app, "bo", "old", [event("user", types.Part(text="My locker code is 4471"))])
+        )
         model = ScriptedLlm(model="scripted", script=[say("It is 4471.")])
-        runner = Runner(agent=LlmAgent(name="assistant", model=model, tools=[preload_memory]), app_name=app,
-                        session_service=sessions, memory_service=memory_service)
+        runner = Runner(
+            agent=LlmAgent(name="assistant", model=model, tools=[preload_memory]),
+            app_name=app,
+            session_service=sessions,
+            memory_service=memory_service,
+        )
         new = await sessions.create_session(app_name=app, user_id="bo")
         await run_turn(runner, "bo", new.id, "what is my locker code?")
         prompt = "\n".join(p.text or "" for c in model.requests[0].contents for p in c.parts or ())
@@ -144,10 +160,17 @@ def service(request: pytest.FixtureRequest, mem: memray.Memory) -> BaseMemorySer
 
 def test_contract_a_stored_session_is_searchable_by_its_user_only(service, app):
     async def scenario() -> None:
-        await service.add_session_to_memory(session(app, "u", "s1", [
-            event("user", types.Part(text="I like kayaking on quiet rivers")),
-            event("assistant", types.Part(text="Kayaking sounds lovely")),
-        ]))
+        await service.add_session_to_memory(
+            session(
+                app,
+                "u",
+                "s1",
+                [
+                    event("user", types.Part(text="I like kayaking on quiet rivers")),
+                    event("assistant", types.Part(text="Kayaking sounds lovely")),
+                ],
+            )
+        )
         found = await service.search_memory(app_name=app, user_id="u", query="kayaking")
         assert "I like kayaking on quiet rivers" in texts(found)
         assert {m.author for m in found.memories} == {"user", "assistant"}
@@ -161,8 +184,9 @@ def test_contract_a_stored_session_is_searchable_by_its_user_only(service, app):
 def test_contract_events_added_as_a_delta_keep_the_rest_of_the_session(service, app):
     async def scenario() -> None:
         await service.add_session_to_memory(session(app, "u", "s1", [event("user", types.Part(text="walrus one"))]))
-        await service.add_events_to_memory(app_name=app, user_id="u", session_id="s1",
-                                           events=[event("user", types.Part(text="walrus two"))])
+        await service.add_events_to_memory(
+            app_name=app, user_id="u", session_id="s1", events=[event("user", types.Part(text="walrus two"))]
+        )
         found = await service.search_memory(app_name=app, user_id="u", query="walrus")
         assert sorted(texts(found)) == ["walrus one", "walrus two"]
 
@@ -171,8 +195,14 @@ def test_contract_events_added_as_a_delta_keep_the_rest_of_the_session(service, 
 
 def test_contract_delete_memory_removes_the_memory_search_returned(service, app):
     async def scenario() -> None:
-        await service.add_session_to_memory(session(app, "u", "s1", [
-            event("user", types.Part(text="pelican first")), event("user", types.Part(text="pelican second"))]))
+        await service.add_session_to_memory(
+            session(
+                app,
+                "u",
+                "s1",
+                [event("user", types.Part(text="pelican first")), event("user", types.Part(text="pelican second"))],
+            )
+        )
         found = await service.search_memory(app_name=app, user_id="u", query="pelican")
         gone = next(m for m in found.memories if texts_of(m) == "pelican first")
         await service.delete_memory(app_name=app, user_id="u", memory_id=gone.id)
@@ -189,9 +219,18 @@ def test_contract_events_without_text_are_not_memories(service, app):
     async def scenario() -> None:
         call = types.Part(function_call=types.FunctionCall(name="lookup", args={"q": "otter"}))
         result = types.Part(function_response=types.FunctionResponse(name="lookup", response={"otter": "fact"}))
-        await service.add_session_to_memory(session(app, "u", "s1", [
-            event("assistant", call), event("user", result, role="user"),
-            event("assistant", types.Part(text="otter facts, told"))]))
+        await service.add_session_to_memory(
+            session(
+                app,
+                "u",
+                "s1",
+                [
+                    event("assistant", call),
+                    event("user", result, role="user"),
+                    event("assistant", types.Part(text="otter facts, told")),
+                ],
+            )
+        )
         found = await service.search_memory(app_name=app, user_id="u", query="otter lookup fact")
         assert texts(found) == ["otter facts, told"]
 
@@ -202,11 +241,22 @@ def test_contract_events_without_text_are_not_memories(service, app):
 def test_thoughts_and_partial_events_are_skipped_and_a_session_is_replaced(mem, app):
     async def scenario() -> None:
         svc = MemrayMemoryService(mem)
-        await svc.add_session_to_memory(session(app, "u", "s1", [
-            event("assistant", types.Part(text="secret reasoning", thought=True), types.Part(text="visible answer")),
-            event("assistant", types.Part(text="visi"), partial=True),
-            event("user", types.Part(text="   ")),
-        ]))
+        await svc.add_session_to_memory(
+            session(
+                app,
+                "u",
+                "s1",
+                [
+                    event(
+                        "assistant",
+                        types.Part(text="secret reasoning", thought=True),
+                        types.Part(text="visible answer"),
+                    ),
+                    event("assistant", types.Part(text="visi"), partial=True),
+                    event("user", types.Part(text="   ")),
+                ],
+            )
+        )
         assert [r.entry.text for r in mem.memory_service.list_entries(app, "u")] == ["visible answer"]
         await svc.add_session_to_memory(session(app, "u", "s1", [event("user", types.Part(text="only this now"))]))
         assert [r.entry.text for r in mem.memory_service.list_entries(app, "u")] == ["only this now"]
@@ -218,11 +268,25 @@ def test_projects_scope_adds_searches_and_deletes(mem, app):
     async def scenario() -> None:
         global_svc = MemrayMemoryService(mem)
         web = global_svc.with_project_id("web")
-        await global_svc.add_session_to_memory(session(app, "u", "g", [event("user", types.Part(text="I prefer dark mode"))]))
-        await web.add_session_to_memory(session(app, "u", "w", [event("user", types.Part(text="web uses dark theme tokens"))]))
-        await global_svc.add_to_project(app_name=app, user_id="u", project_id="cli", memories=[AdkMemoryEntry(
-            content=types.Content(role="user", parts=[types.Part(text="cli has a dark palette")]), author="user",
-            timestamp="2026-01-02T03:04:05+00:00", custom_metadata={"source": "import"})])
+        await global_svc.add_session_to_memory(
+            session(app, "u", "g", [event("user", types.Part(text="I prefer dark mode"))])
+        )
+        await web.add_session_to_memory(
+            session(app, "u", "w", [event("user", types.Part(text="web uses dark theme tokens"))])
+        )
+        await global_svc.add_to_project(
+            app_name=app,
+            user_id="u",
+            project_id="cli",
+            memories=[
+                AdkMemoryEntry(
+                    content=types.Content(role="user", parts=[types.Part(text="cli has a dark palette")]),
+                    author="user",
+                    timestamp="2026-01-02T03:04:05+00:00",
+                    custom_metadata={"source": "import"},
+                )
+            ],
+        )
 
         assert texts(await global_svc.search_memory(app_name=app, user_id="u", query="dark")) == ["I prefer dark mode"]
         web_found = await web.search_memory(app_name=app, user_id="u", query="dark")
@@ -246,10 +310,19 @@ def test_projects_scope_adds_searches_and_deletes(mem, app):
 def test_add_memory_writes_adk_entries_directly(mem, app):
     async def scenario() -> None:
         svc = MemrayMemoryService(mem)
-        await svc.add_memory(app_name=app, user_id="u", custom_metadata={"ttl": "30d"}, memories=[AdkMemoryEntry(
-            id="fact-1", content=types.Content(role="user", parts=[types.Part(text="allergic to peanuts")]))])
+        await svc.add_memory(
+            app_name=app,
+            user_id="u",
+            custom_metadata={"ttl": "30d"},
+            memories=[
+                AdkMemoryEntry(
+                    id="fact-1", content=types.Content(role="user", parts=[types.Part(text="allergic to peanuts")])
+                )
+            ],
+        )
         found = await svc.search_memory(app_name=app, user_id="u", query="peanuts")
         assert [(m.id, texts_of(m), m.author, m.custom_metadata["ttl"]) for m in found.memories] == [
-            ("fact-1", "allergic to peanuts", "user", "30d")]
+            ("fact-1", "allergic to peanuts", "user", "30d")
+        ]
 
     asyncio.run(scenario())

@@ -15,7 +15,13 @@ pytest.importorskip("langgraph")
 from langgraph.graph import END, START, StateGraph  # noqa: E402
 from langgraph.runtime import Runtime  # noqa: E402
 from langgraph.store.base import (  # noqa: E402
-    BaseStore, GetOp, InvalidNamespaceError, ListNamespacesOp, MatchCondition, PutOp, SearchOp,
+    BaseStore,
+    GetOp,
+    InvalidNamespaceError,
+    ListNamespacesOp,
+    MatchCondition,
+    PutOp,
+    SearchOp,
 )
 from langgraph.store.memory import InMemoryStore  # noqa: E402
 
@@ -143,13 +149,15 @@ def test_a_namespace_whose_last_item_is_deleted_is_no_longer_listed(store):
 def test_contract_batch_answers_each_op_in_order(any_store):
     ns = ("batch",)
     any_store.batch([PutOp(ns, "k1", {"v": 1}), PutOp(ns, "k2", {"v": 2})])
-    results = any_store.batch([
-        GetOp(ns, "k1"),
-        SearchOp(ns, filter={"v": 2}),
-        ListNamespacesOp(match_conditions=(MatchCondition("prefix", ns),)),
-        PutOp(ns, "k1", None),
-        PutOp(ns, "k3", {"v": 3}),
-    ])
+    results = any_store.batch(
+        [
+            GetOp(ns, "k1"),
+            SearchOp(ns, filter={"v": 2}),
+            ListNamespacesOp(match_conditions=(MatchCondition("prefix", ns),)),
+            PutOp(ns, "k1", None),
+            PutOp(ns, "k3", {"v": 3}),
+        ]
+    )
     assert results[0].value == {"v": 1}
     assert [i.key for i in results[1]] == ["k2"]
     assert results[2] == [ns]
@@ -161,10 +169,17 @@ def test_a_read_sees_the_writes_before_it_in_the_same_batch(store):
     # LangGraph leaves this open (InMemoryStore answers reads before applying the batch's puts);
     # memray runs a batch in order.
     ns = ("batch", "ada")
-    results = store.batch([
-        PutOp(ns, "k", {"v": 1}), GetOp(ns, "k"), PutOp(ns, "k", {"v": 2}), PutOp(ns, "k", {"v": 3}),
-        SearchOp(ns), PutOp(ns, "k", None), GetOp(ns, "k"),
-    ])
+    results = store.batch(
+        [
+            PutOp(ns, "k", {"v": 1}),
+            GetOp(ns, "k"),
+            PutOp(ns, "k", {"v": 2}),
+            PutOp(ns, "k", {"v": 3}),
+            SearchOp(ns),
+            PutOp(ns, "k", None),
+            GetOp(ns, "k"),
+        ]
+    )
     assert results[1].value == {"v": 1}
     assert [i.value for i in results[4]] == [{"v": 3}]
     assert results[6] is None
@@ -234,7 +249,10 @@ def test_user_label_maps_namespaces_onto_memray_users_and_erasure_removes_them(m
     store.put(("profile", "ada", "v2"), "k", {"name": "Ada"})
     store.put(("memories", "bob"), "k", {"text": "bob likes tea"})
     assert mem.memory_service.list_projects(app) == [
-        ("ada", '["memories","ada"]'), ("ada", '["profile","ada","v2"]'), ("bob", '["memories","bob"]')]
+        ("ada", '["memories","ada"]'),
+        ("ada", '["profile","ada","v2"]'),
+        ("bob", '["memories","bob"]'),
+    ]
     assert {i.namespace for i in store.search(("memories",))} == {("memories", "ada"), ("memories", "bob")}
     with pytest.raises(InvalidNamespaceError, match="user_label=1"):
         store.put(("memories",), "k", {"v": 1})

@@ -31,11 +31,13 @@ def lookup_flight(city: str) -> str:
 
 def flight_script() -> ScriptedModel:
     """Run 1: call the tool, then answer from its output. Run 2: answer."""
-    return ScriptedModel([
-        [function_call("lookup_flight", {"city": "Lisbon"}, call_id="call-1")],
-        [assistant_message("Your flight is TP1234 on 12 May.", item_id="msg-1")],
-        [assistant_message("Yes: TP1234, as I said.", item_id="msg-2")],
-    ])
+    return ScriptedModel(
+        [
+            [function_call("lookup_flight", {"city": "Lisbon"}, call_id="call-1")],
+            [assistant_message("Your flight is TP1234 on 12 May.", item_id="msg-1")],
+            [assistant_message("Yes: TP1234, as I said.", item_id="msg-2")],
+        ]
+    )
 
 
 async def two_runs(session: Session, model: ScriptedModel) -> None:
@@ -96,8 +98,13 @@ TOOL_ITEMS: list[Any] = [
     {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "needs the converter"}]},
     {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "convert", "arguments": '{"km": 3, "to": "mi"}'},
     {"type": "function_call_output", "call_id": "c1", "output": [{"type": "input_text", "text": "1.864 mi"}]},
-    {"type": "message", "role": "assistant", "id": "m_1", "status": "completed",
-     "content": [{"type": "output_text", "text": "3 km ≈ 1.864 mi", "annotations": [], "logprobs": []}]},
+    {
+        "type": "message",
+        "role": "assistant",
+        "id": "m_1",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "3 km ≈ 1.864 mi", "annotations": [], "logprobs": []}],
+    },
     {"type": "function_call", "id": "fc_2", "call_id": "c2", "name": "noop", "arguments": "{}"},
     {"type": "function_call_output", "call_id": "c2", "output": "", "extra": {"nested": [1, 2.5, None, True]}},
 ]
@@ -155,7 +162,7 @@ def test_durable_sessions_are_committed_and_pop_deletes_from_the_store(mem, app)
     async def scenario() -> None:
         session = MemraySession("s5", mem, user_id="u", app=app, durable=True)
         await session.add_items([user("keep me"), user("my locker code is 4471")])
-        stored = mem._run(mem.deployment.store.call("get_messages", session.conversation.key, None, None, None, None, None))
+        stored = mem._run(mem._deployment.store.get_messages(session.conversation.key, None, None, None, None, None))
         assert len(stored) == 2  # committed when add_items returned
         mem.wait_indexed()
         await session.pop_item()
@@ -172,8 +179,11 @@ def test_messages_written_without_the_session_come_back_as_plain_items(mem, app)
         conv.add([{"role": "system", "content": "You are terse."}, {"role": "user", "content": "hi"}])
         session = MemraySession("mixed", mem, user_id="u", app=app)
         await session.add_items([{"type": "function_call_output", "call_id": "c", "output": "x"}])
-        assert await session.get_items() == [{"role": "system", "content": "You are terse."}, user("hi"),
-                                             {"type": "function_call_output", "call_id": "c", "output": "x"}]
+        assert await session.get_items() == [
+            {"role": "system", "content": "You are terse."},
+            user("hi"),
+            {"type": "function_call_output", "call_id": "c", "output": "x"},
+        ]
 
     asyncio.run(scenario())
 
@@ -191,15 +201,25 @@ def test_an_item_that_is_not_json_is_rejected_before_anything_is_written(mem, ap
 # -- on Ray actors -------------------------------------------------------------------------------------
 @pytest.mark.ray
 def test_a_runner_keeps_its_history_in_memray_on_ray(ray_session, tmp_path):
-    mem = memray.open(str(tmp_path / "ray-data"), mode="ray", hosts=1, shards=1, debounce_ms=10,
-                      namespace="memray-agents-session-test")
+    mem = memray.open(
+        str(tmp_path / "ray-data"),
+        mode="ray",
+        hosts=1,
+        shards=1,
+        debounce_ms=10,
+        namespace="memray-agents-session-test",
+    )
     try:
+
         async def scenario() -> None:
             session = MemraySession("trip", mem, user_id="ada")
             model = flight_script()
             await two_runs(session, model)
             assert [i.get("type", "message") for i in model.calls[-1].input][:3] == [
-                "message", "function_call", "function_call_output"]
+                "message",
+                "function_call",
+                "function_call_output",
+            ]
             assert (await session.pop_item())["id"] == "msg-2"
             assert len(await session.get_items()) == 5
 

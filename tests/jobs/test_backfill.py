@@ -3,6 +3,7 @@ and resumed job, a finished job rerun, summaries, and the export read by Ray Dat
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import uuid
 from pathlib import Path
@@ -16,7 +17,6 @@ from jobs import backfill_embeddings, backfill_summaries
 from jobs.common import InjectedFailure, ProgressFile
 from memray.config import EmbedderConfig, SummarizerConfig
 from memray.embedding import HashEmbedder
-from memray.memory import _gather
 
 pytestmark = pytest.mark.ray
 
@@ -25,41 +25,52 @@ NEW_ID = "hash-v1-128"
 
 
 def config(path: Path, **extra: Any) -> memray.MemoryConfig:
-    return memray.MemoryConfig(**{"path": str(path), "mode": "ray", "hosts": 1, "shards": 2, "debounce_ms": 20, **extra})
+    return memray.MemoryConfig(
+        **{"path": str(path), "mode": "ray", "hosts": 1, "shards": 2, "debounce_ms": 20, **extra}
+    )
 
 
 def seed(mem: memray.Memory, convs: int = 12, per: int = 25) -> int:
-    mem.add_many([
-        (mem.conversation(user_id=f"u{c % 4}", conversation_id=f"c{c}").key,
-         [{"role": "user", "content": f"note {i} of chat {c}: pears {i * c} plums"} for i in range(per)])
-        for c in range(convs)
-    ])
+    mem.add_many(
+        [
+            (
+                mem.conversation(user_id=f"u{c % 4}", conversation_id=f"c{c}").key,
+                [{"role": "user", "content": f"note {i} of chat {c}: pears {i * c} plums"} for i in range(per)],
+            )
+            for c in range(convs)
+        ]
+    )
     assert mem.wait_indexed(60.0)
     return convs * per
 
 
 def shard_stats(mem: memray.Memory) -> list[dict[str, Any]]:
-    return mem._run(_gather(s.call("stats") for s in mem.deployment.shards))
+    async def every_shard() -> list[dict[str, Any]]:
+        return list(await asyncio.gather(*(s.stats() for s in mem._deployment.shards)))
+
+    return mem._run(every_shard())
 
 
 def store_vectors(mem: memray.Memory, model_id: str) -> dict[str, tuple[str, np.ndarray]]:
     """doc_id → (text, vector) of every stored vector of ``model_id``, through the store actor."""
     out: dict[str, tuple[str, np.ndarray]] = {}
     for shard in range(mem.config.shards):
-        rows = mem._run(mem.deployment.store.call("scan_index_rows", shard, mem.config.shards, model_id, None, 1_000_000))
+        rows = mem._run(mem._deployment.store.scan_index_rows(shard, mem.config.shards, model_id, None, 1_000_000))
         out.update({r.doc_id: (r.text, np.asarray(r.vector)) for r in rows})
     return out
 
 
 def assert_fully_on_new_model(mem: memray.Memory, total: int) -> None:
-    assert mem._run(mem.deployment.store.call("pending_embeddings", NEW_ID, 10)) == []
+    assert mem._run(mem._deployment.store.pending_embeddings(NEW_ID, 10)) == []
     vectors = store_vectors(mem, NEW_ID)
     assert len(vectors) == total
     texts = [t for t, _ in vectors.values()]
     expected = HashEmbedder(128).embed(texts)
     assert np.allclose(np.stack([v for _, v in vectors.values()]), expected, atol=1e-6)  # = an uninterrupted run
     stats = shard_stats(mem)
-    assert {(s["model_id"], s["dim"], s["staged_model_id"], s["retired_model_id"]) for s in stats} == {(NEW_ID, 128, None, None)}
+    assert {(s["model_id"], s["dim"], s["staged_model_id"], s["retired_model_id"]) for s in stats} == {
+        (NEW_ID, 128, None, None)
+    }
     assert sum(s["vectors"] for s in stats) == total == sum(s["items"] for s in stats)
 
 
@@ -110,8 +121,9 @@ def test_reembed_while_writing_and_searching(ray_session: None, tmp_path: Path) 
         assert {s["model_id"] for s in shard_stats(reopened)} == {NEW_ID}
 
 
-def test_killed_job_resumes_to_the_state_of_an_uninterrupted_run(ray_session: None, tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_killed_job_resumes_to_the_state_of_an_uninterrupted_run(
+    ray_session: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     mem = memray.open(config=config(tmp_path))
     try:
         total = seed(mem, convs=16, per=20)
@@ -165,5 +177,7 @@ def test_export_is_read_by_ray_data_and_duckdb(ray_session: None, tmp_path: Path
     root = Path(mem.config.exports_path)
     ds = ray.data.read_parquet(str(root / "messages"))
     assert ds.count() == 7 and set(ds.unique("app")) == {"a/b c"}
-    got = duckdb.sql(f"SELECT app, count(*) FROM read_parquet('{root}/messages/*/*/*.parquet', hive_partitioning=true) GROUP BY app").fetchall()
+    got = duckdb.sql(
+        f"SELECT app, count(*) FROM read_parquet('{root}/messages/*/*/*.parquet', hive_partitioning=true) GROUP BY app"
+    ).fetchall()
     assert got == [("a/b c", 7)]

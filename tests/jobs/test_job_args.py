@@ -14,7 +14,13 @@ from memray.errors import ValidationError
 def test_parse_model_specs() -> None:
     assert parse_model("hash:384").model_dump(include={"kind", "dim"}) == {"kind": "hash", "dim": 384}
     oa = parse_model("openai:text-embedding-3-small:512", base_url="http://x/v1")
-    assert (oa.kind, oa.model, oa.dim, oa.send_dimensions, oa.base_url) == ("openai", "text-embedding-3-small", 512, True, "http://x/v1")
+    assert (oa.kind, oa.model, oa.dim, oa.send_dimensions, oa.base_url) == (
+        "openai",
+        "text-embedding-3-small",
+        512,
+        True,
+        "http://x/v1",
+    )
     plain = parse_model("openai:nomic-embed-text")
     assert (plain.model, plain.send_dimensions) == ("nomic-embed-text", False)
     assert parse_model("local:BAAI/bge-small-en").model == "BAAI/bge-small-en"
@@ -26,7 +32,9 @@ def test_parse_model_specs() -> None:
 def test_config_from_flags_is_ray_mode_and_overrides_the_file(tmp_path: Path) -> None:
     cfg_file = tmp_path / "cfg.json"
     cfg_file.write_text('{"shards": 3, "hosts": 2, "namespace": "x"}')
-    args = build_parser().parse_args(["--path", str(tmp_path), "--model", "hash:8", "--config", str(cfg_file), "--shards", "5"])
+    args = build_parser().parse_args(
+        ["--path", str(tmp_path), "--model", "hash:8", "--config", str(cfg_file), "--shards", "5"]
+    )
     cfg = config_from_args(args)
     assert (cfg.mode, cfg.shards, cfg.hosts, cfg.namespace) == ("ray", 5, 2, "x")
 

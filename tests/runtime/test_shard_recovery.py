@@ -14,8 +14,7 @@ import time
 import pytest
 
 import memray
-from memray.ids import ConversationKey
-from memray.store.rows import conversation_namespace, user_hash
+from memray.ids import ConversationKey, conversation_namespace, user_hash
 
 pytestmark = pytest.mark.ray
 
@@ -28,7 +27,9 @@ def users_on(shard: int, n: int) -> list[str]:
 
 
 def turns(user: str, start: int, n: int) -> list[dict[str, str]]:
-    return [{"role": "user", "content": f"{user} note {i}: the parcel code is zebra{i}"} for i in range(start, start + n)]
+    return [
+        {"role": "user", "content": f"{user} note {i}: the parcel code is zebra{i}"} for i in range(start, start + n)
+    ]
 
 
 def restarted(handle) -> bool:
@@ -37,7 +38,9 @@ def restarted(handle) -> bool:
     import ray
 
     try:
-        return bool(ray.get(handle.__ray_call__.remote(lambda _self: ray.get_runtime_context().was_current_actor_reconstructed)))
+        return bool(
+            ray.get(handle.__ray_call__.remote(lambda _self: ray.get_runtime_context().was_current_actor_reconstructed))
+        )
     except ray.exceptions.RayActorError:  # dying or restarting right now
         return False
 
@@ -78,24 +81,28 @@ def test_killed_shard_degrades_then_recovers_everything(ray_session, tmp_path) -
         for u, conv in convs.items():
             conv.add(turns(u, 0, 5))
         assert mem.wait_indexed(30)
-        shard_ref = mem.deployment.shards[1]
+        shard_ref = mem._deployment.shards[1]
         assert mem._router.shard_of(APP, victims[0]) == 1
 
         from ray._private import state as ray_state
 
-        actor_id = shard_ref.handle._actor_id.hex()
-        ray.kill(shard_ref.handle, no_restart=False)
+        actor_id = shard_ref.ref.handle._actor_id.hex()
+        ray.kill(shard_ref.ref.handle, no_restart=False)
         # wait until the kill has landed (ray.kill returns first): a search sent now reaches the
         # new actor before its recovery can start, or finds it dead
         assert poll(lambda: ray_state.actors(actor_id)["State"] == "RESTARTING", every_s=0.005)
         during = convs[victims[0]].search("parcel code zebra2", limit=3, scope="user")
-        assert degraded_or_complete(during, 1, "zebra2"), (during.degraded, during.reason, [h.message.text for h in during])
+        assert degraded_or_complete(during, 1, "zebra2"), (
+            during.degraded,
+            during.reason,
+            [h.message.text for h in during],
+        )
         assert convs[others[0]].search("parcel code zebra2", limit=3).degraded is False  # the other shard serves
 
         for u, conv in convs.items():  # writes go on during the outage: durable, indexed later
             conv.add(turns(u, 5, 3))
         mem.flush()
-        assert poll(lambda: restarted(shard_ref.handle)), "Ray did not restart shard 1"
+        assert poll(lambda: restarted(shard_ref.ref.handle)), "Ray did not restart shard 1"
 
         def level() -> bool:
             res = convs[victims[1]].search("zebra7", limit=10, mode="lexical")
@@ -103,18 +110,18 @@ def test_killed_shard_degrades_then_recovers_everything(ray_session, tmp_path) -
 
         assert poll(level), "shard 1 did not come back level with the store"
         assert mem.wait_indexed(30)
-        store, held = mem.deployment.store, set(mem._run(shard_ref.call("inventory")))
+        store, held = mem._deployment.store, set(mem._run(shard_ref.inventory()))
         for u in victims:
             key = ConversationKey(APP, u, "c")
-            rows = mem._run(store.call("get_messages", key))
+            rows = mem._run(store.get_messages(key))
             assert len(rows) == 8
             assert {(conversation_namespace(key), r.id) for r in rows} <= held
         for u in victims:  # complete by vector too: every message of the user has its vector back
             hits = convs[u].search(f"{u} note 6: the parcel code is zebra6", limit=8, mode="vector")
             assert not hits.degraded and len(hits) == 8 and hits[0].message.text.endswith("zebra6")
 
-        ray.kill(shard_ref.handle, no_restart=True)  # down for good: every search of its users degrades
-        assert poll(lambda: dead(shard_ref.handle)), "shard 1 did not die"
+        ray.kill(shard_ref.ref.handle, no_restart=True)  # down for good: every search of its users degrades
+        assert poll(lambda: dead(shard_ref.ref.handle)), "shard 1 did not die"
         down = convs[victims[0]].search("parcel code zebra2", limit=3, scope="user")
         assert down.degraded and "shard 1" in (down.reason or "") and list(down) == []
         assert convs[others[0]].search("parcel code zebra2", limit=3).degraded is False  # the other shard serves

@@ -20,7 +20,10 @@ def test_add_entries_stores_a_batch_in_one_scope_and_replaces_by_id(mem, app):
     assert svc.add_entries(app, "u", []) == []
     svc.add_entries(app, "u", [entry("a", "alpha mango")], project_id="P")
     got = svc.get_entries(app, "u", ["b", "missing", "a"])
-    assert [(r.entry.id, r.entry.text, r.project_id) for r in got] == [("b", "beta kiwi", "P"), ("a", "alpha mango", "P")]
+    assert [(r.entry.id, r.entry.text, r.project_id) for r in got] == [
+        ("b", "beta kiwi", "P"),
+        ("a", "alpha mango", "P"),
+    ]
     # lexical: the replaced text no longer matches (vector neighbours would still rank it)
     assert [r.entry.id for r in svc.search_projects(app, "u", "kiwi", ["P"], mode="lexical").memories] == ["b"]
 

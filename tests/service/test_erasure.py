@@ -44,8 +44,9 @@ def wait_for(predicate, timeout_s: float = 60.0) -> None:
 def summarizing_mem(request, tmp_path):
     if request.param == "ray":
         request.getfixturevalue("ray_session")
-    cfg = small_config(str(tmp_path / "data"), request.param,
-                       summarizer=SummarizerConfig(trigger_tokens=50, keep_messages=2))
+    cfg = small_config(
+        str(tmp_path / "data"), request.param, summarizer=SummarizerConfig(trigger_tokens=50, keep_messages=2)
+    )
     m = memray.open(config=cfg)
     yield m
     m.close(terminate=True)
@@ -60,26 +61,42 @@ def test_delete_user_erases_everything_and_proves_it(summarizing_mem):
 
     # the user to erase: two conversations, working memory, a summary, entries in two scopes
     conv = mem.conversation(user_id="victim", conversation_id="c1", app=app)
-    conv.add([{"role": "user" if i % 2 == 0 else "assistant",
-               "content": f"turn {i}: my secret word is {markers['msg']} and some filler text to summarise"}
-              for i in range(8)], durable=True)
+    conv.add(
+        [
+            {
+                "role": "user" if i % 2 == 0 else "assistant",
+                "content": f"turn {i}: my secret word is {markers['msg']} and some filler text to summarise",
+            }
+            for i in range(8)
+        ],
+        durable=True,
+    )
     other = mem.conversation(user_id="victim", conversation_id="c2", app=app)
     other.add({"role": "user", "content": f"second conversation {markers['other_conv']}"}, durable=True)
     conv.working_memory.update(f"victim prefers {markers['wm']}")
-    svc.add_session(app, "victim", "s1", [MemoryEntry(content=f"global memory {markers['entry']}"),
-                                          MemoryEntry(content=f"another global {markers['entry']}")])
+    svc.add_session(
+        app,
+        "victim",
+        "s1",
+        [
+            MemoryEntry(content=f"global memory {markers['entry']}"),
+            MemoryEntry(content=f"another global {markers['entry']}"),
+        ],
+    )
     svc.add_entry_to_project(app, "victim", "proj", MemoryEntry(content=f"project memory {markers['project']}"))
 
     # a user who must survive
     keeper = mem.conversation(user_id="keeper", conversation_id="c1", app=app)
-    keeper.add([{"role": "user", "content": "keeper likes sailing boats"},
-                {"role": "assistant", "content": "noted: sailing"}], durable=True)
+    keeper.add(
+        [{"role": "user", "content": "keeper likes sailing boats"}, {"role": "assistant", "content": "noted: sailing"}],
+        durable=True,
+    )
     svc.add_entry_to_project(app, "keeper", "proj", MemoryEntry(id="k1", content="keeper project about sailing"))
 
     wait_for(lambda: conv.summary() is not None)
     assert markers["msg"] in conv.summary()
     assert mem.wait_indexed(60)
-    manifest = mem._run(mem.deployment.store.call("export_parquet", mem.config.exports_path))
+    manifest = mem._run(mem._deployment.store.export_parquet(mem.config.exports_path))
     assert manifest["rows"] > 0
     mem._run(mem._router.snapshot())
     # the scans can see the user before the erasure (so finding nothing afterwards means something)
@@ -94,7 +111,12 @@ def test_delete_user_erases_everything_and_proves_it(summarizing_mem):
     counts = receipt.counts
     assert (receipt.app, receipt.user_id) == (app, "victim")
     assert {k: counts[k] for k in ("messages", "conversations", "entries", "working_memory", "summaries")} == {
-        "messages": 9, "conversations": 2, "entries": 3, "working_memory": 1, "summaries": 1}
+        "messages": 9,
+        "conversations": 2,
+        "entries": 3,
+        "working_memory": 1,
+        "summaries": 1,
+    }
     assert counts["embeddings"] == 12 and counts["vectors"] == 12  # 9 messages + 3 entries
     assert counts["export_rows"] == 12 and counts["host_conversations"] == 2 and counts["caches"] > 0
 
@@ -107,8 +129,10 @@ def test_delete_user_erases_everything_and_proves_it(summarizing_mem):
     # the other user is intact and still searchable; the erased one is gone from every read path
     assert [m.text for m in keeper.messages()] == ["keeper likes sailing boats", "noted: sailing"]
     assert keeper.search("sailing", limit=2)
-    assert [r.entry.id for r in svc.search(SearchRequest(query="sailing", user_id="keeper", app_name=app,
-                                                        project_id="proj")).memories] == ["k1"]
+    assert [
+        r.entry.id
+        for r in svc.search(SearchRequest(query="sailing", user_id="keeper", app_name=app, project_id="proj")).memories
+    ] == ["k1"]
     assert mem.verify_deleted(app=app, user_id="keeper").remaining["entries"] == 1
     assert conv.messages() == [] and conv.summary() is None and conv.working_memory.get().content is None
     assert svc.search(SearchRequest(query=markers["entry"], user_id="victim", app_name=app)).memories == []
@@ -126,7 +150,7 @@ def test_conversation_delete_removes_its_vectors_and_export_rows(mem, app):
     conv.add([{"role": "user", "content": "delete me please"}, {"role": "assistant", "content": "ok"}], durable=True)
     kept.add({"role": "user", "content": "keep me please"}, durable=True)
     assert mem.wait_indexed(60)
-    mem._run(mem.deployment.store.call("export_parquet", mem.config.exports_path))
+    mem._run(mem._deployment.store.export_parquet(mem.config.exports_path))
     counts = conv.delete()
     assert counts["messages"] == 2 and counts["vectors"] == 2 and counts["export_rows"] == 2
     assert scan_exports(mem.config.exports_path, app, "u") == 1

@@ -45,8 +45,7 @@ class Model:
         self.ids = itertools.count()
 
     def visible(self, app: int, user: str, project: str | None) -> dict[str, Row]:
-        return {i: r for i, r in self.rows.items()
-                if r.app == app and r.user == user and r.project in {None, project}}
+        return {i: r for i, r in self.rows.items() if r.app == app and r.user == user and r.project in {None, project}}
 
     def drop(self, keep: object) -> None:
         self.rows = {i: r for i, r in self.rows.items() if keep(r)}  # type: ignore[operator]
@@ -54,8 +53,9 @@ class Model:
 
 @pytest.fixture(scope="module")
 def inproc(tmp_path_factory: pytest.TempPathFactory):
-    m = memray.open(config=memray.MemoryConfig(path=str(tmp_path_factory.mktemp("iso")), mode="inprocess",
-                                               hosts=1, shards=2))
+    m = memray.open(
+        config=memray.MemoryConfig(path=str(tmp_path_factory.mktemp("iso")), mode="inprocess", hosts=1, shards=2)
+    )
     yield m
     m.close()
 
@@ -89,8 +89,9 @@ def test_no_operation_sequence_leaks_across_scopes(inproc, ops):
         elif kind == "search":
             word, mode = item[2], item[3]
             floor = None if mode == "lexical" else 0.0  # vector/hybrid: no relevance floor, every item ranks
-            resp = svc.search(SearchRequest(query=word, user_id=u, app_name=app, project_id=p, mode=mode, limit=100,
-                                            min_score=floor))
+            resp = svc.search(
+                SearchRequest(query=word, user_id=u, app_name=app, project_id=p, mode=mode, limit=100, min_score=floor)
+            )
             got = {r.entry.id for r in resp.memories}
             visible = model.visible(a, u, p)
             assert got <= set(visible), f"leak: {got - set(visible)}"
@@ -115,5 +116,5 @@ def test_no_operation_sequence_leaks_across_scopes(inproc, ops):
             svc.delete_session(app, u, item[2])
             model.drop(lambda r: not (r.app == a and r.user == u and r.session == item[2]))
     for a, u in itertools.product(APPS, USERS):  # the end state, every scope, every word
-        stored = inproc._run(inproc.deployment.store.call("list_entries", app_name[a], u, None, None, True, None))
+        stored = inproc._run(inproc._deployment.store.list_entries(app_name[a], u, None, None, True, None))
         assert {r.id for r in stored} == {i for i, r in model.rows.items() if r.app == a and r.user == u}

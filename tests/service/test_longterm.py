@@ -26,7 +26,7 @@ def found(mem: memray.Memory, app: str, user: str, query: str, project: str | No
 
 
 def stored_ids(mem: memray.Memory, app: str, user: str) -> set[str]:
-    rows = mem._run(mem.deployment.store.call("list_entries", app, user, None, None, True, None))
+    rows = mem._run(mem._deployment.store.list_entries(app, user, None, None, True, None))
     return {r.id for r in rows}
 
 
@@ -69,8 +69,12 @@ def test_results_carry_scope_session_and_score(mem, app):
 
 def test_ties_break_by_recency_then_id(mem, app):
     svc = mem.memory_service
-    svc.add_session(app, "u", "s", [entry("b-old", "same words", 1.0), entry("a-new", "same words", 2.0),
-                                    entry("c-new", "same words", 2.0)])
+    svc.add_session(
+        app,
+        "u",
+        "s",
+        [entry("b-old", "same words", 1.0), entry("a-new", "same words", 2.0), entry("c-new", "same words", 2.0)],
+    )
     for mode in MODES:
         assert found(mem, app, "u", "same words", mode=mode) == ["a-new", "c-new", "b-old"]
 
@@ -89,18 +93,31 @@ def _populate_for_deletes(mem: memray.Memory, app: str) -> None:
 ALL_U = {"g1", "g2", "a1", "a2", "b1", "b2"}
 
 
-@pytest.mark.parametrize("op,removed", [
-    (lambda svc, app: svc.delete_entries(app, "u", "kiwi"), {"g1"}),
-    (lambda svc, app: svc.delete_entries(app, "u", "KIWI smoothie!"), {"g1"}),
-    (lambda svc, app: svc.delete_entries(app, "u", "kiwi bread"), set()),  # every word must match
-    (lambda svc, app: svc.delete_entries_in_project(app, "u", "A", "kiwi"), {"a1"}),
-    (lambda svc, app: svc.delete_entries_in_project(app, "u", "B", "kiwi"), {"b1", "b2"}),
-    (lambda svc, app: svc.delete_project(app, "u", "A"), {"a1", "a2"}),
-    (lambda svc, app: svc.delete_session(app, "u", "s1"), {"g1", "g2"}),
-    (lambda svc, app: svc.delete_session(app, "u", "s2"), {"a1", "a2"}),
-    (lambda svc, app: svc.delete_user(app, "u"), ALL_U),
-], ids=["entries", "entries-punct", "entries-all-words", "in-project-A", "in-project-B", "project",
-        "session-global", "session-project", "user"])
+@pytest.mark.parametrize(
+    "op,removed",
+    [
+        (lambda svc, app: svc.delete_entries(app, "u", "kiwi"), {"g1"}),
+        (lambda svc, app: svc.delete_entries(app, "u", "KIWI smoothie!"), {"g1"}),
+        (lambda svc, app: svc.delete_entries(app, "u", "kiwi bread"), set()),  # every word must match
+        (lambda svc, app: svc.delete_entries_in_project(app, "u", "A", "kiwi"), {"a1"}),
+        (lambda svc, app: svc.delete_entries_in_project(app, "u", "B", "kiwi"), {"b1", "b2"}),
+        (lambda svc, app: svc.delete_project(app, "u", "A"), {"a1", "a2"}),
+        (lambda svc, app: svc.delete_session(app, "u", "s1"), {"g1", "g2"}),
+        (lambda svc, app: svc.delete_session(app, "u", "s2"), {"a1", "a2"}),
+        (lambda svc, app: svc.delete_user(app=app, user_id="u"), ALL_U),
+    ],
+    ids=[
+        "entries",
+        "entries-punct",
+        "entries-all-words",
+        "in-project-A",
+        "in-project-B",
+        "project",
+        "session-global",
+        "session-project",
+        "user",
+    ],
+)
 def test_delete_scope_matrix(mem, app, op, removed):
     _populate_for_deletes(mem, app)
     result = op(mem.memory_service, app)
@@ -136,15 +153,17 @@ def test_entry_matches_is_every_query_token():
 
 # -- limit, min_score, query safety -------------------------------------------------------------
 def test_limit_defaults_to_10_and_is_honoured(mem, app):
-    mem.memory_service.add_session(app, "u", "s", [entry(f"e{i:02d}", f"walnut fact {i}", 1000.0 + i) for i in range(15)])
+    mem.memory_service.add_session(
+        app, "u", "s", [entry(f"e{i:02d}", f"walnut fact {i}", 1000.0 + i) for i in range(15)]
+    )
     assert len(found(mem, app, "u", "walnut")) == 10
     assert len(found(mem, app, "u", "walnut", limit=3)) == 3
     assert len(found(mem, app, "u", "walnut", limit=50)) == 15
 
 
-@pytest.mark.parametrize("request_", [
-    dict(limit=0), dict(limit=-1), dict(limit=True), {"limit": "many"}, {"limit": 2.5},
-])
+@pytest.mark.parametrize(
+    "request_", [dict(limit=0), dict(limit=-1), dict(limit=True), {"limit": "many"}, {"limit": 2.5}]
+)
 def test_bad_limit_is_a_validation_error_naming_limit(mem, app, request_):
     req = {"query": "x", "user_id": "u", "app_name": app, **request_}
     with pytest.raises(ValidationError, match="limit"):
@@ -159,11 +178,20 @@ def test_bad_min_score_is_a_validation_error(mem, app, value):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_min_score_filters_exactly_the_weaker_hits(mem, app, mode):
-    mem.memory_service.add_session(app, "u", "s", [
-        entry("e1", "the hiking trip to the alps in june"), entry("e2", "hiking boots size 44"),
-        entry("e3", "tax return deadline"), entry("e4", "my cat likes tuna"),
-    ])
-    resp = mem.memory_service.search(SearchRequest(query="hiking trip alps", user_id="u", app_name=app, mode=mode, limit=50))
+    mem.memory_service.add_session(
+        app,
+        "u",
+        "s",
+        [
+            entry("e1", "the hiking trip to the alps in june"),
+            entry("e2", "hiking boots size 44"),
+            entry("e3", "tax return deadline"),
+            entry("e4", "my cat likes tuna"),
+        ],
+    )
+    resp = mem.memory_service.search(
+        SearchRequest(query="hiking trip alps", user_id="u", app_name=app, mode=mode, limit=50)
+    )
     scores = {r.entry.id: r.score for r in resp.memories}
     assert len(scores) >= 2 and max(scores.values()) > min(scores.values())
     threshold = (max(scores.values()) + min(scores.values())) / 2
@@ -171,15 +199,22 @@ def test_min_score_filters_exactly_the_weaker_hits(mem, app, mode):
     assert kept and len(kept) < len(scores)
     filtered = found(mem, app, "u", "hiking trip alps", mode=mode, limit=50, min_score=threshold)
     assert filtered == kept  # same order, only the weaker ones gone
-    assert found(mem, app, "u", "hiking trip alps", mode=mode, min_score=1.0) == [i for i, s in scores.items() if s >= 1.0]
+    assert found(mem, app, "u", "hiking trip alps", mode=mode, min_score=1.0) == [
+        i for i, s in scores.items() if s >= 1.0
+    ]
 
 
 def test_any_query_text_is_safe_and_punctuation_and_cjk_match(mem, app):
-    mem.memory_service.add_session(app, "u", "s", [
-        entry("p", "a well-known 'quoted' thing - really? e-mail me"),
-        entry("c", "我喜欢在东京吃寿司"),
-        entry("k", "서울에서 만나요"),
-    ])
+    mem.memory_service.add_session(
+        app,
+        "u",
+        "s",
+        [
+            entry("p", "a well-known 'quoted' thing - really? e-mail me"),
+            entry("c", "我喜欢在东京吃寿司"),
+            entry("k", "서울에서 만나요"),
+        ],
+    )
     for q in ['"', "?", "-", "'", "", "   ", "*:()", "\\", "%_", "a OR b", "NOT", "(", "\x00"]:
         for mode in MODES:
             resp = mem.memory_service.search(SearchRequest(query=q, user_id="u", app_name=app, mode=mode))
@@ -230,8 +265,12 @@ def test_list_recent_is_newest_first_in_the_search_scope(mem, app):
 
 def test_entries_may_be_strings_dicts_or_parts(mem, app):
     svc = mem.memory_service
-    ids = svc.add_session(app, "u", "s", ["plain string memo", {"content": [{"type": "text", "text": "parts memo"}],
-                                                                 "author": "assistant"}])
+    ids = svc.add_session(
+        app,
+        "u",
+        "s",
+        ["plain string memo", {"content": [{"type": "text", "text": "parts memo"}], "author": "assistant"}],
+    )
     assert len(ids) == 2
     hits = mem.memory_service.search(SearchRequest(query="memo", user_id="u", app_name=app, mode="lexical")).memories
     assert {h.entry.text for h in hits} == {"plain string memo", "parts memo"}
@@ -253,15 +292,18 @@ def test_validate_project_id_accepts_256_characters_not_bytes(good):
     assert memray.validate_project_id(good) == good
 
 
-@pytest.mark.parametrize("call", [
-    lambda svc, app: svc.add_entry_to_project(app, "u", "", "text"),
-    lambda svc, app: svc.add_entry_to_project(app, "u", "p" * 257, "text"),
-    lambda svc, app: svc.add_session_to_project(app, "u", "s", "", ["text"]),
-    lambda svc, app: svc.add_session(app, "", "s", ["text"]),
-    lambda svc, app: svc.add_session(app, "u", "s" * 257, ["text"]),
-    lambda svc, app: svc.add_entry(app, "u", {"id": "", "content": "text"}),
-    lambda svc, app: svc.add_session(app, "u", "s", ["fine", {"id": "bad\x07", "content": "x"}]),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda svc, app: svc.add_entry_to_project(app, "u", "", "text"),
+        lambda svc, app: svc.add_entry_to_project(app, "u", "p" * 257, "text"),
+        lambda svc, app: svc.add_session_to_project(app, "u", "s", "", ["text"]),
+        lambda svc, app: svc.add_session(app, "", "s", ["text"]),
+        lambda svc, app: svc.add_session(app, "u", "s" * 257, ["text"]),
+        lambda svc, app: svc.add_entry(app, "u", {"id": "", "content": "text"}),
+        lambda svc, app: svc.add_session(app, "u", "s", ["fine", {"id": "bad\x07", "content": "x"}]),
+    ],
+)
 def test_invalid_ids_write_nothing(mem, app, call):
     with pytest.raises(InvalidIdError):
         call(mem.memory_service, app)

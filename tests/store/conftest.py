@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -15,16 +16,41 @@ from memray.store.rows import EntryRow, MessageRow
 KEY = ConversationKey("app", "u1", "c1")
 
 
-def msg(i: int, key: ConversationKey = KEY, *, seq: int | None = None, role: str = "user",
-        text: str | None = None, metadata: dict[str, Any] | None = None, mid: str | None = None) -> MessageRow:
+def msg(
+    i: int,
+    key: ConversationKey = KEY,
+    *,
+    seq: int | None = None,
+    role: str = "user",
+    text: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    mid: str | None = None,
+) -> MessageRow:
     body = text if text is not None else f"message {i}"
-    return MessageRow(key.app, key.user_id, key.conversation_id, mid or f"m{i}", seq if seq is not None else i,
-                      role, json.dumps([{"type": "text", "text": body}]), json.dumps(metadata or {}),
-                      1000.0 + i, body)
+    return MessageRow(
+        key.app,
+        key.user_id,
+        key.conversation_id,
+        mid or f"m{i}",
+        seq if seq is not None else i,
+        role,
+        json.dumps([{"type": "text", "text": body}]),
+        json.dumps(metadata or {}),
+        1000.0 + i,
+        body,
+    )
 
 
-def entry(eid: str, *, app: str = "app", user: str = "u1", session: str | None = None,
-          project: str | None = None, ts: float = 1.0, text: str | None = None) -> EntryRow:
+def entry(
+    eid: str,
+    *,
+    app: str = "app",
+    user: str = "u1",
+    session: str | None = None,
+    project: str | None = None,
+    ts: float = 1.0,
+    text: str | None = None,
+) -> EntryRow:
     body = text if text is not None else f"entry {eid}"
     return EntryRow(app, user, eid, session, project, "user", json.dumps(body), "{}", ts, body)
 

@@ -44,14 +44,20 @@ def test_a_data_directory_of_the_previous_release_opens_reads_searches_and_takes
         assert [(m.id, m.seq, m.sim_time, m.agent_id) for m in old] == [("m1", 1, None, None), ("m2", 2, None, None)]
         assert conv.working_memory.get().text == "likes bees"
         assert [h.message.id for h in conv.search("bees roof", limit=1)] == ["m1"]
-        assert [h.message.id for h in conv.search("bees", limit=2, created_after=1.0)] != []  # created_at from the old snapshot
+        assert [
+            h.message.id for h in conv.search("bees", limit=2, created_after=1.0)
+        ] != []  # created_at from the old snapshot
         found = mem.memory_service.search(SearchRequest(query="oolong tea", user_id="ada", app_name="legacy"))
         assert [m.entry.id for m in found.memories] == ["e1"]
 
-        assert conv.add({"role": "user", "content": "the bees swarmed", "sim_time": 7200.0, "importance": 0.8,
-                         "agent_id": "ada"}, durable=True) == [3]
+        assert conv.add(
+            {"role": "user", "content": "the bees swarmed", "sim_time": 7200.0, "importance": 0.8, "agent_id": "ada"},
+            durable=True,
+        ) == [3]
         mem.wait_indexed()
-        hits = conv.search("bees", limit=3, scoring=Scoring.stream(now=7200.0, recency=1.0, importance=1.0, relevance=0.1))
+        hits = conv.search(
+            "bees", limit=3, scoring=Scoring.stream(now=7200.0, recency=1.0, importance=1.0, relevance=0.1)
+        )
         assert hits[0].message.id != "m1" and hits[0].message.importance == 0.8
         assert [m.id for m in conv.messages(after=0.0)] == [hits[0].message.id]
         mem.memory_service.add_entry("legacy", "ada", MemoryEntry(content="new fact", sim_time=1.0, importance=0.1))
@@ -61,6 +67,8 @@ def test_a_data_directory_of_the_previous_release_opens_reads_searches_and_takes
     finally:
         mem.close(terminate=True)  # the store actor lets go of the file
 
-    for table, wanted in (("messages", {"sim_time", "importance", "agent_id", "sub_agent_id"}),
-                          ("entries", {"sim_time", "importance"})):
+    for table, wanted in (
+        ("messages", {"sim_time", "importance", "agent_id", "sub_agent_id"}),
+        ("entries", {"sim_time", "importance"}),
+    ):
         assert wanted <= set(columns(data / "history.duckdb", table))

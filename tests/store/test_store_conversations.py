@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from memray.errors import ConflictError, NotFoundError, ValidationError
-from memray.ids import ConversationKey
+from memray.ids import ConversationKey, conversation_namespace
 from memray.store.history import HistoryStore
-from memray.store.rows import EmbeddingRow, conversation_namespace
+from memray.store.rows import EmbeddingRow
 
 from .conftest import KEY, msg
 
@@ -90,14 +90,26 @@ def test_delete_conversation_cascades_and_spares_the_rest(store: HistoryStore) -
     other = ConversationKey("app", "u1", "c2")
     store.append_messages([msg(1), msg(2), msg(1, other)])
     ns = conversation_namespace(KEY)
-    store.put_embeddings([EmbeddingRow(ns, "m1", "h", np.ones(2)), EmbeddingRow(ns, "m2", "h", np.ones(2)),
-                          EmbeddingRow(conversation_namespace(other), "m1", "h", np.ones(2))])
+    store.put_embeddings(
+        [
+            EmbeddingRow(ns, "m1", "h", np.ones(2)),
+            EmbeddingRow(ns, "m2", "h", np.ones(2)),
+            EmbeddingRow(conversation_namespace(other), "m1", "h", np.ones(2)),
+        ]
+    )
     store.put_working_memory("app", "u1", "conversation", "c1", "wm", 0)
     store.put_working_memory("app", "u1", "user", None, "user wm", 0)
     store.put_summary(KEY, "sum", 2, 0)
     counts = store.delete_conversation(KEY)
-    assert counts == {"embeddings": 2, "messages": 2, "summaries": 1, "working_memory": 1,
-                      "conversations": 1, "dead_letters": 0, "export_rows": 0}
+    assert counts == {
+        "embeddings": 2,
+        "messages": 2,
+        "summaries": 1,
+        "working_memory": 1,
+        "conversations": 1,
+        "dead_letters": 0,
+        "export_rows": 0,
+    }
     assert store.get_conversation(KEY) is None and store.get_messages(KEY) == []
     assert store.get_summary(KEY) is None
     assert store.get_working_memory("app", "u1", "conversation", "c1") == (None, 0)
@@ -115,5 +127,10 @@ def test_context_extras_answers_many_conversations_in_one_call(store):
     store.put_working_memory("app", "u", "conversation", "a", "note a", 0)
     store.put_working_memory("app", "u", "user", None, "user note", 0)
     got = store.context_extras([(a, "conversation"), (b, "user"), (c, "conversation"), (a, "user")])
-    assert got == [("summary of a", "note a", 3), (None, "user note", 0), (None, None, 0), ("summary of a", "user note", 3)]
+    assert got == [
+        ("summary of a", "note a", 3),
+        (None, "user note", 0),
+        (None, None, 0),
+        ("summary of a", "user note", 3),
+    ]
     assert store.context_extras([]) == []

@@ -23,7 +23,9 @@ def test_one_bad_row_is_isolated_and_the_rest_of_every_conversation_commits(stor
     assert positions == [3, 9]
     assert corrections == []
     assert sorted((d.conversation_id, d.id, d.seq, d.kind) for d in rejected) == [
-        ("c1", "m4", 4, "rejected"), ("c9", "m3", 3, "rejected")]
+        ("c1", "m4", 4, "rejected"),
+        ("c9", "m3", 3, "rejected"),
+    ]
     assert "created_at" in next(d.error for d in rejected if d.id == "m4")
     assert [r.seq for r in store.get_messages(KEY)] == [1, 2, 3, 5, 6, 7]
     assert [r.seq for r in store.get_messages(OTHER)] == [1, 2, 4]

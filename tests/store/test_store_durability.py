@@ -8,8 +8,9 @@ import textwrap
 
 import numpy as np
 
+from memray.ids import conversation_namespace
 from memray.store.history import HistoryStore
-from memray.store.rows import EmbeddingRow, conversation_namespace
+from memray.store.rows import EmbeddingRow
 
 from .conftest import KEY, entry, msg
 
@@ -52,8 +53,9 @@ def test_committed_rows_survive_sigkill(store_path: str) -> None:
         print("committed", flush=True)
         time.sleep(60)
     """)
-    proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": os.getcwd()})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", child], stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()}
+    )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "committed"
     finally:
@@ -70,6 +72,7 @@ def test_closed_store_raises_closed_error(store_path: str) -> None:
     import pytest
 
     from memray.errors import ClosedError
+
     s = HistoryStore(store_path)
     assert not s.ping()
     with pytest.raises(ClosedError):

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import numpy as np
 
-from memray.ids import ConversationKey
+from memray.ids import ConversationKey, conversation_namespace
 from memray.store.history import HistoryStore
-from memray.store.rows import EmbeddingRow, conversation_namespace
+from memray.store.rows import EmbeddingRow
 
 from .conftest import entry, msg
 
@@ -47,8 +47,16 @@ def test_delete_user_erases_bytes_physically(store_path: str) -> None:
     store.open()
     assert raw_hits(data, MARKER)
     counts = store.delete_user("app", "victim")
-    assert counts == {"embeddings": 1, "messages": 300, "summaries": 1, "working_memory": 1,
-                      "conversations": 1, "entries": 1, "dead_letters": 0, "export_rows": 0}
+    assert counts == {
+        "embeddings": 1,
+        "messages": 300,
+        "summaries": 1,
+        "working_memory": 1,
+        "conversations": 1,
+        "entries": 1,
+        "dead_letters": 0,
+        "export_rows": 0,
+    }
     assert all(v == 0 for v in store.count_user("app", "victim").values())
     assert raw_hits(data, MARKER) == []
     assert not os.path.exists(store_path + ".wal")

@@ -5,10 +5,9 @@ from pathlib import Path
 import duckdb
 import pyarrow.dataset as ds
 
-from memray.ids import ConversationKey
+from memray.ids import ConversationKey, user_hash
 from memray.store.export import EXPORT_BUCKETS
 from memray.store.history import HistoryStore
-from memray.store.rows import user_hash
 
 from .conftest import entry, msg
 
@@ -19,8 +18,10 @@ def read(root: Path, table: str) -> list[tuple]:
     if not list((root / table).glob("**/*.parquet")):
         return []  # DuckDB's read_parquet raises on a glob with no files
     con = duckdb.connect()
-    return con.sql(f"SELECT app, user_id, id, text, bucket FROM read_parquet('{root}/{table}/**/*.parquet', "
-                   f"hive_partitioning=true) ORDER BY app, user_id, id").fetchall()
+    return con.sql(
+        f"SELECT app, user_id, id, text, bucket FROM read_parquet('{root}/{table}/**/*.parquet', "
+        f"hive_partitioning=true) ORDER BY app, user_id, id"
+    ).fetchall()
 
 
 def test_export_is_incremental_and_readable(store: HistoryStore, tmp_path: Path) -> None:

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from memray.errors import ValidationError
-from memray.ids import ConversationKey
+from memray.ids import ConversationKey, Namespace, conversation_namespace, entry_namespace, user_hash
 from memray.store.history import HistoryStore
-from memray.store.rows import EmbeddingRow, Namespace, conversation_namespace, entry_namespace, user_hash
+from memray.store.rows import EmbeddingRow
 
 from .conftest import KEY, entry, msg
 
@@ -15,8 +15,9 @@ def test_put_entries_upserts_and_replaces_sessions(store: HistoryStore) -> None:
     assert store.put_entries([entry("e1", session="s1"), entry("e2", session="s1"), entry("e3")]) == []
     assert store.put_entries([entry("e3", text="v2")]) == ["e3"]  # replaced by id
     assert store.get_entries("app", "u1", ["e3"])[0].text == "v2"
-    gone = store.put_entries([entry("e2", session="s1", text="again"), entry("e4", session="s1")],
-                             replace_session=("app", "u1", "s1"))
+    gone = store.put_entries(
+        [entry("e2", session="s1", text="again"), entry("e4", session="s1")], replace_session=("app", "u1", "s1")
+    )
     assert sorted(gone) == ["e1", "e2"]
     assert [e.id for e in store.list_entries("app", "u1", session_id="s1")] == ["e4", "e2"]
     assert store.get_entries("app", "u1", ["e1"]) == []
@@ -30,8 +31,15 @@ def test_replace_session_is_atomic_with_the_insert(store: HistoryStore) -> None:
 
 
 def test_list_entries_scoping_and_order(store: HistoryStore) -> None:
-    store.put_entries([entry("g1", ts=1), entry("g2", ts=3), entry("p1", project="P", ts=2),
-                       entry("q1", project="Q", ts=4), entry("x", user="u2", ts=9)])
+    store.put_entries(
+        [
+            entry("g1", ts=1),
+            entry("g2", ts=3),
+            entry("p1", project="P", ts=2),
+            entry("q1", project="Q", ts=4),
+            entry("x", user="u2", ts=9),
+        ]
+    )
     ids = lambda rows: [r.id for r in rows]  # noqa: E731
     assert ids(store.list_entries("app", "u1")) == ["g2", "g1"]
     assert ids(store.list_entries("app", "u1", project_id="P")) == ["p1"]
@@ -42,8 +50,12 @@ def test_list_entries_scoping_and_order(store: HistoryStore) -> None:
 
 def test_delete_entries_removes_their_vectors(store: HistoryStore) -> None:
     store.put_entries([entry("e1"), entry("e2", project="P")])
-    store.put_embeddings([EmbeddingRow(entry_namespace("app", "u1", None), "e1", "h", np.ones(2)),
-                          EmbeddingRow(entry_namespace("app", "u1", "P"), "e2", "h", np.ones(2))])
+    store.put_embeddings(
+        [
+            EmbeddingRow(entry_namespace("app", "u1", None), "e1", "h", np.ones(2)),
+            EmbeddingRow(entry_namespace("app", "u1", "P"), "e2", "h", np.ones(2)),
+        ]
+    )
     assert store.delete_entries("app", "u1", ["e1", "missing"]) == 1
     assert [r.doc_id for r in store.scan_index_rows(0, 1, "h", None, 10)] == ["e2"]
     assert store.delete_entries("app", "u1", []) == 0
@@ -53,9 +65,12 @@ def test_put_embeddings_skips_deleted_items_and_wrong_namespace(store: HistorySt
     store.append_messages([msg(1)])
     store.put_entries([entry("e1", project="P")])
     ns = conversation_namespace(KEY)
-    rows = [EmbeddingRow(ns, "m1", "h", np.ones(3)), EmbeddingRow(ns, "gone", "h", np.ones(3)),
-            EmbeddingRow(entry_namespace("app", "u1", None), "e1", "h", np.ones(3)),  # wrong project
-            EmbeddingRow(entry_namespace("app", "u1", "P"), "e1", "h", np.ones(3))]
+    rows = [
+        EmbeddingRow(ns, "m1", "h", np.ones(3)),
+        EmbeddingRow(ns, "gone", "h", np.ones(3)),
+        EmbeddingRow(entry_namespace("app", "u1", None), "e1", "h", np.ones(3)),  # wrong project
+        EmbeddingRow(entry_namespace("app", "u1", "P"), "e1", "h", np.ones(3)),
+    ]
     assert store.put_embeddings(rows) == 2
     assert store.put_embeddings([EmbeddingRow(ns, "m1", "h", np.full(3, 2.0))]) == 1  # upsert
     found = store.scan_index_rows(0, 1, "h", None, 10)
@@ -115,14 +130,18 @@ def test_scan_index_rows_unembedded_brings_items_without_vectors(store: HistoryS
         store.append_messages([msg(1, key), msg(2, key), msg(3, key, text="")])
         store.put_embeddings([EmbeddingRow(conversation_namespace(key), "m1", "h", np.ones(2))])
     store.put_entries([entry("e1", project="P"), entry("e2", text="")])
-    store.put_embeddings([EmbeddingRow(conversation_namespace(ConversationKey("app", "user-0", "c")), "m2", "other", np.ones(2))])
+    store.put_embeddings(
+        [EmbeddingRow(conversation_namespace(ConversationKey("app", "user-0", "c")), "m2", "other", np.ones(2))]
+    )
     for shards in (1, 3):
         got: list = []
         for shard in range(shards):
             page = store.scan_index_rows(shard, shards, "h", None, 5, unembedded=True)
             part = list(page)
             while page:
-                page = store.scan_index_rows(shard, shards, "h", (part[-1].namespace, part[-1].doc_id), 5, unembedded=True)
+                page = store.scan_index_rows(
+                    shard, shards, "h", (part[-1].namespace, part[-1].doc_id), 5, unembedded=True
+                )
                 part += page
             assert all(user_hash(r.namespace.app, r.namespace.user_id) % shards == shard for r in part)
             keys = [(r.namespace, r.doc_id) for r in part]
@@ -130,7 +149,8 @@ def test_scan_index_rows_unembedded_brings_items_without_vectors(store: HistoryS
             got += part
         # m1 with its vector, m2 (a vector of another model only) and e1 without; empty texts skipped
         assert sorted((r.namespace.user_id, r.doc_id, r.vector is None) for r in got) == sorted(
-            [(u, "m1", False) for u in users] + [(u, "m2", True) for u in users] + [("u1", "e1", True)])
+            [(u, "m1", False) for u in users] + [(u, "m2", True) for u in users] + [("u1", "e1", True)]
+        )
         by = {(r.namespace.user_id, r.doc_id): r for r in got}
         assert by[("user-3", "m1")].vector.tolist() == [1.0, 1.0] and by[("user-3", "m2")].recency == 2.0
         assert by[("u1", "e1")].namespace == entry_namespace("app", "u1", "P")

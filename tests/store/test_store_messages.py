@@ -50,7 +50,9 @@ def test_repeated_id_in_one_batch_keeps_first_seq_last_content(store: HistorySto
 def test_upsert_resets_embedding_and_drops_stale_vector(store: HistoryStore) -> None:
     import numpy as np
 
-    from memray.store.rows import EmbeddingRow, conversation_namespace
+    from memray.ids import conversation_namespace
+    from memray.store.rows import EmbeddingRow
+
     store.append_messages([msg(1)])
     ns = conversation_namespace(KEY)
     assert store.put_embeddings([EmbeddingRow(ns, "m1", "hash", np.ones(3))]) == 1
@@ -60,10 +62,20 @@ def test_upsert_resets_embedding_and_drops_stale_vector(store: HistoryStore) -> 
     assert store.scan_index_rows(0, 1, "hash", None, 10) == []
 
 
-@pytest.mark.parametrize("field,bad", [
-    ("seq", 0), ("seq", -3), ("role", "robot"), ("id", ""), ("user_id", "a\x00b"),
-    ("conversation_id", "x" * 257), ("parts_json", "not json"), ("metadata_json", "[]"), ("seq", "1"),
-])
+@pytest.mark.parametrize(
+    "field,bad",
+    [
+        ("seq", 0),
+        ("seq", -3),
+        ("role", "robot"),
+        ("id", ""),
+        ("user_id", "a\x00b"),
+        ("conversation_id", "x" * 257),
+        ("parts_json", "not json"),
+        ("metadata_json", "[]"),
+        ("seq", "1"),
+    ],
+)
 def test_bad_row_raises_validation_error_and_writes_nothing(store: HistoryStore, field: str, bad: object) -> None:
     store.append_messages([msg(1)])
     rows = [msg(2), msg(3)._replace(**{field: bad})]
@@ -97,18 +109,33 @@ def test_get_messages_filters_compose(store: HistoryStore) -> None:
         store.get_messages(KEY, limit=-1)
 
 
-@pytest.mark.parametrize("want,matches", [
-    ({"s": "x"}, [1]), ({"s": "y"}, []), ({"n": 1}, [1, 2]), ({"n": 1.0}, [1, 2]), ({"b": True}, [1]),
-    ({"b": 1}, [2]), ({"one": True}, []), ({"z": None}, [2]), ({"o": {"a": [1, 2], "b": "c"}}, [1]),
-    ({"o": {"b": "c", "a": [1, 2]}}, [1]), ({"o": {"a": [2, 1], "b": "c"}}, []), ({"missing": None}, []),
-    ({"s": "x", "n": 1}, [1]), ({}, [1, 2, 3]),
-])
+@pytest.mark.parametrize(
+    "want,matches",
+    [
+        ({"s": "x"}, [1]),
+        ({"s": "y"}, []),
+        ({"n": 1}, [1, 2]),
+        ({"n": 1.0}, [1, 2]),
+        ({"b": True}, [1]),
+        ({"b": 1}, [2]),
+        ({"one": True}, []),
+        ({"z": None}, [2]),
+        ({"o": {"a": [1, 2], "b": "c"}}, [1]),
+        ({"o": {"b": "c", "a": [1, 2]}}, [1]),
+        ({"o": {"a": [2, 1], "b": "c"}}, []),
+        ({"missing": None}, []),
+        ({"s": "x", "n": 1}, [1]),
+        ({}, [1, 2, 3]),
+    ],
+)
 def test_metadata_filter_compares_json_values(store: HistoryStore, want: dict, matches: list[int]) -> None:
-    store.append_messages([
-        msg(1, metadata={"s": "x", "n": 1, "b": True, "o": {"a": [1, 2], "b": "c"}}),
-        msg(2, metadata={"n": 1.0, "b": 1, "one": 1, "z": None}),
-        msg(3),
-    ])
+    store.append_messages(
+        [
+            msg(1, metadata={"s": "x", "n": 1, "b": True, "o": {"a": [1, 2], "b": "c"}}),
+            msg(2, metadata={"n": 1.0, "b": 1, "one": 1, "z": None}),
+            msg(3),
+        ]
+    )
     assert seqs(store.get_messages(KEY, metadata=want)) == matches
 
 
@@ -167,10 +194,16 @@ def test_get_messages_matches_a_list_model(tmp_path_factory, roles, limit, befor
     try:
         rows = [msg(i + 1, role=r, metadata={"t": i % 3}) for i, r in enumerate(roles)]
         s.append_messages(rows)
-        model = [r for r in rows if (before is None or r.seq < before) and (after is None or r.seq > after)
-                 and (want is None or r.role in want) and (tag is None or json.loads(r.metadata_json)["t"] == tag)]
+        model = [
+            r
+            for r in rows
+            if (before is None or r.seq < before)
+            and (after is None or r.seq > after)
+            and (want is None or r.role in want)
+            and (tag is None or json.loads(r.metadata_json)["t"] == tag)
+        ]
         if limit is not None:
-            model = model[max(0, len(model) - limit):] if limit else []
+            model = model[max(0, len(model) - limit) :] if limit else []
         got = s.get_messages(KEY, limit, before, after, want, None if tag is None else {"t": tag})
         assert got == model
     finally:

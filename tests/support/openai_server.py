@@ -118,9 +118,7 @@ class FakeOpenAIServer:
         handler = type("Handler", (_Handler,), {"fake": self})
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
         return self
 
@@ -145,8 +143,7 @@ class FakeOpenAIServer:
 
     # -- failure injection -----------------------------------------------------------------
     def fail_next(
-        self, n: int = 1, status: int = 429, retry_after_s: float | None = 0.0,
-        path: str | None = None,
+        self, n: int = 1, status: int = 429, retry_after_s: float | None = 0.0, path: str | None = None
     ) -> None:
         """The next ``n`` requests (to ``path``, if given) get ``status``. 429/503 carry
         ``Retry-After`` (and ``retry-after-ms``, so the client retries at once when it is 0)."""
@@ -241,9 +238,17 @@ class _Handler(BaseHTTPRequestHandler):
         rec = RecordedRequest("GET", self.path, None, self._headers())
         self.fake._record(rec)
         if self.path.rstrip("/") == "/v1/models":
-            self._json(rec, 200, {"object": "list", "data": [
-                {"id": "fake-embed", "object": "model", "owned_by": "memray-tests"},
-                {"id": "fake-chat", "object": "model", "owned_by": "memray-tests"}]})
+            self._json(
+                rec,
+                200,
+                {
+                    "object": "list",
+                    "data": [
+                        {"id": "fake-embed", "object": "model", "owned_by": "memray-tests"},
+                        {"id": "fake-chat", "object": "model", "owned_by": "memray-tests"},
+                    ],
+                },
+            )
         else:
             self._error(rec, 404, f"no route {self.path}")
 
@@ -258,9 +263,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.fake._record(rec)
         if self._injected(rec):
             return
-        if self.fake.api_key is not None and (
-            self.headers.get("Authorization") != f"Bearer {self.fake.api_key}"
-        ):
+        if self.fake.api_key is not None and (self.headers.get("Authorization") != f"Bearer {self.fake.api_key}"):
             self._error(rec, 401, "Incorrect API key provided", "invalid_api_key")
         elif not isinstance(body, dict):
             self._error(rec, 400, "body is not JSON")
@@ -302,40 +305,64 @@ class _Handler(BaseHTTPRequestHandler):
         dim = self.fake.force_dim or (int(dims) if dims is not None else self.fake.dim)
         vecs = self.fake._vectors(texts, dim)
         as_b64 = body.get("encoding_format") == "base64"
-        data = [{"object": "embedding", "index": i,
-                 "embedding": base64.b64encode(v.astype("<f4").tobytes()).decode() if as_b64
-                 else [float(x) for x in v]}
-                for i, v in enumerate(vecs)]
+        data = [
+            {
+                "object": "embedding",
+                "index": i,
+                "embedding": base64.b64encode(v.astype("<f4").tobytes()).decode() if as_b64 else [float(x) for x in v],
+            }
+            for i, v in enumerate(vecs)
+        ]
         data.reverse()  # the API does not promise order; clients must sort by index
         tokens = sum(estimate_tokens(t) for t in texts)
-        self._json(rec, 200, {"object": "list", "data": data, "model": body.get("model", ""),
-                              "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+        self._json(
+            rec,
+            200,
+            {
+                "object": "list",
+                "data": data,
+                "model": body.get("model", ""),
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            },
+        )
 
     def _chat(self, rec: RecordedRequest, body: dict[str, Any]) -> None:
         if not isinstance(body.get("messages"), list) or not body["messages"]:
             return self._error(rec, 400, "'messages' must be a non-empty list")
         answer = self.fake.reply(body)
-        message = {"role": "assistant", "content": answer} if isinstance(answer, str) else \
-            {"role": "assistant", **answer}
+        message = (
+            {"role": "assistant", "content": answer} if isinstance(answer, str) else {"role": "assistant", **answer}
+        )
         prompt = sum(estimate_tokens(json.dumps(m)) for m in body["messages"])
         done = estimate_tokens(str(message.get("content") or ""))
         finish = "tool_calls" if message.get("tool_calls") else "stop"
         ident, created, model = "chatcmpl-fake", int(time.time()), body.get("model", "")
         if body.get("stream"):
             return self._stream(rec, ident, created, model, message, finish)
-        self._json(rec, 200, {
-            "id": ident, "object": "chat.completion", "created": created, "model": model,
-            "choices": [{"index": 0, "message": message, "finish_reason": finish,
-                         "logprobs": None}],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": done,
-                      "total_tokens": prompt + done}})
+        self._json(
+            rec,
+            200,
+            {
+                "id": ident,
+                "object": "chat.completion",
+                "created": created,
+                "model": model,
+                "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+                "usage": {"prompt_tokens": prompt, "completion_tokens": done, "total_tokens": prompt + done},
+            },
+        )
 
-    def _stream(self, rec: RecordedRequest, ident: str, created: int, model: str,
-                message: dict[str, Any], finish: str) -> None:
+    def _stream(
+        self, rec: RecordedRequest, ident: str, created: int, model: str, message: dict[str, Any], finish: str
+    ) -> None:
         def chunk(delta: dict[str, Any], reason: str | None) -> bytes:
-            payload = {"id": ident, "object": "chat.completion.chunk", "created": created,
-                       "model": model,
-                       "choices": [{"index": 0, "delta": delta, "finish_reason": reason}]}
+            payload = {
+                "id": ident,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": reason}],
+            }
             return b"data: " + json.dumps(payload).encode() + b"\n\n"
 
         content = str(message.get("content") or "")
@@ -350,15 +377,21 @@ class _Handler(BaseHTTPRequestHandler):
         rec.status = 200
         self._send(200, payload, "text/event-stream", {})
 
-    def _json(self, rec: RecordedRequest, status: int, obj: Any,
-              headers: dict[str, str] | None = None) -> None:
+    def _json(self, rec: RecordedRequest, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
         rec.status = status
         self._send(status, json.dumps(obj).encode(), "application/json", headers or {})
 
-    def _error(self, rec: RecordedRequest, status: int, message: str, code: str | None = None,
-               headers: dict[str, str] | None = None) -> None:
-        self._json(rec, status, {"error": {"message": message, "type": "fake_error",
-                                           "param": None, "code": code}}, headers)
+    def _error(
+        self,
+        rec: RecordedRequest,
+        status: int,
+        message: str,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self._json(
+            rec, status, {"error": {"message": message, "type": "fake_error", "param": None, "code": code}}, headers
+        )
 
     def _send(self, status: int, payload: bytes, ctype: str, headers: dict[str, str]) -> None:
         try:

@@ -1,8 +1,6 @@
 import asyncio
 
-import pytest
-
-from memray.runtime.batch import Coalescer
+from memray.rpc.batch import Coalescer
 
 
 def test_concurrent_requests_share_one_call_and_keep_their_answers():

@@ -19,7 +19,9 @@ V = TypeVar("V")
 
 class Coalescer(Generic[K, V]):
     def __init__(
-        self, fetch: Callable[[list[K]], Awaitable[list[V]]], max_batch: int = 4096,
+        self,
+        fetch: Callable[[list[K]], Awaitable[list[V]]],
+        max_batch: int = 4096,
         weight: Callable[[K], int] = lambda _: 1,
     ) -> None:
         """``fetch`` answers a list of requests in order; a batch holds requests of at most

@@ -1,9 +1,9 @@
-"""`ActorRef`: how one core calls another, the same way in both modes.
+"""`ActorRef`: how one core reaches another, the same way in both modes.
 
-A core that depends on another (a host on the store, the router on shards) holds an
-``ActorRef`` and awaits ``ref.call("method", ...)``. In-process the call runs on the object
-itself (serialised like an actor); in Ray mode it is an actor method call. Cores never import
-``ray``.
+A core that depends on another (a host on the store, the router on shards) holds the other's
+typed client (:mod:`memray.rpc.client`), which sends each call through an ``ActorRef`` by the
+method's name. In-process the call runs on the object itself (serialised like an actor); in Ray
+mode it is an actor method call. Cores never import ``ray``.
 """
 
 from __future__ import annotations
@@ -35,8 +35,13 @@ class RetryingRef:
     attempt may have given, so the retry returns those).
     """
 
-    def __init__(self, ref: ActorRef, timeout_s: float = 30.0, backoff_s: float = 0.05,
-                 on_retry: dict[str, dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        ref: ActorRef,
+        timeout_s: float = 30.0,
+        backoff_s: float = 0.05,
+        on_retry: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
         self.ref = ref
         self.label = ref.label
         self._timeout_s = timeout_s

@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
+from collections.abc import Coroutine
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Coroutine, TypeVar
+from typing import Any, TypeVar
 
 from memray.errors import ClosedError
 
@@ -22,7 +23,7 @@ T = TypeVar("T")
 
 
 class LocalRef:
-    """An :class:`~memray.runtime.ref.ActorRef` to an object in this process."""
+    """An :class:`~memray.rpc.ref.ActorRef` to an object in this process."""
 
     def __init__(self, obj: Any, label: str) -> None:
         self.obj = obj

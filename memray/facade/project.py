@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any
 from memray.errors import ValidationError
 from memray.ids import validate_project_id
 from memray.models import SearchMemoryResponse, SearchRequest
-from memray.service.longterm import EntryInput, _parse_request
+from memray.service.entries import EntryInput
+from memray.service.reader import _parse_request
 
 if TYPE_CHECKING:
-    from memray.service.handle import MemoryServiceHandle
+    from memray.facade.service import MemoryServiceHandle
 
 __all__ = ["ProjectView"]
 
@@ -62,6 +63,10 @@ class ProjectView:
     def _bind(self, request: SearchRequest | dict[str, Any]) -> SearchRequest:
         req = request if isinstance(request, SearchRequest) else _parse_request(request)
         if req.project_id not in (None, self.project_id):
-            raise ValidationError("project_id", req.project_id, f"conflicts with this view's project {self.project_id!r}",
-                                  "leave project_id unset, or search through svc.for_project(...) of that project")
+            raise ValidationError(
+                "project_id",
+                req.project_id,
+                f"conflicts with this view's project {self.project_id!r}",
+                "leave project_id unset, or search through svc.for_project(...) of that project",
+            )
         return req.model_copy(update={"project_id": self.project_id})

@@ -1,0 +1,314 @@
+"""`WritePath`: how a host's acknowledged messages become durable.
+
+add → buffer (seq assigned) → ledger (:mod:`.ledger`) → acknowledged → persist chain (debounced)
+→ group commit (one store transaction for many conversations) → embedding pipeline (vectors after
+the durable write) → shards. Summaries are folded in the background once the unsummarised history
+passes the trigger.
+
+Seq integrity: the seq an ``add`` returns is the seq stored, and a seq once acknowledged is never
+given to another message. An id the buffer does not hold may already have a seq — a re-added old
+message, or a call retried after its host died — so the host asks the store first (only when it
+can be so: see :meth:`Conversation.needs_lookup`), and the adds of that conversation wait their
+turn behind it. A host that restarts resolves its ledger against the store before it serves
+(:meth:`WritePath.resolve_ledger`): acknowledged messages the store lacks are recorded as ``lost``
+dead letters, their seqs kept.
+
+No wedge: rows the store rejects are dead-lettered (:mod:`memray.store.deadletter`) and
+reported to the conversation's next ``flush`` (or durable add) as a
+:class:`~memray.errors.DeadLetterError`; waits on the store are bounded by
+``MemoryConfig.write_timeout_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from memray.config import MemoryConfig
+from memray.conversation.commit import GroupCommitter, Outcome
+from memray.conversation.core import Conversation
+from memray.conversation.ledger import AckLedger
+from memray.conversation.persist import PersistChain
+from memray.embedding.pipeline import EmbeddingPipeline, PendingItem
+from memray.errors import DeadLetterError
+from memray.ids import ConversationKey, conversation_namespace
+from memray.index.columns import columns_of
+from memray.metrics import DEAD_LETTERS, MESSAGES_LOST, LagRecorder
+from memray.models import Message
+from memray.rpc.batch import Coalescer
+from memray.store.client import StoreClient
+from memray.store.deadletter import DeadLetter
+from memray.store.rows import MessageRow, message_payload, message_to_row
+from memray.text import estimate_tokens
+
+if TYPE_CHECKING:
+    from memray.conversation.summary import SummaryKeeper
+    from memray.conversation.title import Titler
+
+__all__ = ["WritePath"]
+
+log = logging.getLogger(__name__)
+
+
+class WritePath:
+    """The write path of one host's conversations (see the module docstring). ``held()`` gives
+    the conversations the host holds (the ledger is compacted to theirs)."""
+
+    def __init__(
+        self,
+        host_id: int,
+        config: MemoryConfig,
+        store: StoreClient,
+        ledger: AckLedger,
+        lag: LagRecorder,
+        pipeline: EmbeddingPipeline,
+        keeper: SummaryKeeper | None,
+        held: Callable[[], Iterable[Conversation]],
+        titler: Titler | None = None,
+    ) -> None:
+        self.host_id = host_id
+        self.config = config
+        self._store = store
+        self._ledger = ledger
+        self._lag = lag
+        self._pipeline = pipeline
+        self._keeper = keeper
+        self._held = held
+        self._titler = titler
+        self._estimate = estimate_tokens
+        self.committer = GroupCommitter(store)
+        self._lookup: Coalescer[tuple[ConversationKey, list[str]], dict[str, int]] = Coalescer(store.stored_seqs, 4096)
+        self.dead_letters = 0
+
+    async def resolve_ledger(self) -> list[DeadLetter]:
+        """Acknowledged messages of a previous incarnation that the store lacks become ``lost``
+        dead letters (their seqs kept from reuse), counted and returned for the host to report;
+        then a fresh ledger. Host 0 also resolves the ledgers of hosts that no longer exist (fewer
+        ``hosts`` now)."""
+        orphans = [AckLedger(p) for p in self._orphan_ledgers()] if self.host_id == 0 else []
+        records = [r for ledger in [self._ledger, *orphans] for r in ledger.read()]
+        letters: list[DeadLetter] = []
+        if records:
+            reason = (
+                f"acknowledged (durable=False) but not yet stored when host {self.host_id} stopped: "
+                "lost within the debounce window"
+            )
+            letters = await self._store.resolve_acknowledged([(r.key, r.id, r.seq) for r in records], reason)
+            if letters:
+                MESSAGES_LOST.inc(len(letters), {"host": str(self.host_id)})
+                log.warning(
+                    "host %d restarted: %d acknowledged messages in %d conversations were not yet durable "
+                    "and are lost; recorded as dead letters",
+                    self.host_id,
+                    len(letters),
+                    len({(d.app, d.user_id, d.conversation_id) for d in letters}),
+                )
+        self._ledger.reset()
+        for ledger in orphans:
+            os.remove(ledger.path)
+        return letters
+
+    def _orphan_ledgers(self) -> list[str]:
+        folder = os.path.dirname(self._ledger.path)
+        names = os.listdir(folder) if os.path.isdir(folder) else []
+        return [
+            os.path.join(folder, n)
+            for n in sorted(names)
+            if n.startswith("host-")
+            and n.endswith(".ledger")
+            and n[5:-7].isdigit()
+            and int(n[5:-7]) >= self.config.hosts
+        ]
+
+    def make_chain(self, conv: Conversation) -> PersistChain:
+        return PersistChain(
+            lambda: self._write(conv),
+            self.config.debounce_ms / 1000.0,
+            self.config.retry_backoff_s,
+            self.config.retry_backoff_max_s,
+        )
+
+    async def assign(self, work: list[tuple[Conversation, list[Message]]], retried: bool) -> list[list[int]]:
+        """Give the messages of each (conversation, messages) their seqs, in arrival order per
+        conversation, then record them in the ledger — before the caller hears of them.
+
+        Fast path (almost every call): no id needs a store lookup and no earlier add of the
+        conversation is waiting for one; everything runs synchronously. Otherwise the adds of
+        that conversation form a queue (``conv.tail``): each waits for the one before it."""
+        needs = [c.needs_lookup(msgs, retried) for c, msgs in work]
+        slow = [i for i, (c, _) in enumerate(work) if needs[i] or c.tail is not None]
+        out: list[list[int]] = [[] for _ in work]
+        if not slow:
+            for i, (c, msgs) in enumerate(work):
+                out[i] = c.add(msgs, c.lost)
+        else:
+            loop = asyncio.get_running_loop()
+            queued: list[tuple[int, asyncio.Future[None] | None, asyncio.Future[None]]] = []
+            for i, (c, msgs) in enumerate(work):
+                if i in slow:
+                    fut: asyncio.Future[None] = loop.create_future()
+                    queued.append((i, c.tail, fut))
+                    c.tail = fut
+                else:
+                    out[i] = c.add(msgs, c.lost)
+            try:
+                found = await asyncio.gather(*(self._stored(work[i][0].key, needs[i]) for i, _, _ in queued))
+                for (i, prev, fut), stored in zip(queued, found):
+                    if prev is not None:
+                        await prev
+                    conv, msgs = work[i]
+                    out[i] = conv.add(msgs, {**(conv.lost or {}), **stored})
+                    fut.set_result(None)
+            finally:
+                for i, _, fut in queued:
+                    if not fut.done():
+                        fut.set_result(None)
+                    if work[i][0].tail is fut:
+                        work[i][0].tail = None
+        self._ledger.append((c.key, [(m.id, s) for m, s in zip(msgs, seqs)]) for (c, msgs), seqs in zip(work, out))
+        return out
+
+    async def _stored(self, key: ConversationKey, ids: list[str]) -> dict[str, int]:
+        return await self._lookup.get((key, ids)) if ids else {}
+
+    async def _write(self, conv: Conversation) -> int:
+        """Persist what ``conv`` has pending; return the highest seq now settled (committed, or
+        dead-lettered: a row the store rejects never blocks the rows after it)."""
+        if conv.deleted:
+            conv.buffer.drain()
+            return conv.durable_seq
+        msgs = conv.buffer.drain()
+        if not msgs:
+            return conv.durable_seq
+        ids = [m.id for m in msgs]
+        rows: list[MessageRow] = []
+        broken: list[DeadLetter] = []
+        for m in msgs:
+            try:
+                rows.append(message_to_row(conv.key, m))
+            except Exception as exc:  # cannot even be serialised: nothing to retry
+                broken.append(
+                    DeadLetter(
+                        conv.key.app,
+                        conv.key.user_id,
+                        conv.key.conversation_id,
+                        m.id,
+                        m.seq or 0,
+                        "rejected",
+                        f"{type(exc).__name__}: {exc}"[:2000],
+                        "",
+                    )
+                )
+        try:
+            if broken:
+                await self._store.record_dead_letters(broken)
+            outcome = await self.committer.submit(rows) if rows else Outcome([], [])
+        except BaseException:
+            conv.buffer.mark_pending(ids)
+            raise
+        conv.buffer.settle(ids)
+        self._lag.committed(conv.key, ids)
+        rejected = [*broken, *outcome.rejected]
+        bad = {d.id for d in broken} | set(outcome.rejected_ids)
+        corrected = {c.id: c for c in outcome.corrections}
+        gone = bad | set(corrected) | (conv.outside or set()).intersection(ids)
+        for mid in gone:  # dead-lettered, or held by the store under an older seq: out of the tail
+            conv.buffer.discard(mid)
+        if conv.outside:
+            conv.outside.difference_update(ids)
+        if rejected:
+            self._dead_lettered(conv, rejected)
+        rows = [
+            r._replace(seq=corrected[r.id].seq, created_at=corrected[r.id].created_at) if r.id in corrected else r
+            for r in rows
+            if r.id not in bad
+        ]
+        self._after_commit(conv, rows)
+        if self._ledger.due:
+            self.compact_ledger()
+        kept = [m.seq or 0 for m in msgs if m.id not in corrected]
+        return max(kept) if kept else conv.durable_seq
+
+    def _dead_lettered(self, conv: Conversation, letters: list[DeadLetter]) -> None:
+        conv.report(letters)
+        self.dead_letters += len(letters)
+        DEAD_LETTERS.inc(len(letters), {"host": str(self.host_id)})
+        log.warning(
+            "%d message(s) of %s rejected by the store and recorded as dead letters: %s",
+            len(letters),
+            conv.key,
+            "; ".join(f"{d.id!r} seq {d.seq}: {d.error}" for d in letters[:3]),
+        )
+
+    def compact_ledger(self) -> None:
+        """Rewrite the ledger with only what is not yet durable (conversations held here)."""
+        self._ledger.rewrite((c.key, [(m.id, m.seq or 0) for m in c.buffer.unsettled()]) for c in self._held())
+
+    def _after_commit(self, conv: Conversation, rows: list[MessageRow]) -> None:
+        ns = conversation_namespace(conv.key)
+        self._pipeline.submit(
+            [
+                PendingItem(
+                    ns,
+                    r.id,
+                    r.text,
+                    float(r.seq),
+                    message_payload(r),
+                    columns_of(r.created_at, r.sim_time, r.importance),
+                )
+                for r in rows
+                if r.text
+            ]
+        )
+        if self._titler is not None:
+            self._titler.consider(conv.key, rows)
+        if self._keeper is None:
+            return
+        if conv.unsummarized_tokens >= 0:
+            conv.unsummarized_tokens += sum(self._estimate(r.text) for r in rows)
+        if (
+            conv.unsummarized_tokens < 0 or conv.unsummarized_tokens >= self.config.summarizer.trigger_tokens
+        ) and not conv.summarizing:
+            conv.summarizing = True
+            asyncio.get_running_loop().create_task(self._summarize(conv))
+
+    async def _summarize(self, conv: Conversation) -> None:
+        assert self._keeper is not None
+        try:
+            await self._keeper.maybe_update(conv.key, conv.durable_seq)
+            counted = self._keeper.pending_tokens(conv.key)
+            conv.unsummarized_tokens = counted if counted is not None else 0
+        except Exception as exc:  # the summary is retried on the next write
+            log.warning("summary of %s failed: %r", conv.key, exc)
+        finally:
+            conv.summarizing = False
+
+    async def flush_one(
+        self, conv: Conversation, timeout_s: float | None, report_lost: bool = True, report_failed: bool = True
+    ) -> None:
+        await conv.flush(timeout_s)
+        letters = conv.take_failed() if report_failed else []
+        if conv.lost and report_lost:  # lost in a restart, unless a retried add has stored them since
+            lost, conv.lost = conv.lost, None
+            stored = (await self._store.stored_seqs([(conv.key, list(lost))]))[0]
+            reason = f"acknowledged (durable=False) but not yet stored when host {self.host_id} stopped"
+            letters += [
+                DeadLetter(conv.key.app, conv.key.user_id, conv.key.conversation_id, i, s, "lost", reason, "")
+                for i, s in lost.items()
+                if i not in stored
+            ]
+        if letters:
+            raise DeadLetterError(
+                [(d.app, d.user_id, d.conversation_id, d.id, d.seq, d.kind, d.error) for d in letters]
+            )
+
+    async def flush_all(
+        self, convs: list[Conversation], timeout_s: float | None, report_lost: bool = True, report_failed: bool = True
+    ) -> None:
+        results = await asyncio.gather(
+            *(self.flush_one(c, timeout_s, report_lost, report_failed) for c in convs), return_exceptions=True
+        )
+        DeadLetterError.raise_gathered(results)

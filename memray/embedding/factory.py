@@ -1,0 +1,57 @@
+"""`build_embedder`: the embedder an `EmbedderConfig` describes.
+
+Apart from the protocol (:mod:`.base`) so that the embedders, which import the protocol, and the
+factory, which imports the embedders, form no import loop.
+"""
+
+from __future__ import annotations
+
+import os
+
+from memray.config import EmbedderConfig
+from memray.embedding.base import Embedder
+
+__all__ = ["build_embedder"]
+
+
+def build_embedder(config: EmbedderConfig) -> Embedder | None:
+    """Build the embedder ``config`` describes; ``None`` for ``kind="none"``.
+
+    Wrapped in a :class:`~memray.embedding.cache.CachedEmbedder` when ``cache_size > 0``.
+    Constructing never touches the network or loads a model; the first ``embed`` does.
+    """
+    inner: Embedder
+    if config.kind == "none":
+        return None
+    if config.kind == "custom":
+        from memray.embedding.custom import CustomEmbedder
+
+        inner = CustomEmbedder(config.custom, config.model)
+    elif config.kind == "hash":
+        from memray.embedding.hashing import HashEmbedder
+
+        inner = HashEmbedder(config.dim)
+    elif config.kind == "openai":
+        from memray.embedding.openai import OpenAIEmbedder
+
+        inner = OpenAIEmbedder(
+            config.model or "text-embedding-3-small",
+            dim=config.dim,
+            base_url=config.base_url,
+            api_key=os.environ.get(config.api_key_env),
+            send_dimensions=config.send_dimensions,
+            batch_size=config.batch_size,
+            timeout_s=config.timeout_s,
+            max_retries=config.max_retries,
+        )
+    else:
+        from memray.embedding.local import LocalEmbedder
+
+        inner = LocalEmbedder(
+            config.model or "sentence-transformers/all-MiniLM-L6-v2", device=config.device, batch_size=config.batch_size
+        )
+    if config.cache_size > 0:
+        from memray.embedding.cache import CachedEmbedder, EmbeddingCache
+
+        return CachedEmbedder(inner, EmbeddingCache(config.cache_size, config.cache_ttl_s))
+    return inner

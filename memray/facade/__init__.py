@@ -1,0 +1,20 @@
+"""The facade: what users hold. :func:`open` gives a :class:`Memory`; from it come
+:class:`ConversationHandle` (with its :class:`WorkingMemoryHandle`) and the long-term service's
+:class:`MemoryServiceHandle`. Each call has a sync form and an ``a``-prefixed asyncio twin.
+"""
+
+from memray.facade.conversation import ConversationHandle
+from memray.facade.memory import ConversationList, Memory, open
+from memray.facade.project import ProjectView
+from memray.facade.service import MemoryServiceHandle
+from memray.facade.working_memory import WorkingMemoryHandle
+
+__all__ = [
+    "open",
+    "Memory",
+    "ConversationHandle",
+    "ConversationList",
+    "WorkingMemoryHandle",
+    "MemoryServiceHandle",
+    "ProjectView",
+]

@@ -1,0 +1,471 @@
+"""The facade's root: :func:`open` and :class:`Memory` (the handles are in their own modules).
+
+Thin by design: it validates input, routes each call to the right core (a host, a shard, the
+store) through the :class:`~memray.facade.session.Session` it started, and offers every call in
+a sync form and an asyncio twin (``add`` / ``aadd``). Both modes (``ray``, ``inprocess``) run
+the same cores behind it.
+
+Arguments are checked by :mod:`memray.arguments` (the rules the long-term service uses too)
+before anything is sent. Every call on a closed memray raises the same
+:class:`~memray.errors.ClosedError`: the check is :meth:`Memory._check_open`, which ``_run`` /
+``_arun`` (every call goes through one of them), ``conversation()`` and ``memory_service`` use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine, Iterable
+from typing import Any, TypeVar
+
+from memray.arguments import check_count, check_limit, check_min_score, check_mode, check_order, check_query
+from memray.config import EmbedderConfig, MemoryConfig, RunMode
+from memray.conversation.client import HostClient
+from memray.conversation.note import WorkingMemorySpec
+from memray.conversation.recall import Recall, SearchResults
+from memray.embedding.base import Embedder
+from memray.embedding.query import QueryEncoder
+from memray.errors import ClosedError, ValidationError
+from memray.facade.conversation import ConversationHandle
+from memray.facade.service import MemoryServiceHandle
+from memray.facade.session import Session, check_path, raise_unpersisted
+from memray.ids import ConversationKey, validate_id
+from memray.index.router import ShardRouter
+from memray.models import (
+    ConversationInfo,
+    ConversationOrder,
+    DeletionProof,
+    DeletionReceipt,
+    Message,
+    MessageInput,
+    RetrievalMode,
+    coerce_message,
+)
+from memray.rpc.local import LoopThread
+from memray.runtime.deploy import Deployment
+from memray.runtime.fork import check_fork_path, fork_deployment
+from memray.scoring import Scoring, SimTime, Window, stream_of, window
+from memray.service.longterm import MemoryService
+from memray.store.deadletter import DeadLetter
+
+__all__ = ["open", "Memory", "ConversationList"]
+
+T = TypeVar("T")
+
+
+def open(
+    path: str | None = None, mode: RunMode | None = None, config: MemoryConfig | None = None, **overrides: Any
+) -> Memory:  # noqa: A001
+    """Open (creating if needed) the memory at ``path``; ``mode="ray"`` (default) or ``"inprocess"``.
+    ``embedder=`` takes an :class:`~memray.config.EmbedderConfig`, or your own embedder: any
+    object with ``model_id``, ``dim`` and ``embed(texts)``, or a plain function
+    ``list[str] -> array`` (:mod:`memray.embedding.custom`)."""
+    base = config or MemoryConfig()
+    updates = dict(overrides)
+    if "embedder" in updates and not isinstance(updates["embedder"], (EmbedderConfig, dict)):
+        from memray.embedding.custom import check_custom
+
+        updates["embedder"] = EmbedderConfig(kind="custom", custom=check_custom(updates["embedder"]))
+    if path is not None:
+        updates["path"] = path
+    if mode is not None:
+        updates["mode"] = mode
+    cfg = MemoryConfig.model_validate({**base.model_dump(), **updates})
+    return Memory(cfg)._start()
+
+
+class Memory:
+    """One memray: conversations, the long-term service, erasure. Close it (or use ``with``).
+    Made by :func:`memray.open`."""
+
+    def __init__(self, config: MemoryConfig) -> None:
+        self._config = config
+        self._loop = LoopThread()
+        self._session: Session | None = None
+        self._started_ray = False  # this driver started a local Ray (so it owns the actors by default)
+        self._connected_ray = False  # this driver called ray.init (so it disconnects on close)
+        self._owns_actors = False  # a fork made by this driver: close() stops its actors
+        #: What the fork that opened this memray measured (None unless made by :meth:`fork`).
+        self.fork_info: dict[str, Any] | None = None
+
+    @property
+    def config(self) -> MemoryConfig:
+        """The configuration in force (the active model a re-embedding job recorded included)."""
+        return self._session.config if self._session is not None else self._config
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def _start(self) -> Memory:
+        check_path(self.config)
+        if self.config.mode == "ray":  # here, not on the loop's thread: Ray wants the main thread
+            from memray.runtime.actors import ensure_ray
+
+            self._connected_ray = ensure_ray(self.config)
+            self._started_ray = self._connected_ray and not self.config.address
+        self._loop.start()
+        try:
+            self._session = self._loop.run(Session.start(self.config))
+        except BaseException:
+            self._loop.stop()
+            if self._connected_ray:  # a local Ray started for nothing stops; a joined one is left
+                from memray.runtime.actors import shutdown_ray
+
+                shutdown_ray()
+            raise
+        return self
+
+    def close(self, terminate: bool | None = None) -> None:
+        """Flush everything acknowledged, then stop. Returns within ``write_timeout_s`` plus about
+        a minute whatever state the actors are in; if something acknowledged could not be made
+        durable (the store unreachable) or was dead-lettered since the last flush, it raises
+        StoreError saying how many, after everything is stopped.
+
+        In Ray mode the actors are killed if ``terminate`` (default: only when ``open`` started
+        a local Ray itself; a driver that joined a running Ray leaves them to the others sharing
+        them, and only disconnects).
+        """
+        session = self._session
+        if session is None:
+            return
+        reports: list[dict[str, Any]] = []
+        try:
+            default = self._started_ray or self._owns_actors
+            reports = self._loop.run(session.stop(default if terminate is None else terminate))
+        finally:
+            self._config = session.config
+            self._session = None
+            self._loop.stop()
+            if self._connected_ray:
+                from memray.runtime.actors import shutdown_ray
+
+                shutdown_ray()  # stops a local Ray this driver started; only disconnects from a joined one
+        raise_unpersisted(reports)
+
+    async def aclose(self, terminate: bool | None = None) -> None:
+        await asyncio.to_thread(self.close, terminate)
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Memory:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- plumbing (private: for the handles, the jobs and the tests) ------------------------
+    @property
+    def closed(self) -> bool:
+        return self._session is None
+
+    def _check_open(self) -> Session:
+        """The one closed-ness check: every call (sync or async, facade or service) passes here
+        and raises :class:`ClosedError` with the same words once :meth:`close` has run."""
+        if self._session is None:
+            raise ClosedError()
+        return self._session
+
+    @property
+    def _deployment(self) -> Deployment:
+        return self._check_open().deployment
+
+    @property
+    def _recall(self) -> Recall:
+        return self._check_open().recall
+
+    @property
+    def _router(self) -> ShardRouter:
+        return self._check_open().router
+
+    @property
+    def _encoder(self) -> QueryEncoder:
+        return self._check_open().encoder
+
+    @property
+    def _embedder(self) -> Embedder | None:
+        return self._check_open().embedder
+
+    @property
+    def _service_core(self) -> MemoryService:
+        """The long-term service's async core (``memory_service`` is the sync/async handle)."""
+        return self._check_open().service
+
+    def _host_for(self, key: ConversationKey) -> HostClient:
+        """The host of ``key``; calls to it are retried while Ray restarts it (they are idempotent;
+        a retried add asks the host for the seqs its first attempt got)."""
+        return self._check_open().host_for(key)
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._session is None:
+            coro.close()  # never started: no "coroutine was never awaited" warning
+            raise ClosedError()
+        return self._loop.run(coro)
+
+    async def _arun(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._session is None:
+            coro.close()
+            raise ClosedError()
+        return await self._loop.arun(coro)
+
+    # -- handles ----------------------------------------------------------------------------
+    @property
+    def memory_service(self) -> MemoryServiceHandle:
+        """The long-term memory service (SPEC §8): entries per app/user/project, search, deletes."""
+        self._check_open()
+        return MemoryServiceHandle(self)
+
+    def conversation(
+        self, user_id: str, conversation_id: str, app: str = "default", working_memory: WorkingMemorySpec | None = None
+    ) -> ConversationHandle:
+        """A handle to one conversation (created on first write). Cheap: no call is made.
+        ``working_memory`` sets the note's scope and format (default: conversation scope, text)."""
+        self._check_open()
+        return ConversationHandle(self, ConversationKey.of(app, user_id, conversation_id), working_memory)
+
+    # -- writes -----------------------------------------------------------------------------
+    def _coerce(self, messages: Iterable[MessageInput] | MessageInput) -> list[Message]:
+        if isinstance(messages, (Message, dict)):
+            messages = [messages]
+        elif isinstance(messages, (str, bytes)) or not isinstance(messages, Iterable):
+            raise ValidationError(
+                "messages",
+                messages,
+                f"must be a message or a list of messages, got {type(messages).__name__}",
+                "pass {'role': 'user', 'content': '...'} (or a list of them) or a memray.Message",
+            )
+        return [coerce_message(m, self.config.max_message_chars) for m in messages]
+
+    def add_many(
+        self,
+        batch: Iterable[tuple[ConversationKey | ConversationHandle, Iterable[MessageInput]]],
+        durable: bool = False,
+    ) -> list[list[int]]:
+        """Add to many conversations at once: one call per host. Returns seqs per input item."""
+        return self._run(self._check_open().add_many(self._prepare_many(batch), durable))
+
+    async def aadd_many(
+        self,
+        batch: Iterable[tuple[ConversationKey | ConversationHandle, Iterable[MessageInput]]],
+        durable: bool = False,
+    ) -> list[list[int]]:
+        return await self._arun(self._check_open().add_many(self._prepare_many(batch), durable))
+
+    def _prepare_many(
+        self, batch: Iterable[tuple[Any, Iterable[MessageInput]]]
+    ) -> list[tuple[ConversationKey, list[Message]]]:
+        out = []
+        for target, msgs in batch:
+            key = target.key if isinstance(target, ConversationHandle) else target
+            if not isinstance(key, ConversationKey):
+                raise ValidationError("conversation", target, "must be a ConversationKey or a conversation handle")
+            out.append((key, self._coerce(msgs)))
+        return out
+
+    async def _add(self, key: ConversationKey, messages: list[Message], durable: bool) -> list[int]:
+        seqs = await self._host_for(key).add(key, messages, durable)
+        self._recall.written(key, messages, seqs)
+        return seqs
+
+    def flush(self) -> None:
+        """Make everything acknowledged so far durable, in every conversation."""
+        self._run(self._check_open().flush())
+
+    async def aflush(self) -> None:
+        await self._arun(self._check_open().flush())
+
+    def wait_indexed(self, timeout_s: float = 60.0) -> bool:
+        """Flush, then wait until every durable message is embedded and searchable."""
+        return self._run(self._check_open().wait_indexed(timeout_s))
+
+    async def await_indexed(self, timeout_s: float = 60.0) -> bool:
+        return await self._arun(self._check_open().wait_indexed(timeout_s))
+
+    def export(self, root: str | None = None) -> dict[str, Any]:
+        """Export messages and entries to hive-partitioned Parquet under ``root`` (default
+        ``config.exports_path``), incrementally; returns the manifest (rows, files, watermark).
+        Layout: ``<root>/{messages,entries}/app_key=<key>/bucket=<n>/part-*.parquet``, every file
+        holding the ``app`` column (``key`` is the app, or a prefix and a hash of a long one); read it with
+        ``ray.data.read_parquet`` or DuckDB's ``read_parquet(..., hive_partitioning=true)``."""
+        return self._run(self._export(root))
+
+    async def aexport(self, root: str | None = None) -> dict[str, Any]:
+        return await self._arun(self._export(root))
+
+    async def _export(self, root: str | None) -> dict[str, Any]:
+        await self._check_open().flush()
+        return await self._deployment.store.export_parquet(root or self.config.exports_path)
+
+    # -- reads ------------------------------------------------------------------------------
+    def dead_letters(self, app: str | None = None, user_id: str | None = None, limit: int = 100) -> list[DeadLetter]:
+        """Messages that were acknowledged but could not be stored (``kind="rejected"``: the
+        store refused them; ``"lost"``: not yet durable when their host was killed), newest first.
+        Each keeps its seq, which no other message is ever given. A conversation's next flush
+        (or durable add) raises :class:`~memray.errors.DeadLetterError` naming its own."""
+        return self._run(self._dead_letters(app, user_id, limit))
+
+    async def adead_letters(
+        self, app: str | None = None, user_id: str | None = None, limit: int = 100
+    ) -> list[DeadLetter]:
+        return await self._arun(self._dead_letters(app, user_id, limit))
+
+    async def _dead_letters(self, app: str | None, user_id: str | None, limit: int) -> list[DeadLetter]:
+        return [DeadLetter(*r) for r in await self._deployment.store.dead_letters(app, user_id, limit)]
+
+    def stats(self) -> list[dict[str, Any]]:
+        """Each host's figures: conversations held, pending writes, commits, embedding failures,
+        dead letters, messages lost on a restart, its pid and memory."""
+        return self._run(self._stats())
+
+    async def astats(self) -> list[dict[str, Any]]:
+        return await self._arun(self._stats())
+
+    async def _stats(self) -> list[dict[str, Any]]:
+        return list(await asyncio.gather(*(h.stats() for h in self._deployment.hosts)))
+
+    def list_conversations(
+        self,
+        user_id: str,
+        app: str = "default",
+        order: ConversationOrder = "updated_desc",
+        limit: int = 50,
+        offset: int = 0,
+    ) -> ConversationList:
+        """A page of the user's conversations, ordered by ``updated_*``, ``created_*`` or
+        ``title_*`` (``_asc``/``_desc``; untitled last; ties by conversation id), ``limit`` from
+        ``offset``; ``.total`` counts them all."""
+        return self._run(self._list_conversations(user_id, app, order, limit, offset))
+
+    async def alist_conversations(
+        self,
+        user_id: str,
+        app: str = "default",
+        order: ConversationOrder = "updated_desc",
+        limit: int = 50,
+        offset: int = 0,
+    ) -> ConversationList:
+        return await self._arun(self._list_conversations(user_id, app, order, limit, offset))
+
+    def _list_conversations(
+        self, user_id: str, app: str, order: ConversationOrder, limit: int, offset: int
+    ) -> Coroutine[Any, Any, ConversationList]:
+        validate_id("user_id", user_id)
+        validate_id("app", app)
+        args = (check_order(order), check_limit(limit, 50), check_count(offset, "offset"))
+
+        async def page() -> ConversationList:
+            store = self._deployment.store
+            found, total = await asyncio.gather(
+                store.list_conversations(app, user_id, *args), store.count_conversations(app, user_id)
+            )
+            out = ConversationList(ConversationInfo.model_validate(r) for r in found)
+            out.total = int(total)
+            return out
+
+        return page()
+
+    def search_app(
+        self,
+        app: str,
+        query: str,
+        limit: int = 5,
+        mode: RetrievalMode | None = None,
+        min_score: float | None = None,
+        *,
+        scoring: Scoring | None = None,
+        after: SimTime | None = None,
+        before: SimTime | None = None,
+        created_after: SimTime | None = None,
+        created_before: SimTime | None = None,
+    ) -> SearchResults:
+        """Search every conversation of every user of ``app`` (an explicit app-wide operation:
+        it fans out to every shard). Scores, ``scoring`` and the time bounds as in
+        :meth:`ConversationHandle.search`."""
+        bounds = window(after, before, created_after, created_before)
+        return self._run(self._search_app(app, query, limit, mode, min_score, scoring, bounds))
+
+    async def asearch_app(
+        self,
+        app: str,
+        query: str,
+        limit: int = 5,
+        mode: RetrievalMode | None = None,
+        min_score: float | None = None,
+        *,
+        scoring: Scoring | None = None,
+        after: SimTime | None = None,
+        before: SimTime | None = None,
+        created_after: SimTime | None = None,
+        created_before: SimTime | None = None,
+    ) -> SearchResults:
+        bounds = window(after, before, created_after, created_before)
+        return await self._arun(self._search_app(app, query, limit, mode, min_score, scoring, bounds))
+
+    def _search_app(
+        self,
+        app: str,
+        query: str,
+        limit: int,
+        mode: RetrievalMode | None,
+        min_score: float | None,
+        scoring: Scoring | None,
+        bounds: Window | None,
+    ) -> Coroutine[Any, Any, SearchResults]:
+        validate_id("app", app)
+        return self._recall.search_app(
+            app,
+            check_query(query),
+            check_limit(limit, 5),
+            check_min_score(min_score),
+            check_mode(mode),
+            stream_of(scoring),
+            bounds,
+        )
+
+    # -- forks ----------------------------------------------------------------------------
+    def fork(self, path: str) -> Memory:
+        """A consistent copy of this whole memray at one point in time, taken while agents keep
+        writing, opened as an independent memray at ``path`` (same mode and configuration).
+        Everything acknowledged before the call is in it; see :mod:`memray.runtime.fork` and
+        README "Forks" for the guarantee. Close the fork when done; ``fork_info`` has timings."""
+        target = check_fork_path(self.config.root, path)
+        info = self._run(self._fork(target))
+        return self._open_fork(target, info)
+
+    async def afork(self, path: str) -> Memory:
+        target = check_fork_path(self.config.root, path)
+        info = await self._arun(self._fork(target))
+        return await asyncio.to_thread(self._open_fork, target, info)
+
+    async def _fork(self, target: str) -> dict[str, Any]:
+        session = self._check_open()
+        return await fork_deployment(session.deployment, session.config, target, session.service.pipeline.unconfirmed)
+
+    def _open_fork(self, target: str, info: dict[str, Any]) -> Memory:
+        fork = Memory(self.config.model_copy(update={"path": target}))
+        fork._owns_actors = self.config.address is None
+        fork.fork_info = info
+        return fork._start()
+
+    # -- deletes and erasure ----------------------------------------------------------------
+    def delete_user(self, *, user_id: str, app: str = "default") -> DeletionReceipt:
+        """Erase the user everywhere: conversations, messages, entries, working memory,
+        summaries, vectors in every shard and their snapshots, Parquet exports, caches. Returns
+        counts per store. Keyword-only, so app and user cannot be swapped by position."""
+        return self._run(self._check_open().erase(app, user_id))
+
+    async def adelete_user(self, *, user_id: str, app: str = "default") -> DeletionReceipt:
+        return await self._arun(self._check_open().erase(app, user_id))
+
+    def verify_deleted(self, *, user_id: str, app: str = "default") -> DeletionProof:
+        """Scan every store for the user; ``.clean`` is True when nothing of them remains."""
+        return self._run(self._check_open().verify(app, user_id))
+
+    async def averify_deleted(self, *, user_id: str, app: str = "default") -> DeletionProof:
+        return await self._arun(self._check_open().verify(app, user_id))
+
+
+class ConversationList(list[ConversationInfo]):
+    """A page of conversations; ``total`` is how many the user has in all."""
+
+    total: int = 0

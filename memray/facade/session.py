@@ -1,0 +1,245 @@
+"""`Session`: what an open memray is made of.
+
+Its deployment (the clients of the store, the shards and the hosts: Ray actors, or cores in this
+process), the hosts' clients with retries, and the cores that run in the caller's process — the
+shard router, the query encoder and its embedder (calibrated per model), recall and the long-term
+service. A re-embedding job may switch the active model while memray runs: :meth:`check_model`
+follows it before each search. What a call needs of more than one part (an ``add_many`` split by
+host, a flush of every host, leveling every shard, deletes and erasure) is done here; the facade
+validates, routes and offers it sync and async.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from memray.config import MemoryConfig
+from memray.conversation.client import HostClient
+from memray.conversation.recall import Recall
+from memray.embedding.active import ModelWatcher
+from memray.embedding.base import Embedder
+from memray.embedding.calibration import Calibration
+from memray.embedding.query import QueryEncoder
+from memray.errors import DeadLetterError, StoreError, UnavailableError, ValidationError
+from memray.ids import ConversationKey
+from memray.index.router import ShardRouter
+from memray.models import DeletionProof, DeletionReceipt, Message
+from memray.runtime.deploy import Deployment, LocalDeployment
+from memray.service.longterm import MemoryService
+
+__all__ = ["Session", "check_path", "raise_unpersisted"]
+
+
+@dataclass
+class Session:
+    config: MemoryConfig  # as resolved: the active model a re-embedding job recorded wins
+    deployment: Deployment
+    hosts: list[HostClient]  # the deployment's, retried while Ray restarts them
+    embedder: Embedder | None
+    router: ShardRouter
+    encoder: QueryEncoder
+    recall: Recall
+    service: MemoryService
+    watcher: ModelWatcher
+
+    @classmethod
+    async def start(cls, config: MemoryConfig) -> Session:
+        """Start the deployment ``config`` describes and the cores that run in this process."""
+        from memray.embedding import build_embedder
+        from memray.embedding.active import resolve_config
+
+        watcher = ModelWatcher(config.root)
+        config = resolve_config(config)
+        if config.mode == "ray":
+            from memray.runtime.actors import RayDeployment
+
+            deployment: Deployment = RayDeployment(config)
+        else:
+            deployment = LocalDeployment(config)
+        await deployment.start()
+        # calls to a host are retried while Ray restarts it (they are idempotent; a retried add
+        # asks the host for the seqs its first attempt got)
+        hosts = [host.retrying() for host in deployment.hosts]
+        embedder = build_embedder(config.embedder)
+        router = ShardRouter(deployment.shards)
+        encoder = QueryEncoder(embedder, await asyncio.to_thread(_calibration, config, embedder))
+        recall = Recall(
+            encoder,
+            router,
+            deployment.store,
+            config.index.mode,
+            lambda key: hosts[key.route(len(hosts))],
+            config.index.neighbour_weight,
+        )
+        recall.keep_messages = config.summarizer.keep_messages
+        service = MemoryService(
+            deployment.store,
+            router,
+            encoder,
+            config.index.mode,
+            batch_size=config.embedder.batch_size,
+            backoff_s=config.retry_backoff_s,
+            backoff_max_s=config.retry_backoff_max_s,
+        )
+        session = cls(config, deployment, hosts, embedder, router, encoder, recall, service, watcher)
+        recall.before_search = session.check_model
+        service.before_search = session.check_model
+        return session
+
+    def host_for(self, key: ConversationKey) -> HostClient:
+        """The (retrying) client of the host of ``key``."""
+        return self.hosts[key.route(len(self.hosts))]
+
+    def check_model(self) -> None:
+        """Switch the query embedder if a re-embedding job recorded a new model (one ``stat``)."""
+        from memray.embedding import build_embedder
+
+        record = self.watcher.changed()
+        if record is not None and record.embedder != self.config.embedder:
+            self.embedder = build_embedder(record.embedder)
+            self.config = self.config.model_copy(update={"embedder": record.embedder})
+            self.encoder.set_embedder(self.embedder, _calibration(self.config, self.embedder))
+            self.service.set_embedder(self.embedder)
+
+    # -- what a call needs of more than one part ------------------------------------------
+    async def add_many(self, batch: list[tuple[ConversationKey, list[Message]]], durable: bool) -> list[list[int]]:
+        """One call per host; the seqs per input item, in input order."""
+        hosts = self.hosts
+        groups: dict[int, list[int]] = {}
+        for i, (key, _) in enumerate(batch):
+            groups.setdefault(key.route(len(hosts)), []).append(i)
+        results = await asyncio.gather(
+            *(hosts[h].add_many([batch[i] for i in idx], durable) for h, idx in groups.items())
+        )
+        out: list[list[int]] = [[] for _ in batch]
+        for idx, got in zip(groups.values(), results):
+            for i, s in zip(idx, got):
+                out[i] = s
+        for (key, msgs), seqs in zip(batch, out):
+            self.recall.written(key, msgs, seqs)
+        return out
+
+    async def flush(self) -> None:
+        """Make everything acknowledged durable on every host. Raises the dead letters of every
+        host as one DeadLetterError, else the first other error."""
+        results = await asyncio.gather(*(h.flush() for h in self.deployment.hosts), return_exceptions=True)
+        DeadLetterError.raise_gathered(results)
+
+    async def wait_indexed(self, timeout_s: float) -> bool:
+        """Flush, let every host embed and index what it holds, then level every shard with the store."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        done = await asyncio.gather(*(h.wait_indexed(timeout_s) for h in self.deployment.hosts))
+        if not all(done):
+            return False
+        # every committed, embedded item must have its vector in its shard: level each with the store
+        from memray.index.recovery import level_shard
+
+        store, shards = self.deployment.store, self.deployment.shards
+        for i, shard in enumerate(shards):
+            while True:
+                try:
+                    if not await shard.is_recovering():
+                        await level_shard(store, shard, i, len(shards))
+                        break
+                except UnavailableError:  # restarting: it recovers, then is leveled
+                    pass
+                if loop.time() >= deadline:
+                    return False
+                await asyncio.sleep(0.05)
+        return True
+
+    async def delete_conversation(self, key: ConversationKey) -> dict[str, int]:
+        """Its host forgets it, the store deletes it (with its exports), its shard drops it."""
+        await self.host_for(key).evict(key)  # pending writes dropped, in-flight ones awaited
+        self.recall.forget(key)
+        counts = await self.deployment.store.delete_conversation(key)
+        counts["vectors"] = await self.router.drop(key.app, key.user_id, "conv", key.conversation_id)
+        return counts
+
+    async def clear(self, key: ConversationKey) -> dict[str, int]:
+        """Every message of the conversation goes (it, its working memory and its seqs stay)."""
+        self.recall.forget(key)
+        return await self.host_for(key).clear(key)
+
+    async def delete_messages(self, key: ConversationKey, ids: list[str]) -> dict[str, int]:
+        """These messages go from every store (and from what this process keeps for search)."""
+        self.recall.forget(key, ids)
+        return await self.host_for(key).delete_messages(key, ids)
+
+    async def erase(self, app: str, user_id: str) -> DeletionReceipt:
+        """``delete_user`` across every part (:func:`memray.service.erasure.erase_user`)."""
+        from memray.service.erasure import erase_user
+
+        dep = self.deployment
+        return await erase_user(
+            dep.store, dep.shards, dep.hosts, self.service, self.embedder, app, user_id, self.recall
+        )
+
+    async def verify(self, app: str, user_id: str) -> DeletionProof:
+        """``verify_deleted`` across every part (:func:`memray.service.erasure.verify_user_deleted`)."""
+        from memray.service.erasure import verify_user_deleted
+
+        dep = self.deployment
+        return await verify_user_deleted(
+            dep.store, dep.shards, dep.hosts, self.service, self.config, app, user_id, self.recall
+        )
+
+    async def stop(self, terminate: bool) -> list[dict[str, Any]]:
+        """Stop the service, then the deployment (see :meth:`Deployment.stop`); the hosts' reports."""
+        await self.service.close()
+        return await self.deployment.stop(terminate)
+
+
+def _calibration(config: MemoryConfig, embedder: Embedder | None) -> Calibration:
+    """``embedder``'s relevance threshold and vector weight (measured once per model and data
+    directory, :mod:`memray.embedding.calibration`), with the configured overrides."""
+    from memray.embedding.calibration import calibration_of
+
+    if embedder is None:
+        return Calibration(1.0, 0.0)
+    threshold, weight = calibration_of(config.root, embedder)
+    if config.embedder.min_similarity is not None:
+        threshold = config.embedder.min_similarity
+    if config.index.vector_weight is not None:
+        weight = config.index.vector_weight
+    return Calibration(threshold, weight)
+
+
+def raise_unpersisted(reports: list[dict[str, Any]]) -> None:
+    """Raise StoreError if the hosts' close reports (:meth:`Session.stop`) say something
+    acknowledged was not made durable or was dead-lettered."""
+    lost = sum(int(r.get("unpersisted", 0)) for r in reports)
+    dead = sum(int(r.get("dead_letters", 0)) for r in reports)
+    errors = [f"{r.get('host', '?')}: {r['error']}" for r in reports if r.get("error")]
+    if lost or dead or errors:
+        raise StoreError(
+            f"closed, but {lost} acknowledged message(s) could not be made durable and {dead} were dead-lettered "
+            f"({'; '.join(errors)[:500]}); dead letters are listed by Memory.dead_letters() after reopening"
+        )
+
+
+def check_path(config: MemoryConfig) -> None:
+    """The data directory: a directory, or one that can be created (it is, once memray starts);
+    never a file. Nothing is created here: an open that fails later leaves no folder behind."""
+    path = config.path
+    if os.path.exists(config.root) and not os.path.isdir(config.root):
+        raise ValidationError(
+            "path",
+            path,
+            "is a file, not a directory",
+            "give a directory (memray creates it if missing and keeps history.duckdb, vectors/ and exports/ in it)",
+        )
+    parent = config.root
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
+        raise ValidationError(
+            "path",
+            path,
+            f"cannot be created: {parent} is not a directory you can write to",
+            "give a directory you can write to",
+        )
