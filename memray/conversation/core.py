@@ -16,6 +16,8 @@ from memray.conversation.persist import PersistChain
 from memray.ids import ConversationKey
 from memray.models import Message
 from memray.scoring import Window
+from memray.store.base import ConversationSnapshot
+from memray.store.rows import row_to_message
 
 if TYPE_CHECKING:
     from memray.store.deadletter import DeadLetter
@@ -70,6 +72,23 @@ class Conversation:
         self.lost: dict[str, int] | None = None  # id -> seq acknowledged before a restart, not stored
         self.unindexed: dict[str, Message] | None = None  # the read-your-writes tail (memray.conversation.tail)
         self.indexed_stamp = 0
+
+    @classmethod
+    def loaded(
+        cls,
+        key: ConversationKey,
+        snap: ConversationSnapshot,
+        window: int,
+        make_chain: Callable[[Conversation], PersistChain],
+    ) -> Conversation:
+        """The conversation as the store has it: its newest ``window`` messages buffered."""
+        buffer = MessageBuffer(window)
+        for row in snap.recent:
+            buffer.put_durable(row_to_message(row))
+        conv = cls(key, buffer, make_chain, snap.last_seq, whole=len(snap.recent) < window)
+        if snap.last_seq == 0:
+            conv.unsummarized_tokens = 0  # a new conversation: count as it grows, no store read
+        return conv
 
     @property
     def chain(self) -> PersistChain:

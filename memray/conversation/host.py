@@ -21,9 +21,9 @@ import time
 from typing import Any
 
 from memray.config import EmbedderConfig, MemoryConfig
-from memray.conversation.buffer import MessageBuffer
 from memray.conversation.core import Conversation, matches, overlay
 from memray.conversation.ledger import AckLedger
+from memray.conversation.removal import MessageRemoval
 from memray.conversation.summarizer import build_summarizer
 from memray.conversation.summary import SummaryKeeper
 from memray.conversation.tail import Tail, TailKeeper
@@ -113,6 +113,7 @@ class ConversationHost:
             lambda: self._conversations.values(),
             titler,
         )
+        self._removal = MessageRemoval(self._store, self._router, self._pipeline, self._keeper)
 
     # -- conversations in memory ------------------------------------------------------------
     async def _get(self, key: ConversationKey) -> Conversation:
@@ -147,13 +148,7 @@ class ConversationHost:
         return [self._conversations.get(k) or await self._loading[k] for k in keys]
 
     def _make(self, key: ConversationKey, snap: ConversationSnapshot) -> Conversation:
-        window = self.config.buffer_window
-        buffer = MessageBuffer(window)
-        for row in snap.recent:
-            buffer.put_durable(row_to_message(row))
-        conv = Conversation(key, buffer, self._writes.make_chain, snap.last_seq, whole=len(snap.recent) < window)
-        if snap.last_seq == 0:
-            conv.unsummarized_tokens = 0  # a new conversation: count as it grows, no store read
+        conv = Conversation.loaded(key, snap, self.config.buffer_window, self._writes.make_chain)
         conv.lost = self._lost.pop(key, None)
         return conv
 
@@ -290,65 +285,17 @@ class ConversationHost:
             self._keeper.forget(key)
 
     async def delete_messages(self, key: ConversationKey, ids: list[str], timeout_s: float = 60.0) -> dict[str, int]:
-        """Delete some messages of a conversation: from its buffer, from the store (with their
-        vectors and exported rows) and from the shards. The conversation's writes are flushed
-        first, so no pending write lands after the delete; queued embedding work for the
-        messages is dropped and a batch in flight allowed to land before the vectors go. Seqs
-        are not reused. Returns counts per store, ``vectors`` included."""
-        conv = await self._get(key)
-        await conv.flush(timeout_s)
-        for message_id in ids:
-            conv.buffer.discard(message_id)
-        ns = conversation_namespace(key)
-        refs = [(ns, i) for i in ids]
-        self._pipeline.forget_items(refs)
-        await self._pipeline.wait_idle(timeout_s)
-        counts: dict[str, int] = await self._store.delete_messages(key, ids)
-        counts["vectors"] = await self._router.delete(refs)
-        return counts
+        """Delete some messages of a conversation (:meth:`MessageRemoval.delete`)."""
+        return await self._removal.delete(await self._get(key), ids, timeout_s)
 
     async def clear(self, key: ConversationKey, timeout_s: float = 60.0) -> dict[str, int]:
-        """Delete every message the conversation has acknowledged so far, with their vectors,
-        exported rows and its summary; the conversation, its working memory and its seqs stay
-        (new messages continue after the last seq). Messages added while it runs are kept.
-        Returns counts per store (``vectors`` included)."""
-        conv = await self._get(key)
-        upto = conv.last_seq
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while conv.summarizing and loop.time() < deadline:  # a fold in flight must not land afterwards
-            await asyncio.sleep(0.01)
-        await conv.flush(timeout_s)
-        for msg in conv.buffer.recent():  # (no await since the flush: no write of these can start)
-            if (msg.seq or 0) <= upto:
-                conv.buffer.discard(msg.id)
-        if conv.unindexed:
-            conv.unindexed = {i: m for i, m in conv.unindexed.items() if (m.seq or 0) > upto} or None
-        ns = conversation_namespace(key)
-        self._pipeline.forget_if(lambda item: item.namespace == ns and item.recency <= upto)
-        await self._pipeline.wait_idle(timeout_s)
-        counts: dict[str, int]
-        counts, ids = await self._store.clear_messages(key, upto)
-        counts["vectors"] = await self._router.delete([(ns, i) for i in ids])
-        if self._keeper is not None:
-            self._keeper.forget(key)
-        conv.unsummarized_tokens = -1  # recounted by the keeper on the next write
-        return counts
+        """Delete every message the conversation has acknowledged so far (:meth:`MessageRemoval.clear`)."""
+        return await self._removal.clear(await self._get(key), timeout_s)
 
     async def count_messages(self, key: ConversationKey, ids: list[str] | None = None) -> dict[str, int]:
-        """What this host holds of the conversation's messages (only ``ids`` when given): in the
-        buffer or the read-your-writes tail, and queued for embedding (a deletion check)."""
+        """What this host holds of the conversation's messages (:meth:`MessageRemoval.count`)."""
         await self.start()
-        conv = self._conversations.get(key)
-        wanted = None if ids is None else set(ids)
-        ns = conversation_namespace(key)
-        held: set[str] = set()
-        if conv is not None:
-            held = {m.id for m in conv.buffer.recent()} | set(conv.unindexed or ())
-        queued = self._pipeline.count_if(
-            lambda item: item.namespace == ns and (wanted is None or item.doc_id in wanted)
-        )
-        return {"host_messages": len(held if wanted is None else held & wanted), "host_queued": queued}
+        return self._removal.count(key, self._conversations.get(key), ids)
 
     async def unconfirmed(self) -> list[tuple[Namespace, str]]:
         """Items this host committed and the shards have not confirmed yet (a fork re-reads them)."""

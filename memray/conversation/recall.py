@@ -6,7 +6,7 @@ they need no store read (the store is read only for items a rebuilt shard holds 
 
 Read-your-writes (:mod:`memray.conversation.tail`), in one call:
 
-- ``search``: this process keeps what it added and has not yet seen indexed (:meth:`Recall.written`);
+- ``search``: this process keeps what it added and has not yet seen indexed (:class:`Written`);
   the search tells the shard those seqs, the shard says which it holds, and the rest are scored
   here with the shard's BM25 statistics. So a search right after an ``add`` finds it (in the
   conversation, and with ``scope="user"`` in every conversation of the user this process wrote
@@ -35,6 +35,7 @@ from memray.conversation.context import assemble
 from memray.conversation.instructions import render_instructions
 from memray.conversation.tail import Tail, score_tail, support_neighbours
 from memray.conversation.working_memory import WorkingMemory
+from memray.conversation.written import Tails, Written
 from memray.embedding.query import Encoded, QueryEncoder
 from memray.ids import ConversationKey, Namespace, conversation_namespace
 from memray.index.base import ShardHit
@@ -54,12 +55,6 @@ if TYPE_CHECKING:
 __all__ = ["Recall", "SearchResults"]
 
 log = logging.getLogger(__name__)
-
-#: At most this many messages this process added are kept for read-your-writes until a search
-#: sees them indexed; past it the oldest conversations' are dropped (found once indexed).
-WRITTEN_CAP = 100_000
-
-Tails = dict[ConversationKey, Tail]
 
 
 class SearchResults(list[Hit]):
@@ -87,9 +82,8 @@ class Recall:
         self._neighbour_weight = neighbour_weight
         #: Called before each search (the facade checks there whether the active model changed).
         self.before_search: Callable[[], None] | None = None
-        # what this process added and has not seen indexed: user -> conversation -> id -> (seq, message)
-        self._written: dict[tuple[str, str], dict[ConversationKey, dict[str, tuple[int, Message]]]] = {}
-        self._written_count = 0
+        #: What this process added and has not seen indexed (searches find it).
+        self.written = Written()
         self._recent_batches: dict[str, Coalescer[tuple[ConversationKey, int], tuple[list[Message], Tail]]] = {}
         #: The newest recent messages context() keeps even when the summary covers them
         #: (``SummarizerConfig.keep_messages``; the facade sets it).
@@ -97,73 +91,6 @@ class Recall:
         self._extras_batch: Coalescer[tuple[ConversationKey, WMScope], tuple[str | None, str | None, int]] = Coalescer(
             lambda requests: self._store.context_extras(requests)
         )
-
-    def written(self, key: ConversationKey, messages: list[Message], seqs: list[int]) -> None:
-        """This process added ``messages`` to ``key`` and got ``seqs``: searches find them until
-        the shard holds them (a message without text is never indexed, so is not kept)."""
-        mine = self._written.setdefault((key.app, key.user_id), {}).setdefault(key, {})
-        for msg, seq in zip(messages, seqs):
-            if msg.text:
-                self._written_count += msg.id not in mine
-                mine[msg.id] = (seq, msg)
-        while self._written_count > WRITTEN_CAP:
-            user = next(iter(self._written))
-            convs = self._written[user]
-            self._written_count -= len(convs.pop(next(iter(convs))))
-            if not convs:
-                del self._written[user]
-
-    def forget(self, key: ConversationKey, ids: list[str] | None = None) -> int:
-        """Drop what this process wrote to ``key`` (or only ``ids``): deleted messages must not
-        come back from here. Returns how many were dropped."""
-        convs = self._written.get((key.app, key.user_id), {})
-        mine = convs.get(key, {})
-        gone = [i for i in (list(mine) if ids is None else ids) if mine.pop(i, None) is not None]
-        self._written_count -= len(gone)
-        if not mine:
-            convs.pop(key, None)
-        if not convs:
-            self._written.pop((key.app, key.user_id), None)
-        return len(gone)
-
-    def forget_user(self, app: str, user_id: str) -> int:
-        """Drop everything this process wrote for the user (erasure). Returns how many."""
-        convs = self._written.pop((app, user_id), {})
-        gone = sum(len(mine) for mine in convs.values())
-        self._written_count -= gone
-        return gone
-
-    def count_user(self, app: str, user_id: str) -> int:
-        """Messages of the user this process holds for read-your-writes (0 after an erasure)."""
-        return sum(len(mine) for mine in self._written.get((app, user_id), {}).values())
-
-    def _unseen(self, key: ConversationKey, scope: Scope) -> dict[ConversationKey, dict[str, tuple[int, Message]]]:
-        convs = self._written.get((key.app, key.user_id), {})
-        if scope == "conversation":
-            return {key: convs[key]} if key in convs else {}
-        return dict(convs)
-
-    def _seen(self, key: ConversationKey, held: dict[Namespace, list[int]]) -> Tails:
-        """Forget what the shard said it holds; the tails of what it does not."""
-        convs = self._written.get((key.app, key.user_id), {})
-        tails: Tails = {}
-        for ns, seqs in held.items():
-            k = ConversationKey(ns.app, ns.user_id, ns.scope)
-            mine = convs.get(k)
-            if mine is None:
-                continue
-            if seqs:
-                indexed = set(seqs)
-                for mid in [m for m, (seq, _) in mine.items() if seq in indexed]:
-                    del mine[mid]
-                    self._written_count -= 1
-            if mine:
-                tails[k] = Tail([m.model_copy(update={"seq": seq}) for seq, m in mine.values()], 0)
-            else:
-                del convs[k]
-        if not convs:
-            self._written.pop((key.app, key.user_id), None)
-        return tails
 
     # -- search -----------------------------------------------------------------------------
     async def search(
@@ -219,7 +146,7 @@ class Recall:
         None), or the conversation's host's tail (context())."""
         t0 = time.perf_counter()
         encoded = await self._encode(query, mode)
-        unseen = self._unseen(key, scope)
+        unseen = self.written.unseen(key, scope)
         if host_tail is not None:  # the host's tail covers this conversation, whoever wrote to it
             unseen[key] = {}
         watch = tuple((conversation_namespace(k), tuple(seq for seq, _ in mine.values())) for k, mine in unseen.items())
@@ -233,7 +160,7 @@ class Recall:
         tail_failure = None
         if host_tail is None:
             result = await run()
-            tails = self._seen(key, result.held)
+            tails = self.written.seen(key, result.held)
         else:
             answered, got = await asyncio.gather(run(), host_tail, return_exceptions=True)
             if isinstance(answered, BaseException):
@@ -245,7 +172,7 @@ class Recall:
                 tail_failure = f"messages not yet indexed were not searched (their host failed: {got})"
             elif got.stamp > result.stamps.get(conversation_namespace(key), 0):
                 result = await run()  # the host saw an upsert confirmed that the shard's answer predates
-            tails = self._seen(key, result.held)
+            tails = self.written.seen(key, result.held)
             tails.pop(key, None)
             if not isinstance(got, BaseException):
                 tails[key] = got

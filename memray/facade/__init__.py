@@ -4,9 +4,10 @@
 """
 
 from memray.facade.conversation import ConversationHandle
-from memray.facade.memory import ConversationList, Memory, open
+from memray.facade.memory import Memory, open
 from memray.facade.project import ProjectView
 from memray.facade.service import MemoryServiceHandle
+from memray.facade.session import ConversationList
 from memray.facade.working_memory import WorkingMemoryHandle
 
 __all__ = [

@@ -19,19 +19,15 @@ from typing import Any, TypeVar
 
 from memray.arguments import check_count, check_limit, check_min_score, check_mode, check_order, check_query
 from memray.config import EmbedderConfig, MemoryConfig, RunMode
-from memray.conversation.client import HostClient
 from memray.conversation.note import WorkingMemorySpec
-from memray.conversation.recall import Recall, SearchResults
-from memray.embedding.base import Embedder
-from memray.embedding.query import QueryEncoder
-from memray.errors import ClosedError, ValidationError
+from memray.conversation.recall import SearchResults
+from memray.errors import ValidationError
+from memray.facade.access import SessionAccess
 from memray.facade.conversation import ConversationHandle
 from memray.facade.service import MemoryServiceHandle
-from memray.facade.session import Session, check_path, raise_unpersisted
+from memray.facade.session import ConversationList, Session, check_path, raise_unpersisted
 from memray.ids import ConversationKey, validate_id
-from memray.index.router import ShardRouter
 from memray.models import (
-    ConversationInfo,
     ConversationOrder,
     DeletionProof,
     DeletionReceipt,
@@ -40,14 +36,11 @@ from memray.models import (
     RetrievalMode,
     coerce_message,
 )
-from memray.rpc.local import LoopThread
-from memray.runtime.deploy import Deployment
-from memray.runtime.fork import check_fork_path, fork_deployment
+from memray.runtime.fork import check_fork_path
 from memray.scoring import Scoring, SimTime, Window, stream_of, window
-from memray.service.longterm import MemoryService
 from memray.store.deadletter import DeadLetter
 
-__all__ = ["open", "Memory", "ConversationList"]
+__all__ = ["open", "Memory"]
 
 T = TypeVar("T")
 
@@ -73,14 +66,13 @@ def open(
     return Memory(cfg)._start()
 
 
-class Memory:
+class Memory(SessionAccess):
     """One memray: conversations, the long-term service, erasure. Close it (or use ``with``).
     Made by :func:`memray.open`."""
 
     def __init__(self, config: MemoryConfig) -> None:
+        super().__init__()
         self._config = config
-        self._loop = LoopThread()
-        self._session: Session | None = None
         self._started_ray = False  # this driver started a local Ray (so it owns the actors by default)
         self._connected_ray = False  # this driver called ray.init (so it disconnects on close)
         self._owns_actors = False  # a fork made by this driver: close() stops its actors
@@ -154,60 +146,6 @@ class Memory:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    # -- plumbing (private: for the handles, the jobs and the tests) ------------------------
-    @property
-    def closed(self) -> bool:
-        return self._session is None
-
-    def _check_open(self) -> Session:
-        """The one closed-ness check: every call (sync or async, facade or service) passes here
-        and raises :class:`ClosedError` with the same words once :meth:`close` has run."""
-        if self._session is None:
-            raise ClosedError()
-        return self._session
-
-    @property
-    def _deployment(self) -> Deployment:
-        return self._check_open().deployment
-
-    @property
-    def _recall(self) -> Recall:
-        return self._check_open().recall
-
-    @property
-    def _router(self) -> ShardRouter:
-        return self._check_open().router
-
-    @property
-    def _encoder(self) -> QueryEncoder:
-        return self._check_open().encoder
-
-    @property
-    def _embedder(self) -> Embedder | None:
-        return self._check_open().embedder
-
-    @property
-    def _service_core(self) -> MemoryService:
-        """The long-term service's async core (``memory_service`` is the sync/async handle)."""
-        return self._check_open().service
-
-    def _host_for(self, key: ConversationKey) -> HostClient:
-        """The host of ``key``; calls to it are retried while Ray restarts it (they are idempotent;
-        a retried add asks the host for the seqs its first attempt got)."""
-        return self._check_open().host_for(key)
-
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        if self._session is None:
-            coro.close()  # never started: no "coroutine was never awaited" warning
-            raise ClosedError()
-        return self._loop.run(coro)
-
-    async def _arun(self, coro: Coroutine[Any, Any, T]) -> T:
-        if self._session is None:
-            coro.close()
-            raise ClosedError()
-        return await self._loop.arun(coro)
-
     # -- handles ----------------------------------------------------------------------------
     @property
     def memory_service(self) -> MemoryServiceHandle:
@@ -264,7 +202,7 @@ class Memory:
 
     async def _add(self, key: ConversationKey, messages: list[Message], durable: bool) -> list[int]:
         seqs = await self._host_for(key).add(key, messages, durable)
-        self._recall.written(key, messages, seqs)
+        self._recall.written.add(key, messages, seqs)
         return seqs
 
     def flush(self) -> None:
@@ -287,14 +225,10 @@ class Memory:
         Layout: ``<root>/{messages,entries}/app_key=<key>/bucket=<n>/part-*.parquet``, every file
         holding the ``app`` column (``key`` is the app, or a prefix and a hash of a long one); read it with
         ``ray.data.read_parquet`` or DuckDB's ``read_parquet(..., hive_partitioning=true)``."""
-        return self._run(self._export(root))
+        return self._run(self._check_open().export(root))
 
     async def aexport(self, root: str | None = None) -> dict[str, Any]:
-        return await self._arun(self._export(root))
-
-    async def _export(self, root: str | None) -> dict[str, Any]:
-        await self._check_open().flush()
-        return await self._deployment.store.export_parquet(root or self.config.exports_path)
+        return await self._arun(self._check_open().export(root))
 
     # -- reads ------------------------------------------------------------------------------
     def dead_letters(self, app: str | None = None, user_id: str | None = None, limit: int = 100) -> list[DeadLetter]:
@@ -315,13 +249,10 @@ class Memory:
     def stats(self) -> list[dict[str, Any]]:
         """Each host's figures: conversations held, pending writes, commits, embedding failures,
         dead letters, messages lost on a restart, its pid and memory."""
-        return self._run(self._stats())
+        return self._run(self._check_open().stats())
 
     async def astats(self) -> list[dict[str, Any]]:
-        return await self._arun(self._stats())
-
-    async def _stats(self) -> list[dict[str, Any]]:
-        return list(await asyncio.gather(*(h.stats() for h in self._deployment.hosts)))
+        return await self._arun(self._check_open().stats())
 
     def list_conversations(
         self,
@@ -352,17 +283,7 @@ class Memory:
         validate_id("user_id", user_id)
         validate_id("app", app)
         args = (check_order(order), check_limit(limit, 50), check_count(offset, "offset"))
-
-        async def page() -> ConversationList:
-            store = self._deployment.store
-            found, total = await asyncio.gather(
-                store.list_conversations(app, user_id, *args), store.count_conversations(app, user_id)
-            )
-            out = ConversationList(ConversationInfo.model_validate(r) for r in found)
-            out.total = int(total)
-            return out
-
-        return page()
+        return self._check_open().list_conversations(app, user_id, *args)
 
     def search_app(
         self,
@@ -429,17 +350,13 @@ class Memory:
         Everything acknowledged before the call is in it; see :mod:`memray.runtime.fork` and
         README "Forks" for the guarantee. Close the fork when done; ``fork_info`` has timings."""
         target = check_fork_path(self.config.root, path)
-        info = self._run(self._fork(target))
+        info = self._run(self._check_open().fork(target))
         return self._open_fork(target, info)
 
     async def afork(self, path: str) -> Memory:
         target = check_fork_path(self.config.root, path)
-        info = await self._arun(self._fork(target))
+        info = await self._arun(self._check_open().fork(target))
         return await asyncio.to_thread(self._open_fork, target, info)
-
-    async def _fork(self, target: str) -> dict[str, Any]:
-        session = self._check_open()
-        return await fork_deployment(session.deployment, session.config, target, session.service.pipeline.unconfirmed)
 
     def _open_fork(self, target: str, info: dict[str, Any]) -> Memory:
         fork = Memory(self.config.model_copy(update={"path": target}))
@@ -463,9 +380,3 @@ class Memory:
 
     async def averify_deleted(self, *, user_id: str, app: str = "default") -> DeletionProof:
         return await self._arun(self._check_open().verify(app, user_id))
-
-
-class ConversationList(list[ConversationInfo]):
-    """A page of conversations; ``total`` is how many the user has in all."""
-
-    total: int = 0

@@ -26,11 +26,18 @@ from memray.embedding.query import QueryEncoder
 from memray.errors import DeadLetterError, StoreError, UnavailableError, ValidationError
 from memray.ids import ConversationKey
 from memray.index.router import ShardRouter
-from memray.models import DeletionProof, DeletionReceipt, Message
+from memray.models import ConversationInfo, ConversationOrder, DeletionProof, DeletionReceipt, Message
 from memray.runtime.deploy import Deployment, LocalDeployment
+from memray.runtime.fork import fork_deployment
 from memray.service.longterm import MemoryService
 
-__all__ = ["Session", "check_path", "raise_unpersisted"]
+__all__ = ["Session", "ConversationList", "check_path", "raise_unpersisted"]
+
+
+class ConversationList(list[ConversationInfo]):
+    """A page of conversations; ``total`` is how many the user has in all."""
+
+    total: int = 0
 
 
 @dataclass
@@ -119,7 +126,7 @@ class Session:
             for i, s in zip(idx, got):
                 out[i] = s
         for (key, msgs), seqs in zip(batch, out):
-            self.recall.written(key, msgs, seqs)
+            self.recall.written.add(key, msgs, seqs)
         return out
 
     async def flush(self) -> None:
@@ -155,19 +162,19 @@ class Session:
     async def delete_conversation(self, key: ConversationKey) -> dict[str, int]:
         """Its host forgets it, the store deletes it (with its exports), its shard drops it."""
         await self.host_for(key).evict(key)  # pending writes dropped, in-flight ones awaited
-        self.recall.forget(key)
+        self.recall.written.forget(key)
         counts = await self.deployment.store.delete_conversation(key)
         counts["vectors"] = await self.router.drop(key.app, key.user_id, "conv", key.conversation_id)
         return counts
 
     async def clear(self, key: ConversationKey) -> dict[str, int]:
         """Every message of the conversation goes (it, its working memory and its seqs stay)."""
-        self.recall.forget(key)
+        self.recall.written.forget(key)
         return await self.host_for(key).clear(key)
 
     async def delete_messages(self, key: ConversationKey, ids: list[str]) -> dict[str, int]:
         """These messages go from every store (and from what this process keeps for search)."""
-        self.recall.forget(key, ids)
+        self.recall.written.forget(key, ids)
         return await self.host_for(key).delete_messages(key, ids)
 
     async def erase(self, app: str, user_id: str) -> DeletionReceipt:
@@ -187,6 +194,29 @@ class Session:
         return await verify_user_deleted(
             dep.store, dep.shards, dep.hosts, self.service, self.config, app, user_id, self.recall
         )
+
+    async def export(self, root: str | None) -> dict[str, Any]:
+        """Flush every host, then export (:meth:`HistoryStore.export_parquet`)."""
+        await self.flush()
+        return await self.deployment.store.export_parquet(root or self.config.exports_path)
+
+    async def stats(self) -> list[dict[str, Any]]:
+        return list(await asyncio.gather(*(h.stats() for h in self.deployment.hosts)))
+
+    async def list_conversations(
+        self, app: str, user_id: str, order: ConversationOrder, limit: int, offset: int
+    ) -> ConversationList:
+        store = self.deployment.store
+        found, total = await asyncio.gather(
+            store.list_conversations(app, user_id, order, limit, offset), store.count_conversations(app, user_id)
+        )
+        out = ConversationList(ConversationInfo.model_validate(r) for r in found)
+        out.total = int(total)
+        return out
+
+    async def fork(self, target: str) -> dict[str, Any]:
+        """A fork of the deployment at ``target`` (:func:`memray.runtime.fork.fork_deployment`)."""
+        return await fork_deployment(self.deployment, self.config, target, self.service.pipeline.unconfirmed)
 
     async def stop(self, terminate: bool) -> list[dict[str, Any]]:
         """Stop the service, then the deployment (see :meth:`Deployment.stop`); the hosts' reports."""

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import os
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,7 @@ from memray.errors import ModelMismatchError, ValidationError
 from memray.ids import Namespace
 from memray.index import snapshot
 from memray.index.base import IndexItem
-from memray.index.columns import checked_columns, same_columns
+from memray.index.columns import checked_columns
 from memray.index.fork import copy_snapshot
 from memray.index.hnsw import HnswIndex
 from memray.index.lexical import Bm25Stats
@@ -51,9 +50,8 @@ from memray.index.search import (
     UserSearch,
     search_spaces,
 )
-from memray.index.space import Space, Spaces, normalise
+from memray.index.space import Spaces, normalise
 from memray.store.base import IndexRow
-from memray.text import index_terms
 
 __all__ = ["VectorShard", "Mode", "LEXICAL_VERSION"]
 
@@ -162,35 +160,10 @@ class VectorShard:
         for item, vec in checked:
             groups.setdefault(item.namespace, []).append((item, vec))
         for ns, group in groups.items():
-            self._upsert_space(self._spaces.make(ns), group, staged)
+            self._spaces.upsert(self._spaces.make(ns), group, staged)
         if self._seen is not None:
             self._seen.update((item.namespace, item.doc_id) for item, _ in checked)
         return len(checked)
-
-    def _upsert_space(self, space: Space, group: list[tuple[IndexItem, Any]], staged: bool = False) -> None:
-        labels: list[int] = []
-        vectors: list[Any] = []
-        for item, vec in group:
-            label = space.label_of(item.doc_id)
-            if item.recency == item.recency or item.doc_id not in space.recency:  # NaN: unknown, keep it
-                space.set_recency(item.doc_id, item.recency if item.recency == item.recency else 0.0)
-            if item.columns is not None:
-                space.columns.set(label, item.columns)
-            space.stamp = max(space.stamp, item.stamp)
-            if item.payload:
-                space.payload[item.doc_id] = item.payload
-            space.lexical.add(item.doc_id, item.text)
-            if vec is not None:
-                labels.append(label)
-                vectors.append(vec)
-        if labels and staged:
-            assert space.staged is not None and self._spaces.stage is not None
-            space.staged.add(np.array(labels, dtype=np.int64), normalise(np.stack(vectors), self._spaces.stage[1]))
-            space.staged = self._spaces.fit(space.staged)
-        elif labels:
-            space.vectors.add(np.array(labels, dtype=np.int64), normalise(np.stack(vectors), self.dim))
-        space.dirty = True
-        self._spaces.resize(space)
 
     def delete(self, refs: list[Ref]) -> int:
         """Remove items by (namespace, doc_id); unknown ones are ignored. Returns how many."""
@@ -248,25 +221,11 @@ class VectorShard:
                 )
             vector = normalise(vector, dim)[0]
         spaces = [self._spaces[ns] for ns in dict.fromkeys(Namespace(*n) for n in namespaces) if ns in self._spaces]
-        stamps, held = self._watched(query.watch)
+        stamps, held = self._spaces.watched(query.watch)
         if query.k <= 0 or not spaces or (query.mode == "vector" and vector is None):
             return ShardReply([], Bm25Stats(0, 0, {}), stamps, held)
         hits, stats = search_spaces(spaces, query, vector, retired, self.config)
         return ShardReply(hits, stats, stamps, held)
-
-    def _watched(
-        self, watch: tuple[tuple[Namespace, tuple[int, ...]], ...]
-    ) -> tuple[dict[Namespace, int], dict[Namespace, list[int]]]:
-        """The indexing stamp of each watched namespace, and which of the given seqs it holds."""
-        stamps: dict[Namespace, int] = {}
-        held: dict[Namespace, list[int]] = {}
-        for raw, seqs in watch:
-            ns = Namespace(*raw)
-            space = self._spaces.get(ns)
-            stamps[ns] = space.stamp if space is not None else 0
-            by_seq = space.by_recency if space is not None and space.by_recency is not None else {}
-            held[ns] = [s for s in seqs if float(s) in by_seq]
-        return stamps, held
 
     def search_many(self, requests: list[ShardSearch]) -> list[ShardReply | Exception]:
         """Many searches in one call (callers batch the searches of many concurrent agents into
@@ -387,25 +346,12 @@ class VectorShard:
             ns = Namespace(*row.namespace)
             if self._seen is not None:
                 self._seen.add((ns, row.doc_id))
-            if force or self._stale(ns, row):
+            if force or self._spaces.stale(ns, row):
                 space = self._spaces.get(ns)
                 if space is not None:
                     space.payload.pop(row.doc_id, None)
                 todo.append(IndexItem(ns, row.doc_id, row.vector, row.text, row.recency, columns=row.columns))
         return self.upsert(todo, self.model_id) if todo else 0
-
-    def _stale(self, ns: Namespace, row: IndexRow) -> bool:
-        space = self._spaces.get(ns)
-        label = space.labels.get(row.doc_id) if space is not None else None
-        if space is None or label is None:
-            return True
-        if space.recency[row.doc_id] != float(row.recency):
-            return True
-        if row.columns is not None and not same_columns(space.columns.get(label), row.columns):
-            return True
-        if row.vector is not None and label not in space.vectors:
-            return True
-        return space.lexical.terms(row.doc_id) != dict(Counter(index_terms(row.text)))
 
     def end_reconcile(self) -> int:
         """Finish a recovery pass: delete every item not seen since :meth:`begin_reconcile`

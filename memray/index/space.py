@@ -27,6 +27,7 @@ Labels, texts, recency and payloads are shared by every model version of a names
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -35,11 +36,13 @@ import numpy as np
 from memray.config import IndexConfig
 from memray.errors import ModelMismatchError, ValidationError
 from memray.ids import Namespace
-from memray.index.columns import ItemColumns
+from memray.index.base import IndexItem
+from memray.index.columns import ItemColumns, same_columns
 from memray.index.exact import ExactIndex
 from memray.index.hnsw import HnswIndex
 from memray.index.lexical import LexicalIndex
 from memray.store.base import IndexRow
+from memray.text import index_terms
 
 __all__ = ["Space", "Spaces", "normalise"]
 
@@ -206,6 +209,61 @@ class Spaces(Mapping[Namespace, Space]):
             f"{self.label} indexes model {self.model_id!r}, got vectors of {model_id!r}; "
             "re-embed with the index's model (run the backfill job)"
         )
+
+    def upsert(self, space: Space, group: list[tuple[IndexItem, Any]], staged: bool = False) -> None:
+        """Write checked ``(item, vector)`` pairs into ``space`` (the staged indexes if ``staged``)."""
+        labels: list[int] = []
+        vectors: list[Any] = []
+        for item, vec in group:
+            label = space.label_of(item.doc_id)
+            if item.recency == item.recency or item.doc_id not in space.recency:  # NaN: unknown, keep it
+                space.set_recency(item.doc_id, item.recency if item.recency == item.recency else 0.0)
+            if item.columns is not None:
+                space.columns.set(label, item.columns)
+            space.stamp = max(space.stamp, item.stamp)
+            if item.payload:
+                space.payload[item.doc_id] = item.payload
+            space.lexical.add(item.doc_id, item.text)
+            if vec is not None:
+                labels.append(label)
+                vectors.append(vec)
+        if labels and staged:
+            assert space.staged is not None and self.stage is not None
+            space.staged.add(np.array(labels, dtype=np.int64), normalise(np.stack(vectors), self.stage[1]))
+            space.staged = self.fit(space.staged)
+        elif labels:
+            space.vectors.add(np.array(labels, dtype=np.int64), normalise(np.stack(vectors), self.dim))
+        space.dirty = True
+        self.resize(space)
+
+    def watched(
+        self, watch: tuple[tuple[Namespace, tuple[int, ...]], ...]
+    ) -> tuple[dict[Namespace, int], dict[Namespace, list[int]]]:
+        """The indexing stamp of each watched namespace, and which of the given seqs it holds."""
+        stamps: dict[Namespace, int] = {}
+        held: dict[Namespace, list[int]] = {}
+        for raw, seqs in watch:
+            ns = Namespace(*raw)
+            space = self.get(ns)
+            stamps[ns] = space.stamp if space is not None else 0
+            by_seq = space.by_recency if space is not None and space.by_recency is not None else {}
+            held[ns] = [s for s in seqs if float(s) in by_seq]
+        return stamps, held
+
+    def stale(self, ns: Namespace, row: IndexRow) -> bool:
+        """Whether ``row`` (the store's version) differs from what is held: unknown, another
+        recency, other columns, a missing vector or other text."""
+        space = self.get(ns)
+        label = space.labels.get(row.doc_id) if space is not None else None
+        if space is None or label is None:
+            return True
+        if space.recency[row.doc_id] != float(row.recency):
+            return True
+        if row.columns is not None and not same_columns(space.columns.get(label), row.columns):
+            return True
+        if row.vector is not None and label not in space.vectors:
+            return True
+        return space.lexical.terms(row.doc_id) != dict(Counter(index_terms(row.text)))
 
     def stage_begin(self, model_id: str, dim: int) -> bool:
         """Open an empty staged index set for ``model_id`` (replacing any staged one). Returns

@@ -90,7 +90,7 @@ async def erase_user(
     validate_id("user_id", user_id)
     async with service.user_lock(app, user_id):
         evicted = await asyncio.gather(*(h.evict_user(app, user_id) for h in hosts))
-        forgotten = recall.forget_user(app, user_id) if recall is not None else 0
+        forgotten = recall.written.forget_user(app, user_id) if recall is not None else 0
         await service.evict_user(app, user_id)
         stored: dict[str, int] = await store.delete_user(app, user_id)
         dropped = await asyncio.gather(*(s.drop(app, user_id) for s in shards))
@@ -134,7 +134,7 @@ async def verify_user_deleted(
         host_conversations=sum(c["conversations"] for c in host_counts),
         host_queued=sum(c["queued"] for c in host_counts),
         service_queued=service.count_user(app, user_id),
-        read_your_writes=recall.count_user(app, user_id) if recall is not None else 0,
+        read_your_writes=recall.written.count_user(app, user_id) if recall is not None else 0,
         export_rows=export_rows,
         snapshot_items=snapshot_items,
     )

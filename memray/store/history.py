@@ -17,21 +17,17 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import pyarrow as pa
-
-from memray.errors import ValidationError
-from memray.ids import ConversationKey, Namespace, validate_id
+from memray.ids import ConversationKey, Namespace
 from memray.models import ConversationOrder
 from memray.scoring import Window
 from memray.store import conversations as conv
-from memray.store import deadletter, entries, export, items, messages, refs
+from memray.store import deadletter, entries, export, items, messages, refs, removal
 from memray.store.base import ConversationSnapshot, IndexRow, SummaryState, WMScope
 from memray.store.database import Database
 from memray.store.deadletter import CommitResult, DeadLetter
 from memray.store.fork import fork_database
 from memray.store.messages import Correction
 from memray.store.rows import EmbeddingRow, EntryRow, MessageRow
-from memray.store.schema import TABLES
 
 __all__ = ["HistoryStore"]
 
@@ -166,63 +162,14 @@ class HistoryStore:
         and summary (and its dead letters) in one transaction, then purge it from every Parquet export root this store
         wrote to. Returns counts per table plus ``export_rows``. Durable on return (the freed
         bytes stay in the file until the next rewrite; ``delete_user`` is the physical erasure)."""
-        k = [
-            validate_id("app", key.app),
-            validate_id("user_id", key.user_id),
-            validate_id("conversation_id", key.conversation_id),
-        ]
-        where = "app = ? AND user_id = ? AND conversation_id = ?"
-        with self._db.transaction():
-            counts = {
-                "embeddings": self._db.count(
-                    "DELETE FROM embeddings WHERE app = ? AND user_id = ? AND kind = 'conv' AND scope = ?", k
-                ),
-                "messages": self._db.count(f"DELETE FROM messages WHERE {where}", k),
-                "summaries": self._db.count(f"DELETE FROM summaries WHERE {where}", k),
-                "working_memory": self._db.count(
-                    f"DELETE FROM working_memory WHERE {where} AND scope = 'conversation'", k
-                ),
-                "conversations": self._db.count(f"DELETE FROM conversations WHERE {where}", k),
-                "dead_letters": self._db.count(f"DELETE FROM dead_letters WHERE {where}", k),
-            }
-        counts["export_rows"] = sum(
-            export.purge_conversation(self._db, r, key.app, key.user_id, key.conversation_id)
-            for r in export.export_roots(self._db)
-            if os.path.isdir(r)
-        )
-        return counts
+        return removal.delete_conversation(self._db, key)
 
     def delete_messages(self, key: ConversationKey, ids: list[str]) -> dict[str, int]:
         """Delete some messages of a conversation with their vectors in one transaction, then
         purge them from every Parquet export root. The conversation and its ``last_seq`` stay
         (seqs are never reused). Returns counts (``messages``, ``embeddings``, ``export_rows``).
         Durable on return."""
-        k = [
-            validate_id("app", key.app),
-            validate_id("user_id", key.user_id),
-            validate_id("conversation_id", key.conversation_id),
-        ]
-        wanted = [validate_id("message.id", i) for i in dict.fromkeys(ids)]
-        if not wanted:
-            return {"messages": 0, "embeddings": 0, "export_rows": 0}
-        with self._db.transaction(_gone=pa.table({"id": pa.array(wanted, pa.string())})):
-            counts = {
-                "embeddings": self._db.count(
-                    "DELETE FROM embeddings e USING _gone g WHERE e.app = ? AND "
-                    "e.user_id = ? AND e.kind = 'conv' AND e.scope = ? AND e.doc_id = g.id",
-                    k,
-                ),
-                "messages": self._db.count(
-                    "DELETE FROM messages m USING _gone g WHERE m.app = ? AND m.user_id = ? "
-                    "AND m.conversation_id = ? AND m.id = g.id",
-                    k,
-                ),
-            }
-        roots = [r for r in export.export_roots(self._db) if os.path.isdir(r)] if counts["messages"] else []
-        counts["export_rows"] = sum(
-            export.purge_conversation(self._db, r, key.app, key.user_id, key.conversation_id, wanted) for r in roots
-        )
-        return counts
+        return removal.delete_messages(self._db, key, ids)
 
     def clear_messages(self, key: ConversationKey, through_seq: int) -> tuple[dict[str, int], list[str]]:
         """Delete the conversation's messages up to ``through_seq`` with their vectors and its
@@ -230,58 +177,12 @@ class HistoryStore:
         The conversation, its working memory and its ``last_seq`` stay. Returns counts
         (``messages``, ``embeddings``, ``summaries``, ``export_rows``) and the ids deleted.
         Durable on return."""
-        k = [
-            validate_id("app", key.app),
-            validate_id("user_id", key.user_id),
-            validate_id("conversation_id", key.conversation_id),
-        ]
-        if isinstance(through_seq, bool) or not isinstance(through_seq, int) or through_seq < 0:
-            raise ValidationError("through_seq", through_seq, "must be a non-negative integer")
-        where = "app = ? AND user_id = ? AND conversation_id = ?"
-        with self._db.transaction():
-            n_emb = self._db.count(
-                f"DELETE FROM embeddings e USING (SELECT id FROM messages WHERE {where} AND seq <= ?) g "
-                "WHERE e.app = ? AND e.user_id = ? AND e.kind = 'conv' AND e.scope = ? AND e.doc_id = g.id",
-                [*k, through_seq, *k],
-            )
-            ids = [
-                str(r[0])
-                for r in self._db.sql(
-                    f"DELETE FROM messages WHERE {where} AND seq <= ? RETURNING id", [*k, through_seq]
-                ).fetchall()
-            ]
-            n_sum = self._db.count(f"DELETE FROM summaries WHERE {where}", k)
-        roots = [r for r in export.export_roots(self._db) if os.path.isdir(r)] if ids else []
-        exported = sum(
-            export.purge_conversation(self._db, r, key.app, key.user_id, key.conversation_id, ids) for r in roots
-        )
-        return {"messages": len(ids), "embeddings": n_emb, "summaries": n_sum, "export_rows": exported}, ids
+        return removal.clear_messages(self._db, key, through_seq)
 
     def count_messages(self, key: ConversationKey, ids: list[str] | None = None) -> dict[str, int]:
         """Rows left of the conversation's messages (only ``ids`` when given): ``messages`` and
         ``embeddings`` here, ``export_rows`` in every export root (a deletion check)."""
-        k = [key.app, key.user_id, key.conversation_id]
-        tables = {"ids": pa.table({"id": pa.array(list(ids or []), pa.string())})}
-        only = "AND id IN (SELECT id FROM _ids)" if ids is not None else ""
-        self._db.con.register("_ids", tables["ids"])
-        try:
-            messages_left = self._db.sql(
-                f"SELECT count(*) FROM messages WHERE app = ? AND user_id = ? AND conversation_id = ? {only}", k
-            ).fetchall()[0][0]
-            only_e = "AND doc_id IN (SELECT id FROM _ids)" if ids is not None else ""
-            vectors_left = self._db.sql(
-                f"SELECT count(*) FROM embeddings WHERE app = ? AND user_id = ? AND kind = 'conv' "
-                f"AND scope = ? {only_e}",
-                k,
-            ).fetchall()[0][0]
-        finally:
-            self._db.con.unregister("_ids")
-        exported = sum(
-            export.count_messages(r, key.app, key.user_id, key.conversation_id, ids)
-            for r in export.export_roots(self._db)
-            if os.path.isdir(r)
-        )
-        return {"messages": int(messages_left), "embeddings": int(vectors_left), "export_rows": exported}
+        return removal.count_messages(self._db, key, ids)
 
     # -- embeddings -----------------------------------------------------------------------
     def put_embeddings(self, rows: list[EmbeddingRow]) -> int:
@@ -403,27 +304,11 @@ class HistoryStore:
         Durability: the delete is committed first, with a mark that a rewrite is owed; if the
         process dies before the rewrite finishes, :meth:`open` redoes it. Cost: the rewrite
         copies the whole database (seconds per GB); batch erasures where that matters."""
-        validate_id("app", app)
-        validate_id("user_id", user_id)
-        with self._db.transaction():
-            counts = {
-                t: self._db.count(f"DELETE FROM {t} WHERE app = ? AND user_id = ?", [app, user_id]) for t in TABLES
-            }
-            self._db.mark_rewrite_pending()
-        counts["export_rows"] = sum(
-            export.purge_exports(self._db, r, app, user_id) for r in export.export_roots(self._db) if os.path.isdir(r)
-        )
-        self._db.rewrite()
-        return counts
+        return removal.delete_user(self._db, app, user_id)
 
     def count_user(self, app: str, user_id: str) -> dict[str, int]:
         """Rows of the user left in each table (all zero after :meth:`delete_user`)."""
-        return {
-            t: int(
-                self._db.sql(f"SELECT count(*) FROM {t} WHERE app = ? AND user_id = ?", [app, user_id]).fetchall()[0][0]
-            )
-            for t in TABLES
-        }
+        return removal.count_user(self._db, app, user_id)
 
     def export_parquet(self, root: str) -> dict[str, Any]:
         """Incremental hive-partitioned Parquet export; see :mod:`memray.store.export`."""

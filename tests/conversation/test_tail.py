@@ -142,7 +142,7 @@ def test_a_search_finds_what_this_process_wrote_until_the_shard_holds_it() -> No
     shard = Shard()
     host = HostClient(LocalRef(ConfirmedHost(), "host 0"))
     recall = Recall(QueryEncoder(None, Calibration(1.0, 0.0)), shard, None, "hybrid", lambda key: host)  # type: ignore[arg-type]
-    recall.written(
+    recall.written.add(
         KEY, [msg(0, "the parcel code is zebra"), msg(0, "no text").model_copy(update={"parts": []})], [7, 8]
     )
     hits = asyncio.run(recall.search(KEY, "parcel code", 3))

@@ -155,6 +155,47 @@ def test_conversations_are_created_listed_updated_and_deleted(store: StoreClient
         run(store.update_conversation(second, "gone", None))
 
 
+def test_titles_compare_and_set_and_conversations_are_counted(store: StoreClient, key: ConversationKey) -> None:
+    run(store.append_messages(rows(key, 1, text="plan the trip to Kyoto")))
+    automatic = run(store.get_conversation(key))["title"]
+    assert run(store.retitle(key, automatic, "Kyoto trip")) is True
+    assert run(store.retitle(key, automatic, "stale guess")) is False  # the caller's title is kept
+    assert run(store.get_conversation(key))["title"] == "Kyoto trip"
+    run(store.append_messages(rows(ConversationKey(key.app, key.user_id, "c2"), 1)))
+    assert run(store.count_conversations(key.app, key.user_id)) == 2
+
+
+def test_clearing_keeps_the_conversation_and_counts_what_is_left(store: StoreClient, key: ConversationKey) -> None:
+    run(store.append_messages(rows(key, 4)))
+    run(store.put_summary(key, "so far", 2, 0))
+    assert run(store.count_messages(key)) == {"messages": 4, "embeddings": 0, "export_rows": 0}
+    counts, ids = run(store.clear_messages(key, 3))
+    assert (counts["messages"], counts["summaries"], sorted(ids)) == (3, 1, ["m1", "m2", "m3"])
+    assert [r.id for r in run(store.get_messages(key))] == ["m4"]
+    assert run(store.count_messages(key, ["m1", "m4"]))["messages"] == 1
+    assert run(store.get_conversation(key))["last_seq"] == 4  # seqs are not reused
+    with pytest.raises(ValidationError):
+        run(store.clear_messages(key, -1))
+
+
+def test_a_fork_copies_the_file_as_of_the_call_and_lists_what_changed_after(
+    store: StoreClient, key: ConversationKey, tmp_path: Path
+) -> None:
+    run(store.append_messages(rows(key, 2)))
+    copied = run(store.fork_to(str(tmp_path / "fork.duckdb")))
+    before = run(store.version())
+    assert copied["version"] == before and copied["bytes"] > 0
+    run(store.append_messages(rows(key, 1, start=3)))
+    assert run(store.version()) > before
+    assert run(store.changed_refs(before)) == [(conversation_namespace(key), "m3")]
+    fork = HistoryStore(str(tmp_path / "fork.duckdb"))
+    fork.open()
+    assert [r.id for r in fork.get_messages(key)] == ["m1", "m2"]  # the point in time of the call
+    fork.close()
+    with pytest.raises(ValidationError):
+        run(store.fork_to(str(tmp_path / "fork.duckdb")))  # never over an existing file
+
+
 def test_working_memory_and_summaries_compare_and_set(store: StoreClient, key: ConversationKey) -> None:
     assert run(store.get_working_memory(key.app, key.user_id, "conversation", key.conversation_id)) == (None, 0)
     assert run(store.put_working_memory(key.app, key.user_id, "conversation", key.conversation_id, "note", 0)) == 1
@@ -165,7 +206,10 @@ def test_working_memory_and_summaries_compare_and_set(store: StoreClient, key: C
     assert run(store.put_summary(key, "so far", 3, 0)) == 1
     state = run(store.get_summary(key))
     assert (state.text, state.summarized_through_seq, state.version) == ("so far", 3, 1)
-    assert run(store.context_extras([(key, "conversation"), (key, "user")])) == [("so far", "note"), ("so far", None)]
+    assert run(store.context_extras([(key, "conversation"), (key, "user")])) == [
+        ("so far", "note", 3),
+        ("so far", None, 3),
+    ]
 
 
 def test_entries_are_scoped_by_project_and_session(store: StoreClient, key: ConversationKey) -> None:
@@ -199,8 +243,10 @@ def test_vectors_are_pending_until_stored_and_shards_read_them_back(store: Store
     ]
     assert [(r.doc_id, r.vector is None) for r in with_text] == [("m1", False), ("m2", False), ("m3", True)]
     count, _ = run(store.index_digest(0, 1, MODEL))
-    assert count >= 2 and set(refs[:2]) <= {(Namespace(*n), d) for n, d in run(store.index_refs(0, 1, MODEL))}
-    assert sorted(r.doc_id for r in run(store.index_rows_for(MODEL, refs))) == ["m1", "m2"]
+    listed = {(Namespace(*n), d): has for n, d, has in run(store.index_refs(0, 1, MODEL))}
+    assert count >= 2 and [listed.get(r) for r in refs] == [True, True, False]
+    fetched = run(store.fetch_index_rows(refs, MODEL))
+    assert [(r.doc_id, r.vector is None) for r in fetched] == [("m1", False), ("m2", False), ("m3", True)]
 
 
 def test_erasure_and_exports_leave_nothing_of_the_user(

@@ -1,4 +1,4 @@
-"""The records memray stores and returns: messages and their parts, entries, hits, contexts.
+"""Conversation records: messages and their parts, hits, contexts, conversation infos.
 
 Records are pydantic v2 models. Input is parsed here, at the boundary; past it, code works with
 these types and never with untyped dicts.
@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from memray.errors import MISSING, ValidationError
 from memray.ids import validate_id
-from memray.scoring import Scoring, check_importance, coerce_scoring, to_seconds
+from memray.scoring import check_importance, to_seconds
 from memray.validation import check_finite, check_text, json_text
 
 __all__ = [
@@ -30,18 +30,16 @@ __all__ = [
     "MessageInput",
     "coerce_message",
     "check_message",
-    "check_entry",
     "Hit",
     "Context",
-    "MemoryEntry",
-    "SearchRequest",
-    "MemoryResult",
-    "SearchMemoryResponse",
     "ConversationInfo",
-    "DeletionReceipt",
-    "DeletionProof",
     "RetrievalMode",
     "MAX_CONTENT_CHARS",
+    "ConversationOrder",
+    "Scope",
+    "Merge",
+    "ToolState",
+    "new_id",
 ]
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -314,125 +312,3 @@ class ConversationInfo(_Record):
     created_at: float
     updated_at: float
     last_seq: int = 0
-
-
-class MemoryEntry(_Record):
-    """A long-term memory: a fact, preference or past exchange worth recalling later.
-    ``sim_time`` and ``importance`` as on :class:`Message` (:mod:`memray.scoring`)."""
-
-    id: str = Field(default_factory=new_id)
-    content: str | list[Part]
-    author: str = "user"
-    timestamp: float = Field(default_factory=_now)
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    sim_time: float | None = None
-    importance: float | None = None
-
-    @field_validator("id")
-    @classmethod
-    def _valid_id(cls, v: str) -> str:
-        return validate_id("entry.id", v)
-
-    @field_validator("timestamp")
-    @classmethod
-    def _finite_time(cls, v: float) -> float:
-        return check_finite("entry.timestamp", v)
-
-    @field_validator("sim_time", mode="before")
-    @classmethod
-    def _sim_time(cls, v: Any) -> float | None:
-        return to_seconds("entry.sim_time", v)
-
-    @field_validator("importance", mode="before")
-    @classmethod
-    def _importance(cls, v: Any) -> float | None:
-        return check_importance("entry.importance", v)
-
-    @property
-    def text(self) -> str:
-        if isinstance(self.content, str):
-            return self.content
-        return "\n".join(p.text for p in self.content if isinstance(p, (TextPart, ReasoningPart)))
-
-
-def check_entry(entry: MemoryEntry, field: str = "entry") -> MemoryEntry:
-    """``entry`` if the store can hold it (see :func:`check_message`); else a ValidationError
-    naming ``field`` and the member at fault."""
-    validate_id(f"{field}.id", entry.id)
-    check_finite(f"{field}.timestamp", entry.timestamp)
-    check_text(f"{field}.author", entry.author)
-    if isinstance(entry.content, str):
-        check_text(f"{field}.content", entry.content)
-    else:
-        for i, part in enumerate(entry.content):
-            json_text(f"{field}.content[{i}]", _dump(f"{field}.content[{i}]", part))
-    if entry.metadata:
-        json_text(f"{field}.metadata", entry.metadata)
-    return entry
-
-
-class SearchRequest(_Record):
-    """``project_id=None`` searches global entries only; ``project_id=P`` global plus P's.
-    ``scoring`` ranks (default: relevance); ``after``/``before`` keep entries whose simulation
-    time is in ``[after, before)``, ``created_after``/``created_before`` the same on ``timestamp``
-    (:mod:`memray.scoring`)."""
-
-    query: str
-    user_id: str
-    app_name: str = "default"
-    limit: int | None = None
-    min_score: float | None = None
-    project_id: str | None = None
-    mode: RetrievalMode | None = None
-    scoring: Scoring | None = None
-    after: float | None = None
-    before: float | None = None
-    created_after: float | None = None
-    created_before: float | None = None
-
-    @field_validator("scoring", mode="before")
-    @classmethod
-    def _scoring(cls, v: Any) -> Scoring | None:
-        return coerce_scoring(v)
-
-    @field_validator("after", "before", "created_after", "created_before", mode="before")
-    @classmethod
-    def _time(cls, v: Any, info: Any) -> float | None:
-        return to_seconds(info.field_name, v)
-
-
-class MemoryResult(_Record):
-    entry: MemoryEntry
-    score: float
-    session_id: str | None = None
-    project_id: str | None = None
-
-
-class SearchMemoryResponse(_Record):
-    """Ranked memories. ``degraded`` (with a ``reason``) when part of the search failed — a shard
-    down, or the query could not be embedded and lexical matching was used alone."""
-
-    memories: list[MemoryResult]
-    degraded: bool = False
-    reason: str | None = None
-
-
-class DeletionReceipt(_Record):
-    """What a delete removed, counted per store (e.g. ``{"messages": 120, "vectors": 118}``)."""
-
-    app: str
-    user_id: str
-    counts: dict[str, int]
-
-
-class DeletionProof(_Record):
-    """The result of scanning every store for a user: ``clean`` iff ``remaining`` is all zero."""
-
-    app: str
-    user_id: str
-    remaining: dict[str, int]
-    scanned: list[str]
-
-    @property
-    def clean(self) -> bool:
-        return not any(self.remaining.values())
