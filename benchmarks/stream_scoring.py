@@ -34,7 +34,7 @@ import numpy as np
 import memray
 from benchmarks._harness import common_args, emit, in_data_dir, log, pct_ms, plot_bars, ratio, sentence
 from memray import Scoring
-from memray.embedding.base import build_embedder
+from memray.embedding.factory import build_embedder
 from memray.ids import conversation_namespace, user_hash
 from memray.index.fusion import stream_scores
 from memray.index.shard import VectorShard

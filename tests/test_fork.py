@@ -36,8 +36,8 @@ def source(tmp_path: Path, mode: str) -> Iterator[memray.Memory]:
 
 def items_of(mem: memray.Memory) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
     """(every item the shard holds, every item with text in the store), as (scope, doc_id)."""
-    held = mem._run(mem.deployment.shards[0].call("inventory"))
-    rows = mem._run(mem.deployment.store.call("scan_index_rows", 0, 1, mem._embedder.model_id, None, 100_000, True))
+    held = mem._run(mem._deployment.shards[0].inventory())
+    rows = mem._run(mem._deployment.store.scan_index_rows(0, 1, mem._embedder.model_id, None, 100_000, True))
     return {(ns[3], doc) for ns, doc in held}, {(r.namespace[3], r.doc_id) for r in rows}
 
 
@@ -45,7 +45,7 @@ def test_a_fork_holds_every_kind_of_memory_and_lives_on_its_own(source, tmp_path
     conv = source.conversation(user_id="ada", conversation_id="town")
     conv.add([{"id": "m1", "role": "user", "content": "the bakery opens at six", "sim_time": 60.0, "importance": 0.4}])
     conv.working_memory.update("Ada runs the bakery")
-    source._run(source.deployment.store.call("put_summary", conv.key, "Ada bakes bread", 1, 0))
+    source._run(source._deployment.store.put_summary(conv.key, "Ada bakes bread", 1, 0))
     source.memory_service.add_entry("default", "ada", MemoryEntry(id="e1", content="Ada is allergic to walnuts"))
 
     fork = source.fork(str(tmp_path / "branch"))
@@ -113,7 +113,7 @@ def test_a_fork_taken_while_agents_write_is_one_point_in_time(source, tmp_path):
         assert held == stored  # the fork's indexes hold exactly the fork's items...
         assert fork.wait_indexed()  # the fork embeds what the source had not embedded yet
         model = fork._embedder.model_id
-        rows, stale, extra = fork._run(reconcile_shard(fork.deployment.shards[0], fork.deployment.store, 0, 1, model))
+        rows, stale, extra = fork._run(reconcile_shard(fork._deployment.shards[0], fork._deployment.store, 0, 1, model))
         assert rows == len(stored) and (stale, extra) == (0, 0)  # ...each as the fork's store has it
     finally:
         fork.close()
@@ -169,9 +169,12 @@ def test_a_marked_shard_is_made_exact_from_the_changes_alone(tmp_path):
 
     from memray.config import IndexConfig
     from memray.ids import Namespace
-    from memray.index import IndexItem, VectorShard
+    from memray.index import IndexItem
+    from memray.index.client import ShardClient
     from memray.index.fork import reconcile_marked
-    from memray.runtime.local import LocalRef
+    from memray.index.recovery import RecoveringShard
+    from memray.rpc.local import LocalRef
+    from memray.store.client import StoreClient
     from memray.store.history import HistoryStore
     from memray.store.rows import EmbeddingRow, MessageRow
     from memray.text import index_terms
@@ -188,7 +191,7 @@ def test_a_marked_shard_is_made_exact_from_the_changes_alone(tmp_path):
     store.append_messages(rows)
     vec = np.ones(8, dtype=np.float32) / np.sqrt(8)
     store.put_embeddings([EmbeddingRow(ns, f"m{i}", "m8", vec) for i in range(4)])
-    shard = VectorShard(0, str(tmp_path / "s"), 8, "m8", IndexConfig())
+    shard = RecoveringShard(0, str(tmp_path / "s"), 8, "m8", IndexConfig(), recovering=False)
     shard.open()
     shard.upsert(
         [
@@ -201,7 +204,8 @@ def test_a_marked_shard_is_made_exact_from_the_changes_alone(tmp_path):
     )
     s, st = LocalRef(shard, "shard"), LocalRef(store, "store")
     try:
-        upserted, deleted = asyncio.run(reconcile_marked(s, st, 0, 1, "m8", [(ns, "m2"), (ns, "late")]))
+        marked = reconcile_marked(ShardClient(s), StoreClient(st), 0, 1, "m8", [(ns, "m2"), (ns, "late")])
+        upserted, deleted = asyncio.run(marked)
     finally:
         s.shutdown()
         st.shutdown()
@@ -210,5 +214,5 @@ def test_a_marked_shard_is_made_exact_from_the_changes_alone(tmp_path):
     assert upserted == 3  # m1 (its vector), m2 (written after the copy), m3 (missing)
     assert space.payload.get("m0") == "kept" and "m2" not in space.payload
     assert space.lexical.terms("m2") == dict(Counter(index_terms("note 2")))  # the copy's version
-    assert sorted(shard.vectored()) == [(ns, f"m{i}") for i in range(4)]
+    assert sorted(shard.vectored_refs()) == [(ns, f"m{i}") for i in range(4)]
     store.close()

@@ -14,6 +14,7 @@ import pytest
 from memray.ids import ConversationKey
 from memray.models import Message
 from memray.rpc.local import LocalRef
+from memray.scoring import Window
 from memray.store.base import WMScope
 from memray.store.client import StoreClient
 from memray.store.history import HistoryStore
@@ -43,9 +44,12 @@ class CountingStore(HistoryStore):
         after_seq: int | None = None,
         roles: list[str] | None = None,
         metadata: dict[str, Any] | None = None,
+        window: Window | None = None,
+        agent_id: str | None = None,
+        sub_agent_id: str | None = None,
     ) -> list[MessageRow]:
         self.get_messages_calls.append(after_seq)
-        return super().get_messages(key, limit, before_seq, after_seq, roles, metadata)
+        return super().get_messages(key, limit, before_seq, after_seq, roles, metadata, window, agent_id, sub_agent_id)
 
     def put_working_memory(
         self,
