@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import time
 from typing import Any
 
 from memray.config import EmbedderConfig, MemoryConfig
@@ -154,27 +153,29 @@ class ConversationHost:
 
     # -- writes -----------------------------------------------------------------------------
     async def add(
-        self, key: ConversationKey, messages: list[Message], durable: bool = False, retried: bool = False
+        self,
+        key: ConversationKey,
+        messages: list[Message],
+        durable: bool = False,
+        retried: bool = False,
+        block: bool = True,
     ) -> list[int]:
         """Add messages; their seqs, in order. ``retried``: the caller sent this call before and
-        may not have had the answer (its host died): ids it sent keep the seqs they got."""
-        conv = await self._get(key)
-        seqs = (await self._writes.assign([(conv, messages)], retried))[0]
-        self._lag.acked(key, [m.id for m in messages])
-        if durable:
-            await self._writes.flush_one(conv, self.config.write_timeout_s)
-        return seqs
+        may not have had the answer (its host died): ids it sent keep the seqs they got. Past
+        ``max_unpersisted`` it waits for room, or with ``block=False`` raises Backpressure."""
+        return (await self.add_many([(key, messages)], durable, retried, block))[0]
 
     async def add_many(
-        self, batch: list[tuple[ConversationKey, list[Message]]], durable: bool = False, retried: bool = False
+        self,
+        batch: list[tuple[ConversationKey, list[Message]]],
+        durable: bool = False,
+        retried: bool = False,
+        block: bool = True,
     ) -> list[list[int]]:
-        """Add to many conversations in one call; seqs per conversation, in input order."""
+        """Add to many conversations in one call (admitted whole); seqs per conversation, in order."""
         convs = await self._get_many([k for k, _ in batch])
         by_key = {c.key: c for c in convs}
-        out = await self._writes.assign([(by_key[k], msgs) for k, msgs in batch], retried)
-        now = time.monotonic()
-        for k, msgs in batch:
-            self._lag.acked(k, [m.id for m in msgs], now)
+        out = await self._writes.assign([(by_key[k], msgs) for k, msgs in batch], retried, block)
         if durable:
             await self._writes.flush_all(list(by_key.values()), self.config.write_timeout_s)
         return out
@@ -275,7 +276,7 @@ class ConversationHost:
             return
         conv.deleted = True
         conv.buffer.drain()
-        self._lag.forget(key)
+        self._writes.forget(key)
         await conv.close()
         if self._started:
             self._writes.compact_ledger()  # its acknowledgements leave the ledger file too
@@ -327,8 +328,7 @@ class ConversationHost:
         }
 
     async def clear_caches(self) -> int:
-        """Empty this process's embedding cache (its keys are hashes of texts, so one user's
-        entries cannot be singled out). Returns the entries dropped."""
+        """Empty this process's embedding cache (keyed by hashes of texts: not by user); the count."""
         await self.start()
         from memray.embedding.cache import CachedEmbedder
 

@@ -62,6 +62,8 @@ def _dataset() -> Any:
     import pyarrow.dataset as ds
 
     return ds
+
+
 #: Longest URI-encoded app kept as its own folder name (``app_key=`` + this stays far below 255).
 _READABLE_BYTES = 96
 
