@@ -27,6 +27,8 @@ CASES = {
         "8",
         "--hosts",
         "2",
+        "--sustain-s",
+        "0.5",
     ],
     "recall_latency": [
         "--n",
@@ -94,6 +96,7 @@ def test_benchmark_prints_one_json_line_with_its_floor(name: str, tmp_path: Path
         assert result["add"]["durable_lag"]["n"] == 200
         assert result["floor"]["duckdb"]["raw_arrow_insert_rows_per_s"] > 0
         assert result["add_many"]["ratio_to_raw_arrow_insert"] is not None
+        assert result["steady"]["msgs_per_s"] > 0 and result["steady"]["durable_lag"]["n"] > 0
     elif name == "recall_latency":
         assert [(r["n"], r["shards"]) for r in result["results"]] == [(600, 1), (600, 2)]
         for row in result["results"]:
@@ -120,3 +123,5 @@ def test_benchmark_prints_one_json_line_with_its_floor(name: str, tmp_path: Path
         assert result["searchable_lag"]["timeouts"] == 0
         assert result["durable_lag"]["n"] == 180
         assert result["memory"]["conversations_loaded"] > 0
+        assert result["raw_floor"]["calls_ms"] > 0 and result["raw_floor"]["arrow_insert_ms"] > 0
+        assert result["tick_ratio_to_raw_floor"] is not None
