@@ -188,6 +188,7 @@ def start_ray(address: str | None) -> bool:
         ray.init(address=address, **kwargs)
     else:
         ray.init(
+            address="local",  # our own, not another Ray running on this machine
             num_cpus=os.cpu_count(),
             include_dashboard=False,
             _system_config={"metrics_report_interval_ms": 1000},

@@ -63,6 +63,7 @@ CASES = {
         "--shards",
         "1",
     ],
+    "startup": ["--repeat", "1", "--hosts", "1", "--shards", "1"],
     "stream_scoring": ["--n", "400", "--conversations", "2", "--queries", "20", "--hosts", "1", "--shards", "1"],
 }
 
@@ -111,6 +112,9 @@ def test_benchmark_prints_one_json_line_with_its_floor(name: str, tmp_path: Path
             assert result[phase]["copy_s"] > 0 and result[phase]["ready_s"] >= result[phase]["copy_s"]
         assert result["writing"]["written_per_s"] > 0 and result["quiet"]["written_per_s"] == 0
         assert result["floor"]["copytree_fsync_s"] > 0 and result["ratio_quiet_copy_to_copytree_fsync"] is not None
+    elif name == "startup":
+        assert result["open_s"] > 0 and result["close_s"] > 0 and len(result["rounds"]) == 1
+        assert result["floor"]["open_s"] > 0 and result["open_ratio_to_floor"] is not None
     elif name == "stream_scoring":
         for layer in ("facade", "shard", "numpy_floor"):
             assert result[layer]["relevance"]["n"] == 20 and result[layer]["stream"]["p50_ms"] > 0
