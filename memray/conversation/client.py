@@ -14,6 +14,7 @@ from memray.config import EmbedderConfig
 from memray.conversation.tail import Tail
 from memray.ids import ConversationKey, Namespace
 from memray.models import Message
+from memray.models.wire import MessageBatch
 from memray.rpc.client import Client, resend
 from memray.scoring import Window
 
@@ -57,7 +58,7 @@ class HostClient(Client):
     @resend(retried=True)
     async def add_many(
         self,
-        batch: list[tuple[ConversationKey, list[Message]]],
+        batch: list[tuple[ConversationKey, list[Message]]] | MessageBatch,
         durable: bool = False,
         retried: bool = False,
         block: bool = True,

@@ -37,6 +37,7 @@ from memray.index.client import ShardClient
 from memray.index.router import ShardRouter
 from memray.metrics import LagRecorder, rss_bytes
 from memray.models import Message
+from memray.models.wire import MessageBatch
 from memray.scoring import Window
 from memray.store.base import ConversationSnapshot
 from memray.store.client import StoreClient
@@ -167,14 +168,14 @@ class ConversationHost:
 
     async def add_many(
         self,
-        batch: list[tuple[ConversationKey, list[Message]]],
+        batch: list[tuple[ConversationKey, list[Message]]] | MessageBatch,
         durable: bool = False,
         retried: bool = False,
         block: bool = True,
     ) -> list[list[int]]:
         """Add to many conversations in one call (admitted whole); seqs per conversation, in order."""
-        convs = await self._get_many([k for k, _ in batch])
-        by_key = {c.key: c for c in convs}
+        batch = batch.decode() if isinstance(batch, MessageBatch) else batch
+        by_key = {c.key: c for c in await self._get_many([k for k, _ in batch])}
         out = await self._writes.assign([(by_key[k], msgs) for k, msgs in batch], retried, block)
         if durable:
             await self._writes.flush_all(list(by_key.values()), self.config.write_timeout_s)
@@ -200,9 +201,8 @@ class ConversationHost:
             # all of a host's conversations: only those with a write to wait for (thousands are idle)
             else ([] if key is not None else [c for c in self._conversations.values() if not c.buffer.settled])
         )
-        await self._writes.flush_all(
-            convs, self.config.write_timeout_s if timeout_s is None else timeout_s, report, report
-        )
+        timeout_s = self.config.write_timeout_s if timeout_s is None else timeout_s
+        await self._writes.flush_all(convs, timeout_s, report, report)
 
     async def wait_indexed(self, timeout_s: float | None = None) -> bool:
         """Flush, then wait until every durable message has been embedded and indexed (False on

@@ -27,6 +27,7 @@ from memray.errors import Backpressure, DeadLetterError, StoreError, Unavailable
 from memray.ids import ConversationKey
 from memray.index.router import ShardRouter
 from memray.models import ConversationInfo, ConversationOrder, DeletionProof, DeletionReceipt, Message
+from memray.models.wire import MessageBatch
 from memray.runtime.deploy import Deployment, LocalDeployment
 from memray.runtime.fork import fork_deployment
 from memray.service.longterm import MemoryService
@@ -122,7 +123,10 @@ class Session:
         for i, (key, _) in enumerate(batch):
             groups.setdefault(key.route(len(hosts)), []).append(i)
         results = await asyncio.gather(
-            *(hosts[h].add_many([batch[i] for i in idx], durable, block=block) for h, idx in groups.items()),
+            *(
+                hosts[h].add_many(MessageBatch.encode([batch[i] for i in idx]), durable, block=block)
+                for h, idx in groups.items()
+            ),
             return_exceptions=True,
         )
         out: list[list[int]] = [[] for _ in batch]

@@ -129,3 +129,19 @@ def test_benchmark_prints_one_json_line_with_its_floor(name: str, tmp_path: Path
         assert result["memory"]["conversations_loaded"] > 0
         assert result["raw_floor"]["calls_ms"] > 0 and result["raw_floor"]["arrow_insert_ms"] > 0
         assert result["tick_ratio_to_raw_floor"] is not None
+
+
+def test_write_path_micro_times_the_old_and_the_new_way(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.write_path_micro", "--n", "200"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout)
+    assert result["key_pickle_us"]["dataclass_state"] > 0 and result["key_pickle_us"]["reduce_to_strings"] > 0
+    assert all(v > 0 for v in result["message_batch_us"].values())
