@@ -172,7 +172,8 @@ class Memory(SessionAccess):
                 f"must be a message or a list of messages, got {type(messages).__name__}",
                 "pass {'role': 'user', 'content': '...'} (or a list of them) or a memray.Message",
             )
-        return [coerce_message(m, self.config.max_message_chars) for m in messages]
+        limit = self.config.max_message_chars  # a property: read once, not per message
+        return [coerce_message(m, limit) for m in messages]
 
     def add_many(
         self,
