@@ -41,3 +41,17 @@ def test_a_message_that_is_not_plain_json_travels_as_itself() -> None:
 
 def test_a_conversation_key_pickles_to_an_equal_key() -> None:
     assert pickle.loads(pickle.dumps(A)) == A and pickle.loads(pickle.dumps([A, B])) == [A, B]
+
+
+def test_a_message_list_pickles_as_columns_to_equal_messages() -> None:
+    import ray.cloudpickle
+
+    from memray.models.wire import MessageList
+
+    msgs = MessageList([memray.Message(role="user", parts="a", seq=1), memray.Message(id="b", role="tool", parts="b")])
+    for dumps, loads in ((pickle.dumps, pickle.loads), (ray.cloudpickle.dumps, ray.cloudpickle.loads)):
+        back = loads(dumps(msgs))
+        assert isinstance(back, MessageList) and back == msgs
+    assert msgs.__reduce__()[0] is not MessageList  # as columns, not as the objects
+    odd = MessageList([memray.Message(role="user", parts="x", metadata={"s": {1}})])
+    assert pickle.loads(pickle.dumps(odd)) == odd

@@ -37,7 +37,7 @@ from memray.index.client import ShardClient
 from memray.index.router import ShardRouter
 from memray.metrics import LagRecorder, rss_bytes
 from memray.models import Message
-from memray.models.wire import MessageBatch
+from memray.models.wire import MessageBatch, MessageList
 from memray.scoring import Window
 from memray.store.base import ConversationSnapshot
 from memray.store.client import StoreClient
@@ -233,11 +233,11 @@ class ConversationHost:
         filtered = window is not None or agent_id is not None or sub_agent_id is not None
         if after_seq is None and roles is None and not metadata and not filtered and conv.covers(before_seq, limit):
             held = [m for m in conv.buffer.recent() if keep(m)]
-            return held[-limit:] if limit else held if limit is None else []
+            return MessageList(held[-limit:] if limit else held if limit is None else [])
         rows = await self._store.get_messages(
             key, limit, before_seq, after_seq, roles, metadata, window, agent_id, sub_agent_id
         )
-        return overlay([row_to_message(r) for r in rows], conv.buffer.unsettled(), limit, keep)
+        return MessageList(overlay([row_to_message(r) for r in rows], conv.buffer.unsettled(), limit, keep))
 
     async def recent_many(self, requests: list[tuple[ConversationKey, int]]) -> list[tuple[list[Message], Tail]]:
         """The most recent ``limit`` messages of many conversations, each with its read-your-writes

@@ -22,7 +22,7 @@ from pydantic import BaseModel
 from memray.ids import ConversationKey
 from memray.models.messages import DataPart, Message, Part, ReasoningPart, TextPart, ToolPart
 
-__all__ = ["MessageBatch", "construct"]
+__all__ = ["MessageBatch", "MessageList", "construct", "encode_messages", "decode_messages"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -59,6 +59,64 @@ def _parts(text: str) -> list[Part]:
     return [construct(_PART_TYPES[p["type"]], p, _PART_FIELDS[_PART_TYPES[p["type"]]]) for p in data]
 
 
+def encode_messages(msgs: list[Message]) -> tuple[list[Any], ...] | None:
+    """``msgs`` as columns, or None if a part or metadata value is not plain JSON."""
+    try:
+        return (
+            [m.id for m in msgs],
+            [m.role for m in msgs],
+            [_parts_json(m) for m in msgs],
+            [m.created_at for m in msgs],
+            [json.dumps(m.metadata, ensure_ascii=False) if m.metadata else "" for m in msgs],
+            [m.seq for m in msgs],
+            [m.sim_time for m in msgs],
+            [m.importance for m in msgs],
+            [m.agent_id for m in msgs],
+            [m.sub_agent_id for m in msgs],
+            ["id" in m.model_fields_set for m in msgs],
+        )
+    except (TypeError, ValueError):
+        return None
+
+
+def decode_messages(columns: tuple[list[Any], ...]) -> list[Message]:
+    """The messages :func:`encode_messages` made columns of, built without revalidation."""
+    ids, roles, parts, created, meta, seqs, sims, imps, agents, subs, named = columns
+    return [
+        construct(
+            Message,
+            {
+                "id": ids[j],
+                "role": roles[j],
+                "parts": _parts(parts[j]),
+                "created_at": created[j],
+                "metadata": json.loads(meta[j]) if meta[j] else {},
+                "seq": seqs[j],
+                "sim_time": sims[j],
+                "importance": imps[j],
+                "agent_id": agents[j],
+                "sub_agent_id": subs[j],
+            },
+            _ALL if named[j] else _ALL_BUT_ID,
+        )
+        for j in range(len(ids))
+    ]
+
+
+class MessageList(list[Message]):
+    """A list of messages that pickles as columns (a host's answers: recent messages, tails)."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        columns = encode_messages(self)
+        if columns is None:
+            return (MessageList, (list(self),))
+        return (_message_list, (columns,))
+
+
+def _message_list(columns: tuple[list[Any], ...]) -> MessageList:
+    return MessageList(decode_messages(columns))
+
+
 class MessageBatch:
     """``[(key, [message, ...]), ...]`` as columns (see the module docstring)."""
 
@@ -80,52 +138,17 @@ class MessageBatch:
     def encode(cls, items: list[tuple[ConversationKey, list[Message]]]) -> MessageBatch:
         keys = [(k.app, k.user_id, k.conversation_id) for k, _ in items]
         counts = [len(msgs) for _, msgs in items]
-        flat = [m for _, msgs in items for m in msgs]
-        try:
-            columns = (
-                [m.id for m in flat],
-                [m.role for m in flat],
-                [_parts_json(m) for m in flat],
-                [m.created_at for m in flat],
-                [json.dumps(m.metadata, ensure_ascii=False) if m.metadata else "" for m in flat],
-                [m.seq for m in flat],
-                [m.sim_time for m in flat],
-                [m.importance for m in flat],
-                [m.agent_id for m in flat],
-                [m.sub_agent_id for m in flat],
-                ["id" in m.model_fields_set for m in flat],
-            )
-        except (TypeError, ValueError):  # not plain JSON: send the objects as they are
-            return cls(keys, counts, None, items)
-        return cls(keys, counts, columns)
+        columns = encode_messages([m for _, msgs in items for m in msgs])
+        return cls(keys, counts, columns, None if columns is not None else items)
 
     def decode(self) -> list[tuple[ConversationKey, list[Message]]]:
         if self.columns is None:
             return self.objects or []
-        ids, roles, parts, created, meta, seqs, sims, imps, agents, subs, named = self.columns
+        flat = decode_messages(self.columns)
         out: list[tuple[ConversationKey, list[Message]]] = []
         i = 0
         for key, count in zip(self.keys, self.counts):
-            msgs = [
-                construct(
-                    Message,
-                    {
-                        "id": ids[j],
-                        "role": roles[j],
-                        "parts": _parts(parts[j]),
-                        "created_at": created[j],
-                        "metadata": json.loads(meta[j]) if meta[j] else {},
-                        "seq": seqs[j],
-                        "sim_time": sims[j],
-                        "importance": imps[j],
-                        "agent_id": agents[j],
-                        "sub_agent_id": subs[j],
-                    },
-                    _ALL if named[j] else _ALL_BUT_ID,
-                )
-                for j in range(i, i + count)
-            ]
-            out.append((ConversationKey(*key), msgs))
+            out.append((ConversationKey(*key), flat[i : i + count]))
             i += count
         return out
 
