@@ -122,11 +122,10 @@ class Session:
         groups: dict[int, list[int]] = {}
         for i, (key, _) in enumerate(batch):
             groups.setdefault(key.route(len(hosts)), []).append(i)
+        # to a Ray actor the messages travel as columns (memray.models.wire); in-process as they are
+        wire = MessageBatch.encode if self.config.mode == "ray" else list
         results = await asyncio.gather(
-            *(
-                hosts[h].add_many(MessageBatch.encode([batch[i] for i in idx]), durable, block=block)
-                for h, idx in groups.items()
-            ),
+            *(hosts[h].add_many(wire([batch[i] for i in idx]), durable, block=block) for h, idx in groups.items()),
             return_exceptions=True,
         )
         out: list[list[int]] = [[] for _ in batch]
