@@ -68,11 +68,11 @@ CASES = {
 }
 
 
-def run_bench(name: str, args: list[str], tmp_path: Path) -> dict:
-    png = tmp_path / f"{name}.png"
+def run_module(name: str, args: list[str]) -> dict:
+    """``python -m benchmarks.<name> <args>``: its one JSON line."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run(
-        [sys.executable, "-m", f"benchmarks.{name}", "--mode", "inprocess", "--plot", str(png), *args],
+        [sys.executable, "-m", f"benchmarks.{name}", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -82,8 +82,13 @@ def run_bench(name: str, args: list[str], tmp_path: Path) -> dict:
     assert out.returncode == 0, out.stderr[-3000:]
     lines = [line for line in out.stdout.splitlines() if line.strip()]
     assert len(lines) == 1, out.stdout
+    return json.loads(lines[0])
+
+
+def run_bench(name: str, args: list[str], tmp_path: Path) -> dict:
+    png = tmp_path / f"{name}.png"
+    result = run_module(name, ["--mode", "inprocess", "--plot", str(png), *args])
     assert png.stat().st_size > 1000
-    result = json.loads(lines[0])
     assert result["benchmark"] == name
     assert result["machine"]["cpu_count"] >= 1 and result["git_sha"]
     return result
@@ -131,17 +136,7 @@ def test_benchmark_prints_one_json_line_with_its_floor(name: str, tmp_path: Path
         assert result["tick_ratio_to_raw_floor"] is not None
 
 
-def test_write_path_micro_times_the_old_and_the_new_way(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run(
-        [sys.executable, "-m", "benchmarks.write_path_micro", "--n", "200"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    result = json.loads(out.stdout)
+def test_write_path_micro_times_the_old_and_the_new_way() -> None:
+    result = run_module("write_path_micro", ["--n", "200"])
     assert result["key_pickle_us"]["dataclass_state"] > 0 and result["key_pickle_us"]["reduce_to_strings"] > 0
     assert all(v > 0 for v in result["message_batch_us"].values())
