@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
-from memray.errors import Backpressure
+from memray.errors import Backpressure, ClosedError
 
 __all__ = ["Admission"]
 
@@ -41,6 +41,7 @@ class Admission:
         self.timeout_s = timeout_s
         self._reserved = 0
         self._queue: deque[tuple[int, asyncio.Future[None]]] = deque()
+        self.closed = False  # the host closed: no call is admitted any more (ClosedError)
         self.waits = 0  # calls that had to wait
         self.refused = 0  # calls refused (block=False, or a wait that timed out)
 
@@ -53,6 +54,8 @@ class Admission:
         """Hold a place for ``n`` messages while the body acknowledges them (see the module
         docstring); raises :class:`Backpressure` when there is no room (``block=False``) or none
         came within ``timeout_s``."""
+        if self.closed:
+            raise ClosedError("this memray host is closed; open memray again")
         if self.bound <= 0 or n == 0:
             yield
             return
@@ -63,6 +66,10 @@ class Admission:
             raise Backpressure(self.host_id, self._pending(), self.bound)
         else:
             await self._wait(n)
+            if self.closed:  # closed while this call waited: its messages would never be written
+                self._reserved -= n
+                self.released()
+                raise ClosedError("this memray host closed while the call waited for room; open memray again")
         try:
             yield
         finally:

@@ -379,7 +379,7 @@ class ConversationHost:
         if self._closed or not self._started:
             self._closed = True
             return report
-        self._closed = True
+        self._closed = self._writes.admission.closed = True  # callers waiting for room: ClosedError
         timeout = self.config.write_timeout_s if timeout_s is None else timeout_s
         convs = list(self._conversations.values())
         try:  # losses of an earlier incarnation were reported when it restarted: not again here

@@ -136,3 +136,23 @@ def test_a_full_host_refuses_or_waits_and_a_wait_writes_at_once(tmp_path) -> Non
         assert full.add({"role": "user", "content": "m3"}) == [4]
         assert full.durable_seq() >= 3
         assert [m.text for m in full.messages()] == ["m0", "m1", "m2", "m3"]
+
+
+def test_a_call_waiting_when_the_host_closes_is_told_so_and_writes_nothing() -> None:
+    async def run() -> None:
+        backlog = Backlog()
+        adm = backlog.admission(2)
+        await acknowledge(adm, backlog, 2)
+        waiting = asyncio.create_task(acknowledge(adm, backlog, 1))
+        while not adm.waiting:
+            await asyncio.sleep(0)
+        adm.closed = True  # what ConversationHost.close does, before its final flush
+        backlog.pending = 0  # the flush made the backlog durable
+        adm.released()
+        with pytest.raises(memray.ClosedError):
+            await waiting
+        assert backlog.pending == 0
+        with pytest.raises(memray.ClosedError):
+            await acknowledge(adm, backlog, 1)
+
+    asyncio.run(run())
