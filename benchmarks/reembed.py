@@ -23,13 +23,13 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 from typing import Any
 
 import numpy as np
 
+from benchmarks._harness import git_sha
 from memray.config import EmbedderConfig, MemoryConfig
 from memray.embedding import HashEmbedder
 from memray.ids import Namespace
@@ -106,15 +106,6 @@ def store_floor(corpus: list[str], dim: int, batch: int) -> float:
         return rate
     finally:
         shutil.rmtree(path, ignore_errors=True)
-
-
-def git_sha() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def run(rows: int, workers: int, dim: int, batch: int, shards: int, cpus_per_worker: float) -> dict[str, Any]:

@@ -190,6 +190,9 @@ class MemoryConfig(_Config):
     # (the store down, not a bad row: those are dead-lettered at once) raises StoreError instead
     # of waiting on; the messages stay pending and are retried in the background
     write_timeout_s: float = Field(60.0, gt=0)
+    # backpressure: acknowledged-but-not-durable messages one host holds at most; an add past it
+    # waits for room (at most write_timeout_s) or, with block=False, raises Backpressure; 0: no bound
+    max_unpersisted: int = Field(10_000, ge=0)
     # show Ray's own log lines (info and warnings) and the actors' output; off: Ray logs errors only
     verbose: bool = False
     # Ray custom resource the HistoryStore actor requests (0.01 of it): pins the store, and so

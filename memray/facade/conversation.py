@@ -50,12 +50,19 @@ class ConversationHandle:
         return self._mem._host_for(self.key)
 
     # writes
-    def add(self, messages: Iterable[MessageInput] | MessageInput, durable: bool = False) -> list[int]:
-        """Add messages; returns their seqs. ``durable=True`` returns after the store commit."""
-        return self._mem._run(self._mem._add(self.key, self._mem._coerce(messages), durable))
+    def add(
+        self, messages: Iterable[MessageInput] | MessageInput, durable: bool = False, block: bool = True
+    ) -> list[int]:
+        """Add messages; returns their seqs. ``durable=True`` returns after the store commit.
+        When the host already holds ``max_unpersisted`` messages not yet durable (backpressure),
+        it waits for room, or with ``block=False`` raises :class:`~memray.errors.Backpressure`
+        at once (nothing written)."""
+        return self._mem._run(self._mem._add(self.key, self._mem._coerce(messages), durable, block))
 
-    async def aadd(self, messages: Iterable[MessageInput] | MessageInput, durable: bool = False) -> list[int]:
-        return await self._mem._arun(self._mem._add(self.key, self._mem._coerce(messages), durable))
+    async def aadd(
+        self, messages: Iterable[MessageInput] | MessageInput, durable: bool = False, block: bool = True
+    ) -> list[int]:
+        return await self._mem._arun(self._mem._add(self.key, self._mem._coerce(messages), durable, block))
 
     def flush(self) -> None:
         self._mem._run(self._host.flush(self.key))

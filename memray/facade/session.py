@@ -23,10 +23,11 @@ from memray.embedding.active import ModelWatcher
 from memray.embedding.base import Embedder
 from memray.embedding.calibration import Calibration
 from memray.embedding.query import QueryEncoder
-from memray.errors import DeadLetterError, StoreError, UnavailableError, ValidationError
+from memray.errors import Backpressure, DeadLetterError, StoreError, UnavailableError, ValidationError
 from memray.ids import ConversationKey
 from memray.index.router import ShardRouter
 from memray.models import ConversationInfo, ConversationOrder, DeletionProof, DeletionReceipt, Message
+from memray.models.wire import MessageBatch
 from memray.runtime.deploy import Deployment, LocalDeployment
 from memray.runtime.fork import fork_deployment
 from memray.service.longterm import MemoryService
@@ -112,21 +113,34 @@ class Session:
             self.service.set_embedder(self.embedder)
 
     # -- what a call needs of more than one part ------------------------------------------
-    async def add_many(self, batch: list[tuple[ConversationKey, list[Message]]], durable: bool) -> list[list[int]]:
-        """One call per host; the seqs per input item, in input order."""
+    async def add_many(
+        self, batch: list[tuple[ConversationKey, list[Message]]], durable: bool, block: bool = True
+    ) -> list[list[int]]:
+        """One call per host; the seqs per input item, in input order. Hosts that refuse their
+        part (backpressure) make it raise :class:`Backpressure` naming the items not written."""
         hosts = self.hosts
         groups: dict[int, list[int]] = {}
         for i, (key, _) in enumerate(batch):
             groups.setdefault(key.route(len(hosts)), []).append(i)
+        # to a Ray actor the messages travel as columns (memray.models.wire); in-process as they are
+        wire = MessageBatch.encode if self.config.mode == "ray" else list
         results = await asyncio.gather(
-            *(hosts[h].add_many([batch[i] for i in idx], durable) for h, idx in groups.items())
+            *(hosts[h].add_many(wire([batch[i] for i in idx]), durable, block=block) for h, idx in groups.items()),
+            return_exceptions=True,
         )
         out: list[list[int]] = [[] for _ in batch]
+        refused: list[int] = []
         for idx, got in zip(groups.values(), results):
-            for i, s in zip(idx, got):
-                out[i] = s
-        for (key, msgs), seqs in zip(batch, out):
-            self.recall.written.add(key, msgs, seqs)
+            if isinstance(got, Backpressure):
+                refused += idx
+            elif not isinstance(got, BaseException):
+                for i, s in zip(idx, got):
+                    out[i] = s
+                    self.recall.written.add(batch[i][0], batch[i][1], s)
+        DeadLetterError.raise_gathered([r for r in results if not isinstance(r, Backpressure)])
+        if refused:
+            first = next(r for r in results if isinstance(r, Backpressure))
+            raise Backpressure(first.host, first.pending, first.bound, first.waited_s, sorted(refused))
         return out
 
     async def flush(self) -> None:

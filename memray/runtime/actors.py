@@ -116,7 +116,9 @@ def ensure_ray(config: MemoryConfig) -> bool:
         # a Ray of our own cannot share a store another process holds: say so now, not after
         # starting Ray and its actors (tens of seconds on a small machine)
         check_not_in_use(config.store_path)
-        ray.init(num_cpus=config.num_cpus or os.cpu_count(), include_dashboard=False, **kwargs)
+        # "local": a new Ray of our own, even where another one on this machine (`ray start`, a
+        # test's Cluster) would otherwise be joined, and refuse num_cpus
+        ray.init(address="local", num_cpus=config.num_cpus or os.cpu_count(), include_dashboard=False, **kwargs)
     if not config.verbose:
         _drop_ray_notices(_BY_DESIGN)
     return True
