@@ -16,9 +16,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from memray.rpc.batch import Coalescer
-from memray.store.client import StoreClient
 from memray.store.deadletter import CommitResult, DeadLetter
 from memray.store.messages import Correction
+from memray.store.partitions import StorePartitions
 from memray.store.rows import MessageRow
 
 __all__ = ["GroupCommitter", "Outcome"]
@@ -35,7 +35,7 @@ class Outcome(NamedTuple):
 
 
 class GroupCommitter:
-    def __init__(self, store: StoreClient, max_rows: int = 20_000) -> None:
+    def __init__(self, store: StorePartitions, max_rows: int = 20_000) -> None:
         self._store = store
         self._batch: Coalescer[list[MessageRow], Outcome] = Coalescer(self._commit, max_rows, weight=len)
         self.commits = 0

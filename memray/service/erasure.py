@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from memray.embedding.base import Embedder
     from memray.index.client import ShardClient
     from memray.service.longterm import MemoryService
-    from memray.store.client import StoreClient
+    from memray.store.partitions import StorePartitions
 
 __all__ = [
     "erase_user",
@@ -76,7 +76,7 @@ def clear_cache(embedder: Embedder | None) -> int:
 
 
 async def erase_user(
-    store: StoreClient,
+    store: StorePartitions,
     shards: list[ShardClient],
     hosts: list[HostClient],
     service: MemoryService,
@@ -107,7 +107,7 @@ async def erase_user(
 
 
 async def verify_user_deleted(
-    store: StoreClient,
+    store: StorePartitions,
     shards: list[ShardClient],
     hosts: list[HostClient],
     service: MemoryService,
@@ -147,7 +147,7 @@ async def verify_user_deleted(
 
 
 async def verify_messages_deleted(
-    store: StoreClient,
+    store: StorePartitions,
     shards: list[ShardClient],
     hosts: list[HostClient],
     config: MemoryConfig,
