@@ -1,11 +1,8 @@
 """The one module that makes cores into Ray actors.
 
-- ``HistoryStore`` → one actor per DuckDB file, one per history partition (the only process
-  that opens it); with ``store_resource`` they run only on nodes offering that resource.
+- ``HistoryStore`` → one actor per history partition's DuckDB file (the only process that opens
+  it), on nodes offering ``store_resource`` when set. Every actor is placed with ``SPREAD``.
 - ``VectorShard`` → one actor per shard; ``ConversationHost`` → one async actor per host.
-
-Every actor is placed with Ray's ``SPREAD`` strategy: the partitions spread over the nodes with
-disks, hosts and shards over every node (on one machine it changes nothing).
 
 Actors are named ``memray:<data-root-hash>:<role>`` in the configured Ray namespace, so a second
 driver that joins the same cluster with the same path reaches the same memory. They reserve no
@@ -47,7 +44,7 @@ from memray.ids import stable_hash
 from memray.index.client import ShardClient
 from memray.index.recovery import RecoveringShard, ShardKeeper
 from memray.rpc.gate import PriorityGate
-from memray.runtime.deploy import active_model, shard_path, store_label
+from memray.runtime.deploy import active_model, shard_path, store_label, store_roles
 from memray.store.client import StoreClient
 from memray.store.database import check_not_in_use
 from memray.store.history import HistoryStore
@@ -256,9 +253,8 @@ class HostActor(ConversationHost):
 
 def partitions(names: list[str], namespace: str) -> StorePartitions:
     """The clients of the history partitions' actors ``names`` (in partition order)."""
-    return StorePartitions(
-        [StoreClient(named_ref(name, namespace, store_label(i, len(names)))) for i, name in enumerate(names)]
-    )
+    refs = [named_ref(name, namespace, store_label(i, len(names))) for i, name in enumerate(names)]
+    return StorePartitions([StoreClient(ref) for ref in refs])
 
 
 def _check_picklable(embedder: object) -> None:
@@ -281,15 +277,10 @@ class RayDeployment:
         self.config = config
         self.prefix = f"memray:{stable_hash(config.root):016x}"
 
-    def store_roles(self) -> list[str]:
-        """The actor roles of the history partitions (``store`` alone keeps its old name)."""
-        n = self.config.stores
-        return ["store"] if n == 1 else [f"store-{i}" for i in range(n)]
-
     def store_names(self) -> list[str]:
-        """The actor names of the history partitions, in partition order (for jobs:
-        :func:`partitions` turns them into a :class:`StorePartitions` in any process)."""
-        return [f"{self.prefix}:{role}" for role in self.store_roles()]
+        """The history partitions' actor names, in partition order (:func:`partitions` makes them
+        a :class:`StorePartitions` in any process: a job's pool actors)."""
+        return [f"{self.prefix}:{role}" for role in store_roles(self.config.stores)]
 
     def _options(self, role: str, **extra: Any) -> dict[str, Any]:
         opts: dict[str, Any] = {
@@ -316,24 +307,22 @@ class RayDeployment:
             _check_picklable(cfg.embedder.custom)
         dim, model_id = active_model(cfg)
         pin = {"resources": {cfg.store_resource: 0.01}} if cfg.store_resource else {}
-        roles = self.store_roles()
         stores = [
-            self._actor(StoreActor, role, store_label(i, cfg.stores), (path, ns), max_concurrency=32, **pin)
-            for i, (role, path) in enumerate(zip(roles, store_files(cfg)))
+            self._actor(StoreActor, r, store_label(i, cfg.stores), (p, ns), max_concurrency=32, **pin)
+            for i, (r, p) in enumerate(zip(store_roles(cfg.stores), store_files(cfg)))
         ]
-        store_names = self.store_names()
-        shard_names = [f"{self.prefix}:shard-{i}" for i in range(cfg.shards)]
+        names, shard_names = self.store_names(), [f"{self.prefix}:shard-{i}" for i in range(cfg.shards)]
         shards = [
             self._actor(
                 ShardActor,
                 f"shard-{i}",
                 f"shard {i}",
-                (i, shard_path(cfg, i), dim, model_id, cfg.index, store_names, ns, cfg.shards),
+                (i, shard_path(cfg, i), dim, model_id, cfg.index, names, ns, cfg.shards),
             )
             for i in range(cfg.shards)
         ]
         hosts = [
-            self._actor(HostActor, f"host-{i}", f"host {i}", (i, cfg, store_names, shard_names), max_concurrency=10_000)
+            self._actor(HostActor, f"host-{i}", f"host {i}", (i, cfg, names, shard_names), max_concurrency=10_000)
             for i in range(cfg.hosts)
         ]
         self._refs = [*stores, *shards, *hosts]
@@ -395,11 +384,8 @@ class RayDeployment:
                 if isinstance(result, BaseException):
                     log.warning("%s did not close cleanly (%r); it recovers from the store", shard.label, result)
             stored = await _bounded([c.close() for c in self.stores.clients], 60.0)
-            for client, result in zip(self.stores.clients, stored):
-                if isinstance(result, BaseException):
-                    log.warning(
-                        "%s did not close cleanly (%r); its WAL is replayed on the next open", client.label, result
-                    )
+            for store, failed in [(c, r) for c, r in zip(self.stores.clients, stored) if isinstance(r, BaseException)]:
+                log.warning("%s did not close cleanly (%r); its WAL is replayed on the next open", store.label, failed)
         finally:
             for ref in self._refs:
                 with contextlib.suppress(Exception):

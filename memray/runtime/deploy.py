@@ -18,12 +18,17 @@ from memray.store.client import StoreClient
 from memray.store.layout import check_stores, store_files
 from memray.store.partitions import StorePartitions
 
-__all__ = ["Deployment", "LocalDeployment", "shard_path", "store_label"]
+__all__ = ["Deployment", "LocalDeployment", "shard_path", "store_label", "store_roles"]
 
 
 def store_label(partition: int, stores: int) -> str:
     """What errors call a history partition: "history store" when there is one."""
     return "history store" if stores == 1 else f"history store {partition}"
+
+
+def store_roles(stores: int) -> list[str]:
+    """The actor roles of the history partitions (one keeps the name ``store`` it always had)."""
+    return ["store"] if stores == 1 else [f"store-{i}" for i in range(stores)]
 
 
 def shard_path(config: MemoryConfig, shard_id: int) -> str:
