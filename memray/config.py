@@ -198,9 +198,9 @@ class MemoryConfig(_Config):
     max_unpersisted: int = Field(10_000, ge=0)
     # show Ray's own log lines (info and warnings) and the actors' output; off: Ray logs errors only
     verbose: bool = False
-    # Ray custom resource each HistoryStore partition requests (0.01 of it): pins the partitions,
-    # and so their DuckDB files, to the nodes with disks that offer it (cluster.yaml); the
-    # partitions are spread over those nodes, and hosts and shards over every node
+    # Ray custom resource each HistoryStore partition requests (1 unit): pins the partitions, and
+    # so their DuckDB files, to the nodes with disks that offer it; a node offering K units holds
+    # up to K partitions (cluster.yaml: 1 per node, stores=3 on 3 nodes)
     store_resource: str | None = None
     embedder: EmbedderConfig = EmbedderConfig()
     summarizer: SummarizerConfig = SummarizerConfig()

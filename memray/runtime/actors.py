@@ -306,7 +306,7 @@ class RayDeployment:
         if cfg.embedder.kind == "custom":
             _check_picklable(cfg.embedder.custom)
         dim, model_id = active_model(cfg)
-        pin = {"resources": {cfg.store_resource: 0.01}} if cfg.store_resource else {}
+        pin = {"resources": {cfg.store_resource: 1}} if cfg.store_resource else {}  # one unit per partition
         stores = [
             self._actor(StoreActor, r, store_label(i, cfg.stores), (p, ns), max_concurrency=32, **pin)
             for i, (r, p) in enumerate(zip(store_roles(cfg.stores), store_files(cfg)))
