@@ -126,6 +126,10 @@ class StorePartitions:
         done = await self._split(rows, _row_user, lambda c, part: c.append_messages(part))
         return [x for _, corrections in done for x in corrections]
 
+    async def write_stats(self) -> list[dict[str, float]]:
+        """Each partition's :meth:`~memray.store.history.HistoryStore.write_stats`, in order."""
+        return await self._all(lambda c: c.write_stats())
+
     async def record_dead_letters(self, letters: list[DeadLetter]) -> int:
         return sum(n for _, n in await self._split(letters, _row_user, lambda c, part: c.record_dead_letters(part)))
 

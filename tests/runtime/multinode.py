@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -74,6 +75,8 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--job", action="store_true", help="also run the summaries job across the nodes")
     args = parser.parse_args()
+    if "RAY_TMPDIR" not in os.environ:  # a Cluster advertises itself there: never in the machine's shared one
+        os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="mr-", dir="/tmp")
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": DISK})
     worker = cluster.add_node(num_cpus=1, resources=DISK)
     ray.init(address=cluster.address, namespace="memray-multinode", log_to_driver=False)
