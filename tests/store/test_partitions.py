@@ -146,3 +146,14 @@ def test_exports_write_one_root_per_partition_and_erasure_purges_the_right_one(p
     counts = run(three.delete_user("app", victim))
     assert counts["messages"] == 1 and counts["export_rows"] == 1
     assert run(three.count_user("app", victim)).get("messages", 0) == 0
+
+
+#: store calls that only make sense for one partition: StorePartitions offers them per partition
+#: (``index_pages`` pages every partition, ``versions`` reads each one's) or through ``clients``
+PER_PARTITION = {"pid", "scan_index_rows", "version"}
+
+
+def test_every_store_call_is_routed_or_taken_per_partition() -> None:
+    """A call added to the store (and its client) must be routed here too, or named above: the
+    cores that serve many users hold a StorePartitions, not a StoreClient."""
+    assert set(StoreClient.calls()) - set(dir(StorePartitions)) == PER_PARTITION
