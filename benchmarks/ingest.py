@@ -15,9 +15,11 @@ Phases (after a warm-up round that loads every conversation into its host):
    own conversations, ``--add-messages`` in all.
 
 With ``--stores N`` the history is N partitions (``MemoryConfig.stores``); ``store`` reports each
-partition's own busy time in message commits during phase 1 (``HistoryStore.write_stats``), its
-rows per busy second, and the store-side time per row: the busiest partition's busy time over
-all rows (the partitions commit in parallel, so that is the store's share of the wall time).
+partition's own busy time in message commits during phase 1 (``HistoryStore.write_stats``: wall
+seconds, and the CPU seconds of its process meanwhile — on a shared machine the wall time also
+holds waits for a core), its rows per busy second, and the store-side time per row: the busiest
+partition's time over all rows (the partitions commit in parallel, so that is the store's share
+of the wall time).
 
 Durable lag (acknowledged → committed) is measured inside the hosts, per message
 (``ConversationHost.durable_lag``), so it is exact. Floors, measured in the same run:
@@ -173,22 +175,23 @@ def partition_busy(before: list[dict[str, float]], after: list[dict[str, float]]
     """Each partition's commits, rows and busy seconds between two ``write_stats`` readings."""
     parts = []
     for i, (b, a) in enumerate(zip(before, after)):
-        busy, n = a["busy_s"] - b["busy_s"], int(a["rows"] - b["rows"])
+        busy, cpu, n = a["busy_s"] - b["busy_s"], a["cpu_s"] - b["cpu_s"], int(a["rows"] - b["rows"])
         parts.append(
             {
                 "partition": i,
                 "rows": n,
                 "commits": int(a["commits"] - b["commits"]),
                 "busy_s": round(busy, 3),
+                "cpu_s": round(cpu, 3),
                 "rows_per_busy_s": round(n / busy) if busy else 0,
+                "rows_per_cpu_s": round(n / cpu) if cpu else 0,
             }
         )
-    busiest = max(p["busy_s"] for p in parts)
-    return {
-        "partitions": parts,
-        "busy_us_per_row": round(busiest / max(1, rows) * 1e6, 3),  # the critical path: the busiest partition
-        "total_busy_us_per_row": round(sum(p["busy_s"] for p in parts) / max(1, rows) * 1e6, 3),
-    }
+    out: dict[str, Any] = {"partitions": parts}
+    for kind in ("busy", "cpu"):  # the critical path is the busiest partition: they commit in parallel
+        out[f"{kind}_us_per_row"] = round(max(p[f"{kind}_s"] for p in parts) / max(1, rows) * 1e6, 3)
+        out[f"total_{kind}_us_per_row"] = round(sum(p[f"{kind}_s"] for p in parts) / max(1, rows) * 1e6, 3)
+    return out
 
 
 async def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
