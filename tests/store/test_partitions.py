@@ -128,7 +128,9 @@ def test_vectors_recovery_scans_and_digests_match_one_store(pair: Any) -> None:
         assert sorted(run(three.index_refs(shard, 2, "m"))) == sorted(run(one.index_refs(shard, 2, "m")))
 
         async def pages(s: StorePartitions, shard: int = shard) -> list[tuple[Namespace, str]]:
-            return sorted([(r.namespace, r.doc_id) async for page in s.index_pages(shard, 2, "m", 3, True) for r in page])
+            return sorted(
+                [(r.namespace, r.doc_id) async for page in s.index_pages(shard, 2, "m", 3, True) for r in page]
+            )
 
         assert run(pages(three)) == run(pages(one)) != []
     assert len(run(three.pending_embeddings("m", 100))) == len(run(one.pending_embeddings("m", 100))) == len(keys)
