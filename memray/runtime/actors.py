@@ -251,10 +251,9 @@ class HostActor(ConversationHost):
         )
 
 
-def partitions(names: list[str], namespace: str) -> StorePartitions:
-    """The clients of the history partitions' actors ``names`` (in partition order)."""
-    refs = [named_ref(name, namespace, store_label(i, len(names))) for i, name in enumerate(names)]
-    return StorePartitions([StoreClient(ref) for ref in refs])
+def partitions(names: list[str], ns: str) -> StorePartitions:
+    """The clients of the history partitions' actors ``names`` (in partition order) in namespace ``ns``."""
+    return StorePartitions([StoreClient(named_ref(n, ns, store_label(i, len(names)))) for i, n in enumerate(names)])
 
 
 def _check_picklable(embedder: object) -> None:
@@ -278,8 +277,7 @@ class RayDeployment:
         self.prefix = f"memray:{stable_hash(config.root):016x}"
 
     def store_names(self) -> list[str]:
-        """The history partitions' actor names, in partition order (:func:`partitions` makes them
-        a :class:`StorePartitions` in any process: a job's pool actors)."""
+        """The partitions' actor names, in order (for :func:`partitions` in a job's pool actors)."""
         return [f"{self.prefix}:{role}" for role in store_roles(self.config.stores)]
 
     def _options(self, role: str, **extra: Any) -> dict[str, Any]:
