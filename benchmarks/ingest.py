@@ -14,6 +14,13 @@ Phases (after a warm-up round that loads every conversation into its host):
 2. ``aadd``: ``--clients`` concurrent asyncio clients, each adding one message at a time to its
    own conversations, ``--add-messages`` in all.
 
+With ``--stores N`` the history is N partitions (``MemoryConfig.stores``); ``store`` reports each
+partition's own busy time in message commits during phase 1 (``HistoryStore.write_stats``: wall
+seconds, and the CPU seconds of its process meanwhile — on a shared machine the wall time also
+holds waits for a core), its rows per busy second, and the store-side time per row: the busiest
+partition's time over all rows (the partitions commit in parallel, so that is the store's share
+of the wall time).
+
 Durable lag (acknowledged → committed) is measured inside the hosts, per message
 (``ConversationHost.durable_lag``), so it is exact. Floors, measured in the same run:
 
@@ -164,6 +171,29 @@ async def sustained(
     }
 
 
+def partition_busy(before: list[dict[str, float]], after: list[dict[str, float]], rows: int) -> dict[str, Any]:
+    """Each partition's commits, rows and busy seconds between two ``write_stats`` readings."""
+    parts = []
+    for i, (b, a) in enumerate(zip(before, after)):
+        busy, cpu, n = a["busy_s"] - b["busy_s"], a["cpu_s"] - b["cpu_s"], int(a["rows"] - b["rows"])
+        parts.append(
+            {
+                "partition": i,
+                "rows": n,
+                "commits": int(a["commits"] - b["commits"]),
+                "busy_s": round(busy, 3),
+                "cpu_s": round(cpu, 3),
+                "rows_per_busy_s": round(n / busy) if busy else 0,
+                "rows_per_cpu_s": round(n / cpu) if cpu else 0,
+            }
+        )
+    out: dict[str, Any] = {"partitions": parts}
+    for kind in ("busy", "cpu"):  # the critical path is the busiest partition: they commit in parallel
+        out[f"{kind}_us_per_row"] = round(max(p[f"{kind}_s"] for p in parts) / max(1, rows) * 1e6, 3)
+        out[f"total_{kind}_us_per_row"] = round(sum(p[f"{kind}_s"] for p in parts) / max(1, rows) * 1e6, 3)
+    return out
+
+
 async def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
     rng = random.Random(args.seed)
     cfg = memray.MemoryConfig(
@@ -171,6 +201,7 @@ async def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
         mode=args.mode,
         hosts=args.hosts,
         shards=args.shards,
+        stores=args.stores,
         address=args.address,
         embedder=memray.EmbedderConfig(kind=args.embedder),
         **({} if args.max_unpersisted is None else {"max_unpersisted": args.max_unpersisted}),
@@ -189,10 +220,12 @@ async def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
         batches = make_batches(keys, args.messages, args.batch, rng, "many")
         log(f"add_many: {args.messages} messages in {len(batches)} calls")
         commits0 = sum(s["commits"] for s in await host_calls(mem, lambda h: h.stats()))
+        busy0 = await mem._deployment.stores.write_stats()
         secs = await pipelined(batches, args.inflight, mem.aadd_many)
         t_ack = time.perf_counter()
         await mem.aflush()
         flushed_s = time.perf_counter() - t_ack
+        store = partition_busy(busy0, await mem._deployment.stores.write_stats(), args.messages)
         stats = await host_calls(mem, lambda h: h.stats())
         commits = sum(s["commits"] for s in stats) - commits0
         many_lag = await lags(mem, True)
@@ -236,6 +269,7 @@ async def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
             "ratio_to_raw_arrow_insert": ratio(many_rate, floor_db["raw_arrow_insert_rows_per_s"]),
         },
         "steady": {**steady, "fraction_of_max": ratio(steady["msgs_per_s"], many_rate)},
+        "store": store,
         "add": {
             "msgs_per_s": round(add_rate),
             "latency": pct_ms(lat),
@@ -264,6 +298,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--conversations", type=int, default=10_000)
     ap.add_argument("--hosts", type=int, default=4)
     ap.add_argument("--shards", type=int, default=2)
+    ap.add_argument("--stores", type=int, default=1, help="history partitions (MemoryConfig.stores)")
     ap.add_argument("--messages", type=int, default=200_000, help="messages through add_many")
     ap.add_argument("--batch", type=int, default=10_000, help="messages per add_many call")
     ap.add_argument("--inflight", type=int, default=4, help="add_many calls in flight")

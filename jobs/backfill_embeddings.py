@@ -45,7 +45,8 @@ from memray.ids import Namespace, stable_hash
 from memray.index.base import IndexItem
 from memray.index.router import ShardRouter
 from memray.progress import bar
-from memray.store.client import StoreClient
+from memray.store.layout import export_roots
+from memray.store.partitions import StorePartitions
 from memray.store.rows import EmbeddingRow
 
 __all__ = ["parse_model", "run", "main", "EmbedBatches"]
@@ -83,24 +84,22 @@ class EmbedBatches:
     def __init__(
         self,
         embedder_json: str,
-        store_name: str,
+        store_names: list[str],
         namespace: str,
         table: str,
         model_id: str,
         base: int,
         check_store: bool = False,
     ) -> None:
-        import ray
 
         from memray.embedding import build_embedder
-        from memray.runtime.actors import RayRef
-        from memray.store.client import StoreClient
+        from memray.runtime.actors import partitions
 
         config = EmbedderConfig.model_validate_json(embedder_json).model_copy(update={"cache_size": 0})
         embedder = build_embedder(config)
         assert embedder is not None
         self.embedder = embedder
-        self.store = StoreClient(RayRef(ray.get_actor(store_name, namespace=namespace), "history store"))
+        self.store = partitions(store_names, namespace)  # one writer per partition: put_embeddings splits
         self.table, self.model_id, self.base, self.check_store = table, model_id, base, check_store
 
     def __call__(self, batch: pa.Table) -> dict[str, np.ndarray]:
@@ -137,13 +136,15 @@ class EmbedBatches:
         }
 
 
-def _export_files(root: str) -> dict[str, list[str]]:
+def _export_files(config: MemoryConfig) -> dict[str, list[str]]:
+    """Every exported Parquet file of each table, over every history partition's export root."""
     out: dict[str, list[str]] = {}
     for table in _TABLES:
         files: list[str] = []
-        for dirpath, dirnames, names in os.walk(os.path.join(root, table)):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-            files.extend(os.path.join(dirpath, n) for n in sorted(names) if n.endswith(".parquet"))
+        for root in export_roots(config):
+            for dirpath, dirnames, names in os.walk(os.path.join(root, table)):
+                dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+                files.extend(os.path.join(dirpath, n) for n in sorted(names) if n.endswith(".parquet"))
         out[table] = files
     return out
 
@@ -164,14 +165,14 @@ def _bulk(
     import ray.data
 
     gpus = 1 if target.kind == "local" and ray.cluster_resources().get("GPU", 0) >= 1 else 0  # type: ignore[no-untyped-call]
-    store_name = f"{mem._deployment.prefix}:store"
+    store_names = mem._deployment.store_names()
     total = float(ray.cluster_resources().get("CPU", 1.0))  # type: ignore[no-untyped-call]
     if cpus * workers > total - 1:  # the pool must leave a whole CPU: each read task asks for one
         cpus = max(0.1, (total - 1) / workers)
         log(f"{workers} workers x {cpus:.2f} CPUs each, leaving room for the read tasks ({total:g} CPUs in all)")
     done: set[str] = set(state["files_done"])
     embedded, batches = 0, 0
-    for table, files in _export_files(mem.config.exports_path).items():
+    for table, files in _export_files(mem.config).items():
         todo = [f for f in files if f not in done]
         if not todo:
             continue
@@ -186,7 +187,7 @@ def _bulk(
             **pool_args(workers, mem.config.verbose),
             fn_constructor_kwargs={
                 "embedder_json": target.model_dump_json(),
-                "store_name": store_name,
+                "store_names": store_names,
                 "namespace": mem.config.namespace,
                 "table": table,
                 "model_id": model_id,
@@ -216,7 +217,7 @@ def _bulk(
 
 
 async def _index_items(
-    store: StoreClient, model_id: str, pending: list[tuple[Namespace, str, str]], vectors: np.ndarray
+    store: StorePartitions, model_id: str, pending: list[tuple[Namespace, str, str]], vectors: np.ndarray
 ) -> list[IndexItem]:
     """Index items for vectors just stored: recency and payload from the store (deleted ones dropped)."""
     from memray.index.columns import columns_of
@@ -268,7 +269,7 @@ async def _index_items(
 async def _catch_up(mem: Any, embedder: Any, model_id: str, max_rounds: int = 50) -> int:
     """Embed what has no vector of ``model_id`` yet (writes since the export) and index it: into
     the staged indexes before the cutover, the active ones after. Returns the rows embedded."""
-    store, total = mem._deployment.store, 0
+    store, total = mem._deployment.stores, 0
     for _ in range(max_rounds):
         pending = await store.pending_embeddings(model_id, _PAGE)
         if not pending:
@@ -289,17 +290,12 @@ async def _catch_up(mem: Any, embedder: Any, model_id: str, max_rounds: int = 50
 async def _stage(mem: Any, model_id: str, dim: int) -> int:
     """Load the new model's vectors from the store into a staged index set on every shard that
     is not on the model yet. Returns the vectors staged."""
-    shards, store, total = mem._deployment.shards, mem._deployment.store, 0
+    shards, store, total = mem._deployment.shards, mem._deployment.stores, 0
     for i, shard in enumerate(shards):
         if not await shard.stage_begin(model_id, dim):
             continue  # this shard already cut over (a resumed run)
-        after = None
-        while True:
-            rows = await store.scan_index_rows(i, len(shards), model_id, after, _STAGE_PAGE)
-            if not rows:
-                break
+        async for rows in store.index_pages(i, len(shards), model_id, _STAGE_PAGE):
             total += await shard.stage_upsert(rows, model_id)
-            after = (rows[-1].namespace, rows[-1].doc_id)
         log(f"shard {i}: staged {model_id}")
         fail_point("stage")
     return total
@@ -363,7 +359,7 @@ def run(
         bulk_s = time.monotonic() - t_bulk
         # every row of the current export files is now done: later runs read only files that a
         # later export rebuilt (and, in them, rows changed above the new base)
-        files = {f for fs in _export_files(mem.config.exports_path).values() for f in fs}
+        files = {f for fs in _export_files(mem.config).values() for f in fs}
         state.update(
             base=max(int(state["base"]), int(manifest["watermark"])),
             files_done=sorted(files & set(state["files_done"])),

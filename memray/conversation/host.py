@@ -40,7 +40,7 @@ from memray.models import Message
 from memray.models.wire import MessageBatch, MessageList
 from memray.scoring import Window
 from memray.store.base import ConversationSnapshot
-from memray.store.client import StoreClient
+from memray.store.partitions import StorePartitions
 from memray.store.rows import row_to_message
 from memray.text import estimate_tokens
 
@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 
 
 class ConversationHost:
-    def __init__(self, host_id: int, config: MemoryConfig, store: StoreClient, shards: list[ShardClient]) -> None:
+    def __init__(self, host_id: int, config: MemoryConfig, store: StorePartitions, shards: list[ShardClient]) -> None:
         self.host_id = host_id
         self.config = config
         self._store = store

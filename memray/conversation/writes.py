@@ -41,8 +41,8 @@ from memray.index.columns import columns_of
 from memray.metrics import DEAD_LETTERS, MESSAGES_LOST, LagRecorder
 from memray.models import Message
 from memray.rpc.batch import Coalescer
-from memray.store.client import StoreClient
 from memray.store.deadletter import DeadLetter
+from memray.store.partitions import StorePartitions
 from memray.store.rows import MessageRow, message_payload, message_to_row
 from memray.text import estimate_tokens
 
@@ -63,7 +63,7 @@ class WritePath:
         self,
         host_id: int,
         config: MemoryConfig,
-        store: StoreClient,
+        store: StorePartitions,
         ledger: AckLedger,
         lag: LagRecorder,
         pipeline: EmbeddingPipeline,

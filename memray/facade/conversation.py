@@ -301,7 +301,7 @@ class ConversationHandle:
 
         wanted = None if ids is None else _message_ids(ids)
         dep = self._mem._deployment
-        return verify_messages_deleted(dep.store, dep.shards, dep.hosts, self._mem.config, self.key, wanted)
+        return verify_messages_deleted(dep.stores, dep.shards, dep.hosts, self._mem.config, self.key, wanted)
 
     # summary and metadata
     def summary(self) -> str | None:
@@ -312,7 +312,7 @@ class ConversationHandle:
         return await self._mem._arun(self._summary())
 
     async def _summary(self) -> str | None:
-        state = await self._mem._deployment.store.get_summary(self.key)
+        state = await self._mem._deployment.stores.get_summary(self.key)
         return state.text if state is not None else None
 
     def create(self, title: str | None = None, metadata: dict[str, Any] | None = None) -> ConversationInfo:
@@ -323,7 +323,7 @@ class ConversationHandle:
         return await self._mem._arun(self._create(title, metadata))
 
     async def _create(self, title: str | None, metadata: dict[str, Any] | None) -> ConversationInfo:
-        row = await self._mem._deployment.store.create_conversation(self.key, title, metadata or {})
+        row = await self._mem._deployment.stores.create_conversation(self.key, title, metadata or {})
         return ConversationInfo.model_validate(row)
 
     def info(self) -> ConversationInfo | None:
@@ -334,7 +334,7 @@ class ConversationHandle:
         return await self._mem._arun(self._info())
 
     async def _info(self) -> ConversationInfo | None:
-        row = await self._mem._deployment.store.get_conversation(self.key)
+        row = await self._mem._deployment.stores.get_conversation(self.key)
         return None if row is None else ConversationInfo.model_validate(row)
 
     def update(self, title: str | None = None, metadata: dict[str, Any] | None = None) -> ConversationInfo:
@@ -345,7 +345,7 @@ class ConversationHandle:
         return await self._mem._arun(self._update(title, metadata))
 
     async def _update(self, title: str | None, metadata: dict[str, Any] | None) -> ConversationInfo:
-        row = await self._mem._deployment.store.update_conversation(self.key, title, metadata)
+        row = await self._mem._deployment.stores.update_conversation(self.key, title, metadata)
         return ConversationInfo.model_validate(row)
 
     def durable_seq(self) -> int:

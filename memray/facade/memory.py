@@ -249,7 +249,7 @@ class Memory(SessionAccess):
         return await self._arun(self._dead_letters(app, user_id, limit))
 
     async def _dead_letters(self, app: str | None, user_id: str | None, limit: int) -> list[DeadLetter]:
-        return [DeadLetter(*r) for r in await self._deployment.store.dead_letters(app, user_id, limit)]
+        return [DeadLetter(*r) for r in await self._deployment.stores.dead_letters(app, user_id, limit)]
 
     def stats(self) -> list[dict[str, Any]]:
         """Each host's figures: conversations held, pending writes, commits, embedding failures,

@@ -77,14 +77,14 @@ class Session:
         recall = Recall(
             encoder,
             router,
-            deployment.store,
+            deployment.stores,
             config.index.mode,
             lambda key: hosts[key.route(len(hosts))],
             config.index.neighbour_weight,
         )
         recall.keep_messages = config.summarizer.keep_messages
         service = MemoryService(
-            deployment.store,
+            deployment.stores,
             router,
             encoder,
             config.index.mode,
@@ -159,7 +159,7 @@ class Session:
         # every committed, embedded item must have its vector in its shard: level each with the store
         from memray.index.recovery import level_shard
 
-        store, shards = self.deployment.store, self.deployment.shards
+        store, shards = self.deployment.stores, self.deployment.shards
         for i, shard in enumerate(shards):
             while True:
                 try:
@@ -177,7 +177,7 @@ class Session:
         """Its host forgets it, the store deletes it (with its exports), its shard drops it."""
         await self.host_for(key).evict(key)  # pending writes dropped, in-flight ones awaited
         self.recall.written.forget(key)
-        counts = await self.deployment.store.delete_conversation(key)
+        counts = await self.deployment.stores.delete_conversation(key)
         counts["vectors"] = await self.router.drop(key.app, key.user_id, "conv", key.conversation_id)
         return counts
 
@@ -197,7 +197,7 @@ class Session:
 
         dep = self.deployment
         return await erase_user(
-            dep.store, dep.shards, dep.hosts, self.service, self.embedder, app, user_id, self.recall
+            dep.stores, dep.shards, dep.hosts, self.service, self.embedder, app, user_id, self.recall
         )
 
     async def verify(self, app: str, user_id: str) -> DeletionProof:
@@ -206,13 +206,13 @@ class Session:
 
         dep = self.deployment
         return await verify_user_deleted(
-            dep.store, dep.shards, dep.hosts, self.service, self.config, app, user_id, self.recall
+            dep.stores, dep.shards, dep.hosts, self.service, self.config, app, user_id, self.recall
         )
 
     async def export(self, root: str | None) -> dict[str, Any]:
         """Flush every host, then export (:meth:`HistoryStore.export_parquet`)."""
         await self.flush()
-        return await self.deployment.store.export_parquet(root or self.config.exports_path)
+        return await self.deployment.stores.export_parquet(root or self.config.exports_path)
 
     async def stats(self) -> list[dict[str, Any]]:
         return list(await asyncio.gather(*(h.stats() for h in self.deployment.hosts)))
@@ -220,7 +220,7 @@ class Session:
     async def list_conversations(
         self, app: str, user_id: str, order: ConversationOrder, limit: int, offset: int
     ) -> ConversationList:
-        store = self.deployment.store
+        store = self.deployment.stores
         found, total = await asyncio.gather(
             store.list_conversations(app, user_id, order, limit, offset), store.count_conversations(app, user_id)
         )

@@ -55,13 +55,15 @@ def store_vectors(mem: memray.Memory, model_id: str) -> dict[str, tuple[str, np.
     """doc_id → (text, vector) of every stored vector of ``model_id``, through the store actor."""
     out: dict[str, tuple[str, np.ndarray]] = {}
     for shard in range(mem.config.shards):
-        rows = mem._run(mem._deployment.store.scan_index_rows(shard, mem.config.shards, model_id, None, 1_000_000))
+        rows = mem._run(
+            mem._deployment.stores.clients[0].scan_index_rows(shard, mem.config.shards, model_id, None, 1_000_000)
+        )
         out.update({r.doc_id: (r.text, np.asarray(r.vector)) for r in rows})
     return out
 
 
 def assert_fully_on_new_model(mem: memray.Memory, total: int) -> None:
-    assert mem._run(mem._deployment.store.pending_embeddings(NEW_ID, 10)) == []
+    assert mem._run(mem._deployment.stores.pending_embeddings(NEW_ID, 10)) == []
     vectors = store_vectors(mem, NEW_ID)
     assert len(vectors) == total
     texts = [t for t, _ in vectors.values()]
