@@ -3,7 +3,11 @@
 Prints one JSON line: rows/s of ``HistoryStore.append_messages`` for new rows and for re-upserts
 of existing rows, against the floor measured in the same run — a plain Arrow
 ``INSERT INTO t SELECT * FROM arrow_table`` of the same rows (built the same way, with
-``zip(*rows)``) into a bare table in the same kind of file, one transaction per batch.
+``zip(*rows)``) into a bare table in the same kind of file, one transaction per batch — and
+``statement_ms``: the median time of each SQL statement of a group commit of ``--small`` rows
+(the size a host's commits have), which is what decided to fold the conversation upsert into
+one MERGE (it was an aggregate, an UPDATE and an INSERT) and to skip clearing dead letters
+while there are none.
 
     python -m benchmarks.store_ingest_micro --existing 200000 --batch 10000 --batches 10
 """
@@ -11,11 +15,15 @@ of existing rows, against the floor measured in the same run — a plain Arrow
 from __future__ import annotations
 
 import argparse
+import collections
 import os
+import statistics
 import tempfile
 import time
+from typing import Any
 
 from benchmarks._harness import emit, raw_arrow_insert
+from memray.store import database
 from memray.store.history import HistoryStore
 from memray.store.rows import MessageRow
 
@@ -51,6 +59,31 @@ def time_batches(fn, batches: list[list[MessageRow]]) -> float:  # type: ignore[
     return sum(len(b) for b in batches) / (time.perf_counter() - t)
 
 
+def statement_ms(store: HistoryStore, batches: list[list[MessageRow]]) -> dict[str, float]:
+    """Median milliseconds of each statement while ``batches`` are committed (the SQL text's
+    first words name it)."""
+    spent: dict[str, list[float]] = collections.defaultdict(list)
+    plain, arrow = database.Database.sql, database.Database.arrow
+
+    def timed(fn: Any) -> Any:
+        def run(self: database.Database, query: str, params: Any = None) -> Any:
+            t = time.perf_counter()
+            try:
+                return fn(self, query, params)
+            finally:
+                spent[" ".join(query.split()[:3])].append((time.perf_counter() - t) * 1000)
+
+        return run
+
+    database.Database.sql, database.Database.arrow = timed(plain), timed(arrow)  # type: ignore[method-assign]
+    try:
+        for b in batches:
+            store.append_messages(b)
+    finally:
+        database.Database.sql, database.Database.arrow = plain, arrow  # type: ignore[method-assign]
+    return {name: round(statistics.median(ms), 2) for name, ms in sorted(spent.items(), key=lambda kv: -sum(kv[1]))}
+
+
 def floor_rate(path: str, batches: list[list[MessageRow]]) -> float:
     return raw_arrow_insert(path, [r for b in batches for r in b], len(batches[0]))
 
@@ -61,6 +94,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=10_000, help="rows per append_messages call")
     ap.add_argument("--batches", type=int, default=10)
     ap.add_argument("--conversations", type=int, default=2_000, help="conversations per batch")
+    ap.add_argument("--small", type=int, default=2_000, help="rows per commit for statement_ms")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         store = HistoryStore(os.path.join(tmp, "history.duckdb"))
@@ -72,6 +106,9 @@ def main() -> None:
         new_rate = time_batches(store.append_messages, batches)
         update_batches = [[r._replace(text=r.text + " (edited)") for r in b] for b in batches[:3]]
         update_rate = time_batches(store.append_messages, update_batches)
+        start += args.batches * args.batch
+        small = [make_rows(start + i * args.small, args.small, args.conversations) for i in range(10)]
+        statements = statement_ms(store, small)
         store.close()
         floor = floor_rate(os.path.join(tmp, "floor.duckdb"), batches)
     params = {
@@ -88,6 +125,8 @@ def main() -> None:
             "append_update_rows_per_s": round(update_rate),
             "floor_raw_arrow_insert_rows_per_s": round(floor),
             "ratio_to_raw_arrow_insert": round(new_rate / floor, 3),
+            "small_commit_rows": args.small,
+            "statement_ms": statements,
         },
     )
 

@@ -34,6 +34,9 @@ class Database:
         self.path = path
         self._con: duckdb.DuckDBPyConnection | None = None
         self.version = 0
+        #: False while ``dead_letters`` is known empty (checked at open, set by every insert):
+        #: a commit then skips clearing the dead letters of the ids it stores.
+        self.dead_letters_possible = False
 
     # -- lifecycle ------------------------------------------------------------------------
     def open(self, owner: dict[str, Any] | None = None) -> None:
@@ -59,6 +62,7 @@ class Database:
         if "version" not in meta:
             self.con.execute("INSERT INTO meta VALUES ('version', 0), ('rewrite_pending', 0)")
         self.version = meta.get("version", 0)
+        self.dead_letters_possible = bool(self.sql("SELECT EXISTS (SELECT 1 FROM dead_letters)").fetchall()[0][0])
         if meta.get("rewrite_pending", 0):
             self.rewrite()  # a delete_user committed but its rewrite did not finish
 

@@ -190,6 +190,7 @@ def record(db: Database, letters: Sequence[DeadLetter]) -> int:
             "user_hash": pa.array([user_hash(a, u) for a, u in zip(cols[0], cols[1])], pa.int64()),
         }
     )
+    db.dead_letters_possible = True  # (before the insert: a rollback only leaves it conservative)
     with db.transaction(_dead=table) as version:
         db.sql(
             "DELETE FROM dead_letters d USING _dead n WHERE d.app = n.app AND d.user_id = n.user_id "

@@ -58,7 +58,8 @@ def append_messages(db: Database, rows: Sequence[MessageRow]) -> list[Correction
             _insert(db, "_batch", version)
             _touch_conversations(db, "_batch", "TRUE", version)
         # a dead letter (lost, or rejected) of an id stored now is no longer true: the message is here
-        db.sql(f"DELETE FROM dead_letters d USING _batch b WHERE {_KEY.replace('m.', 'd.')}")
+        if db.dead_letters_possible:
+            db.sql(f"DELETE FROM dead_letters d USING _batch b WHERE {_KEY.replace('m.', 'd.')}")
     kept = {**first, **stored}  # the (seq, created_at) the store keeps, where it may differ
     out: list[Correction] = []
     for r in rows if kept else ():
@@ -114,23 +115,19 @@ def _update_existing(db: Database, batch: pa.Table, stored: dict[Any, tuple[int,
 def _touch_conversations(db: Database, source: str, is_new: str, version: int) -> None:
     """Raise last_seq to the batch's new rows, bump updated_at, create missing conversations.
     A conversation without a title takes its first user message's text (80 characters).
-    Aggregates the batch once (a few thousand rows), never the messages table."""
+    One MERGE over the batch aggregated once (a few thousand rows), never the messages table:
+    it replaced an aggregate, an UPDATE and an INSERT (three statements, ~2–3 ms each)."""
     now = time.time()
-    agg = db.arrow(f"""SELECT app, user_id, conversation_id, coalesce(max(seq) FILTER (WHERE {is_new}), 0) AS max_seq,
-                              min(created_at) AS first_at, any_value(user_hash) AS user_hash,
-                              left(arg_min(text, seq) FILTER (WHERE role = 'user' AND text <> ''), 80) AS title
-                       FROM {source} GROUP BY app, user_id, conversation_id""")
-    db.con.register("_agg", agg)
-    try:
-        db.sql(f"""UPDATE conversations c SET last_seq = greatest(c.last_seq, a.max_seq), updated_at = {now},
-                   title = coalesce(c.title, a.title), changed_version = {version} FROM _agg a
-                   WHERE c.app = a.app AND c.user_id = a.user_id AND c.conversation_id = a.conversation_id""")
-        db.sql(f"""INSERT INTO conversations SELECT a.app, a.user_id, a.conversation_id, a.title, '{{}}',
-                   least(a.first_at, {now}), {now}, a.max_seq, a.user_hash, {version} FROM _agg a
-                   ANTI JOIN conversations c ON c.app = a.app AND c.user_id = a.user_id
-                   AND c.conversation_id = a.conversation_id""")
-    finally:
-        db.con.unregister("_agg")
+    db.sql(f"""MERGE INTO conversations c USING (
+                   SELECT app, user_id, conversation_id, coalesce(max(seq) FILTER (WHERE {is_new}), 0) AS max_seq,
+                          min(created_at) AS first_at, any_value(user_hash) AS user_hash,
+                          left(arg_min(text, seq) FILTER (WHERE role = 'user' AND text <> ''), 80) AS title
+                   FROM {source} GROUP BY app, user_id, conversation_id) a
+               ON c.app = a.app AND c.user_id = a.user_id AND c.conversation_id = a.conversation_id
+               WHEN MATCHED THEN UPDATE SET last_seq = greatest(c.last_seq, a.max_seq), updated_at = {now},
+                   title = coalesce(c.title, a.title), changed_version = {version}
+               WHEN NOT MATCHED THEN INSERT VALUES (a.app, a.user_id, a.conversation_id, a.title, '{{}}',
+                   least(a.first_at, {now}), {now}, a.max_seq, a.user_hash, {version})""")
 
 
 def get_messages(
