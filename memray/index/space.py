@@ -72,8 +72,10 @@ class Space:
         self.vectors: ExactIndex | HnswIndex = ExactIndex(dim)
         self.staged: ExactIndex | HnswIndex | None = None  # the next model's vectors (not snapshotted)
         self.retired: ExactIndex | HnswIndex | None = None  # the previous model's, until released
-        self.lexical = LexicalIndex()
+        self.lexical = LexicalIndex(self.labels.__getitem__)
         self.dirty = True
+        self.rec = np.zeros(0)  # recency by label, NaN where no item: scoring reads it in bulk
+        self._by_seq: tuple[np.ndarray, np.ndarray] | None = None  # recencies ascending, their labels
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -90,6 +92,13 @@ class Space:
     def set_recency(self, doc_id: str, recency: float) -> None:
         old = self.recency.get(doc_id)
         self.recency[doc_id] = recency
+        label = self.labels[doc_id]
+        if label >= len(self.rec):
+            grown = np.full(max(8, 2 * len(self.rec), label + 1), np.nan)
+            grown[: len(self.rec)] = self.rec
+            self.rec = grown
+        self.rec[label] = recency
+        self._by_seq = None
         if self.by_recency is not None:
             if old is not None and self.by_recency.get(old) == doc_id:
                 del self.by_recency[old]
@@ -103,6 +112,30 @@ class Space:
         seq = self.recency[doc_id]
         return self.by_recency.get(seq - 1.0), self.by_recency.get(seq + 1.0)
 
+    def live_labels(self) -> np.ndarray:
+        """Every label held, ascending."""
+        return np.flatnonzero(~np.isnan(self.rec))
+
+    def neighbour_labels(self, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`neighbours` of many labels at once: the labels before and after each (-1: none)."""
+        none = np.full(len(labels), -1, dtype=np.int64)
+        if self.by_recency is None or not len(labels):
+            return none, none.copy()
+        if self._by_seq is None:
+            seqs = np.fromiter(self.by_recency.keys(), dtype=np.float64, count=len(self.by_recency))
+            labs = np.fromiter(
+                (self.labels[d] for d in self.by_recency.values()), dtype=np.int64, count=len(self.by_recency)
+            )
+            order = np.argsort(seqs, kind="stable")
+            self._by_seq = (seqs[order], labs[order])
+        seqs, labs = self._by_seq
+        out = []
+        for step in (-1.0, 1.0):
+            want = self.rec[labels] + step
+            pos = np.minimum(np.searchsorted(seqs, want), len(seqs) - 1)
+            out.append(np.where(seqs[pos] == want, labs[pos], -1) if len(seqs) else none.copy())
+        return out[0], out[1]
+
     def remove(self, doc_id: str) -> bool:
         label = self.labels.pop(doc_id, None)
         if label is None:
@@ -110,6 +143,8 @@ class Space:
         del self.docs[label]
         self.columns.clear(label)
         recency = self.recency.pop(doc_id)
+        self.rec[label] = np.nan
+        self._by_seq = None
         if self.by_recency is not None and self.by_recency.get(recency) == doc_id:
             del self.by_recency[recency]
         self.payload.pop(doc_id, None)
