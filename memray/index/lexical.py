@@ -110,6 +110,7 @@ class LexicalIndex:
         self._total_len = 0
         self._key = key
         self._arrays: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # term -> labels, tf, lengths
+        self._weights: dict[str, tuple[float, np.ndarray]] = {}  # term -> (avgdl, BM25 / idf of each posting)
 
     def __len__(self) -> int:
         return len(self._docs)
@@ -144,6 +145,7 @@ class LexicalIndex:
             self._postings.setdefault(term, {})[doc_id] = count
             if arrays:
                 arrays.pop(term, None)
+                self._weights.pop(term, None)
 
     def delete(self, doc_id: str) -> bool:
         tf = self._docs.pop(doc_id, None)
@@ -152,6 +154,7 @@ class LexicalIndex:
         self._total_len -= self._lengths.pop(doc_id)
         for term in tf:
             self._arrays.pop(term, None)
+            self._weights.pop(term, None)
             posting = self._postings[term]
             del posting[doc_id]
             if not posting:
@@ -194,13 +197,10 @@ class LexicalIndex:
             self._arrays[term] = arrays
         return arrays
 
-    def label_scores(
-        self, terms: list[str], stats: Bm25Stats | None = None, size: int = 0
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`scores` as arrays: the labels (by ``key``, ascending) of every document sharing a
-        term with ``terms``, and their BM25. ``size`` (> every label) lets the sum run dense."""
+    def _weights_of(self, terms: list[str], stats: Bm25Stats | None) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Per query term with a posting: its labels and their BM25 contributions under ``stats``."""
         if self._key is None:
-            raise ValueError("label_scores needs a LexicalIndex made with a key")
+            raise ValueError("label scores need a LexicalIndex made with a key")
         stats = stats or self.stats(terms)
         avgdl = (stats.total_len / stats.docs if stats.docs else 1.0) or 1.0
         labels: list[np.ndarray] = []
@@ -210,21 +210,33 @@ class LexicalIndex:
             if arrays is None:
                 continue
             labs, tf, lengths = arrays
-            idf = bm25_idf(stats.docs, stats.df.get(term, len(labs)))
+            cached = self._weights.get(term)
+            if cached is None or cached[0] != avgdl:  # (avgdl changes with the statistics used)
+                cached = (avgdl, (K1 + 1.0) * tf / (tf + K1 * (1.0 - B + B / avgdl * lengths)))
+                self._weights[term] = cached
             labels.append(labs)
-            weights.append(idf * (K1 + 1.0) * tf / (tf + K1 * (1.0 - B + B / avgdl * lengths)))
+            weights.append(bm25_idf(stats.docs, stats.df.get(term, len(labs))) * cached[1])
+        return labels, weights
+
+    def label_scores(self, terms: list[str], stats: Bm25Stats | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`scores` as arrays: the labels (by ``key``, ascending) of every document sharing a
+        term with ``terms``, and their BM25."""
+        labels, weights = self._weights_of(terms, stats)
         if not labels:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
         if len(labels) == 1:
             order = np.argsort(labels[0], kind="stable")
             return labels[0][order], weights[0][order]
-        every = np.concatenate(labels)
-        if 0 < size <= 8 * len(every) + 1024:
-            dense = np.bincount(every, np.concatenate(weights), minlength=size)
-            found = np.flatnonzero(dense)
-            return found, dense[found]
-        found, inverse = np.unique(every, return_inverse=True)
+        found, inverse = np.unique(np.concatenate(labels), return_inverse=True)
         return found, np.bincount(inverse, np.concatenate(weights), minlength=len(found))
+
+    def dense_scores(self, terms: list[str], stats: Bm25Stats | None, size: int) -> np.ndarray:
+        """:meth:`label_scores` as one array indexed by label (0: no shared term), of at least
+        ``size`` entries."""
+        labels, weights = self._weights_of(terms, stats)
+        if not labels:
+            return np.zeros(size)
+        return np.bincount(np.concatenate(labels), np.concatenate(weights), minlength=size)
 
     def search(self, text: str, k: int) -> list[tuple[str, float]]:
         """The ``k`` best (doc_id, bm25) for ``text`` under this namespace's own statistics, best

@@ -106,6 +106,8 @@ def vector_scores(sims: np.ndarray, threshold: float) -> np.ndarray:
     return np.clip((sims - threshold) / (1.0 - threshold), 0.0, 1.0)
 
 
+#: Namespaces with at most this many labels (and an exact index) are scored densely.
+DENSE_MAX = 1 << 16
 _NO_LABELS = np.zeros(0, dtype=np.int64)
 _NO_VALUES = np.zeros(0)
 
@@ -184,9 +186,10 @@ def _score_space(
 ) -> _Scored:
     """Every item of ``space`` relevant on its own, with its fused score and neighbour support
     (module docstring), as arrays: no Python object per item."""
+    if not isinstance(index, HnswIndex) and len(space.rec) <= DENSE_MAX:
+        return _score_dense(space, index, query, vector, terms, stats, ideal, config)
     mode = query.mode
-    size = len(space.rec)
-    lex_l, lex_b = space.lexical.label_scores(terms, stats, size) if terms else (_NO_LABELS, _NO_VALUES)
+    lex_l, lex_b = space.lexical.label_scores(terms, stats) if terms else (_NO_LABELS, _NO_VALUES)
     if vector is not None and index is not None and len(index):
         vec_l, vec_v = _vector_part(index, space, vector, query.threshold, lex_l, depth, window)
     else:
@@ -218,6 +221,40 @@ def _score_space(
     boost = (scores > 0.0) & (support > 0.0)
     scores = np.where(boost, scores + config.neighbour_weight * support * (1.0 - scores), scores)
     return _Scored(labels, scores)
+
+
+def _score_dense(
+    space: Space,
+    index: ExactIndex | None,
+    query: Query,
+    vector: np.ndarray | None,
+    terms: list[str],
+    stats: Bm25Stats,
+    ideal: float,
+    config: IndexConfig,
+) -> _Scored:
+    """:func:`_score_space` of an exact namespace, over arrays indexed by label: every item is
+    compared anyway, so one array per part costs less than matching candidate lists."""
+    size = len(space.rec)
+    mode = query.mode
+    lexical = space.lexical.dense_scores(terms, stats, size) if terms else np.zeros(size)
+    size = len(lexical)
+    vec = np.zeros(size)
+    if vector is not None and index is not None and len(index):
+        labels, sims = index.scan(vector)
+        vec[labels] = vector_scores(sims, query.threshold)
+    candidate = (
+        lexical > 0.0 if mode == "lexical" else (vec > 0.0 if mode == "vector" else (lexical > 0.0) | (vec > 0.0))
+    )
+    scores = _fuse(mode, lexical, vec, ideal, query.vector_weight)
+    if space.by_recency is not None and config.neighbour_weight > 0.0:
+        before, after = space.adjacent()
+        padded = np.append(np.where(candidate, scores, 0.0), 0.0)  # label -1 reads the 0 at the end
+        support = np.maximum(padded[before], padded[after])
+        boost = candidate & (scores > 0.0) & (support > 0.0)
+        scores = np.where(boost, scores + config.neighbour_weight * support * (1.0 - scores), scores)
+    labels = np.flatnonzero(candidate)
+    return _Scored(labels, scores[labels])
 
 
 def _lookup(labels: np.ndarray, scores: np.ndarray, wanted: np.ndarray) -> np.ndarray:
@@ -261,6 +298,9 @@ def _best(space: Space, labels: np.ndarray, scores: np.ndarray, k: int) -> list[
     (the final order breaks those ties by doc id), as (score, recency, doc_id, space)."""
     if k <= 0 or not len(labels):
         return []
+    if len(labels) > k:  # those scoring at least the k-th score, then by recency among them
+        top = np.flatnonzero(scores >= np.partition(scores, len(scores) - k)[len(scores) - k])
+        labels, scores = labels[top], scores[top]
     recency = space.rec[labels]
     if len(labels) > k:
         order = np.lexsort((-recency, -scores))

@@ -76,6 +76,7 @@ class Space:
         self.dirty = True
         self.rec = np.zeros(0)  # recency by label, NaN where no item: scoring reads it in bulk
         self._by_seq: tuple[np.ndarray, np.ndarray] | None = None  # recencies ascending, their labels
+        self._adjacent: tuple[np.ndarray, np.ndarray] | None = None  # by label: the label before, after (-1)
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -98,7 +99,7 @@ class Space:
             grown[: len(self.rec)] = self.rec
             self.rec = grown
         self.rec[label] = recency
-        self._by_seq = None
+        self._by_seq = self._adjacent = None
         if self.by_recency is not None:
             if old is not None and self.by_recency.get(old) == doc_id:
                 del self.by_recency[old]
@@ -112,6 +113,29 @@ class Space:
         seq = self.recency[doc_id]
         return self.by_recency.get(seq - 1.0), self.by_recency.get(seq + 1.0)
 
+    def _seq_order(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._by_seq is None:
+            by_recency = self.by_recency or {}
+            seqs = np.fromiter(by_recency.keys(), dtype=np.float64, count=len(by_recency))
+            labs = np.fromiter((self.labels[d] for d in by_recency.values()), dtype=np.int64, count=len(by_recency))
+            order = np.argsort(seqs, kind="stable")
+            self._by_seq = (seqs[order], labs[order])
+        return self._by_seq
+
+    def adjacent(self) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`neighbours` of every label, as two arrays indexed by label (-1: none; sized
+        ``len(self.rec)``): what dense scoring looks neighbours up in."""
+        if self._adjacent is None:
+            before = np.full(len(self.rec), -1, dtype=np.int64)
+            after = before.copy()
+            if self.by_recency is not None:
+                seqs, labs = self._seq_order()
+                step = np.flatnonzero(np.diff(seqs) == 1.0)
+                after[labs[step]] = labs[step + 1]
+                before[labs[step + 1]] = labs[step]
+            self._adjacent = (before, after)
+        return self._adjacent
+
     def live_labels(self) -> np.ndarray:
         """Every label held, ascending."""
         return np.flatnonzero(~np.isnan(self.rec))
@@ -121,14 +145,7 @@ class Space:
         none = np.full(len(labels), -1, dtype=np.int64)
         if self.by_recency is None or not len(labels):
             return none, none.copy()
-        if self._by_seq is None:
-            seqs = np.fromiter(self.by_recency.keys(), dtype=np.float64, count=len(self.by_recency))
-            labs = np.fromiter(
-                (self.labels[d] for d in self.by_recency.values()), dtype=np.int64, count=len(self.by_recency)
-            )
-            order = np.argsort(seqs, kind="stable")
-            self._by_seq = (seqs[order], labs[order])
-        seqs, labs = self._by_seq
+        seqs, labs = self._seq_order()
         out = []
         for step in (-1.0, 1.0):
             want = self.rec[labels] + step
@@ -144,7 +161,7 @@ class Space:
         self.columns.clear(label)
         recency = self.recency.pop(doc_id)
         self.rec[label] = np.nan
-        self._by_seq = None
+        self._by_seq = self._adjacent = None
         if self.by_recency is not None and self.by_recency.get(recency) == doc_id:
             del self.by_recency[recency]
         self.payload.pop(doc_id, None)
