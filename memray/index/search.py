@@ -20,7 +20,7 @@ from memray.config import IndexConfig
 from memray.ids import Namespace
 from memray.index.base import ShardHit
 from memray.index.exact import ExactIndex
-from memray.index.fusion import in_window, rank
+from memray.index.fusion import fuse_arrays, in_window, rank, vector_scores
 from memray.index.hnsw import HnswIndex
 from memray.index.lexical import Bm25Stats, ideal_bm25
 from memray.index.space import Space
@@ -101,11 +101,6 @@ class AppSearch(NamedTuple):
 ShardSearch = NamespaceSearch | UserSearch | AppSearch
 
 
-def vector_scores(sims: np.ndarray, threshold: float) -> np.ndarray:
-    """:func:`memray.index.fusion.vector_score` over an array of cosines."""
-    return np.clip((sims - threshold) / (1.0 - threshold), 0.0, 1.0)
-
-
 #: Namespaces with at most this many labels (and an exact index) are scored densely.
 DENSE_MAX = 1 << 16
 _NO_LABELS = np.zeros(0, dtype=np.int64)
@@ -161,17 +156,6 @@ def _union(a: np.ndarray, av: np.ndarray, b: np.ndarray, bv: np.ndarray) -> tupl
     return labels, left, right
 
 
-def _fuse(mode: Mode, lexical: np.ndarray, vec: np.ndarray, ideal: float, vector_weight: float) -> np.ndarray:
-    """Scores by mode from BM25 values and vector scores (memray.index.fusion), elementwise."""
-    lex = np.minimum(1.0, lexical / ideal) if ideal > 0.0 else np.zeros(len(lexical))
-    lex = np.where(lexical > 0.0, lex, 0.0)
-    if mode == "lexical":
-        return lex
-    if mode == "vector":
-        return vec
-    return (1.0 - vector_weight) * lex + vector_weight * vec
-
-
 def _score_space(
     space: Space,
     index: ExactIndex | HnswIndex | None,
@@ -201,7 +185,7 @@ def _score_space(
         labels, lexical, vec = vec_l[order], np.zeros(len(vec_l)), vec_v[order]
     else:
         labels, lexical, vec = _union(lex_l, lex_b, vec_l, vec_v)
-    scores = _fuse(mode, lexical, vec, ideal, query.vector_weight)
+    scores = fuse_arrays(mode, lexical, vec, ideal, query.vector_weight)
     if space.by_recency is None or config.neighbour_weight <= 0.0 or not len(labels):
         return _Scored(labels, scores)
     before, after = space.neighbour_labels(labels)
@@ -213,7 +197,7 @@ def _score_space(
         if len(near):
             v = vector_scores(index.get(near) @ vector, query.threshold)
             near, v = near[v > 0.0], v[v > 0.0]
-            extra = _fuse(mode, np.zeros(len(near)), v, ideal, query.vector_weight)
+            extra = fuse_arrays(mode, np.zeros(len(near)), v, ideal, query.vector_weight)
             labels, scores, added = _union(labels, scores, near, extra)
             scores += added
             before, after = space.neighbour_labels(labels)
@@ -246,7 +230,7 @@ def _score_dense(
     candidate = (
         lexical > 0.0 if mode == "lexical" else (vec > 0.0 if mode == "vector" else (lexical > 0.0) | (vec > 0.0))
     )
-    scores = _fuse(mode, lexical, vec, ideal, query.vector_weight)
+    scores = fuse_arrays(mode, lexical, vec, ideal, query.vector_weight)
     if space.by_recency is not None and config.neighbour_weight > 0.0:
         before, after = space.adjacent()
         padded = np.append(np.where(candidate, scores, 0.0), 0.0)  # label -1 reads the 0 at the end

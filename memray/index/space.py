@@ -36,23 +36,16 @@ import numpy as np
 from memray.config import IndexConfig
 from memray.errors import ModelMismatchError, ValidationError
 from memray.ids import Namespace
-from memray.index.base import IndexItem
+from memray.index.base import IndexItem, normalise
 from memray.index.columns import ItemColumns, same_columns
 from memray.index.exact import ExactIndex
+from memray.index.flat import FlatViews, rebuild
 from memray.index.hnsw import HnswIndex
 from memray.index.lexical import LexicalIndex
 from memray.store.base import IndexRow
 from memray.text import index_terms
 
 __all__ = ["Space", "Spaces", "normalise"]
-
-
-def normalise(vectors: Any, dim: int) -> np.ndarray:
-    """Rows L2-normalised as float32 (a zero row stays zero)."""
-    arr = np.asarray(vectors, dtype=np.float32)
-    arr = arr.reshape(1, -1) if arr.ndim == 1 else arr
-    norms = np.linalg.norm(arr, axis=1, keepdims=True)
-    return np.ascontiguousarray(arr / np.where(norms > 0, norms, 1.0), dtype=np.float32)
 
 
 class Space:
@@ -188,6 +181,7 @@ class Spaces(Mapping[Namespace, Space]):
         self.stage: tuple[str, int] | None = None  # (model_id, dim) being built
         self.retired: tuple[str, int] | None = None  # (model_id, dim) replaced by the last cutover
         self._by_ns: dict[Namespace, Space] = {}
+        self.flats = FlatViews(dim, lambda index: self.fit(index, config.app_exact_threshold))  # memray.index.flat
         self._by_user: dict[tuple[str, str], set[Namespace]] = {}
 
     # -- the mapping ------------------------------------------------------------------------
@@ -216,25 +210,35 @@ class Spaces(Mapping[Namespace, Space]):
 
     def attach(self, space: Space) -> None:
         self._by_ns[space.namespace] = space
+        self.flats.attach(space)
         ns = space.namespace
         self._by_user.setdefault((ns.app, ns.user_id), set()).add(ns)
 
     def detach(self, ns: Namespace) -> None:
-        del self._by_ns[ns]
+        self.flats.drop(self._by_ns.pop(ns))
         user = self._by_user[(ns.app, ns.user_id)]
         user.discard(ns)
         if not user:
             del self._by_user[(ns.app, ns.user_id)]
 
+    def remove(self, space: Space, doc_id: str) -> bool:
+        """:meth:`Space.remove`, keeping the flat views in step."""
+        label = space.labels.get(doc_id)
+        if label is None or not space.remove(doc_id):
+            return False
+        self.flats.remove(space, label)
+        return True
+
     # -- promotion --------------------------------------------------------------------------
     def resize(self, space: Space) -> None:
         space.vectors = self.fit(space.vectors)
 
-    def fit(self, index: ExactIndex | HnswIndex) -> ExactIndex | HnswIndex:
-        """Promote to HNSW at the threshold; demote to exact under half of it."""
-        n, threshold, dim = len(index), self.config.exact_threshold, index.dim
+    def fit(self, index: ExactIndex | HnswIndex, threshold: int | None = None) -> ExactIndex | HnswIndex:
+        """Promote to HNSW at the threshold (default: the namespace one); demote to exact under half of it."""
+        n, dim = len(index), index.dim
+        threshold = self.config.exact_threshold if threshold is None else threshold
         if isinstance(index, ExactIndex) and n >= threshold:
-            return _rebuild(
+            return rebuild(
                 HnswIndex(
                     dim,
                     m=self.config.hnsw_m,
@@ -247,7 +251,7 @@ class Spaces(Mapping[Namespace, Space]):
                 index,
             )
         if isinstance(index, HnswIndex) and n < threshold // 2:
-            return _rebuild(ExactIndex(dim, capacity=max(16, n)), index)
+            return rebuild(ExactIndex(dim, capacity=max(16, n)), index)
         return index
 
     # -- model versions ---------------------------------------------------------------------
@@ -284,7 +288,10 @@ class Spaces(Mapping[Namespace, Space]):
             space.staged.add(np.array(labels, dtype=np.int64), normalise(np.stack(vectors), self.stage[1]))
             space.staged = self.fit(space.staged)
         elif labels:
-            space.vectors.add(np.array(labels, dtype=np.int64), normalise(np.stack(vectors), self.dim))
+            labs, vecs = np.array(labels, dtype=np.int64), normalise(np.stack(vectors), self.dim)
+            space.vectors.add(labs, vecs)
+        if not staged:
+            self.flats.put(space, [item.doc_id for item, _ in group], *((labs, vecs) if labels else (None, None)))
         space.dirty = True
         self.resize(space)
 
@@ -335,6 +342,7 @@ class Spaces(Mapping[Namespace, Space]):
         if self.stage is None or self.stage[0] != model_id:
             raise ModelMismatchError(f"{self.label} has no staged index for model {model_id!r}; call stage_begin first")
         dim = self.stage[1]
+        self.flats.clear()  # rows may add items: the views are rebuilt on the next app search
         groups: dict[Namespace, list[IndexRow]] = {}
         for row in rows:
             groups.setdefault(Namespace(*row.namespace), []).append(row)
@@ -372,6 +380,7 @@ class Spaces(Mapping[Namespace, Space]):
             space.dirty = True
         self.retired = (self.model_id, self.dim)
         self.model_id, self.dim = model_id, dim
+        self.flats.clear(dim)
         self.stage = None
         return True
 
@@ -386,10 +395,3 @@ class Spaces(Mapping[Namespace, Space]):
         self.retired = None
         for space in self.values():
             space.retired = None
-
-
-def _rebuild(target: ExactIndex | HnswIndex, source: ExactIndex | HnswIndex) -> ExactIndex | HnswIndex:
-    labels, vectors = source.items()
-    if len(labels):
-        target.add(labels, vectors)
-    return target
