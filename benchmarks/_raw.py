@@ -18,13 +18,13 @@ around each call), so the two are compared on equal terms in the same run.
 from __future__ import annotations
 
 import math
-import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from benchmarks._harness import time_calls
 from memray.index.lexical import K1, B
 from memray.text import index_terms
 
@@ -105,12 +105,8 @@ class RawBm25:
 
 
 def time_floor(calls: int, fn: Callable[[int], Any]) -> list[float]:
-    """Latency (s) of each of ``calls`` sequential calls of ``fn(i)``, after a short warm-up."""
+    """Latency (s) of each of ``calls`` sequential calls of ``fn(i)`` (:func:`time_calls`), after a
+    short warm-up."""
     for i in range(min(10, calls)):
         fn(i)
-    out = []
-    for i in range(calls):
-        t0 = time.perf_counter()
-        fn(i)
-        out.append(time.perf_counter() - t0)
-    return out
+    return time_calls(calls, fn)
