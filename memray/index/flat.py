@@ -56,6 +56,7 @@ class FlatView:
         self.uid = np.zeros(0, dtype=np.int64)  # by slot
         self.label = np.zeros(0, dtype=np.int64)
         self.rec = np.zeros(0)  # recency by slot, NaN: no item
+        self.has_vector = np.zeros(0, dtype=bool)  # by slot
         self.next_slot = 0
         self.vectors: ExactIndex | HnswIndex = ExactIndex(dim)
         self.lexical = LexicalIndex(int)
@@ -74,6 +75,7 @@ class FlatView:
                 rec = np.full(cap, np.nan)
                 rec[: len(self.rec)] = self.rec
                 self.rec = rec
+                self.has_vector = np.append(self.has_vector, np.zeros(cap - len(self.has_vector), dtype=bool))
             self.uid[slot], self.label[slot] = space.uid, label
             self.spaces[space.uid] = space
         return slot
@@ -87,7 +89,9 @@ class FlatView:
             self.rec[slot] = space.rec[label]
             self.lexical.add_terms(str(slot), space.lexical.terms(doc) or {})
         if labels is not None and vectors is not None and len(labels):
-            self.vectors.add(np.array([self._slot(space, int(x)) for x in labels], dtype=np.int64), vectors)
+            slots = np.array([self._slot(space, int(x)) for x in labels], dtype=np.int64)
+            self.vectors.add(slots, vectors)
+            self.has_vector[slots] = True
         self._adjacent = None
 
     def add_space(self, space: Space) -> None:
@@ -99,6 +103,7 @@ class FlatView:
         slot = self.slots.get(space.uid, {}).pop(label, None)
         if slot is not None:
             self.rec[slot] = np.nan
+            self.has_vector[slot] = False
             self.lexical.delete(str(slot))
             self.vectors.delete(np.array([slot], dtype=np.int64))
             self._adjacent = None
@@ -109,6 +114,7 @@ class FlatView:
         self.spaces.pop(space.uid, None)
         for slot in slots.values():
             self.rec[slot] = np.nan
+            self.has_vector[slot] = False
             self.lexical.delete(str(slot))
         if slots:
             self.vectors.delete(np.fromiter(slots.values(), dtype=np.int64, count=len(slots)))
@@ -198,7 +204,7 @@ def search_flat(
             slots, sims = index.scan(vector)
         else:
             found, found_sims = index.search(vector, max(depth, 1))
-            wanted = np.array([s for s in np.flatnonzero(lexical).tolist() if s in index], dtype=np.int64)
+            wanted = np.flatnonzero((lexical > 0.0) & view.has_vector[: len(lexical)])
             slots = np.concatenate([found[0], wanted])
             sims = np.concatenate([found_sims[0], index.get(wanted) @ vector if len(wanted) else np.zeros(0)])
         vec[slots] = vector_scores(sims, query.threshold)
@@ -208,7 +214,8 @@ def search_flat(
         before, after = view.adjacent()
         if vector is not None and isinstance(index, HnswIndex) and mode != "lexical":
             near = np.unique(np.concatenate([before[candidate], after[candidate]]))
-            near = np.array([s for s in near[near >= 0].tolist() if not candidate[s] and s in index], dtype=np.int64)
+            near = near[near >= 0]
+            near = near[~candidate[near] & view.has_vector[near]]
             if len(near):
                 vec[near] = vector_scores(index.get(near) @ vector, query.threshold)
                 candidate = _candidates(mode, lexical, vec)
