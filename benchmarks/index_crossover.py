@@ -7,7 +7,9 @@ For each namespace size ``n`` it builds an :class:`ExactIndex` and an :class:`Hn
 times single-vector top-10 queries on both (p50/p95, µs), the build (s; the cost a shard pays once
 when it promotes a namespace) and HNSW's recall@10 against exact. The crossover is the smallest
 size at which HNSW's p50 is below exact's p50; the floor it is compared with is exact search,
-measured in the same run. Prints one JSON line.
+measured in the same run, and the raw floors (:mod:`benchmarks._raw`) over the same vectors:
+numpy ``M @ q`` + ``argpartition`` (``raw_numpy_*``) and hnswlib with the same parameters
+(``raw_hnsw_*``), so the index classes' own overhead shows. Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from benchmarks._harness import git_sha
+from benchmarks._raw import RawExact, RawHnsw
 from memray.config import IndexConfig
 from memray.index.exact import ExactIndex
 from memray.index.hnsw import HnswIndex
@@ -59,8 +62,12 @@ def measure(n: int, dim: int, queries: int, cfg: IndexConfig, seed: int) -> dict
     hnsw = HnswIndex(dim, m=cfg.hnsw_m, ef_construction=cfg.hnsw_ef_construction, ef=cfg.hnsw_ef, capacity=n)
     hnsw.add(np.arange(n), data)
     hnsw_build = time.perf_counter() - t0
+    raw_exact = RawExact(data)
+    raw_hnsw = RawHnsw(data, cfg.hnsw_m, cfg.hnsw_ef_construction, cfg.hnsw_ef)
     exact_p50, exact_p95 = _latency_us(exact.search, qs)
     hnsw_p50, hnsw_p95 = _latency_us(hnsw.search, qs)
+    raw_numpy_p50, _ = _latency_us(raw_exact.topk, qs)
+    raw_hnsw_p50, _ = _latency_us(raw_hnsw.topk, qs)
     truth, _ = exact.search(qs, 10)
     got, _ = hnsw.search(qs, 10)
     recall = float(np.mean([len(set(a) & set(b)) / 10 for a, b in zip(truth.tolist(), got.tolist())]))
@@ -70,6 +77,8 @@ def measure(n: int, dim: int, queries: int, cfg: IndexConfig, seed: int) -> dict
         "exact_p95_us": round(exact_p95, 1),
         "hnsw_p50_us": round(hnsw_p50, 1),
         "hnsw_p95_us": round(hnsw_p95, 1),
+        "raw_numpy_p50_us": round(raw_numpy_p50, 1),
+        "raw_hnsw_p50_us": round(raw_hnsw_p50, 1),
         "exact_build_s": round(exact_build, 4),
         "hnsw_build_s": round(hnsw_build, 3),
         "hnsw_recall_at_10": round(recall, 3),
@@ -95,7 +104,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "hnsw_m": cfg.hnsw_m,
         "hnsw_ef_construction": cfg.hnsw_ef_construction,
         "hnsw_ef": cfg.hnsw_ef,
-        "floor": "exact search (numpy), same run",
+        "floor": "exact search (numpy), same run; raw numpy and raw hnswlib over the same vectors",
         "sizes": rows,
         "crossover_n": crossover,
         "configured_exact_threshold": cfg.exact_threshold,

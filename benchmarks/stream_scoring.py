@@ -16,6 +16,9 @@ stream scoring (``now`` = the stream's last minute, all weights 1, decay 0.995 p
 - ``numpy`` (the floor): one ``float32`` matrix of the conversation's vectors, ``M @ q``, the
   relevance clip, the stream formula over arrays of the same columns, ``argpartition`` top 10.
   It is what brute force costs with no lexical part, no filters and no payloads.
+- ``raw_hybrid`` (issue 11, :mod:`benchmarks._raw`): numpy exact top-k plus BM25 top-k over the
+  same conversation's vectors and texts: the raw floor of the default (hybrid, relevance) search;
+  ``shard_relevance_p50_to_raw_hybrid_p50`` and ``facade_relevance_p50_to_raw_hybrid_p50`` divide by it.
 
 ``ratio_p50`` is stream p50 over relevance p50 in each layer; the two are timed back to back
 for the same query (alternating which goes first), so a shared machine's load hits both alike.
@@ -33,6 +36,7 @@ import numpy as np
 
 import memray
 from benchmarks._harness import common_args, emit, in_data_dir, log, pct_ms, plot_bars, ratio, sentence
+from benchmarks._raw import RawBm25, RawExact, time_floor
 from memray import Scoring
 from memray.embedding.factory import build_embedder
 from memray.ids import conversation_namespace, user_hash
@@ -151,12 +155,13 @@ def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
 
         shard_rel, shard_stream = paired(len(queries), in_shard)
 
-        mats, cols = [], []
+        mats, cols, docs = [], [], []
         for c, ns in enumerate(namespaces):
             space = shard_of[c]._spaces[ns]
             labels, vecs = space.vectors.items()
             mats.append(np.ascontiguousarray(vecs))
             cols.append(space.columns.rows(labels))
+            docs.append([space.docs[int(label)] for label in labels])
 
         def floor(i: int, stream: bool) -> Any:
             c = queries[i][0]
@@ -169,6 +174,17 @@ def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
             )
 
         np_rel, np_stream = paired(len(queries), floor)
+        raw = [
+            (RawExact(mats[c]), RawBm25([texts[c][int(d[1:]) // args.conversations] for d in docs[c]]))
+            for c in range(len(mats))
+        ]
+
+        def raw_hybrid(i: int) -> None:
+            c, text = queries[i]
+            raw[c][0].topk(np.asarray(encoded[i].vector, dtype=np.float32), args.k)
+            raw[c][1].topk(text, args.k)
+
+        raw_rel = time_floor(len(queries), raw_hybrid)
     finally:
         mem.close()
 
@@ -180,8 +196,13 @@ def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
         "facade": layer(facade_rel, facade_stream),
         "shard": layer(shard_rel, shard_stream),
         "numpy_floor": layer(np_rel, np_stream),
+        "raw_hybrid": pct_ms(raw_rel),
         "items_per_conversation": per[0],
     }
+    for name in ("shard", "facade"):
+        out[f"{name}_relevance_p50_to_raw_hybrid_p50"] = ratio(
+            out[name]["relevance"]["p50_ms"], out["raw_hybrid"]["p50_ms"]
+        )
     out["stream_facade_p50_to_numpy_stream_p50"] = ratio(
         out["facade"]["stream"]["p50_ms"], out["numpy_floor"]["stream"]["p50_ms"]
     )

@@ -12,7 +12,9 @@ vectors each, searched exactly), users placed on shards by the router's rule. Th
   against exact numpy search over the same vectors;
 - latency p50/p99 of scoped and app-wide queries through :class:`ShardRouter` over in-process
   refs (the real call path minus Ray's ~1 ms round trip), next to the floor measured in the same
-  run: exact numpy search over the same namespace (scoped) or over all N vectors (app-wide).
+  run: exact numpy search over the same namespace (scoped) or over all N vectors (app-wide), and
+  for HNSW namespaces raw hnswlib (:class:`benchmarks._raw.RawHnsw`: the shard's M,
+  ef_construction and ef, one thread) built over the same vectors.
 
 Prints one JSON line; ``--plot`` writes a PNG of the latencies.
 """
@@ -31,6 +33,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from benchmarks._raw import RawHnsw
 from benchmarks.index_crossover import git_sha
 from memray.config import IndexConfig
 from memray.ids import Namespace, user_hash
@@ -145,7 +148,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if not idx:
                 continue
             qs, _ = queries_for(idx)
-            recalls, times, floor = [], [], []
+            recalls, times, floor, raw_hnsw = [], [], [], []
+            hnsw: dict[int, RawHnsw] = {}
+            if name == "scoped_hnsw":
+                for i in sorted(set(idx)):
+                    lo, hi = int(offsets[i]), int(offsets[i + 1])
+                    hnsw[i] = RawHnsw(data[lo:hi], cfg.hnsw_m, cfg.hnsw_ef_construction, cfg.hnsw_ef)
             for q, i in zip(qs, idx):
                 ns = Namespace(APP, users[i], "conv", "c")
                 t0 = time.perf_counter()
@@ -155,6 +163,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 t0 = time.perf_counter()
                 truth = exact_topk(data[lo:hi], q[None, :], K, lo)[0]
                 floor.append(time.perf_counter() - t0)
+                if i in hnsw:
+                    t0 = time.perf_counter()
+                    hnsw[i].topk(q, K)
+                    raw_hnsw.append(time.perf_counter() - t0)
                 recalls.append(len(truth & {int(h.doc_id) for h in res.hits}) / K)
             result[name] = {
                 "queries": len(idx),
@@ -162,6 +174,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "latency": pct(times),
                 "floor_exact_latency": pct(floor),
             }
+            if raw_hnsw:
+                result[name]["floor_raw_hnsw_latency"] = pct(raw_hnsw)
+                result[name]["ratio_p50_to_raw_hnsw"] = round(
+                    result[name]["latency"]["p50_ms"] / max(1e-9, result[name]["floor_raw_hnsw_latency"]["p50_ms"]), 3
+                )
+            result[name]["ratio_p50_to_exact"] = round(
+                result[name]["latency"]["p50_ms"] / max(1e-9, result[name]["floor_exact_latency"]["p50_ms"]), 3
+            )
         qs, _ = queries_for([int(i) for i in rng.integers(0, len(users), args.app_queries)])
         times = []
         got = []
@@ -183,6 +203,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "latency": pct(times),
             "floor_exact_latency": pct(floor_times),
         }
+        result["app_wide"]["ratio_p50_to_exact"] = round(
+            result["app_wide"]["latency"]["p50_ms"] / max(1e-9, result["app_wide"]["floor_exact_latency"]["p50_ms"]), 3
+        )
     finally:
         loop.close()
         for ref in refs:
@@ -206,7 +229,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "hnsw_namespaces": sum(s["hnsw_namespaces"] for s in stats),
         "vectors_per_shard": [s["vectors"] for s in stats],
         "rss_mb": _rss_mb(),
-        "floor": "exact numpy search over the same vectors, same run",
+        "floor": "exact numpy search over the same vectors, and raw hnswlib for HNSW namespaces, same run",
         **result,
     }
     return out

@@ -164,6 +164,9 @@ class IndexConfig(_Config):
     # namespaces with fewer vectors are searched exactly (numpy), larger ones through HNSW;
     # 5000 = measured p50 crossover at dim 256, ef 128 (python -m benchmarks.index_crossover)
     exact_threshold: int = Field(5_000, ge=0)
+    # an app's items on one shard are searched app-wide through one flat index (memray.index.flat):
+    # exact below this many vectors (a scan of 100k x 256 floats: ~10 ms here), HNSW from here
+    app_exact_threshold: int = Field(100_000, ge=0)
     hnsw_m: int = Field(16, gt=1)
     hnsw_ef_construction: int = Field(200, gt=0)
     hnsw_ef: int = Field(128, gt=0)  # 64 gave recall@10 < 0.9 on hard clustered data; see benchmark

@@ -1,11 +1,12 @@
 """`QueryEncoder`: the query side of retrieval, shared by conversation recall and the service.
 
 It embeds queries in the caller's process (concurrent searches share one batch: 4x the
-throughput of one by one) and turns each into a :class:`~memray.index.search.Query` carrying
-the vector, its model id and that model's calibration (relevance threshold and vector weight,
-:mod:`memray.embedding.calibration`). No embedder, or ``mode="lexical"``: lexical only
-(documented, not degraded). An embedder that fails (endpoint down, wrong dimension): lexical
-only, and the reason, so the result says ``degraded``.
+throughput of one by one; a recomputable embedder, microseconds a text, embeds on the spot: the
+thread hop cost more than the hash embedding) and turns each into a
+:class:`~memray.index.search.Query` carrying the vector, its model id and that model's
+calibration (relevance threshold and vector weight, :mod:`memray.embedding.calibration`). No
+embedder, or ``mode="lexical"``: lexical only (documented, not degraded). An embedder that fails
+(endpoint down, wrong dimension): lexical only, and the reason, so the result says ``degraded``.
 """
 
 from __future__ import annotations
@@ -71,6 +72,19 @@ class QueryEncoder:
         embedder, calibration = self._embedder, self._calibration  # one model for this query
         if embedder is None or mode == "lexical":
             return Encoded("lexical", None, None, calibration, None)
+        try:
+            if getattr(embedder, "recomputable", False):  # microseconds: no thread hop, no batch
+                vector = embedder.embed([text])[0]
+            else:
+                vector = await self._batched(embedder).get(text)
+        except Exception as exc:  # the embedder is down or misconfigured: lexical only, flagged
+            reason = str(exc) if isinstance(exc, EmbeddingError) else f"{type(exc).__name__}: {exc}"
+            return Encoded(
+                "lexical", None, None, calibration, f"query embedding failed, lexical results only: {reason}"
+            )
+        return Encoded(mode, vector, embedder.model_id, calibration, None)
+
+    def _batched(self, embedder: Embedder) -> Coalescer[str, Any]:
         batch = self._batch
         if batch is None:
 
@@ -78,11 +92,4 @@ class QueryEncoder:
                 return list(await asyncio.to_thread(embedder.embed, texts))
 
             batch = self._batch = Coalescer(embed, max_batch=512)
-        try:
-            vector = await batch.get(text)
-        except Exception as exc:  # the embedder is down or misconfigured: lexical only, flagged
-            reason = str(exc) if isinstance(exc, EmbeddingError) else f"{type(exc).__name__}: {exc}"
-            return Encoded(
-                "lexical", None, None, calibration, f"query embedding failed, lexical results only: {reason}"
-            )
-        return Encoded(mode, vector, embedder.model_id, calibration, None)
+        return batch

@@ -27,10 +27,12 @@ __all__ = [
     "VectorIndex",
     "Labels",
     "Matrix",
+    "checked_items",
     "as_labels",
     "as_matrix",
     "as_queries",
     "empty_result",
+    "normalise",
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_save_npy",
@@ -101,6 +103,38 @@ class VectorIndex(Protocol):
 
 
 # -- input checks ------------------------------------------------------------------------------
+
+
+def normalise(vectors: Any, dim: int) -> np.ndarray:
+    """Rows L2-normalised as float32 (a zero row stays zero)."""
+    arr = np.asarray(vectors, dtype=np.float32)
+    arr = arr.reshape(1, -1) if arr.ndim == 1 else arr
+    norms = np.linalg.norm(arr, axis=1, keepdims=True)
+    return np.ascontiguousarray(arr / np.where(norms > 0, norms, 1.0), dtype=np.float32)
+
+
+def checked_items(items: list[IndexItem], dim: int, where: str, model_id: str) -> list[tuple[IndexItem, Any]]:
+    """Each item with its namespace a :class:`Namespace`, its numbers typed and its vector a
+    float32[dim] (or None), paired with that vector; raises on the first bad one."""
+    from memray.index.columns import checked_columns
+
+    checked = []
+    for item in items:
+        if not isinstance(item.doc_id, str) or not item.doc_id:
+            raise ValidationError("doc_id", item.doc_id, "must be a non-empty string")
+        vec = None
+        if item.vector is not None:
+            vec = np.asarray(item.vector, dtype=np.float32).reshape(-1)
+            if vec.shape[0] != dim:
+                raise ModelMismatchError(
+                    f"vector of dim {vec.shape[0]} for doc_id={item.doc_id!r} does not fit {where} "
+                    f"(model {model_id!r}, dim {dim}); re-embed with the index's model (run the backfill job)"
+                )
+        cols = None if item.columns is None else checked_columns(item.doc_id, item.columns)
+        ns = Namespace(*item.namespace)
+        fixed = IndexItem(ns, item.doc_id, vec, item.text, float(item.recency), item.payload, int(item.stamp), cols)
+        checked.append((fixed, vec))
+    return checked
 
 
 def as_labels(labels: Any) -> Labels:

@@ -78,6 +78,8 @@ __all__ = [
     "in_window",
     "stream_scores",
     "rank",
+    "vector_scores",
+    "fuse_arrays",
 ]
 
 
@@ -158,3 +160,19 @@ def rank(
     ok = in_window(columns, window) & ((rel > 0.0) if min_score is None else (rel >= min_score))
     score = rel if stream is None else stream_scores(rel, columns, stream)
     return np.where(ok, score, np.nan)
+
+
+def vector_scores(sims: np.ndarray, threshold: float) -> np.ndarray:
+    """:func:`vector_score` over an array of cosines."""
+    return np.clip((sims - threshold) / (1.0 - threshold), 0.0, 1.0)
+
+
+def fuse_arrays(mode: str, lexical: np.ndarray, vec: np.ndarray, ideal: float, vector_weight: float) -> np.ndarray:
+    """Scores by mode from BM25 values and vector scores (memray.index.fusion), elementwise."""
+    lex = np.minimum(1.0, lexical / ideal) if ideal > 0.0 else np.zeros(len(lexical))
+    lex = np.where(lexical > 0.0, lex, 0.0)
+    if mode == "lexical":
+        return lex
+    if mode == "vector":
+        return vec
+    return (1.0 - vector_weight) * lex + vector_weight * vec

@@ -20,7 +20,7 @@ from memray.config import IndexConfig
 from memray.ids import Namespace
 from memray.index.base import ShardHit
 from memray.index.exact import ExactIndex
-from memray.index.fusion import hybrid_score, in_window, lexical_score, neighbour_support, rank
+from memray.index.fusion import fuse_arrays, in_window, rank, vector_scores
 from memray.index.hnsw import HnswIndex
 from memray.index.lexical import Bm25Stats, ideal_bm25
 from memray.index.space import Space
@@ -101,9 +101,17 @@ class AppSearch(NamedTuple):
 ShardSearch = NamespaceSearch | UserSearch | AppSearch
 
 
-def vector_scores(sims: np.ndarray, threshold: float) -> np.ndarray:
-    """:func:`memray.index.fusion.vector_score` over an array of cosines."""
-    return np.clip((sims - threshold) / (1.0 - threshold), 0.0, 1.0)
+#: Namespaces with at most this many labels (and an exact index) are scored densely.
+DENSE_MAX = 1 << 16
+_NO_LABELS = np.zeros(0, dtype=np.int64)
+_NO_VALUES = np.zeros(0)
+
+
+class _Scored(NamedTuple):
+    """One namespace's candidates: labels (ascending, unique) and their fused scores."""
+
+    labels: np.ndarray
+    scores: np.ndarray
 
 
 def _vector_part(
@@ -111,33 +119,132 @@ def _vector_part(
     space: Space,
     vector: np.ndarray,
     threshold: float,
-    also: list[str],
+    also: np.ndarray,
     depth: int,
     window: Window | None,
-) -> dict[str, float]:
-    """V of every item above the threshold (exact: all are compared; HNSW: the ``depth`` nearest,
-    or, with a time ``window``, every item inside it, compared exactly), and of the lexical
-    candidates ``also`` wherever they have a vector."""
+) -> tuple[np.ndarray, np.ndarray]:
+    """(labels, V) of every item above the threshold (exact: all are compared; HNSW: the
+    ``depth`` nearest, or, with a time ``window``, every item inside it, compared exactly), and of
+    the lexical candidates ``also`` (labels) wherever they have a vector."""
     if isinstance(index, ExactIndex):
         labels, sims = index.scan(vector)
     elif window is not None:
-        all_labels = np.fromiter(space.docs, dtype=np.int64, count=len(space.docs))
-        inside = all_labels[in_window(space.columns.rows(all_labels), window)]
+        inside = space.live_labels()
+        inside = inside[in_window(space.columns.rows(inside), window)]
         labels = np.array([label for label in inside.tolist() if label in index], dtype=np.int64)
         sims = index.get(labels) @ vector if len(labels) else np.zeros(0, dtype=np.float32)
     else:
         found, found_sims = index.search(vector, max(depth, 1))
-        wanted = [space.labels[d] for d in also if space.labels[d] in index]
-        extra = index.get(np.array(wanted, dtype=np.int64)) @ vector if wanted else np.zeros(0, dtype=np.float32)
-        labels = np.concatenate([found[0], np.array(wanted, dtype=np.int64)])
-        sims = np.concatenate([found_sims[0], extra.astype(np.float32)])
+        wanted = np.array([label for label in also.tolist() if label in index], dtype=np.int64)
+        extra = index.get(wanted) @ vector if len(wanted) else np.zeros(0, dtype=np.float32)
+        labels, first = np.unique(np.concatenate([found[0], wanted]), return_index=True)
+        sims = np.concatenate([found_sims[0], extra.astype(np.float32)])[first]
     scores = vector_scores(sims, threshold)
-    keep = set(also)
-    return {
-        space.docs[int(label)]: float(v)
-        for label, v in zip(labels.tolist(), scores.tolist())
-        if v > 0.0 or space.docs[int(label)] in keep
-    }
+    keep = scores > 0.0
+    if len(also):
+        keep |= np.isin(labels, also, assume_unique=True)
+    return labels[keep], scores[keep]
+
+
+def _union(a: np.ndarray, av: np.ndarray, b: np.ndarray, bv: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The labels of ``a`` and ``b`` (ascending) with each side's values, 0 where it has none."""
+    labels = np.union1d(a, b)
+    left = np.zeros(len(labels))
+    right = np.zeros(len(labels))
+    left[np.searchsorted(labels, a)] = av
+    right[np.searchsorted(labels, b)] = bv
+    return labels, left, right
+
+
+def _score_space(
+    space: Space,
+    index: ExactIndex | HnswIndex | None,
+    query: Query,
+    vector: np.ndarray | None,
+    terms: list[str],
+    stats: Bm25Stats,
+    ideal: float,
+    depth: int,
+    window: Window | None,
+    config: IndexConfig,
+) -> _Scored:
+    """Every item of ``space`` relevant on its own, with its fused score and neighbour support
+    (module docstring), as arrays: no Python object per item."""
+    if not isinstance(index, HnswIndex) and len(space.rec) <= DENSE_MAX:
+        return _score_dense(space, index, query, vector, terms, stats, ideal, config)
+    mode = query.mode
+    lex_l, lex_b = space.lexical.label_scores(terms, stats) if terms else (_NO_LABELS, _NO_VALUES)
+    if vector is not None and index is not None and len(index):
+        vec_l, vec_v = _vector_part(index, space, vector, query.threshold, lex_l, depth, window)
+    else:
+        vec_l, vec_v = _NO_LABELS, _NO_VALUES
+    if mode == "lexical":
+        labels, lexical, vec = lex_l, lex_b, np.zeros(len(lex_l))
+    elif mode == "vector":
+        order = np.argsort(vec_l)
+        labels, lexical, vec = vec_l[order], np.zeros(len(vec_l)), vec_v[order]
+    else:
+        labels, lexical, vec = _union(lex_l, lex_b, vec_l, vec_v)
+    scores = fuse_arrays(mode, lexical, vec, ideal, query.vector_weight)
+    if space.by_recency is None or config.neighbour_weight <= 0.0 or not len(labels):
+        return _Scored(labels, scores)
+    before, after = space.neighbour_labels(labels)
+    if vector is not None and isinstance(index, HnswIndex) and mode != "lexical":
+        # neighbours beyond the HNSW depth: their V (an exact namespace compared every item: 0)
+        near = np.unique(np.concatenate([before, after]))
+        near = near[(near >= 0) & ~np.isin(near, labels)]
+        near = np.array([label for label in near.tolist() if label in index], dtype=np.int64)
+        if len(near):
+            v = vector_scores(index.get(near) @ vector, query.threshold)
+            near, v = near[v > 0.0], v[v > 0.0]
+            extra = fuse_arrays(mode, np.zeros(len(near)), v, ideal, query.vector_weight)
+            labels, scores, added = _union(labels, scores, near, extra)
+            scores += added
+            before, after = space.neighbour_labels(labels)
+    support = np.maximum(_lookup(labels, scores, before), _lookup(labels, scores, after))
+    boost = (scores > 0.0) & (support > 0.0)
+    scores = np.where(boost, scores + config.neighbour_weight * support * (1.0 - scores), scores)
+    return _Scored(labels, scores)
+
+
+def _score_dense(
+    space: Space,
+    index: ExactIndex | None,
+    query: Query,
+    vector: np.ndarray | None,
+    terms: list[str],
+    stats: Bm25Stats,
+    ideal: float,
+    config: IndexConfig,
+) -> _Scored:
+    """:func:`_score_space` of an exact namespace, over arrays indexed by label: every item is
+    compared anyway, so one array per part costs less than matching candidate lists."""
+    size = len(space.rec)
+    mode = query.mode
+    lexical = space.lexical.dense_scores(terms, stats, size) if terms else np.zeros(size)
+    size = len(lexical)
+    vec = np.zeros(size)
+    if vector is not None and index is not None and len(index):
+        labels, sims = index.scan(vector)
+        vec[labels] = vector_scores(sims, query.threshold)
+    candidate = (
+        lexical > 0.0 if mode == "lexical" else (vec > 0.0 if mode == "vector" else (lexical > 0.0) | (vec > 0.0))
+    )
+    scores = fuse_arrays(mode, lexical, vec, ideal, query.vector_weight)
+    if space.by_recency is not None and config.neighbour_weight > 0.0:
+        before, after = space.adjacent()
+        padded = np.append(np.where(candidate, scores, 0.0), 0.0)  # label -1 reads the 0 at the end
+        support = np.maximum(padded[before], padded[after])
+        boost = candidate & (scores > 0.0) & (support > 0.0)
+        scores = np.where(boost, scores + config.neighbour_weight * support * (1.0 - scores), scores)
+    labels = np.flatnonzero(candidate)
+    return _Scored(labels, scores[labels])
+
+
+def _lookup(labels: np.ndarray, scores: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """The score of each label of ``wanted`` among ``labels`` (ascending), 0 where absent or -1."""
+    pos = np.minimum(np.searchsorted(labels, wanted), len(labels) - 1)
+    return np.where((wanted >= 0) & (labels[pos] == wanted), scores[pos], 0.0)
 
 
 def search_spaces(
@@ -155,28 +262,13 @@ def search_spaces(
     depth = max(query.k, HYBRID_DEPTH if stream is None else STREAM_DEPTH)
     kept: list[tuple[float, float, str, Space]] = []
     for space in spaces:
-        lexical = space.lexical.scores(terms, stats) if terms else {}
-        vec: dict[str, float] = {}
         index = space.retired if retired else space.vectors
-        if vector is not None and index is not None and len(index):
-            vec = _vector_part(index, space, vector, query.threshold, list(lexical), depth, window)
-        scores = _fuse(mode, lexical, vec, ideal, query.vector_weight)
-        if space.by_recency is not None and config.neighbour_weight > 0.0:
-            if vector is not None and isinstance(index, HnswIndex):  # neighbours beyond the HNSW depth
-                scores.update(
-                    _fuse(
-                        mode,
-                        {},
-                        _neighbour_vectors(space, index, vector, query.threshold, scores),
-                        ideal,
-                        query.vector_weight,
-                    )
-                )
-            scores = _with_neighbours(space, scores, config.neighbour_weight)
+        scored = _score_space(space, index, query, vector, terms, stats, ideal, depth, window, config)
         if stream is None and window is None:
-            kept.extend(_plain(space, scores, query))
+            labels, final = _plain(space, scored, query)
         else:
-            kept.extend(_ranked(space, scores, query, stream, window))
+            labels, final = _ranked(space, scored, query, stream, window)
+        kept.extend(_best(space, labels, final, query.k))
     best = heapq.nsmallest(max(0, query.k), kept, key=lambda t: (-t[0], -t[1], t[2], tuple(t[3].namespace)))
     hits = [
         ShardHit(space.namespace, doc, score, recency, space.payload.get(doc, ""))
@@ -185,74 +277,61 @@ def search_spaces(
     return hits, stats
 
 
-def _plain(space: Space, scores: dict[str, float], query: Query) -> list[tuple[float, float, str, Space]]:
+def _best(space: Space, labels: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[float, float, str, Space]]:
+    """The ``k`` best of one namespace by (score, recency), with every item tied with the last
+    (the final order breaks those ties by doc id), as (score, recency, doc_id, space)."""
+    if k <= 0 or not len(labels):
+        return []
+    if len(labels) > k:  # those scoring at least the k-th score, then by recency among them
+        top = np.flatnonzero(scores >= np.partition(scores, len(scores) - k)[len(scores) - k])
+        labels, scores = labels[top], scores[top]
+    recency = space.rec[labels]
+    if len(labels) > k:
+        order = np.lexsort((-recency, -scores))
+        last = order[k - 1]
+        tied = (scores == scores[last]) & (recency == recency[last])
+        take = np.union1d(order[:k], np.flatnonzero(tied))
+        labels, scores, recency = labels[take], scores[take], recency[take]
+    docs = space.docs
+    return [(s, r, docs[label], space) for label, s, r in zip(labels.tolist(), scores.tolist(), recency.tolist())]
+
+
+def _others(space: Space, scored: np.ndarray, k: int, window: Window | None = None) -> np.ndarray:
+    """The ``k`` newest labels of ``space`` not in ``scored`` (inside ``window`` if given)."""
+    rest = np.setdiff1d(space.live_labels(), scored, assume_unique=True)
+    if window is not None and len(rest):
+        rest = rest[in_window(space.columns.rows(rest), window)]
+    if len(rest) > k:
+        rest = rest[np.argpartition(-space.rec[rest], k - 1)[:k]]
+    return rest
+
+
+def _plain(space: Space, scored: _Scored, query: Query) -> tuple[np.ndarray, np.ndarray]:
     """Relevance scoring: the items over the floor (with no floor, the ``k`` newest others at 0)."""
     floor = query.min_score
-    out = [
-        (s, space.recency[doc], doc, space) for doc, s in scores.items() if (s > 0.0 if floor is None else s >= floor)
-    ]
+    keep = scored.scores > 0.0 if floor is None else scored.scores >= floor
+    labels, scores = scored.labels[keep], scored.scores[keep]
     if floor is not None and floor <= 0.0:  # no floor: the rest score 0
-        rest = heapq.nlargest(
-            query.k, (doc for doc in space.labels if doc not in scores), key=space.recency.__getitem__
-        )
-        out.extend((0.0, space.recency[doc], doc, space) for doc in rest)
-    return out
+        rest = _others(space, scored.labels, query.k)
+        labels, scores = np.concatenate([labels, rest]), np.concatenate([scores, np.zeros(len(rest))])
+    return labels, scores
 
 
 def _ranked(
-    space: Space, scores: dict[str, float], query: Query, stream: Stream | None, window: Window | None
-) -> list[tuple[float, float, str, Space]]:
+    space: Space, scored: _Scored, query: Query, stream: Stream | None, window: Window | None
+) -> tuple[np.ndarray, np.ndarray]:
     """Stream scoring and/or a time window over one namespace, vectorised
     (:func:`memray.index.fusion.rank`). With no floor every item of the namespace is a candidate
     (relevance 0 unless scored): stream scoring ranks them all; relevance keeps the ``k`` newest."""
-    docs = list(scores)
-    relevance = [scores[d] for d in docs]
+    labels, relevance = scored.labels, scored.scores
     if query.min_score is not None and query.min_score <= 0.0:
-        rest = [doc for doc in space.labels if doc not in scores]
-        if stream is None and rest:
-            cols = space.columns.rows(np.array([space.labels[d] for d in rest], dtype=np.int64))
-            inside = [d for d, ok in zip(rest, in_window(cols, window).tolist()) if ok]
-            rest = heapq.nlargest(query.k, inside, key=space.recency.__getitem__)
-        docs += rest
-        relevance += [0.0] * len(rest)
-    if not docs:
-        return []
-    labels = np.array([space.labels[d] for d in docs], dtype=np.int64)
-    final = rank(np.array(relevance), space.columns.rows(labels), query.min_score, stream, window)
-    return [(score, space.recency[doc], doc, space) for doc, score in zip(docs, final.tolist()) if score == score]
-
-
-def _fuse(
-    mode: Mode, lexical: dict[str, float], vec: dict[str, float], ideal: float, vector_weight: float
-) -> dict[str, float]:
-    """Scores by mode from BM25 values and vector scores (memray.index.fusion)."""
-    if mode == "lexical":
-        return {doc: lexical_score(b, ideal) for doc, b in lexical.items()}
-    if mode == "vector":
-        return dict(vec)
-    return {
-        doc: hybrid_score(lexical_score(lexical.get(doc, 0.0), ideal), vec.get(doc, 0.0), vector_weight)
-        for doc in lexical.keys() | vec.keys()
-    }
-
-
-def _neighbour_vectors(
-    space: Space, index: HnswIndex, vector: np.ndarray, threshold: float, scores: dict[str, float]
-) -> dict[str, float]:
-    """V of the neighbours of scored items that an HNSW search did not reach (an exact namespace
-    compares every item, so there they are known: 0)."""
-    missing = {n for doc in scores for n in space.neighbours(doc) if n is not None and n not in scores}
-    labels = [space.labels[d] for d in missing if space.labels[d] in index]
-    if not labels:
-        return {}
-    sims = index.get(np.array(labels, dtype=np.int64)) @ vector
-    return {space.docs[label]: float(v) for label, v in zip(labels, vector_scores(sims, threshold).tolist()) if v > 0.0}
-
-
-def _with_neighbours(space: Space, scores: dict[str, float], weight: float) -> dict[str, float]:
-    out = {}
-    for doc, score in scores.items():
-        before, after = space.neighbours(doc)
-        support = max(scores.get(before, 0.0) if before else 0.0, scores.get(after, 0.0) if after else 0.0)
-        out[doc] = neighbour_support(score, support, weight)
-    return out
+        if stream is None:
+            rest = _others(space, labels, query.k, window)
+        else:
+            rest = np.setdiff1d(space.live_labels(), labels, assume_unique=True)
+        labels, relevance = np.concatenate([labels, rest]), np.concatenate([relevance, np.zeros(len(rest))])
+    if not len(labels):
+        return labels, relevance
+    final = rank(relevance, space.columns.rows(labels), query.min_score, stream, window)
+    keep = final == final
+    return labels[keep], final[keep]

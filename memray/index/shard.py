@@ -35,12 +35,13 @@ from memray.config import IndexConfig
 from memray.errors import ModelMismatchError, ValidationError
 from memray.ids import Namespace
 from memray.index import snapshot
-from memray.index.base import IndexItem
-from memray.index.columns import checked_columns
+from memray.index.base import IndexItem, checked_items, normalise
+from memray.index.flat import search_flat
 from memray.index.fork import copy_snapshot
 from memray.index.hnsw import HnswIndex
 from memray.index.lexical import Bm25Stats
 from memray.index.search import (
+    HYBRID_DEPTH,
     AppSearch,
     Mode,
     NamespaceSearch,
@@ -50,7 +51,7 @@ from memray.index.search import (
     UserSearch,
     search_spaces,
 )
-from memray.index.space import Spaces, normalise
+from memray.index.space import Spaces
 from memray.store.base import IndexRow
 
 __all__ = ["VectorShard", "Mode", "LEXICAL_VERSION"]
@@ -124,37 +125,10 @@ class VectorShard:
 
     # -- writes ---------------------------------------------------------------------------
 
-    def _check(self, items: list[IndexItem], model_id: str) -> list[tuple[IndexItem, Any]]:
-        dim = self._spaces.dim_of(model_id)
-        checked = []
-        for item in items:
-            ns = Namespace(*item.namespace)
-            if not isinstance(item.doc_id, str) or not item.doc_id:
-                raise ValidationError("doc_id", item.doc_id, "must be a non-empty string")
-            vec = None
-            if item.vector is not None:
-                vec = np.asarray(item.vector, dtype=np.float32).reshape(-1)
-                if vec.shape[0] != dim:
-                    raise ModelMismatchError(
-                        f"vector of dim {vec.shape[0]} for doc_id={item.doc_id!r} does not fit shard "
-                        f"{self.shard_id} (model {model_id!r}, dim {dim}); re-embed with "
-                        "the index's model (run the backfill job)"
-                    )
-            cols = None if item.columns is None else checked_columns(item.doc_id, item.columns)
-            checked.append(
-                (
-                    IndexItem(
-                        ns, item.doc_id, vec, item.text, float(item.recency), item.payload, int(item.stamp), cols
-                    ),
-                    vec,
-                )
-            )
-        return checked
-
     def upsert(self, items: list[IndexItem], model_id: str) -> int:
         """Insert or replace items (all are checked before any is written). Returns how many.
         Vectors of the staged model (see :meth:`stage_begin`) go to the staged indexes."""
-        checked = self._check(items, model_id)
+        checked = checked_items(items, self._spaces.dim_of(model_id), f"shard {self.shard_id}", model_id)
         staged = model_id != self.model_id
         groups: dict[Namespace, list[tuple[IndexItem, Any]]] = {}
         for item, vec in checked:
@@ -172,7 +146,7 @@ class VectorShard:
         for ns_raw, doc_id in refs:
             ns = Namespace(*ns_raw)
             space = self._spaces.get(ns)
-            if space is not None and space.remove(doc_id):
+            if space is not None and self._spaces.remove(space, doc_id):
                 removed += 1
                 touched.add(ns)
         for ns in touched:
@@ -201,6 +175,16 @@ class VectorShard:
         ``query.model_id`` names the query vector's model: the active one (or None), or the one
         retired by the last cutover (answered from its indexes); any other raises
         ModelMismatchError."""
+        query, retired, vector = self._prepared(query)
+        spaces = [self._spaces[ns] for ns in dict.fromkeys(Namespace(*n) for n in namespaces) if ns in self._spaces]
+        stamps, held = self._spaces.watched(query.watch)
+        if query.k <= 0 or not spaces or (query.mode == "vector" and vector is None):
+            return ShardReply([], Bm25Stats(0, 0, {}), stamps, held)
+        hits, stats = search_spaces(spaces, query, vector, retired, self.config)
+        return ShardReply(hits, stats, stamps, held)
+
+    def _prepared(self, query: Query) -> tuple[Query, bool, np.ndarray | None]:
+        """The query checked, whether it asks the retired model, and its normalised vector."""
         query = Query(*query)
         if query.mode not in ("vector", "lexical", "hybrid"):
             raise ValidationError("mode", query.mode, "must be 'vector', 'lexical' or 'hybrid'")
@@ -211,21 +195,15 @@ class VectorShard:
                 f"{self.model_id!r}; embed the query with the index's model (reopen memray)"
             )
         model, dim = self._spaces.retired if retired and self._spaces.retired else (self.model_id, self.dim)
-        vector = None
-        if query.vector is not None and query.mode != "lexical":
-            vector = np.asarray(query.vector, dtype=np.float32).reshape(-1)
-            if vector.shape[0] != dim:
-                raise ModelMismatchError(
-                    f"query vector of dim {vector.shape[0]} does not fit shard {self.shard_id} "
-                    f"(model {model!r}, dim {dim}); embed the query with the index's model"
-                )
-            vector = normalise(vector, dim)[0]
-        spaces = [self._spaces[ns] for ns in dict.fromkeys(Namespace(*n) for n in namespaces) if ns in self._spaces]
-        stamps, held = self._spaces.watched(query.watch)
-        if query.k <= 0 or not spaces or (query.mode == "vector" and vector is None):
-            return ShardReply([], Bm25Stats(0, 0, {}), stamps, held)
-        hits, stats = search_spaces(spaces, query, vector, retired, self.config)
-        return ShardReply(hits, stats, stamps, held)
+        if query.vector is None or query.mode == "lexical":
+            return query, retired, None
+        vector = np.asarray(query.vector, dtype=np.float32).reshape(-1)
+        if vector.shape[0] != dim:
+            raise ModelMismatchError(
+                f"query vector of dim {vector.shape[0]} does not fit shard {self.shard_id} "
+                f"(model {model!r}, dim {dim}); embed the query with the index's model"
+            )
+        return query, retired, normalise(vector, dim)[0]
 
     def search_many(self, requests: list[ShardSearch]) -> list[ShardReply | Exception]:
         """Many searches in one call (callers batch the searches of many concurrent agents into
@@ -253,9 +231,19 @@ class VectorShard:
         return self.search(namespaces, query)
 
     def search_app(self, app: str, kind: str, query: Query) -> ShardReply:
-        """:meth:`search` over every namespace of ``app`` and ``kind`` on this shard."""
-        namespaces = [ns for ns in self._spaces if ns.app == app and ns.kind == kind]
-        return self.search(namespaces, query)
+        """:meth:`search` over every namespace of ``app`` and ``kind`` on this shard, through their
+        flat view (:mod:`memray.index.flat`; a stream, window or retired-model query walks them)."""
+        query, retired, vector = self._prepared(query)
+        if retired or query.stream is not None or query.window is not None:
+            return self.search([ns for ns in self._spaces if ns.app == app and ns.kind == kind], query)
+        stamps, held = self._spaces.watched(query.watch)
+        if query.k <= 0 or (query.mode == "vector" and vector is None):
+            return ShardReply([], Bm25Stats(0, 0, {}), stamps, held)
+        view = self._spaces.flats.view(
+            app, kind, (s for ns, s in self._spaces.items() if ns.app == app and ns.kind == kind)
+        )
+        hits, stats = search_flat(view, query, vector, max(query.k, HYBRID_DEPTH), self.config)
+        return ShardReply(hits, stats, stamps, held)
 
     def inventory(self) -> list[Ref]:
         """Every (namespace, doc_id) held."""

@@ -36,23 +36,16 @@ import numpy as np
 from memray.config import IndexConfig
 from memray.errors import ModelMismatchError, ValidationError
 from memray.ids import Namespace
-from memray.index.base import IndexItem
+from memray.index.base import IndexItem, normalise
 from memray.index.columns import ItemColumns, same_columns
 from memray.index.exact import ExactIndex
+from memray.index.flat import FlatViews, rebuild
 from memray.index.hnsw import HnswIndex
 from memray.index.lexical import LexicalIndex
 from memray.store.base import IndexRow
 from memray.text import index_terms
 
 __all__ = ["Space", "Spaces", "normalise"]
-
-
-def normalise(vectors: Any, dim: int) -> np.ndarray:
-    """Rows L2-normalised as float32 (a zero row stays zero)."""
-    arr = np.asarray(vectors, dtype=np.float32)
-    arr = arr.reshape(1, -1) if arr.ndim == 1 else arr
-    norms = np.linalg.norm(arr, axis=1, keepdims=True)
-    return np.ascontiguousarray(arr / np.where(norms > 0, norms, 1.0), dtype=np.float32)
 
 
 class Space:
@@ -72,8 +65,11 @@ class Space:
         self.vectors: ExactIndex | HnswIndex = ExactIndex(dim)
         self.staged: ExactIndex | HnswIndex | None = None  # the next model's vectors (not snapshotted)
         self.retired: ExactIndex | HnswIndex | None = None  # the previous model's, until released
-        self.lexical = LexicalIndex()
+        self.lexical = LexicalIndex(self.labels.__getitem__)
         self.dirty = True
+        self.rec = np.zeros(0)  # recency by label, NaN where no item: scoring reads it in bulk
+        self._by_seq: tuple[np.ndarray, np.ndarray] | None = None  # recencies ascending, their labels
+        self._adjacent: tuple[np.ndarray, np.ndarray] | None = None  # by label: the label before, after (-1)
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -90,6 +86,13 @@ class Space:
     def set_recency(self, doc_id: str, recency: float) -> None:
         old = self.recency.get(doc_id)
         self.recency[doc_id] = recency
+        label = self.labels[doc_id]
+        if label >= len(self.rec):
+            grown = np.full(max(8, 2 * len(self.rec), label + 1), np.nan)
+            grown[: len(self.rec)] = self.rec
+            self.rec = grown
+        self.rec[label] = recency
+        self._by_seq = self._adjacent = None
         if self.by_recency is not None:
             if old is not None and self.by_recency.get(old) == doc_id:
                 del self.by_recency[old]
@@ -103,6 +106,46 @@ class Space:
         seq = self.recency[doc_id]
         return self.by_recency.get(seq - 1.0), self.by_recency.get(seq + 1.0)
 
+    def _seq_order(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._by_seq is None:
+            by_recency = self.by_recency or {}
+            seqs = np.fromiter(by_recency.keys(), dtype=np.float64, count=len(by_recency))
+            labs = np.fromiter((self.labels[d] for d in by_recency.values()), dtype=np.int64, count=len(by_recency))
+            order = np.argsort(seqs, kind="stable")
+            self._by_seq = (seqs[order], labs[order])
+        return self._by_seq
+
+    def adjacent(self) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`neighbours` of every label, as two arrays indexed by label (-1: none; sized
+        ``len(self.rec)``): what dense scoring looks neighbours up in."""
+        if self._adjacent is None:
+            before = np.full(len(self.rec), -1, dtype=np.int64)
+            after = before.copy()
+            if self.by_recency is not None:
+                seqs, labs = self._seq_order()
+                step = np.flatnonzero(np.diff(seqs) == 1.0)
+                after[labs[step]] = labs[step + 1]
+                before[labs[step + 1]] = labs[step]
+            self._adjacent = (before, after)
+        return self._adjacent
+
+    def live_labels(self) -> np.ndarray:
+        """Every label held, ascending."""
+        return np.flatnonzero(~np.isnan(self.rec))
+
+    def neighbour_labels(self, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`neighbours` of many labels at once: the labels before and after each (-1: none)."""
+        none = np.full(len(labels), -1, dtype=np.int64)
+        if self.by_recency is None or not len(labels):
+            return none, none.copy()
+        seqs, labs = self._seq_order()
+        out = []
+        for step in (-1.0, 1.0):
+            want = self.rec[labels] + step
+            pos = np.minimum(np.searchsorted(seqs, want), len(seqs) - 1)
+            out.append(np.where(seqs[pos] == want, labs[pos], -1) if len(seqs) else none.copy())
+        return out[0], out[1]
+
     def remove(self, doc_id: str) -> bool:
         label = self.labels.pop(doc_id, None)
         if label is None:
@@ -110,6 +153,8 @@ class Space:
         del self.docs[label]
         self.columns.clear(label)
         recency = self.recency.pop(doc_id)
+        self.rec[label] = np.nan
+        self._by_seq = self._adjacent = None
         if self.by_recency is not None and self.by_recency.get(recency) == doc_id:
             del self.by_recency[recency]
         self.payload.pop(doc_id, None)
@@ -136,6 +181,7 @@ class Spaces(Mapping[Namespace, Space]):
         self.stage: tuple[str, int] | None = None  # (model_id, dim) being built
         self.retired: tuple[str, int] | None = None  # (model_id, dim) replaced by the last cutover
         self._by_ns: dict[Namespace, Space] = {}
+        self.flats = FlatViews(dim, lambda index: self.fit(index, config.app_exact_threshold))  # memray.index.flat
         self._by_user: dict[tuple[str, str], set[Namespace]] = {}
 
     # -- the mapping ------------------------------------------------------------------------
@@ -164,25 +210,35 @@ class Spaces(Mapping[Namespace, Space]):
 
     def attach(self, space: Space) -> None:
         self._by_ns[space.namespace] = space
+        self.flats.attach(space)
         ns = space.namespace
         self._by_user.setdefault((ns.app, ns.user_id), set()).add(ns)
 
     def detach(self, ns: Namespace) -> None:
-        del self._by_ns[ns]
+        self.flats.drop(self._by_ns.pop(ns))
         user = self._by_user[(ns.app, ns.user_id)]
         user.discard(ns)
         if not user:
             del self._by_user[(ns.app, ns.user_id)]
 
+    def remove(self, space: Space, doc_id: str) -> bool:
+        """:meth:`Space.remove`, keeping the flat views in step."""
+        label = space.labels.get(doc_id)
+        if label is None or not space.remove(doc_id):
+            return False
+        self.flats.remove(space, label)
+        return True
+
     # -- promotion --------------------------------------------------------------------------
     def resize(self, space: Space) -> None:
         space.vectors = self.fit(space.vectors)
 
-    def fit(self, index: ExactIndex | HnswIndex) -> ExactIndex | HnswIndex:
-        """Promote to HNSW at the threshold; demote to exact under half of it."""
-        n, threshold, dim = len(index), self.config.exact_threshold, index.dim
+    def fit(self, index: ExactIndex | HnswIndex, threshold: int | None = None) -> ExactIndex | HnswIndex:
+        """Promote to HNSW at the threshold (default: the namespace one); demote to exact under half of it."""
+        n, dim = len(index), index.dim
+        threshold = self.config.exact_threshold if threshold is None else threshold
         if isinstance(index, ExactIndex) and n >= threshold:
-            return _rebuild(
+            return rebuild(
                 HnswIndex(
                     dim,
                     m=self.config.hnsw_m,
@@ -195,7 +251,7 @@ class Spaces(Mapping[Namespace, Space]):
                 index,
             )
         if isinstance(index, HnswIndex) and n < threshold // 2:
-            return _rebuild(ExactIndex(dim, capacity=max(16, n)), index)
+            return rebuild(ExactIndex(dim, capacity=max(16, n)), index)
         return index
 
     # -- model versions ---------------------------------------------------------------------
@@ -232,7 +288,10 @@ class Spaces(Mapping[Namespace, Space]):
             space.staged.add(np.array(labels, dtype=np.int64), normalise(np.stack(vectors), self.stage[1]))
             space.staged = self.fit(space.staged)
         elif labels:
-            space.vectors.add(np.array(labels, dtype=np.int64), normalise(np.stack(vectors), self.dim))
+            labs, vecs = np.array(labels, dtype=np.int64), normalise(np.stack(vectors), self.dim)
+            space.vectors.add(labs, vecs)
+        if not staged:
+            self.flats.put(space, [item.doc_id for item, _ in group], *((labs, vecs) if labels else (None, None)))
         space.dirty = True
         self.resize(space)
 
@@ -283,6 +342,7 @@ class Spaces(Mapping[Namespace, Space]):
         if self.stage is None or self.stage[0] != model_id:
             raise ModelMismatchError(f"{self.label} has no staged index for model {model_id!r}; call stage_begin first")
         dim = self.stage[1]
+        self.flats.clear()  # rows may add items: the views are rebuilt on the next app search
         groups: dict[Namespace, list[IndexRow]] = {}
         for row in rows:
             groups.setdefault(Namespace(*row.namespace), []).append(row)
@@ -320,6 +380,7 @@ class Spaces(Mapping[Namespace, Space]):
             space.dirty = True
         self.retired = (self.model_id, self.dim)
         self.model_id, self.dim = model_id, dim
+        self.flats.clear(dim)
         self.stage = None
         return True
 
@@ -334,10 +395,3 @@ class Spaces(Mapping[Namespace, Space]):
         self.retired = None
         for space in self.values():
             space.retired = None
-
-
-def _rebuild(target: ExactIndex | HnswIndex, source: ExactIndex | HnswIndex) -> ExactIndex | HnswIndex:
-    labels, vectors = source.items()
-    if len(labels):
-        target.add(labels, vectors)
-    return target

@@ -23,21 +23,45 @@ T = TypeVar("T")
 
 
 class LocalRef:
-    """An :class:`~memray.rpc.ref.ActorRef` to an object in this process."""
+    """An :class:`~memray.rpc.ref.ActorRef` to an object in this process.
 
-    def __init__(self, obj: Any, label: str) -> None:
+    The methods named in ``inline`` (short reads: a shard's searches) run on the caller's loop
+    when nothing is queued for the object and it is idle, instead of hopping to its thread and
+    back (py-spy on in-process conversation search: the hop to the shard's thread and back, and
+    the one to embed the query, were most of the time outside the loop's own wake-up). Calls stay
+    one at a time (a lock) and in order (never past a queued call). The price: while such a
+    read runs, the loop waits (it mostly waited on the GIL anyway)."""
+
+    def __init__(self, obj: Any, label: str, inline: frozenset[str] = frozenset()) -> None:
         self.obj = obj
         self.label = label
         self._executor: ThreadPoolExecutor | None = None
+        self._inline = inline
+        self._lock = threading.Lock()
+        self._queued = 0
 
     async def call(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
         fn = getattr(self.obj, method)
         if inspect.iscoroutinefunction(fn):
             return await fn(*args, **kwargs)
+        if method in self._inline and not self._queued and self._lock.acquire(blocking=False):
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._lock.release()
         if self._executor is None:
             self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"memray-{self.label}")
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, lambda: fn(*args, **kwargs))
+
+        def run() -> Any:
+            with self._lock:
+                return fn(*args, **kwargs)
+
+        self._queued += 1
+        try:
+            return await loop.run_in_executor(self._executor, run)
+        finally:
+            self._queued -= 1
 
     def shutdown(self) -> None:
         if self._executor is not None:

@@ -110,6 +110,9 @@ def test_benchmark_prints_one_json_line_with_its_floor(name: str, tmp_path: Path
             for ops in row["clients"].values():
                 assert ops["search_conversation"]["n"] == 16 and ops["ray_ping"]["p50_ms"] > 0
                 assert ops["search_user"]["ratio_p50_to_floor_sum"] is not None
+                assert ops["search_conversation"]["ratio_p50_to_raw"] is not None
+                assert ops["search_app"]["ratio_p50_to_raw_numpy"] is not None
+            assert row["raw_floor"]["search_conversation"]["p50_ms"] > 0 and row["raw_floor"]["embed_query"]["n"] == 16
             assert row["recall_at_10"]["conversation"] == 1.0  # small namespaces are searched exactly
             assert row["recall_at_10"]["app"] == 1.0
     elif name == "fork":
@@ -125,6 +128,7 @@ def test_benchmark_prints_one_json_line_with_its_floor(name: str, tmp_path: Path
             assert result[layer]["relevance"]["n"] == 20 and result[layer]["stream"]["p50_ms"] > 0
             assert result[layer]["ratio_p50"] is not None
         assert result["items_per_conversation"] == 200
+        assert result["raw_hybrid"]["n"] == 20 and result["shard_relevance_p50_to_raw_hybrid_p50"] is not None
     else:
         assert result["verified"] is True and result["missing"] == 0 and result["unexpected"] == 0
         assert result["messages"] == 30 * 3 * 2

@@ -16,3 +16,4 @@ def test_crossover_benchmark_prints_one_json_line(capsys: pytest.CaptureFixture[
     assert [row["n"] for row in result["sizes"]] == [40, 80]
     assert all(0.0 <= row["hnsw_recall_at_10"] <= 1.0 and row["exact_p50_us"] > 0 for row in result["sizes"])
     assert result["crossover_n"] in (None, 40, 80)
+    assert all(row["raw_numpy_p50_us"] > 0 and row["raw_hnsw_p50_us"] > 0 for row in result["sizes"])

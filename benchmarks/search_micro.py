@@ -1,0 +1,100 @@
+"""Search inside one shard, against the raw floor over the same vectors and texts: the
+micro-benchmark behind the array scoring of :mod:`memray.index.search` and the app-wide flat
+index of :mod:`memray.index.flat`.
+
+    python -m benchmarks.search_micro --n 1000 --namespaces 1 --queries 300
+    python -m benchmarks.search_micro --n 50000 --namespaces 500 --queries 100
+
+One :class:`~memray.index.shard.VectorShard` (in this process, no Ray) holds ``--n`` hash-embedded
+messages over ``--namespaces`` conversations. Queries are stored messages with words dropped,
+asked in the default hybrid mode with the hash embedder's calibration:
+
+- ``conversation``: ``VectorShard.search`` of the query's conversation, against ``raw_conversation``
+  (numpy exact top-k + BM25 top-k over that conversation, :mod:`benchmarks._raw`);
+- ``app``: ``VectorShard.search_app`` over every conversation, against ``raw_app`` (numpy + BM25
+  over all of them) and ``raw_app_numpy`` (the vector part alone).
+
+Prints one JSON line (p50/p95/p99 in ms and the ratios of p50s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import tempfile
+from typing import Any
+
+import numpy as np
+
+from benchmarks._harness import emit, pct_ms, ratio, sentence
+from benchmarks._raw import RawBm25, RawExact, time_floor
+from memray.config import IndexConfig
+from memray.embedding.calibration import calibrate
+from memray.embedding.hashing import HashEmbedder
+from memray.ids import Namespace
+from memray.index.base import IndexItem
+from memray.index.search import Query
+from memray.index.shard import VectorShard
+
+APP = "bench"
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    rng = random.Random(args.seed)
+    embedder = HashEmbedder()
+    threshold, weight = calibrate(embedder)
+    texts = [sentence(rng, 12) for _ in range(args.n)]
+    vectors = embedder.embed(texts)
+    conv_of = np.arange(args.n) % args.namespaces
+    namespaces = [Namespace(APP, f"user-{c % 20}", "conv", f"c{c}") for c in range(args.namespaces)]
+    shard = VectorShard(
+        0, tempfile.mkdtemp(prefix="memray-search-micro-"), embedder.dim, embedder.model_id, IndexConfig()
+    )
+    for lo in range(0, args.n, 5000):
+        shard.upsert(
+            [
+                IndexItem(namespaces[conv_of[i]], f"m{i}", vectors[i], texts[i], float(i // args.namespaces))
+                for i in range(lo, min(args.n, lo + 5000))
+            ],
+            embedder.model_id,
+        )
+    asked = [rng.randrange(args.n) for _ in range(args.queries)]
+    qs = [" ".join(w for w in texts[i].split() if rng.random() > 0.33) for i in asked]
+    qv = embedder.embed(qs)
+    queries = [Query(q, v, args.k, "hybrid", None, embedder.model_id, threshold, weight) for q, v in zip(qs, qv)]
+    members = [np.flatnonzero(conv_of == c) for c in range(args.namespaces)]
+    raw = [(RawExact(vectors[m]), RawBm25([texts[i] for i in m])) for m in members]
+    everything = (RawExact(vectors), RawBm25(texts))
+
+    def both(pair: tuple[RawExact, RawBm25], i: int) -> None:
+        pair[0].topk(qv[i], args.k)
+        pair[1].topk(qs[i], args.k)
+
+    out = {
+        "conversation": pct_ms(
+            time_floor(len(qs), lambda i: shard.search([namespaces[conv_of[asked[i]]]], queries[i]))
+        ),
+        "raw_conversation": pct_ms(time_floor(len(qs), lambda i: both(raw[conv_of[asked[i]]], i))),
+        "app": pct_ms(time_floor(len(qs), lambda i: shard.search_app(APP, "conv", queries[i]))),
+        "raw_app": pct_ms(time_floor(len(qs), lambda i: both(everything, i))),
+        "raw_app_numpy": pct_ms(time_floor(len(qs), lambda i: everything[0].topk(qv[i], args.k))),
+    }
+    out["conversation_p50_to_raw"] = ratio(out["conversation"]["p50_ms"], out["raw_conversation"]["p50_ms"])
+    out["app_p50_to_raw"] = ratio(out["app"]["p50_ms"], out["raw_app"]["p50_ms"])
+    out["app_p50_to_raw_numpy"] = ratio(out["app"]["p50_ms"], out["raw_app_numpy"]["p50_ms"])
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=1000, help="messages in all")
+    ap.add_argument("--namespaces", type=int, default=1, help="conversations they are spread over")
+    ap.add_argument("--queries", type=int, default=300)
+    ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=7)
+    args = ap.parse_args(argv)
+    return emit("search_micro", vars(args), run(args))
+
+
+if __name__ == "__main__":
+    main()
