@@ -45,7 +45,7 @@ import numpy as np
 
 from jobs.bulk import EmbedBatches, bulk_pass, export_files
 from jobs.common import ProgressFile, add_common_args, config_from_args, connect, emit, fail_point, log
-from jobs.control import EXIT_CODES, Stop
+from jobs.control import EXIT_CODES, Meter, Stop
 from jobs.resources import PoolPlan, free_resources, plan_pool
 from memray.config import EmbedderConfig, MemoryConfig
 from memray.errors import ValidationError
@@ -238,6 +238,7 @@ def run(
     if since is not None:
         state["base"] = since
     bulk, staged, bulk_s, plan = 0, 0, 0.0, None
+    meters: list[Meter] = []
     counts = {"catch_up": 0, "final_catch_up": 0}
     with stop.signals():
         ensure_ray(config)
@@ -251,7 +252,7 @@ def run(
                 f"resuming above {state['base']}"
             )
             t_bulk = time.monotonic()
-            bulk = bulk_pass(mem, target, model_id, state, progress, plan, batch_size, stop, progress_s)
+            bulk, meters = bulk_pass(mem, target, model_id, state, progress, plan, batch_size, stop, progress_s)
             bulk_s = time.monotonic() - t_bulk
             if stop.reason is None:
                 _finish_bulk(mem, state, manifest, progress)
@@ -280,10 +281,17 @@ def run(
         "bulk_rows": bulk,
         "bulk_seconds": round(bulk_s, 3),
         "bulk_rows_per_s": round(bulk / bulk_s, 1) if bulk_s and bulk else 0.0,
+        # the first table's pipeline: until its first batch was written, then the rate after
+        "bulk_startup_s": _rounded(meters[0].startup_s() if meters else None, 3),
+        "bulk_steady_rows_per_s": _rounded(meters[0].steady_rate() if meters else None, 1),
         "staged_vectors": staged,
         **counts,
         "watermark": state["base"],
     }
+
+
+def _rounded(x: float | None, digits: int) -> float | None:
+    return None if x is None else round(x, digits)
 
 
 def _finish_bulk(mem: Any, state: dict[str, Any], manifest: dict[str, Any], progress: ProgressFile) -> None:

@@ -254,14 +254,15 @@ def bulk_pass(
     batch_size: int,
     stop: Stop,
     progress_s: float = 5.0,
-) -> int:
+) -> tuple[int, list[Meter]]:
     """Embed every exported row changed after ``state['base']`` that has no vector of
-    ``model_id`` yet; returns the vectors written. Returns early when ``stop`` asks."""
+    ``model_id`` yet; returns the vectors written and each table's meter. Returns early when
+    ``stop`` asks."""
     import pyarrow.parquet as pq
 
     done: set[str] = set(state["files_done"])
     resumed = bool(state["base"] or state["files_done"] or state.get("written"))
-    total = 0
+    total, meters = 0, []
     for table, all_files in export_files(mem.config.exports_path).items():
         todo = [f for f in all_files if f not in done]
         if not todo or stop.reason is not None:
@@ -270,6 +271,7 @@ def bulk_pass(
         log(f"bulk {table}: {len(todo)} files, {sum(sizes.values()):,} rows")
         ds = _pipeline(mem, target, model_id, table, todo, int(state["base"]), resumed, plan, batch_size)
         meter = Meter(f"embedding {table}", sum(sizes.values()), progress_s)
+        meters.append(meter)
         written_before, batches = int(state.get("written", 0)), 0
 
         def checkpoint(written: int, before: int = written_before) -> None:
@@ -284,7 +286,7 @@ def bulk_pass(
         stream = _Stream(ds, table_kind(table), model_id, _Files(sizes, done), meter, stop, checkpoint)
         total += asyncio.run(stream.run(writers))
         meter.tick(force=True)
-    return total
+    return total, meters
 
 
 def _pipeline(

@@ -99,9 +99,24 @@ class Meter:
         self.done = 0
         self.t0 = clock()
         self._last_t, self._last_done = self.t0, 0
+        self._first: tuple[float, int] | None = None  # (when, rows) of the first rows done
+        self._latest = self.t0
 
     def add(self, rows: int) -> None:
         self.done += rows
+        self._latest = self.clock()
+        if self._first is None:
+            self._first = (self._latest, rows)
+
+    def startup_s(self) -> float | None:
+        """Seconds from the start to the first rows done (pool start-up, model loading)."""
+        return None if self._first is None else self._first[0] - self.t0
+
+    def steady_rate(self) -> float | None:
+        """Rows/s from the first rows done to the last: the rate once the pipeline runs."""
+        if self._first is None or self._latest <= self._first[0]:
+            return None
+        return (self.done - self._first[1]) / (self._latest - self._first[0])
 
     def line(self) -> str:
         now = self.clock()
