@@ -76,9 +76,9 @@ def seed_store(path: str, corpus: list[str]) -> None:
     store.close()
 
 
-def _embed_rate(config_json: str, sample: list[str], batch: int, threads: int, start: Any) -> float:
+def _embed_rate(config_json: str, sample: list[str], batch: int, threads: int, start: Any, out: Any) -> None:
     """In a fresh process: load the embedder with ``threads`` threads, wait for ``start``, then
-    embed ``sample`` in batches of ``batch``; returns rows/s."""
+    embed ``sample`` in batches of ``batch``; puts its rows/s on ``out``."""
     config = EmbedderConfig.model_validate_json(config_json)
     if config.kind == "local":
         import torch
@@ -93,17 +93,21 @@ def _embed_rate(config_json: str, sample: list[str], batch: int, threads: int, s
     t0 = time.perf_counter()
     for at in range(0, len(sample), batch):
         embedder.embed(sample[at : at + batch])
-    return len(sample) / (time.perf_counter() - t0)
+    out.put(len(sample) / (time.perf_counter() - t0))
 
 
 def embedder_rates(config: EmbedderConfig, sample: list[str], batch: int, threads: int, procs: int) -> list[float]:
-    """Rows/s of each of ``procs`` processes embedding ``sample`` at the same time."""
+    """Rows/s of each of ``procs`` fresh processes embedding ``sample`` at the same time."""
     ctx = multiprocessing.get_context("spawn")
-    with ctx.Manager() as manager:
-        start = manager.Barrier(procs)
-        with ctx.Pool(procs) as pool:
-            args = [(config.model_dump_json(), sample, batch, threads, start)] * procs
-            return list(pool.starmap(_embed_rate, args))
+    start, out = ctx.Barrier(procs), ctx.Queue()
+    args = (config.model_dump_json(), sample, batch, threads, start, out)
+    workers = [ctx.Process(target=_embed_rate, args=args) for _ in range(procs)]
+    for w in workers:
+        w.start()
+    rates = [float(out.get()) for _ in workers]
+    for w in workers:
+        w.join()
+    return rates
 
 
 def store_floor(corpus: list[str], dim: int, batch: int) -> float:
