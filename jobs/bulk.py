@@ -190,7 +190,9 @@ class _Stream:
         """Returns the vectors committed."""
         out: queue.Queue[Any] = queue.Queue(maxsize=2)
         closing = threading.Event()
-        batches = iter(self.ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=1))
+        # no prefetch thread of Ray Data's own: the fetch thread is the only one to end at a stop
+        # (the pipeline still runs ahead of it, its operators are asynchronous)
+        batches = iter(self.ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=0))
         thread = threading.Thread(target=_fetch, args=(batches, out, closing), daemon=True, name="backfill-fetch")
         thread.start()
         await writers.start()
@@ -226,7 +228,13 @@ class _Stream:
 
 
 async def _close(ds: Any, thread: threading.Thread, out: queue.Queue[Any]) -> None:
-    """Let the fetch thread end (unblocking it); shut a pipeline that does not answer down."""
+    """End the fetch thread before returning (a thread left running could call into Ray after it
+    shut down). It ends by itself at the end of the data; stopped early it may be blocked in
+    ``next`` for a whole batch, or forever in a hung pipeline: the executor is shut down first."""
+    if thread.is_alive():
+        for executor in getattr(ds, "_memray_executors", []):
+            with contextlib.suppress(Exception):
+                executor.shutdown(force=True)  # kills the pool's actors; a blocked next() raises
     waited = 0.0
     while thread.is_alive() and waited < _CLOSE_WAIT_S:
         with contextlib.suppress(queue.Empty):
@@ -234,14 +242,8 @@ async def _close(ds: Any, thread: threading.Thread, out: queue.Queue[Any]) -> No
                 out.get_nowait()
         await asyncio.to_thread(thread.join, 0.2)
         waited += 0.2
-    if thread.is_alive():  # blocked in next(): nothing comes out (hung, or a long batch)
-        executor = getattr(ds, "_current_executor", None)  # Ray Data keeps no public handle
-        if executor is not None:
-            with contextlib.suppress(Exception):
-                executor.shutdown(force=True)
-        with contextlib.suppress(queue.Empty):
-            while True:
-                out.get_nowait()
+    if thread.is_alive():
+        log(f"Ray Data did not stop within {_CLOSE_WAIT_S:g} s (it is left to Ray's shutdown)")
 
 
 def bulk_pass(
@@ -309,7 +311,7 @@ def _pipeline(
     import ray.data
 
     scope = "conversation_id" if table == "messages" else "project_id"
-    return (
+    ds = (
         ray.data.from_items([{"path": f} for f in files], override_num_blocks=max(1, min(len(files), 64)))
         .map_batches(
             functools.partial(read_files, columns=[*_READ_COLUMNS, scope]),
@@ -335,6 +337,24 @@ def _pipeline(
             },
         )
     )
+    _capture_executors(ds)
+    return ds
+
+
+def _capture_executors(ds: Any) -> None:
+    """Keep each executor the dataset creates in ``ds._memray_executors``, so a stop can shut
+    a pipeline down. Ray Data has no public handle, and its own (``_current_executor``) is set
+    only once the first output arrives: a pipeline stopped while its pool starts, or a hung
+    one, would have none."""
+    create = ds._create_executor
+    ds._memray_executors = []
+
+    def capturing() -> Any:
+        executor = create()
+        ds._memray_executors.append(executor)
+        return executor
+
+    ds._create_executor = capturing
 
 
 _READ_COLUMNS = ["app", "user_id", "id", "text", "changed_version", "embed_state", "model_id"]
