@@ -252,7 +252,9 @@ def run(
                 f"resuming above {state['base']}"
             )
             t_bulk = time.monotonic()
-            bulk, meters = bulk_pass(mem, target, model_id, state, progress, plan, batch_size, stop, progress_s)
+            bulk, meters = bulk_pass(
+                mem, target, model_id, embedder.dim, state, progress, plan, batch_size, stop, progress_s
+            )
             bulk_s = time.monotonic() - t_bulk
             if stop.reason is None:
                 _finish_bulk(mem, state, manifest, progress)

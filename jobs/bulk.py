@@ -250,6 +250,7 @@ def bulk_pass(
     mem: Any,
     target: EmbedderConfig,
     model_id: str,
+    dim: int,
     state: dict[str, Any],
     progress: ProgressFile,
     plan: PoolPlan,
@@ -271,7 +272,7 @@ def bulk_pass(
             continue
         sizes = {f: pq.read_metadata(f).num_rows for f in todo}
         log(f"bulk {table}: {len(todo)} files, {sum(sizes.values()):,} rows")
-        ds = _pipeline(mem, target, model_id, table, todo, int(state["base"]), resumed, plan, batch_size)
+        ds = _pipeline(mem, target, model_id, dim, table, todo, int(state["base"]), resumed, plan, batch_size)
         meter = Meter(f"embedding {table}", sum(sizes.values()), progress_s)
         meters.append(meter)
         written_before, batches = int(state.get("written", 0)), 0
@@ -295,6 +296,7 @@ def _pipeline(
     mem: Any,
     target: EmbedderConfig,
     model_id: str,
+    dim: int,
     table: str,
     files: list[str],
     base: int,
@@ -303,7 +305,7 @@ def _pipeline(
     batch_size: int,
 ) -> Any:
     """The Ray Data dataset: read ``files`` (tasks of ``plan.read_cpus``) → :class:`EmbedBatches`
-    on the planned pool.
+    on the planned pool, making vectors of ``dim``.
 
     The files are read by a task-pool ``map_batches`` over their paths, not ``read_parquet``:
     Ray Data 2.60's ``read_parquet`` starts with a file-listing task that always reserves a whole
@@ -337,6 +339,10 @@ def _pipeline(
             },
         )
     )
+    # A map task's outputs are merged into one block up to this size, and a block travels on
+    # only when complete: at half of one batch's vectors, each pool call's output streams to
+    # the writers as soon as it is made (Ray Data's 128 MiB default held a whole file's rows).
+    ds.context.target_max_block_size = max(64 * 1024, batch_size * dim * 4 // 2)
     _capture_executors(ds)
     return ds
 
