@@ -16,7 +16,9 @@ from the free CPUs), then measures, in this run:
   load shows up here and in the job alike, not in the single-process figure);
 * ``job_rows_per_s``: the job's bulk phase — Ray Data starting its pool (each worker loading
   the model), reading the export, embedding, writing the vectors through the store — rows /
-  seconds from its start; ``job_steady_rows_per_s`` the same from the first batch written on;
+  seconds from its start; ``job_steady_rows_per_s`` the same from the first batch written on,
+  and ``job_startup_s`` until then (compare ``embedder_load_s``: a fresh process importing and
+  loading the embedder, which every pool worker has to do too);
 * for the hash embedder, ``store_write_rows_per_s``: ``put_embeddings`` alone (one DuckDB
   writer, vectors ready), which bounds a job whose embedder is that cheap.
 
@@ -78,7 +80,8 @@ def seed_store(path: str, corpus: list[str]) -> None:
 
 def _embed_rate(config_json: str, sample: list[str], batch: int, threads: int, start: Any, out: Any) -> None:
     """In a fresh process: load the embedder with ``threads`` threads, wait for ``start``, then
-    embed ``sample`` in batches of ``batch``; puts its rows/s on ``out``."""
+    embed ``sample`` in batches of ``batch``; puts (rows/s, seconds to load) on ``out``."""
+    t_load = time.perf_counter()
     config = EmbedderConfig.model_validate_json(config_json)
     if config.kind == "local":
         import torch
@@ -89,22 +92,26 @@ def _embed_rate(config_json: str, sample: list[str], batch: int, threads: int, s
     embedder = build_embedder(config)
     assert embedder is not None
     embedder.embed(sample[: min(len(sample), 64)])  # load the model / warm the token table
+    load_s = time.perf_counter() - t_load
     start.wait()
     t0 = time.perf_counter()
     for at in range(0, len(sample), batch):
         embedder.embed(sample[at : at + batch])
-    out.put(len(sample) / (time.perf_counter() - t0))
+    out.put((len(sample) / (time.perf_counter() - t0), load_s))
 
 
-def embedder_rates(config: EmbedderConfig, sample: list[str], batch: int, threads: int, procs: int) -> list[float]:
-    """Rows/s of each of ``procs`` fresh processes embedding ``sample`` at the same time."""
+def embedder_rates(
+    config: EmbedderConfig, sample: list[str], batch: int, threads: int, procs: int
+) -> list[tuple[float, float]]:
+    """(rows/s, seconds to import and load) of each of ``procs`` fresh processes embedding
+    ``sample`` at the same time."""
     ctx = multiprocessing.get_context("spawn")
     start, out = ctx.Barrier(procs), ctx.Queue()
     args = (config.model_dump_json(), sample, batch, threads, start, out)
     workers = [ctx.Process(target=_embed_rate, args=args) for _ in range(procs)]
     for w in workers:
         w.start()
-    rates = [float(out.get()) for _ in workers]
+    rates = [out.get() for _ in workers]
     for w in workers:
         w.join()
     return rates
@@ -154,8 +161,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         plan = plan_pool(*free_resources(), args.workers, args.cpus_per_worker, use_gpus=target.kind == "local")
         sample = corpus[: min(len(corpus), args.floor_rows)]
         log(f"embedder alone: 1 process, then {plan.workers} at once, {len(sample)} rows, {plan.threads} thread(s)")
-        single = embedder_rates(target, sample, batch, plan.threads, 1)[0]
-        parallel = sum(embedder_rates(target, sample, batch, plan.threads, plan.workers))
+        single, load_s = embedder_rates(target, sample, batch, plan.threads, 1)[0]
+        parallel = sum(rate for rate, _ in embedder_rates(target, sample, batch, plan.threads, plan.workers))
         store_rate = store_floor(corpus, target.dim or 256, batch) if target.kind == "hash" else None
         path = tempfile.mkdtemp(prefix="memray-reembed-")
         try:
@@ -190,6 +197,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "job_steady_rows_per_s": job["bulk_steady_rows_per_s"],
         "ratio_steady": ratio(job["bulk_steady_rows_per_s"] or 0.0, floor),
         "job_startup_s": job["bulk_startup_s"],
+        "embedder_load_s": round(load_s, 2),
         "bulk_seconds": job["bulk_seconds"],
         "job_rows": job["rows"],
         "job_seconds": job["seconds"],
