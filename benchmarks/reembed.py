@@ -8,7 +8,8 @@ embedded), plans the job's pool as the job does (``--workers`` / ``--cpus-per-wo
 from the free CPUs), then measures, in this run:
 
 * ``embedder_rows_per_s``: the embedder alone in one fresh process, with the threads one pool
-  worker gets (``threads``: torch's intra-op threads for a local model), over the same texts and
+  worker gets (``threads``: torch's intra-op threads for a local model) and the niceness Ray
+  gives its workers (15 unless ``RAY_worker_niceness`` says otherwise), over the same texts and
   batch size, after loading; ``floor_rows_per_s`` is that × ``workers`` — what a perfectly
   parallel job would do, and what ``ratio`` (target ≥ 0.7) compares the job with;
 * ``parallel_rows_per_s``: ``workers`` such processes embedding at the same time — what the
@@ -80,8 +81,11 @@ def seed_store(path: str, corpus: list[str]) -> None:
 
 def _embed_rate(config_json: str, sample: list[str], batch: int, threads: int, start: Any, out: Any) -> None:
     """In a fresh process: load the embedder with ``threads`` threads, wait for ``start``, then
-    embed ``sample`` in batches of ``batch``; puts (rows/s, seconds to load) on ``out``."""
+    embed ``sample`` in batches of ``batch``; puts (rows/s, seconds to load) on ``out``. Runs at
+    the niceness Ray gives its workers (``RAY_worker_niceness``, 15 by default), as the pool's
+    actors do: on a shared machine other work then takes from both alike."""
     t_load = time.perf_counter()
+    os.nice(int(os.environ.get("RAY_worker_niceness", "15")) - os.nice(0))
     config = EmbedderConfig.model_validate_json(config_json)
     if config.kind == "local":
         import torch
