@@ -36,6 +36,9 @@ __all__ = [
     "ratio",
     "common_args",
     "start_ray",
+    "sinks",
+    "pipelined",
+    "raw_arrow_insert",
     "in_data_dir",
     "Sink",
     "words",
@@ -185,6 +188,7 @@ def start_ray(address: str | None) -> bool:
         ray.init(address=address, **kwargs)
     else:
         ray.init(
+            address="local",  # our own, not another Ray running on this machine
             num_cpus=os.cpu_count(),
             include_dashboard=False,
             _system_config={"metrics_report_interval_ms": 1000},
@@ -241,6 +245,79 @@ class SinkClient(Client):
 
     async def ping(self) -> bool:
         return await self._call("ping")  # type: ignore[no-any-return]
+
+
+def sinks(mode: str, n: int) -> list[SinkClient]:
+    """``n`` no-op async actors (``mode="inprocess"``: in-process objects behind ``LocalRef``),
+    as many as memray has hosts: the floors send them the very payloads memray's calls carry."""
+    if mode == "ray":
+        import ray
+
+        from memray.runtime.actors import RayRef
+
+        cls = ray.remote(AsyncSink).options(num_cpus=0, max_concurrency=10_000)
+        return [SinkClient(RayRef(cls.remote(), f"sink {i}")) for i in range(n)]
+    from memray.rpc.local import LocalRef
+
+    return [SinkClient(LocalRef(AsyncSink(), f"sink {i}")) for i in range(n)]
+
+
+async def pipelined(batches: Sequence[Any], inflight: int, call: Callable[[Any], Awaitable[Any]]) -> float:
+    """Issue ``call(batch)`` for every batch with at most ``inflight`` outstanding; seconds."""
+    from memray.progress import bar
+
+    sem = asyncio.Semaphore(inflight)
+    shown = bar(len(batches), "calls", unit="call")  # on a terminal only
+
+    async def one(b: Any) -> None:
+        async with sem:
+            await call(b)
+        shown.update(1)
+
+    t0 = time.perf_counter()
+    with shown:
+        await asyncio.gather(*(one(b) for b in batches))
+    return time.perf_counter() - t0
+
+
+def _duck_type(annotation: Any) -> tuple[str, Any]:
+    import pyarrow as pa
+
+    text = str(annotation)
+    if "int" in text:
+        return "BIGINT", pa.int64()
+    if "float" in text:
+        return "DOUBLE", pa.float64()
+    return "VARCHAR", pa.string()
+
+
+def raw_arrow_insert(path: str, rows: Sequence[Any], batch: int) -> float:
+    """The write floor: rows/s of DuckDB taking ``rows`` (named tuples, e.g. ``MessageRow``) into
+    a bare table of the same columns — no keys, no upsert — as one Arrow table and one
+    ``INSERT INTO t SELECT * FROM arrow`` transaction per ``batch`` rows, in a fresh file at
+    ``path``. The Arrow conversion (``zip(*rows)``) is timed with it: memray has to do it too."""
+    import duckdb
+    import pyarrow as pa
+
+    if not rows:
+        return 0.0
+    fields = type(rows[0])._fields
+    kinds = [_duck_type(type(rows[0]).__annotations__.get(f, "str")) for f in fields]
+    con = duckdb.connect(path)
+    try:
+        con.execute("CREATE TABLE t (" + ", ".join(f"{f} {k[0]}" for f, k in zip(fields, kinds)) + ")")
+        t0 = time.perf_counter()
+        for i in range(0, len(rows), batch):
+            cols = zip(*rows[i : i + batch])
+            tbl = pa.table({f: pa.array(c, k[1]) for f, c, k in zip(fields, cols, kinds)})
+            con.register("batch_rows", tbl)
+            con.execute("BEGIN")
+            con.execute("INSERT INTO t SELECT * FROM batch_rows")
+            con.execute("COMMIT")
+            con.unregister("batch_rows")
+        return len(rows) / (time.perf_counter() - t0)
+    finally:
+        con.close()
 
 
 # -- text -------------------------------------------------------------------------------------

@@ -72,7 +72,7 @@ def _pid(mem: Any, client: Any, timeout_s: float = 5.0) -> int:
 
 def _victim(mem: Any, target: str) -> Any:
     dep = mem._deployment
-    return {"host": dep.hosts[0], "store": dep.store, "shard": dep.shards[0]}[target]
+    return {"host": dep.hosts[0], "store": dep.stores.clients[0], "shard": dep.shards[0]}[target]
 
 
 def kill_and_time(mem: Any, ref: Any, timeout_s: float = 120.0) -> tuple[float, float]:
@@ -191,7 +191,7 @@ def ingest_under_fault(
 def _count(
     mem: Any, app: str, convs: list[Any], acked: dict[tuple[int, str], tuple[int, float]], kill: dict[str, float]
 ) -> dict[str, Any]:
-    store = mem._deployment.store
+    store = mem._deployment.stores
     stored: dict[tuple[int, str], int] = {}
     duplicated = gaps = 0
     letters = [d for d in mem.dead_letters(app=app, limit=10_000_000)]
@@ -238,7 +238,7 @@ def _index_figures(mem: Any, app: str, convs: list[Any], sample: int = 40, seed:
         model = mem._run(shard.stats())["model_id"]
         want = {
             (Namespace(*ns), d)
-            for ns, d, vectored in mem._run(dep.store.index_refs(i, len(dep.shards), model))
+            for ns, d, vectored in mem._run(dep.stores.index_refs(i, len(dep.shards), model))
             if vectored and ns[0] == app
         }
         held = {(Namespace(*ns), d) for ns, d in mem._run(shard.vectored_refs())}

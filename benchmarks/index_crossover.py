@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import time
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from benchmarks._harness import git_sha
 from memray.config import IndexConfig
 from memray.index.exact import ExactIndex
 from memray.index.hnsw import HnswIndex
@@ -74,14 +74,6 @@ def measure(n: int, dim: int, queries: int, cfg: IndexConfig, seed: int) -> dict
         "hnsw_build_s": round(hnsw_build, 3),
         "hnsw_recall_at_10": round(recall, 3),
     }
-
-
-def git_sha() -> str | None:
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5)
-        return out.stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        return None
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

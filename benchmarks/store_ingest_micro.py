@@ -11,15 +11,11 @@ of existing rows, against the floor measured in the same run — a plain Arrow
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import tempfile
 import time
 
-import duckdb
-import pyarrow as pa
-
+from benchmarks._harness import emit, raw_arrow_insert
 from memray.store.history import HistoryStore
 from memray.store.rows import MessageRow
 
@@ -56,32 +52,7 @@ def time_batches(fn, batches: list[list[MessageRow]]) -> float:  # type: ignore[
 
 
 def floor_rate(path: str, batches: list[list[MessageRow]]) -> float:
-    con = duckdb.connect(path)
-    names = MessageRow._fields
-    con.execute(
-        "CREATE TABLE t ("
-        + ", ".join(f"{n} {'BIGINT' if n == 'seq' else 'DOUBLE' if n == 'created_at' else 'VARCHAR'}" for n in names)
-        + ")"
-    )
-
-    def insert(rows: list[MessageRow]) -> None:
-        tbl = pa.table(dict(zip(names, (pa.array(c) for c in zip(*rows)))))  # noqa: F841 (DuckDB reads it by name)
-        con.execute("BEGIN")
-        con.execute("INSERT INTO t SELECT * FROM tbl")
-        con.execute("COMMIT")
-
-    rate = time_batches(insert, batches)
-    con.close()
-    return rate
-
-
-def git_sha() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+    return raw_arrow_insert(path, [r for b in batches for r in b], len(batches[0]))
 
 
 def main() -> None:
@@ -103,21 +74,21 @@ def main() -> None:
         update_rate = time_batches(store.append_messages, update_batches)
         store.close()
         floor = floor_rate(os.path.join(tmp, "floor.duckdb"), batches)
-    print(
-        json.dumps(
-            {
-                "benchmark": "store_ingest_micro",
-                "git_sha": git_sha(),
-                "existing_rows": args.existing,
-                "batch_rows": args.batch,
-                "batches": args.batches,
-                "conversations_per_batch": args.conversations,
-                "append_new_rows_per_s": round(new_rate),
-                "append_update_rows_per_s": round(update_rate),
-                "floor_arrow_insert_rows_per_s": round(floor),
-                "ratio_to_floor": round(new_rate / floor, 3),
-            }
-        )
+    params = {
+        "existing_rows": args.existing,
+        "batch_rows": args.batch,
+        "batches": args.batches,
+        "conversations_per_batch": args.conversations,
+    }
+    emit(
+        "store_ingest_micro",
+        params,
+        {
+            "append_new_rows_per_s": round(new_rate),
+            "append_update_rows_per_s": round(update_rate),
+            "floor_raw_arrow_insert_rows_per_s": round(floor),
+            "ratio_to_raw_arrow_insert": round(new_rate / floor, 3),
+        },
     )
 
 

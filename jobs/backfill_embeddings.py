@@ -52,7 +52,7 @@ from memray.errors import ValidationError
 from memray.ids import Namespace, stable_hash
 from memray.index.base import IndexItem
 from memray.index.router import ShardRouter
-from memray.store.client import StoreClient
+from memray.store.partitions import StorePartitions
 from memray.store.rows import EmbeddingRow
 
 __all__ = ["parse_model", "run", "main", "EmbedBatches"]
@@ -84,7 +84,7 @@ def parse_model(spec: str, base_url: str | None = None, batch_size: int = 256) -
 
 
 async def _index_items(
-    store: StoreClient, model_id: str, pending: list[tuple[Namespace, str, str]], vectors: np.ndarray
+    store: StorePartitions, model_id: str, pending: list[tuple[Namespace, str, str]], vectors: np.ndarray
 ) -> list[IndexItem]:
     """Index items for vectors just stored: recency and payload from the store (deleted ones dropped)."""
     from memray.index.columns import columns_of
@@ -136,7 +136,7 @@ async def _index_items(
 async def _catch_up(mem: Any, embedder: Any, model_id: str, max_rounds: int = 50) -> int:
     """Embed what has no vector of ``model_id`` yet (writes since the export) and index it: into
     the staged indexes before the cutover, the active ones after. Returns the rows embedded."""
-    store, total = mem._deployment.store, 0
+    store, total = mem._deployment.stores, 0
     for _ in range(max_rounds):
         pending = await store.pending_embeddings(model_id, _PAGE)
         if not pending:
@@ -158,20 +158,15 @@ async def _stage(mem: Any, model_id: str, dim: int, stop: Stop) -> int:
     """Load the new model's vectors from the store into a staged index set on every shard that
     is not on the model yet. Returns the vectors staged. On a stop request the staged sets are
     dropped (searches never saw them; a rerun stages again)."""
-    shards, store, total = mem._deployment.shards, mem._deployment.store, 0
+    shards, store, total = mem._deployment.shards, mem._deployment.stores, 0
     for i, shard in enumerate(shards):
         if not await shard.stage_begin(model_id, dim):
             continue  # this shard already cut over (a resumed run)
-        after = None
-        while True:
+        async for rows in store.index_pages(i, len(shards), model_id, _STAGE_PAGE):
             if stop.reason is not None:
                 await asyncio.gather(*(s.stage_abort() for s in shards))
                 return total
-            rows = await store.scan_index_rows(i, len(shards), model_id, after, _STAGE_PAGE)
-            if not rows:
-                break
             total += await shard.stage_upsert(rows, model_id)
-            after = (rows[-1].namespace, rows[-1].doc_id)
         log(f"shard {i}: staged {model_id}")
         fail_point("stage")
     return total
@@ -299,7 +294,7 @@ def _rounded(x: float | None, digits: int) -> float | None:
 def _finish_bulk(mem: Any, state: dict[str, Any], manifest: dict[str, Any], progress: ProgressFile) -> None:
     """Every row of the current export files is done: later runs read only files that a later
     export rebuilt (and, in them, rows changed above the new base)."""
-    files = {f for fs in export_files(mem.config.exports_path).values() for f in fs}
+    files = {f for fs in export_files(mem.config).values() for f in fs}
     state.update(
         base=max(int(state["base"]), int(manifest["watermark"])),
         files_done=sorted(files & set(state["files_done"])),

@@ -30,6 +30,7 @@ from jobs.common import add_common_args, config_from_args, connect, emit, log, p
 from jobs.resources import free_resources, plan_pool
 from memray.config import MemoryConfig, SummarizerConfig
 from memray.progress import bar
+from memray.store.layout import export_roots
 
 __all__ = ["SummarizeBatches", "conversation_keys", "run", "main"]
 
@@ -37,19 +38,15 @@ __all__ = ["SummarizeBatches", "conversation_keys", "run", "main"]
 class SummarizeBatches:
     """A Ray Data pool actor: updates the summaries of a batch of conversations."""
 
-    def __init__(self, summarizer_json: str, store_name: str, namespace: str, force: bool) -> None:
-        import ray
-
+    def __init__(self, summarizer_json: str, store_names: list[str], namespace: str, force: bool) -> None:
         from memray.conversation.summarizer import build_summarizer
         from memray.conversation.summary import SummaryKeeper
-        from memray.runtime.actors import RayRef
-        from memray.store.client import StoreClient
+        from memray.runtime.actors import partitions
 
         config = SummarizerConfig.model_validate_json(summarizer_json)
         summarizer = build_summarizer(config)
         assert summarizer is not None
-        store = StoreClient(RayRef(ray.get_actor(store_name, namespace=namespace), "history store"))
-        self.keeper = SummaryKeeper(store, summarizer, config)
+        self.keeper = SummaryKeeper(partitions(store_names, namespace), summarizer, config)
         self.force = force
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -72,12 +69,14 @@ class SummarizeBatches:
         return {"status": np.array(status, dtype=object)}
 
 
-def conversation_keys(exports_path: str) -> list[dict[str, Any]]:
-    """(app, user_id, conversation_id, last_seq) of every exported conversation, via DuckDB."""
+def conversation_keys(config: MemoryConfig) -> list[dict[str, Any]]:
+    """(app, user_id, conversation_id, last_seq) of every exported conversation (every history
+    partition's export root), via DuckDB."""
     import duckdb
 
-    pattern = os.path.join(exports_path, "messages", "*", "*", "*.parquet")
-    if not glob.glob(pattern):
+    patterns = [os.path.join(root, "messages", "*", "*", "*.parquet") for root in export_roots(config)]
+    pattern = [p for p in patterns if glob.glob(p)]
+    if not pattern:
         return []
     con = duckdb.connect()
     try:
@@ -109,7 +108,7 @@ def run(
         workers = plan.workers
         mem.flush()
         manifest = mem.export()
-        keys = conversation_keys(mem.config.exports_path)
+        keys = conversation_keys(mem.config)
         log(f"export watermark {manifest['watermark']}: {len(keys)} conversations (workers={workers}, force={force})")
         if keys:
             ds = ray.data.from_items(keys).map_batches(
@@ -120,7 +119,7 @@ def run(
                 **pool_args(workers, mem.config.verbose),
                 fn_constructor_kwargs={
                     "summarizer_json": mem.config.summarizer.model_dump_json(),
-                    "store_name": f"{mem._deployment.prefix}:store",
+                    "store_names": mem._deployment.store_names(),
                     "namespace": mem.config.namespace,
                     "force": force,
                 },

@@ -36,9 +36,10 @@ from jobs.common import ProgressFile, fail_point, log, pool_args
 from jobs.control import Meter, Stop
 from jobs.resources import PoolPlan
 from jobs.writers import PartitionWriters
-from memray.config import EmbedderConfig
+from memray.config import EmbedderConfig, MemoryConfig
 from memray.ids import Namespace
-from memray.store.client import StoreClient
+from memray.store.layout import export_roots
+from memray.store.partitions import StorePartitions
 from memray.store.rows import EmbeddingRow
 
 __all__ = ["EmbedBatches", "bulk_pass", "export_files", "TABLES"]
@@ -62,7 +63,7 @@ class EmbedBatches:
         table: str,
         model_id: str,
         base: int,
-        store_name: str = "",
+        store_names: list[str] | None = None,
         namespace: str = "",
         threads: int = 0,
     ) -> None:
@@ -78,13 +79,11 @@ class EmbedBatches:
         self.embedder = embedder
         self.dim = embedder.dim  # a local model loads here, before the first batch
         self.table, self.model_id, self.base = table, model_id, base
-        self.store: StoreClient | None = None
-        if store_name:
-            import ray
+        self.store: StorePartitions | None = None
+        if store_names:  # a resumed run asks the user's partition what it has
+            from memray.runtime.actors import partitions
 
-            from memray.runtime.actors import RayRef
-
-            self.store = StoreClient(RayRef(ray.get_actor(store_name, namespace=namespace), "history store"))
+            self.store = partitions(store_names, namespace)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         todo = pc.and_(pc.greater(batch["changed_version"], self.base), pc.not_equal(batch["text"], ""))
@@ -119,14 +118,16 @@ class EmbedBatches:
         )
 
 
-def export_files(root: str) -> dict[str, list[str]]:
-    """The export's Parquet files per table, in a stable order."""
+def export_files(config: MemoryConfig) -> dict[str, list[str]]:
+    """The export's Parquet files per table, over every history partition's export root, in a
+    stable order."""
     out: dict[str, list[str]] = {}
     for table in TABLES:
         files: list[str] = []
-        for dirpath, dirnames, names in os.walk(os.path.join(root, table)):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-            files.extend(os.path.join(dirpath, n) for n in sorted(names) if n.endswith(".parquet"))
+        for root in export_roots(config):
+            for dirpath, dirnames, names in os.walk(os.path.join(root, table)):
+                dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+                files.extend(os.path.join(dirpath, n) for n in sorted(names) if n.endswith(".parquet"))
         out[table] = files
     return out
 
@@ -266,7 +267,7 @@ def bulk_pass(
     done: set[str] = set(state["files_done"])
     resumed = bool(state["base"] or state["files_done"] or state.get("written"))
     total, meters = 0, []
-    for table, all_files in export_files(mem.config.exports_path).items():
+    for table, all_files in export_files(mem.config).items():
         todo = [f for f in all_files if f not in done]
         if not todo or stop.reason is not None:
             continue
@@ -284,8 +285,7 @@ def bulk_pass(
             progress.save(state)
             fail_point("bulk", batches)
 
-        # one writer per history partition: a single store today (partition 0 holds everyone)
-        writers = PartitionWriters([mem._deployment.store])
+        writers = PartitionWriters(mem._deployment.stores.clients)  # one writer per history partition
         stream = _Stream(ds, table_kind(table), model_id, _Files(sizes, done), meter, stop, checkpoint)
         total += asyncio.run(stream.run(writers))
         meter.tick(force=True)
@@ -333,7 +333,7 @@ def _pipeline(
                 "table": table,
                 "model_id": model_id,
                 "base": base,
-                "store_name": f"{mem._deployment.prefix}:store" if resumed else "",
+                "store_names": mem._deployment.store_names() if resumed else [],
                 "namespace": mem.config.namespace,
                 "threads": plan.threads,
             },

@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from memray.config import MemoryConfig
+from memray.store.layout import recorded_stores
 
 __all__ = ["add_common_args", "config_from_args", "connect", "ProgressFile", "log", "emit", "fail_point", "pool_args"]
 
@@ -39,6 +40,12 @@ def add_common_args(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         help="VectorShard actors, must match the running memray (default: 2, or the --config's)",
+    )
+    parser.add_argument(
+        "--stores",
+        type=int,
+        default=None,
+        help="history partitions (default: the count the data directory records, or the --config's)",
     )
     parser.add_argument(
         "--workers",
@@ -66,9 +73,11 @@ def config_from_args(args: argparse.Namespace) -> MemoryConfig:
         "address": args.address or os.environ.get("RAY_ADDRESS") or base.get("address"),
         "verbose": bool(getattr(args, "verbose", False) or base.get("verbose", False)),
     }
-    for name in ("namespace", "hosts", "shards"):
-        if getattr(args, name) is not None:
+    for name in ("namespace", "hosts", "shards", "stores"):
+        if getattr(args, name, None) is not None:
             updates[name] = getattr(args, name)
+    if "stores" not in updates and "stores" not in base:
+        updates["stores"] = recorded_stores(os.path.abspath(args.path)) or 1
     return MemoryConfig.model_validate({**base, **updates})
 
 
@@ -82,7 +91,8 @@ def connect(config: MemoryConfig) -> tuple[Any, bool]:
     from memray.runtime.actors import ensure_ray
 
     ensure_ray(config)  # quiet unless config.verbose; memray.open below then joins this Ray
-    name = f"memray:{stable_hash(config.root):016x}:store"
+    role = "store" if config.stores == 1 else "store-0"  # the first history partition's actor
+    name = f"memray:{stable_hash(config.root):016x}:{role}"
     try:
         ray.get_actor(name, namespace=config.namespace)
         running = True

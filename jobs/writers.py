@@ -1,8 +1,9 @@
 """One vector writer per history-store partition, running alongside the embedding.
 
-A user's rows live on partition ``user_hash(app, user_id) % len(stores)`` (one store today:
-everything is partition 0). Each partition has one writer task and a short queue: batches to
-different partitions are written in parallel, batches to one partition one after the other
+A user's rows live on partition ``user_hash(app, user_id) % len(stores)``
+(:func:`memray.store.layout.partition_of`; ``stores`` is the deployment's ``stores.clients``,
+in partition order). Each partition has one writer task and a short queue: batches to different
+partitions are written in parallel, batches to one partition one after the other
 (its store is a single DuckDB writer anyway), and a full queue makes :meth:`write` wait — the
 job then stops pulling embedded batches, and Ray Data's backpressure pauses the pool.
 
@@ -15,8 +16,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from memray.ids import user_hash
 from memray.store.client import StoreClient
+from memray.store.layout import partition_of
 from memray.store.rows import EmbeddingRow
 
 __all__ = ["PartitionWriters"]
@@ -35,7 +36,7 @@ class PartitionWriters:
         self._tasks: list[asyncio.Task[None]] = []
 
     def partition_of(self, app: str, user_id: str) -> int:
-        return user_hash(app, user_id) % len(self.stores)
+        return partition_of(app, user_id, len(self.stores))
 
     async def start(self) -> None:
         self._queues = [asyncio.Queue(self.depth) for _ in self.stores]

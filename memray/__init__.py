@@ -13,6 +13,7 @@ from memray.config import EmbedderConfig, IndexConfig, MemoryConfig, SummarizerC
 from memray.conversation.note import WorkingMemorySpec, WorkingMemoryValue
 from memray.conversation.recall import SearchResults
 from memray.errors import (
+    Backpressure,
     ClosedError,
     ConflictError,
     DeadLetterError,
@@ -59,6 +60,7 @@ from memray.store.deadletter import DeadLetter
 __version__ = "0.1.0"
 
 __all__ = [
+    "Backpressure",
     "ClosedError",
     "ConflictError",
     "Context",

@@ -91,9 +91,11 @@ def _fork(args: argparse.Namespace) -> int:
     """Open SRC, fork it into DST (memray.runtime.fork), close both; print one JSON line."""
     import memray
     from memray.errors import MemrayError
+    from memray.store.layout import recorded_stores
 
     src = os.path.abspath(args.src)
-    if not os.path.exists(os.path.join(src, "history.duckdb")):
+    stores = recorded_stores(src)
+    if stores is None:
         print(f"memray fork: {src} is not a memray data directory (no history.duckdb)", file=sys.stderr)
         return 2
     found = (
@@ -106,7 +108,7 @@ def _fork(args: argparse.Namespace) -> int:
         else []
     )
     shards = args.shards or (max(found) + 1 if found else memray.MemoryConfig().shards)
-    config = memray.MemoryConfig(path=src, mode=args.mode, address=args.address, hosts=1, shards=shards)
+    config = memray.MemoryConfig(path=src, mode=args.mode, address=args.address, hosts=1, shards=shards, stores=stores)
     try:
         with memray.open(config=config) as mem:
             with mem.fork(args.dst) as fork:

@@ -181,6 +181,9 @@ class MemoryConfig(_Config):
     num_cpus: int | None = None  # CPUs for a local Ray started on demand
     hosts: int = Field(4, gt=0)  # ConversationHost actors
     shards: int = Field(2, gt=0)  # VectorShard actors
+    # HistoryStore partitions, one DuckDB file and one writer each; a user lives on partition
+    # user_hash % stores (memray.store.layout); a data directory keeps the count it was written with
+    stores: int = Field(1, gt=0, le=1024)
     debounce_ms: int = Field(200, ge=0)  # persist debounce; each add resets it
     buffer_window: int = Field(32, ge=0)  # recent messages a conversation keeps in memory
     max_message_chars: int = Field(1_000_000, gt=0)
@@ -190,10 +193,14 @@ class MemoryConfig(_Config):
     # (the store down, not a bad row: those are dead-lettered at once) raises StoreError instead
     # of waiting on; the messages stay pending and are retried in the background
     write_timeout_s: float = Field(60.0, gt=0)
+    # backpressure: acknowledged-but-not-durable messages one host holds at most; an add past it
+    # waits for room (at most write_timeout_s) or, with block=False, raises Backpressure; 0: no bound
+    max_unpersisted: int = Field(10_000, ge=0)
     # show Ray's own log lines (info and warnings) and the actors' output; off: Ray logs errors only
     verbose: bool = False
-    # Ray custom resource the HistoryStore actor requests (0.01 of it): pins the store, and so
-    # its DuckDB file, to the node that offers it (cluster.yaml gives the head {"memray_store": 1})
+    # Ray custom resource each HistoryStore partition requests (1 unit): pins the partitions, and
+    # so their DuckDB files, to the nodes with disks that offer it; a node offering K units holds
+    # up to K partitions (cluster.yaml: 1 per node, stores=3 on 3 nodes)
     store_resource: str | None = None
     embedder: EmbedderConfig = EmbedderConfig()
     summarizer: SummarizerConfig = SummarizerConfig()
@@ -205,6 +212,7 @@ class MemoryConfig(_Config):
 
     @property
     def store_path(self) -> str:
+        """The history file with ``stores=1``; with more, :func:`memray.store.layout.store_files`."""
         return os.path.join(self.root, "history.duckdb")
 
     @property

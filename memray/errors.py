@@ -13,6 +13,7 @@ Every error memray raises derives from :class:`MemrayError`::
     │   └── DeadLetterError    acknowledged messages that cannot be stored: recorded, not retried
     ├── SummaryError           the summariser failed; history untouched, retried on a later turn
     ├── UnavailableError       an actor (host, shard, store) is down; names which
+    ├── Backpressure           a host holds its bound of acknowledged, not yet durable messages
     ├── MissingExtraError      an optional package is not installed: says which extra to install
     └── ClosedError            the memory was closed
 
@@ -37,6 +38,7 @@ __all__ = [
     "DeadLetterError",
     "SummaryError",
     "UnavailableError",
+    "Backpressure",
     "MissingExtraError",
     "ClosedError",
     "MISSING",
@@ -162,6 +164,28 @@ class UnavailableError(MemrayError):
             message += f": {detail}"
         super().__init__(message)
         self.component = component
+
+
+class Backpressure(MemrayError):
+    """A host already holds ``MemoryConfig.max_unpersisted`` acknowledged messages that are not
+    durable yet (``pending``), so it takes no more for now: raised at once by an ``add`` with
+    ``block=False``, and by a blocking one that waited ``waited_s`` (``write_timeout_s``) without
+    room. What that host was sent was not written; send it again later. ``refused`` (from
+    ``add_many``, whose items go to several hosts) lists the indexes of the batch items not
+    written; the others were acknowledged."""
+
+    def __init__(self, host: int, pending: int, bound: int, waited_s: float = 0.0, refused: Sequence[int] = ()) -> None:
+        waited = f" after waiting {waited_s:.1f} s" if waited_s else ""
+        what = f"{len(refused)} batch items were not written (the rest were)" if refused else "nothing was written"
+        super().__init__(
+            f"host {host} holds {pending} acknowledged messages not yet durable (max_unpersisted={bound}){waited}; "
+            f"{what}: retry later, pass block=True to wait for room, or raise max_unpersisted"
+        )
+        self.host = host
+        self.pending = pending
+        self.bound = bound
+        self.waited_s = waited_s
+        self.refused = list(refused)
 
 
 class MissingExtraError(MemrayError, ImportError):

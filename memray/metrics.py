@@ -265,6 +265,7 @@ class LagRecorder:
         self._acked: dict[Any, dict[str, float]] = {}
         self.lags: list[float] = []
         self.count = 0
+        self.pending = 0  # messages acknowledged and not committed yet (backpressure reads it)
 
     def acked(self, key: Any, ids: Iterable[str], now: float | None = None) -> None:
         ids = list(ids)
@@ -274,8 +275,10 @@ class LagRecorder:
         pending = self._acked.get(key)
         if pending is None:
             pending = self._acked[key] = {}
+        before = len(pending)
         for mid in ids:
             pending.setdefault(mid, t)  # a re-add before the commit keeps the first ack
+        self.pending += len(pending) - before
 
     def committed(self, key: Any, ids: Iterable[str], now: float | None = None) -> None:
         t = time.monotonic() if now is None else now
@@ -285,6 +288,7 @@ class LagRecorder:
         if pending is None:
             return
         lags = [t - a for a in (pending.pop(mid, None) for mid in ids) if a is not None]
+        self.pending -= len(lags)
         if not pending:
             del self._acked[key]
         if not lags:
@@ -296,12 +300,12 @@ class LagRecorder:
         FLUSH_LAG.observe_many(lags, self._host)
 
     def forget(self, key: Any) -> None:
-        self._acked.pop(key, None)
+        self.pending -= len(self._acked.pop(key, {}))
 
     def summary(self, reset: bool = False, samples: bool = False) -> dict[str, Any]:
         """Count, p50/p95/p99/max of the kept lags (seconds); ``samples`` adds them all."""
         lags = self.lags
-        out: dict[str, Any] = {"count": len(lags), "pending": sum(len(p) for p in self._acked.values())}
+        out: dict[str, Any] = {"count": len(lags), "pending": self.pending}
         out.update(percentiles(lags))
         out["max"] = max(lags) if lags else 0.0
         if samples:

@@ -198,7 +198,7 @@ async def _verify(
     mem: Memory, acked: dict[ConversationKey, dict[str, int]], progress: bool | None = None
 ) -> tuple[int, int]:
     """Count acknowledged messages missing from the store (or at another seq) and unexpected ones."""
-    store = mem._deployment.store
+    store = mem._deployment.stores
     shown = bar(len(acked), "verifying the store", unit="conv", enabled=progress)
 
     async def one(key: ConversationKey) -> tuple[int, int]:

@@ -1,6 +1,7 @@
 """What a data directory holds, read from disk without starting memray (``memray stats PATH``).
 
-Rows per table come from ``history.duckdb`` opened read-only, so the command fails clearly while
+Rows per table come from the history files (``history.duckdb``, or one per partition: each
+partition's counts under ``stores``) opened read-only, so the command fails clearly while
 a memray (or a job) has the file open: DuckDB lets no other process open it then. Shards are
 described by their last snapshot (``vectors/shard-N/``): namespaces, items, how many are HNSW.
 Hosts keep nothing on disk; what is shown for them is how the stored conversations spread over
@@ -23,19 +24,26 @@ _TABLES = ("conversations", "messages", "entries", "embeddings", "working_memory
 
 def data_stats(path: str, hosts: int = 4) -> dict[str, Any]:
     """Counts per table, shard snapshots, conversations per host and disk use of ``path``."""
+    from memray.store.layout import recorded_stores, store_file
+
     root = Path(path)
-    store = root / "history.duckdb"
-    if not store.is_file():
+    n = recorded_stores(str(root)) or 1
+    files = [Path(store_file(str(root), i, n)) for i in range(n)]
+    if not all(f.is_file() for f in files):
         what = "does not exist" if not root.exists() else "holds no memray data (no history.duckdb)"
         raise ValidationError(
             "path", path, what, "give the data directory of a memray (the path memray.open was given)"
         )
     if hosts < 1:
         raise ValidationError("hosts", hosts, "must be a positive integer")
-    tables, per_host = _tables(store, hosts)
+    parts = [_tables(f, hosts) for f in files]
+    tables = {t: sum(p[0].get(t, 0) for p in parts) for t in parts[0][0]}
+    per_host = [sum(p[1][h] for p in parts) for h in range(hosts)]
+    out: dict[str, Any] = {"path": str(root.resolve()), "tables": tables}
+    if n > 1:
+        out["stores"] = [{"store": i, "file": f.name, "tables": p[0]} for i, (f, p) in enumerate(zip(files, parts))]
     return {
-        "path": str(root.resolve()),
-        "tables": tables,
+        **out,
         "shards": [_shard(d) for d in sorted((root / "vectors").glob("shard-*"), key=lambda p: int(p.name[6:]))],
         "hosts": {"count": hosts, "conversations": per_host},
         "disk_bytes": {entry.name: _size(entry) for entry in sorted(root.iterdir())},

@@ -18,7 +18,12 @@ def ray_session() -> Iterator[None]:
     import ray
 
     ray.init(
-        num_cpus=2, namespace="memray-tests", include_dashboard=False, log_to_driver=False, ignore_reinit_error=True
+        address="local",  # a Ray of its own, not one another process started on this machine
+        num_cpus=2,
+        namespace="memray-tests",
+        include_dashboard=False,
+        log_to_driver=False,
+        ignore_reinit_error=True,
     )
     yield
     ray.shutdown()

@@ -38,6 +38,9 @@ def test_aws_config_validates_and_pins_the_store_to_the_head() -> None:
     prepared = validated(config)
     head = prepared["available_node_types"][prepared["head_node_type"]]
     assert head["resources"] == {"memray_store": 1}
+    # three store nodes, one history partition each (MemoryConfig(stores=3, store_resource=...))
+    stores = prepared["available_node_types"]["store_worker"]
+    assert stores["resources"] == {"memray_store": 1} and stores["min_workers"] == stores["max_workers"] == 2
     assert any("memray-agents" in c for c in prepared["setup_commands"])
     assert all(
         "RAY_AUTH_MODE=token" in c

@@ -16,17 +16,21 @@ from pydantic import BaseModel
 import memray
 from memray.conversation.note import WorkingMemorySpec
 from memray.errors import ConflictError, NotFoundError, ValidationError
+from tests.service.conftest import mode_and_stores
 
-MODES = ["inprocess", pytest.param("ray", marks=pytest.mark.ray)]
+# "inprocess-stores3": three history partitions; the suite's answers must not change with them
+MODES = ["inprocess", "inprocess-stores3", pytest.param("ray", marks=pytest.mark.ray)]
 
 
 @pytest.fixture(scope="module", params=MODES)
 def mem(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[memray.Memory]:
     if request.param == "ray":
         request.getfixturevalue("ray_session")
+    mode, stores = mode_and_stores(request.param)
     config = memray.MemoryConfig(
         path=str(tmp_path_factory.mktemp(f"api-{request.param}")),
-        mode=request.param,
+        mode=mode,
+        stores=stores,
         hosts=2,
         shards=1,
         debounce_ms=10,
@@ -165,7 +169,7 @@ def test_context_carries_working_memory_and_summary_and_summaries_keep_updating(
         assert mem.wait_indexed(30)
         deadline = __import__("time").monotonic() + 20
         while __import__("time").monotonic() < deadline:
-            state = mem._run(mem._deployment.store.get_summary(conv.key))
+            state = mem._run(mem._deployment.stores.get_summary(conv.key))
             if state is not None and (not throughs or state.summarized_through_seq > throughs[-1]):
                 break
             __import__("time").sleep(0.05)

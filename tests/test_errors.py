@@ -19,6 +19,7 @@ SAMPLES = [
     MissingExtraError("sentence-transformers", "local"),
     errors.ClosedError("closed"),
     errors.SummaryError("chat endpoint down"),
+    errors.Backpressure(2, 10_500, 10_000, 60.0),
 ]
 
 

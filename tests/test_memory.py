@@ -68,7 +68,7 @@ def test_readding_an_id_updates_in_place(mem):
 def test_durable_add_is_in_the_store_when_it_returns(mem):
     conv = fresh(mem)
     conv.add({"role": "user", "content": "durable please"}, durable=True)
-    rows = mem._run(mem._deployment.store.get_messages(conv.key))
+    rows = mem._run(mem._deployment.stores.get_messages(conv.key))
     assert [r.text for r in rows] == ["durable please"]
 
 
@@ -152,7 +152,7 @@ def test_many_threads_adding_to_one_conversation_get_one_total_order(mem):
     conv.flush()
     seqs = sorted(s for batch in got for s in batch)
     assert seqs == list(range(1, 61))
-    stored = mem._run(mem._deployment.store.get_messages(conv.key))
+    stored = mem._run(mem._deployment.stores.get_messages(conv.key))
     assert sorted(r.seq for r in stored) == seqs and len({r.id for r in stored}) == 60
 
 

@@ -79,7 +79,7 @@ def test_inprocess_memory_records_writes_lag_and_search_latency(tmp_path: Path) 
 RAY_SCRIPT = textwrap.dedent("""
     import json, sys, time, urllib.request
     import ray, memray
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
              _system_config={"metrics_report_interval_ms": 500})
     port = ray._private.worker.global_worker.node.metrics_export_port
     mem = memray.open(config=memray.MemoryConfig(path=sys.argv[1], hosts=1, shards=1, debounce_ms=10))

@@ -130,7 +130,7 @@ def test_context_leaves_out_what_the_summary_covers_but_keeps_the_newest(mem):
     deadline = time.monotonic() + 60
     while conv.summary() is None and time.monotonic() < deadline:  # the summary is folded in the background
         time.sleep(0.05)
-    state = mem._run(mem._deployment.store.get_summary(conv.key))
+    state = mem._run(mem._deployment.stores.get_summary(conv.key))
     assert state is not None and state.summarized_through_seq == 6  # all but keep_messages=2 folded
     ctx = conv.context(limit=8)
     assert ctx.summary is not None and ctx.messages[0].id == "memray-agent-summary"
@@ -198,7 +198,7 @@ def test_titles_come_from_the_chat_summariser_and_never_overwrite_a_callers(mode
         mem.flush()
         assert mine.info().title == "My own title"  # type: ignore[union-attr]
         automatic = "we need stalls for the harvest festival"
-        assert not mem._run(mem._deployment.store.retitle(mine.key, automatic, "Generated"))
+        assert not mem._run(mem._deployment.stores.retitle(mine.key, automatic, "Generated"))
         assert conv.info().title == "Harvest Festival Plans"  # type: ignore[union-attr]
     finally:
         mem.close(terminate=True)

@@ -14,6 +14,7 @@ from memray.config import EmbedderConfig
 from memray.conversation.tail import Tail
 from memray.ids import ConversationKey, Namespace
 from memray.models import Message
+from memray.models.wire import MessageBatch
 from memray.rpc.client import Client, resend
 from memray.scoring import Window
 
@@ -45,15 +46,24 @@ class HostClient(Client):
     # -- writes (a retry says so: the host then returns the seqs the first attempt gave) -----------
     @resend(retried=True)
     async def add(
-        self, key: ConversationKey, messages: list[Message], durable: bool = False, retried: bool = False
+        self,
+        key: ConversationKey,
+        messages: list[Message],
+        durable: bool = False,
+        retried: bool = False,
+        block: bool = True,
     ) -> list[int]:
-        return await self._call("add", key, messages, durable, retried=retried)
+        return await self._call("add", key, messages, durable, retried=retried, block=block)
 
     @resend(retried=True)
     async def add_many(
-        self, batch: list[tuple[ConversationKey, list[Message]]], durable: bool = False, retried: bool = False
+        self,
+        batch: list[tuple[ConversationKey, list[Message]]] | MessageBatch,
+        durable: bool = False,
+        retried: bool = False,
+        block: bool = True,
     ) -> list[list[int]]:
-        return await self._call("add_many", batch, durable, retried=retried)
+        return await self._call("add_many", batch, durable, retried=retried, block=block)
 
     async def flush(
         self, key: ConversationKey | None = None, timeout_s: float | None = None, report: bool = True

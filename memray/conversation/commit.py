@@ -13,12 +13,13 @@ rows were rejected, every other row of every conversation is committed.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 from memray.rpc.batch import Coalescer
-from memray.store.client import StoreClient
 from memray.store.deadletter import CommitResult, DeadLetter
 from memray.store.messages import Correction
+from memray.store.partitions import StorePartitions
 from memray.store.rows import MessageRow
 
 __all__ = ["GroupCommitter", "Outcome"]
@@ -35,20 +36,25 @@ class Outcome(NamedTuple):
 
 
 class GroupCommitter:
-    def __init__(self, store: StoreClient, max_rows: int = 20_000) -> None:
+    """Group commits, one stream per history partition: a batch holds one partition's rows, so
+    partitions commit in parallel and one that is down holds up no other's writes."""
+
+    def __init__(self, store: StorePartitions, max_rows: int = 20_000) -> None:
         self._store = store
-        self._batch: Coalescer[list[MessageRow], Outcome] = Coalescer(self._commit, max_rows, weight=len)
+        self._batches: list[Coalescer[list[MessageRow], Outcome]] = [
+            Coalescer(functools.partial(self._commit, p), max_rows, weight=len) for p in range(len(store))
+        ]
         self.commits = 0
         self.rows = 0
         self.rejected = 0
 
     async def submit(self, rows: list[MessageRow]) -> Outcome:
-        """Persist ``rows``: committed or dead-lettered when it returns."""
-        return await self._batch.get(rows)
+        """Persist ``rows`` (one conversation's): committed or dead-lettered when it returns."""
+        return await self._batches[self._store.partition(rows[0].app, rows[0].user_id)].get(rows)
 
-    async def _commit(self, submissions: list[list[MessageRow]]) -> list[Outcome]:
+    async def _commit(self, partition: int, submissions: list[list[MessageRow]]) -> list[Outcome]:
         all_rows = [row for rows in submissions for row in rows]
-        result = CommitResult(*await self._store.commit_messages(all_rows))
+        result = CommitResult(*await self._store.clients[partition].commit_messages(all_rows))
         self.commits += 1
         self.rows += len(all_rows)
         self.rejected += len(result.rejected)

@@ -109,6 +109,11 @@ class Conversation:
         if self._chain is not None:
             await self._chain.close()
 
+    def hurry(self) -> None:
+        """Write what is pending now, not after the debounce (:meth:`PersistChain.now`)."""
+        if self._chain is not None:
+            self._chain.now()
+
     def stop(self) -> None:
         """Stop persisting (see :meth:`PersistChain.stop`)."""
         if self._chain is not None:

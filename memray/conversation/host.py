@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import time
 from typing import Any
 
 from memray.config import EmbedderConfig, MemoryConfig
@@ -38,9 +37,10 @@ from memray.index.client import ShardClient
 from memray.index.router import ShardRouter
 from memray.metrics import LagRecorder, rss_bytes
 from memray.models import Message
+from memray.models.wire import MessageBatch, MessageList
 from memray.scoring import Window
 from memray.store.base import ConversationSnapshot
-from memray.store.client import StoreClient
+from memray.store.partitions import StorePartitions
 from memray.store.rows import row_to_message
 from memray.text import estimate_tokens
 
@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 
 
 class ConversationHost:
-    def __init__(self, host_id: int, config: MemoryConfig, store: StoreClient, shards: list[ShardClient]) -> None:
+    def __init__(self, host_id: int, config: MemoryConfig, store: StorePartitions, shards: list[ShardClient]) -> None:
         self.host_id = host_id
         self.config = config
         self._store = store
@@ -154,27 +154,29 @@ class ConversationHost:
 
     # -- writes -----------------------------------------------------------------------------
     async def add(
-        self, key: ConversationKey, messages: list[Message], durable: bool = False, retried: bool = False
+        self,
+        key: ConversationKey,
+        messages: list[Message],
+        durable: bool = False,
+        retried: bool = False,
+        block: bool = True,
     ) -> list[int]:
         """Add messages; their seqs, in order. ``retried``: the caller sent this call before and
-        may not have had the answer (its host died): ids it sent keep the seqs they got."""
-        conv = await self._get(key)
-        seqs = (await self._writes.assign([(conv, messages)], retried))[0]
-        self._lag.acked(key, [m.id for m in messages])
-        if durable:
-            await self._writes.flush_one(conv, self.config.write_timeout_s)
-        return seqs
+        may not have had the answer (its host died): ids it sent keep the seqs they got. Past
+        ``max_unpersisted`` it waits for room, or with ``block=False`` raises Backpressure."""
+        return (await self.add_many([(key, messages)], durable, retried, block))[0]
 
     async def add_many(
-        self, batch: list[tuple[ConversationKey, list[Message]]], durable: bool = False, retried: bool = False
+        self,
+        batch: list[tuple[ConversationKey, list[Message]]] | MessageBatch,
+        durable: bool = False,
+        retried: bool = False,
+        block: bool = True,
     ) -> list[list[int]]:
-        """Add to many conversations in one call; seqs per conversation, in input order."""
-        convs = await self._get_many([k for k, _ in batch])
-        by_key = {c.key: c for c in convs}
-        out = await self._writes.assign([(by_key[k], msgs) for k, msgs in batch], retried)
-        now = time.monotonic()
-        for k, msgs in batch:
-            self._lag.acked(k, [m.id for m in msgs], now)
+        """Add to many conversations in one call (admitted whole); seqs per conversation, in order."""
+        batch = batch.decode() if isinstance(batch, MessageBatch) else batch
+        by_key = {c.key: c for c in await self._get_many([k for k, _ in batch])}
+        out = await self._writes.assign([(by_key[k], msgs) for k, msgs in batch], retried, block)
         if durable:
             await self._writes.flush_all(list(by_key.values()), self.config.write_timeout_s)
         return out
@@ -199,9 +201,8 @@ class ConversationHost:
             # all of a host's conversations: only those with a write to wait for (thousands are idle)
             else ([] if key is not None else [c for c in self._conversations.values() if not c.buffer.settled])
         )
-        await self._writes.flush_all(
-            convs, self.config.write_timeout_s if timeout_s is None else timeout_s, report, report
-        )
+        timeout_s = self.config.write_timeout_s if timeout_s is None else timeout_s
+        await self._writes.flush_all(convs, timeout_s, report, report)
 
     async def wait_indexed(self, timeout_s: float | None = None) -> bool:
         """Flush, then wait until every durable message has been embedded and indexed (False on
@@ -232,11 +233,11 @@ class ConversationHost:
         filtered = window is not None or agent_id is not None or sub_agent_id is not None
         if after_seq is None and roles is None and not metadata and not filtered and conv.covers(before_seq, limit):
             held = [m for m in conv.buffer.recent() if keep(m)]
-            return held[-limit:] if limit else held if limit is None else []
+            return MessageList(held[-limit:] if limit else held if limit is None else [])
         rows = await self._store.get_messages(
             key, limit, before_seq, after_seq, roles, metadata, window, agent_id, sub_agent_id
         )
-        return overlay([row_to_message(r) for r in rows], conv.buffer.unsettled(), limit, keep)
+        return MessageList(overlay([row_to_message(r) for r in rows], conv.buffer.unsettled(), limit, keep))
 
     async def recent_many(self, requests: list[tuple[ConversationKey, int]]) -> list[tuple[list[Message], Tail]]:
         """The most recent ``limit`` messages of many conversations, each with its read-your-writes
@@ -275,7 +276,7 @@ class ConversationHost:
             return
         conv.deleted = True
         conv.buffer.drain()
-        self._lag.forget(key)
+        self._writes.forget(key)
         await conv.close()
         if self._started:
             self._writes.compact_ledger()  # its acknowledgements leave the ledger file too
@@ -327,8 +328,7 @@ class ConversationHost:
         }
 
     async def clear_caches(self) -> int:
-        """Empty this process's embedding cache (its keys are hashes of texts, so one user's
-        entries cannot be singled out). Returns the entries dropped."""
+        """Empty this process's embedding cache (keyed by hashes of texts: not by user); the count."""
         await self.start()
         from memray.embedding.cache import CachedEmbedder
 
@@ -379,7 +379,7 @@ class ConversationHost:
         if self._closed or not self._started:
             self._closed = True
             return report
-        self._closed = True
+        self._closed = self._writes.admission.closed = True  # callers waiting for room: ClosedError
         timeout = self.config.write_timeout_s if timeout_s is None else timeout_s
         convs = list(self._conversations.values())
         try:  # losses of an earlier incarnation were reported when it restarted: not again here

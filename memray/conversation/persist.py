@@ -77,6 +77,14 @@ class PersistChain:
         if self._timer is None and self._task is None and not self._stopped:
             self._timer = loop.call_at(self._deadline, self._on_timer)
 
+    def now(self) -> None:
+        """Write what is pending now instead of after the debounce (backpressure: callers wait)."""
+        if self._done < self._requested and not self._stopped:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            self._start()
+
     def _on_timer(self) -> None:
         self._timer = None
         loop = asyncio.get_running_loop()

@@ -46,7 +46,7 @@ from memray.models import Context, Hit, Merge, Message, RetrievalMode, Scope
 from memray.rpc.batch import Coalescer
 from memray.scoring import Stream, Window
 from memray.store.base import WMScope
-from memray.store.client import StoreClient
+from memray.store.partitions import StorePartitions
 from memray.store.rows import row_to_message
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ class Recall:
         self,
         encoder: QueryEncoder,
         router: ShardRouter,
-        store: StoreClient,
+        store: StorePartitions,
         default_mode: RetrievalMode,
         host_for: Callable[[ConversationKey], HostClient],
         neighbour_weight: float = 0.0,

@@ -15,14 +15,14 @@ from memray.conversation.summary import SummaryKeeper
 from memray.embedding.pipeline import EmbeddingPipeline
 from memray.ids import ConversationKey, conversation_namespace
 from memray.index.router import ShardRouter
-from memray.store.client import StoreClient
+from memray.store.partitions import StorePartitions
 
 __all__ = ["MessageRemoval"]
 
 
 class MessageRemoval:
     def __init__(
-        self, store: StoreClient, router: ShardRouter, pipeline: EmbeddingPipeline, keeper: SummaryKeeper | None
+        self, store: StorePartitions, router: ShardRouter, pipeline: EmbeddingPipeline, keeper: SummaryKeeper | None
     ) -> None:
         self._store = store
         self._router = router

@@ -28,7 +28,7 @@ from memray.errors import ConflictError, MemrayError, SummaryError
 from memray.ids import ConversationKey
 from memray.models import DataPart, Message, ReasoningPart, TextPart, ToolPart
 from memray.store.base import SummaryState
-from memray.store.client import StoreClient
+from memray.store.partitions import StorePartitions
 from memray.store.rows import MessageRow, row_to_message
 from memray.text import estimate_tokens as default_estimate_tokens
 
@@ -128,7 +128,7 @@ class SummaryKeeper:
 
     def __init__(
         self,
-        store: StoreClient,
+        store: StorePartitions,
         summarizer: Summarizer,
         config: SummarizerConfig,
         estimate_tokens: EstimateTokens = default_estimate_tokens,

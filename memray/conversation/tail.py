@@ -26,6 +26,7 @@ from memray.index.fusion import hybrid_score, lexical_score, neighbour_support, 
 from memray.index.lexical import Bm25Stats, bm25, ideal_bm25
 from memray.index.search import Query
 from memray.models import Message
+from memray.models.wire import MessageList
 from memray.text import index_terms
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ class TailKeeper:
     @staticmethod
     def tail(conv: Conversation) -> Tail:
         msgs = sorted(conv.unindexed.values(), key=lambda m: m.seq or 0) if conv.unindexed else []
-        return Tail(msgs, conv.indexed_stamp)
+        return Tail(MessageList(msgs), conv.indexed_stamp)  # pickles as columns (memray.models.wire)
 
 
 def score_tail(messages: list[Message], query: Query, stats: Bm25Stats, vectors: np.ndarray | None) -> list[float]:

@@ -15,7 +15,7 @@ import logging
 from typing import Protocol
 
 from memray.ids import ConversationKey
-from memray.store.client import StoreClient
+from memray.store.partitions import StorePartitions
 from memray.store.rows import MessageRow
 
 __all__ = ["Titler", "TitleSource", "TITLE_WINDOW", "TITLE_CHARS"]
@@ -35,7 +35,7 @@ class TitleSource(Protocol):
 
 
 class Titler:
-    def __init__(self, store: StoreClient, source: TitleSource) -> None:
+    def __init__(self, store: StorePartitions, source: TitleSource) -> None:
         self._store = store
         self._source = source
         self._busy: set[ConversationKey] = set()

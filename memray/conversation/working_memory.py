@@ -23,7 +23,7 @@ from memray.conversation.instructions import TOOL_NAMES, render_instructions, to
 from memray.conversation.note import MODES, WMMode, WorkingMemorySpec, WorkingMemoryValue, append_text, deep_merge
 from memray.errors import ConflictError, MemrayError, StoreError, ValidationError
 from memray.ids import validate_id
-from memray.store.client import StoreClient
+from memray.store.partitions import StorePartitions
 
 __all__ = ["WorkingMemory"]
 
@@ -35,7 +35,7 @@ class WorkingMemory:
 
     def __init__(
         self,
-        store: StoreClient,
+        store: StorePartitions,
         app: str,
         user_id: str,
         conversation_id: str,

@@ -24,10 +24,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from memray.config import MemoryConfig
+from memray.conversation.admission import Admission
 from memray.conversation.commit import GroupCommitter, Outcome
 from memray.conversation.core import Conversation
 from memray.conversation.ledger import AckLedger
@@ -39,8 +41,8 @@ from memray.index.columns import columns_of
 from memray.metrics import DEAD_LETTERS, MESSAGES_LOST, LagRecorder
 from memray.models import Message
 from memray.rpc.batch import Coalescer
-from memray.store.client import StoreClient
 from memray.store.deadletter import DeadLetter
+from memray.store.partitions import StorePartitions
 from memray.store.rows import MessageRow, message_payload, message_to_row
 from memray.text import estimate_tokens
 
@@ -61,7 +63,7 @@ class WritePath:
         self,
         host_id: int,
         config: MemoryConfig,
-        store: StoreClient,
+        store: StorePartitions,
         ledger: AckLedger,
         lag: LagRecorder,
         pipeline: EmbeddingPipeline,
@@ -80,6 +82,9 @@ class WritePath:
         self._titler = titler
         self._estimate = estimate_tokens
         self.committer = GroupCommitter(store)
+        self.admission = Admission(
+            host_id, config.max_unpersisted, lambda: lag.pending, self.hurry, config.write_timeout_s
+        )
         self._lookup: Coalescer[tuple[ConversationKey, list[str]], dict[str, int]] = Coalescer(store.stored_seqs, 4096)
         self.dead_letters = 0
 
@@ -131,13 +136,37 @@ class WritePath:
             self.config.retry_backoff_max_s,
         )
 
-    async def assign(self, work: list[tuple[Conversation, list[Message]]], retried: bool) -> list[list[int]]:
-        """Give the messages of each (conversation, messages) their seqs, in arrival order per
-        conversation, then record them in the ledger — before the caller hears of them.
+    def hurry(self) -> None:
+        """Every pending write starts now, not after its debounce (callers wait for room)."""
+        for conv in self._held():
+            if not conv.buffer.settled:
+                conv.hurry()
+
+    def forget(self, key: ConversationKey) -> None:
+        """A conversation evicted: its acknowledged messages no longer count against the bound."""
+        self._lag.forget(key)
+        self.admission.released()
+
+    async def assign(
+        self, work: list[tuple[Conversation, list[Message]]], retried: bool, block: bool = True
+    ) -> list[list[int]]:
+        """Admit the call (backpressure, :mod:`.admission`), give the messages of each
+        (conversation, messages) their seqs, in arrival order per conversation, then record them
+        in the ledger and as acknowledged — before the caller hears of them.
 
         Fast path (almost every call): no id needs a store lookup and no earlier add of the
         conversation is waiting for one; everything runs synchronously. Otherwise the adds of
         that conversation form a queue (``conv.tail``): each waits for the one before it."""
+        async with self.admission.admit(sum(len(msgs) for _, msgs in work), block):
+            out = await self._assign(work, retried)
+            now = time.monotonic()
+            for conv, msgs in work:
+                self._lag.acked(conv.key, [m.id for m in msgs], now)
+                if self.admission.waiting:
+                    conv.hurry()
+        return out
+
+    async def _assign(self, work: list[tuple[Conversation, list[Message]]], retried: bool) -> list[list[int]]:
         needs = [c.needs_lookup(msgs, retried) for c, msgs in work]
         slow = [i for i, (c, _) in enumerate(work) if needs[i] or c.tail is not None]
         out: list[list[int]] = [[] for _ in work]
@@ -211,6 +240,7 @@ class WritePath:
             raise
         conv.buffer.settle(ids)
         self._lag.committed(conv.key, ids)
+        self.admission.released()
         rejected = [*broken, *outcome.rejected]
         bad = {d.id for d in broken} | set(outcome.rejected_ids)
         corrected = {c.id: c for c in outcome.corrections}

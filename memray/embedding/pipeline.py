@@ -34,7 +34,7 @@ from memray.store.rows import EmbeddingRow
 if TYPE_CHECKING:
     from memray.embedding.base import Embedder
     from memray.index.router import ShardRouter
-    from memray.store.client import StoreClient
+    from memray.store.partitions import StorePartitions
 
 __all__ = ["EmbeddingPipeline", "PendingItem"]
 
@@ -54,7 +54,7 @@ class EmbeddingPipeline:
     def __init__(
         self,
         embedder: Embedder | None,
-        store: StoreClient,
+        store: StorePartitions,
         router: ShardRouter,
         batch_size: int = 512,
         backoff_s: float = 0.5,

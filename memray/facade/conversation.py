@@ -50,12 +50,19 @@ class ConversationHandle:
         return self._mem._host_for(self.key)
 
     # writes
-    def add(self, messages: Iterable[MessageInput] | MessageInput, durable: bool = False) -> list[int]:
-        """Add messages; returns their seqs. ``durable=True`` returns after the store commit."""
-        return self._mem._run(self._mem._add(self.key, self._mem._coerce(messages), durable))
+    def add(
+        self, messages: Iterable[MessageInput] | MessageInput, durable: bool = False, block: bool = True
+    ) -> list[int]:
+        """Add messages; returns their seqs. ``durable=True`` returns after the store commit.
+        When the host already holds ``max_unpersisted`` messages not yet durable (backpressure),
+        it waits for room, or with ``block=False`` raises :class:`~memray.errors.Backpressure`
+        at once (nothing written)."""
+        return self._mem._run(self._mem._add(self.key, self._mem._coerce(messages), durable, block))
 
-    async def aadd(self, messages: Iterable[MessageInput] | MessageInput, durable: bool = False) -> list[int]:
-        return await self._mem._arun(self._mem._add(self.key, self._mem._coerce(messages), durable))
+    async def aadd(
+        self, messages: Iterable[MessageInput] | MessageInput, durable: bool = False, block: bool = True
+    ) -> list[int]:
+        return await self._mem._arun(self._mem._add(self.key, self._mem._coerce(messages), durable, block))
 
     def flush(self) -> None:
         self._mem._run(self._host.flush(self.key))
@@ -294,7 +301,7 @@ class ConversationHandle:
 
         wanted = None if ids is None else _message_ids(ids)
         dep = self._mem._deployment
-        return verify_messages_deleted(dep.store, dep.shards, dep.hosts, self._mem.config, self.key, wanted)
+        return verify_messages_deleted(dep.stores, dep.shards, dep.hosts, self._mem.config, self.key, wanted)
 
     # summary and metadata
     def summary(self) -> str | None:
@@ -305,7 +312,7 @@ class ConversationHandle:
         return await self._mem._arun(self._summary())
 
     async def _summary(self) -> str | None:
-        state = await self._mem._deployment.store.get_summary(self.key)
+        state = await self._mem._deployment.stores.get_summary(self.key)
         return state.text if state is not None else None
 
     def create(self, title: str | None = None, metadata: dict[str, Any] | None = None) -> ConversationInfo:
@@ -316,7 +323,7 @@ class ConversationHandle:
         return await self._mem._arun(self._create(title, metadata))
 
     async def _create(self, title: str | None, metadata: dict[str, Any] | None) -> ConversationInfo:
-        row = await self._mem._deployment.store.create_conversation(self.key, title, metadata or {})
+        row = await self._mem._deployment.stores.create_conversation(self.key, title, metadata or {})
         return ConversationInfo.model_validate(row)
 
     def info(self) -> ConversationInfo | None:
@@ -327,7 +334,7 @@ class ConversationHandle:
         return await self._mem._arun(self._info())
 
     async def _info(self) -> ConversationInfo | None:
-        row = await self._mem._deployment.store.get_conversation(self.key)
+        row = await self._mem._deployment.stores.get_conversation(self.key)
         return None if row is None else ConversationInfo.model_validate(row)
 
     def update(self, title: str | None = None, metadata: dict[str, Any] | None = None) -> ConversationInfo:
@@ -338,7 +345,7 @@ class ConversationHandle:
         return await self._mem._arun(self._update(title, metadata))
 
     async def _update(self, title: str | None, metadata: dict[str, Any] | None) -> ConversationInfo:
-        row = await self._mem._deployment.store.update_conversation(self.key, title, metadata)
+        row = await self._mem._deployment.stores.update_conversation(self.key, title, metadata)
         return ConversationInfo.model_validate(row)
 
     def durable_seq(self) -> int:

@@ -172,22 +172,27 @@ class Memory(SessionAccess):
                 f"must be a message or a list of messages, got {type(messages).__name__}",
                 "pass {'role': 'user', 'content': '...'} (or a list of them) or a memray.Message",
             )
-        return [coerce_message(m, self.config.max_message_chars) for m in messages]
+        limit = self.config.max_message_chars  # a property: read once, not per message
+        return [coerce_message(m, limit) for m in messages]
 
     def add_many(
         self,
         batch: Iterable[tuple[ConversationKey | ConversationHandle, Iterable[MessageInput]]],
         durable: bool = False,
+        block: bool = True,
     ) -> list[list[int]]:
-        """Add to many conversations at once: one call per host. Returns seqs per input item."""
-        return self._run(self._check_open().add_many(self._prepare_many(batch), durable))
+        """Add to many conversations at once: one call per host. Returns seqs per input item.
+        ``block`` as for :meth:`ConversationHandle.add`; a host that refuses its part raises
+        :class:`~memray.errors.Backpressure` whose ``refused`` lists the items not written."""
+        return self._run(self._check_open().add_many(self._prepare_many(batch), durable, block))
 
     async def aadd_many(
         self,
         batch: Iterable[tuple[ConversationKey | ConversationHandle, Iterable[MessageInput]]],
         durable: bool = False,
+        block: bool = True,
     ) -> list[list[int]]:
-        return await self._arun(self._check_open().add_many(self._prepare_many(batch), durable))
+        return await self._arun(self._check_open().add_many(self._prepare_many(batch), durable, block))
 
     def _prepare_many(
         self, batch: Iterable[tuple[Any, Iterable[MessageInput]]]
@@ -200,8 +205,8 @@ class Memory(SessionAccess):
             out.append((key, self._coerce(msgs)))
         return out
 
-    async def _add(self, key: ConversationKey, messages: list[Message], durable: bool) -> list[int]:
-        seqs = await self._host_for(key).add(key, messages, durable)
+    async def _add(self, key: ConversationKey, messages: list[Message], durable: bool, block: bool) -> list[int]:
+        seqs = await self._host_for(key).add(key, messages, durable, block=block)
         self._recall.written.add(key, messages, seqs)
         return seqs
 
@@ -244,7 +249,7 @@ class Memory(SessionAccess):
         return await self._arun(self._dead_letters(app, user_id, limit))
 
     async def _dead_letters(self, app: str | None, user_id: str | None, limit: int) -> list[DeadLetter]:
-        return [DeadLetter(*r) for r in await self._deployment.store.dead_letters(app, user_id, limit)]
+        return [DeadLetter(*r) for r in await self._deployment.stores.dead_letters(app, user_id, limit)]
 
     def stats(self) -> list[dict[str, Any]]:
         """Each host's figures: conversations held, pending writes, commits, embedding failures,

@@ -23,10 +23,11 @@ from memray.embedding.active import ModelWatcher
 from memray.embedding.base import Embedder
 from memray.embedding.calibration import Calibration
 from memray.embedding.query import QueryEncoder
-from memray.errors import DeadLetterError, StoreError, UnavailableError, ValidationError
+from memray.errors import Backpressure, DeadLetterError, StoreError, UnavailableError, ValidationError
 from memray.ids import ConversationKey
 from memray.index.router import ShardRouter
 from memray.models import ConversationInfo, ConversationOrder, DeletionProof, DeletionReceipt, Message
+from memray.models.wire import MessageBatch
 from memray.runtime.deploy import Deployment, LocalDeployment
 from memray.runtime.fork import fork_deployment
 from memray.service.longterm import MemoryService
@@ -76,14 +77,14 @@ class Session:
         recall = Recall(
             encoder,
             router,
-            deployment.store,
+            deployment.stores,
             config.index.mode,
             lambda key: hosts[key.route(len(hosts))],
             config.index.neighbour_weight,
         )
         recall.keep_messages = config.summarizer.keep_messages
         service = MemoryService(
-            deployment.store,
+            deployment.stores,
             router,
             encoder,
             config.index.mode,
@@ -112,21 +113,34 @@ class Session:
             self.service.set_embedder(self.embedder)
 
     # -- what a call needs of more than one part ------------------------------------------
-    async def add_many(self, batch: list[tuple[ConversationKey, list[Message]]], durable: bool) -> list[list[int]]:
-        """One call per host; the seqs per input item, in input order."""
+    async def add_many(
+        self, batch: list[tuple[ConversationKey, list[Message]]], durable: bool, block: bool = True
+    ) -> list[list[int]]:
+        """One call per host; the seqs per input item, in input order. Hosts that refuse their
+        part (backpressure) make it raise :class:`Backpressure` naming the items not written."""
         hosts = self.hosts
         groups: dict[int, list[int]] = {}
         for i, (key, _) in enumerate(batch):
             groups.setdefault(key.route(len(hosts)), []).append(i)
+        # to a Ray actor the messages travel as columns (memray.models.wire); in-process as they are
+        wire = MessageBatch.encode if self.config.mode == "ray" else list
         results = await asyncio.gather(
-            *(hosts[h].add_many([batch[i] for i in idx], durable) for h, idx in groups.items())
+            *(hosts[h].add_many(wire([batch[i] for i in idx]), durable, block=block) for h, idx in groups.items()),
+            return_exceptions=True,
         )
         out: list[list[int]] = [[] for _ in batch]
+        refused: list[int] = []
         for idx, got in zip(groups.values(), results):
-            for i, s in zip(idx, got):
-                out[i] = s
-        for (key, msgs), seqs in zip(batch, out):
-            self.recall.written.add(key, msgs, seqs)
+            if isinstance(got, Backpressure):
+                refused += idx
+            elif not isinstance(got, BaseException):
+                for i, s in zip(idx, got):
+                    out[i] = s
+                    self.recall.written.add(batch[i][0], batch[i][1], s)
+        DeadLetterError.raise_gathered([r for r in results if not isinstance(r, Backpressure)])
+        if refused:
+            first = next(r for r in results if isinstance(r, Backpressure))
+            raise Backpressure(first.host, first.pending, first.bound, first.waited_s, sorted(refused))
         return out
 
     async def flush(self) -> None:
@@ -145,7 +159,7 @@ class Session:
         # every committed, embedded item must have its vector in its shard: level each with the store
         from memray.index.recovery import level_shard
 
-        store, shards = self.deployment.store, self.deployment.shards
+        store, shards = self.deployment.stores, self.deployment.shards
         for i, shard in enumerate(shards):
             while True:
                 try:
@@ -163,7 +177,7 @@ class Session:
         """Its host forgets it, the store deletes it (with its exports), its shard drops it."""
         await self.host_for(key).evict(key)  # pending writes dropped, in-flight ones awaited
         self.recall.written.forget(key)
-        counts = await self.deployment.store.delete_conversation(key)
+        counts = await self.deployment.stores.delete_conversation(key)
         counts["vectors"] = await self.router.drop(key.app, key.user_id, "conv", key.conversation_id)
         return counts
 
@@ -183,7 +197,7 @@ class Session:
 
         dep = self.deployment
         return await erase_user(
-            dep.store, dep.shards, dep.hosts, self.service, self.embedder, app, user_id, self.recall
+            dep.stores, dep.shards, dep.hosts, self.service, self.embedder, app, user_id, self.recall
         )
 
     async def verify(self, app: str, user_id: str) -> DeletionProof:
@@ -192,13 +206,13 @@ class Session:
 
         dep = self.deployment
         return await verify_user_deleted(
-            dep.store, dep.shards, dep.hosts, self.service, self.config, app, user_id, self.recall
+            dep.stores, dep.shards, dep.hosts, self.service, self.config, app, user_id, self.recall
         )
 
     async def export(self, root: str | None) -> dict[str, Any]:
         """Flush every host, then export (:meth:`HistoryStore.export_parquet`)."""
         await self.flush()
-        return await self.deployment.store.export_parquet(root or self.config.exports_path)
+        return await self.deployment.stores.export_parquet(root or self.config.exports_path)
 
     async def stats(self) -> list[dict[str, Any]]:
         return list(await asyncio.gather(*(h.stats() for h in self.deployment.hosts)))
@@ -206,7 +220,7 @@ class Session:
     async def list_conversations(
         self, app: str, user_id: str, order: ConversationOrder, limit: int, offset: int
     ) -> ConversationList:
-        store = self.deployment.store
+        store = self.deployment.stores
         found, total = await asyncio.gather(
             store.list_conversations(app, user_id, order, limit, offset), store.count_conversations(app, user_id)
         )

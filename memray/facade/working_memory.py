@@ -26,7 +26,7 @@ class WorkingMemoryHandle:
     @property
     def _core(self) -> WorkingMemory:
         return WorkingMemory(
-            self._mem._deployment.store, self.key.app, self.key.user_id, self.key.conversation_id, self.spec
+            self._mem._deployment.stores, self.key.app, self.key.user_id, self.key.conversation_id, self.spec
         )
 
     def get(self) -> WorkingMemoryValue:

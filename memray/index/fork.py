@@ -29,7 +29,7 @@ from pathlib import Path
 from memray.ids import Namespace
 from memray.index.base import atomic_write_json, fsync_dir
 from memray.index.client import ShardClient
-from memray.store.client import StoreClient
+from memray.store.partitions import StorePartitions
 
 __all__ = [
     "MARKER",
@@ -110,28 +110,23 @@ def clear_marker(path: str) -> None:
 
 
 async def reconcile_shard(
-    shard: ShardClient, store: StoreClient, shard_id: int, shards: int, model_id: str, page_size: int = 2_000
+    shard: ShardClient, store: StorePartitions, shard_id: int, shards: int, model_id: str, page_size: int = 2_000
 ) -> tuple[int, int, int]:
     """One reconcile pass of ``shard`` against ``store`` (what a Ray shard's keeper does on every
     start): missing or stale items upserted, items the store lacks deleted. Returns (rows read,
     upserted, deleted)."""
     await shard.begin_reconcile()
     rows = upserted = 0
-    after: tuple[Namespace, str] | None = None
-    while True:
-        page = await store.scan_index_rows(shard_id, shards, model_id, after, page_size, True)
-        if not page:
-            break
+    async for page in store.index_pages(shard_id, shards, model_id, page_size, True):
         rows += len(page)
         upserted += await shard.reconcile(page)
-        after = (Namespace(*page[-1].namespace), page[-1].doc_id)
     deleted = await shard.end_reconcile()
     return rows, upserted, deleted
 
 
 async def reconcile_marked(
     shard: ShardClient,
-    store: StoreClient,
+    store: StorePartitions,
     shard_id: int,
     shards: int,
     model_id: str,

@@ -49,7 +49,7 @@ from memray.index.client import ShardClient
 from memray.index.fork import clear_marker
 from memray.index.search import Query, ShardReply
 from memray.index.shard import VectorShard
-from memray.store.client import StoreClient
+from memray.store.partitions import StorePartitions
 
 __all__ = ["RecoveringShard", "ShardKeeper", "RecoveryReport", "ref_key", "level_shard", "LevelReport"]
 
@@ -73,7 +73,7 @@ class LevelReport(NamedTuple):
 
 
 async def level_shard(
-    store: StoreClient, shard: ShardClient, shard_id: int, shards: int, page_size: int = 2_000
+    store: StorePartitions, shard: ShardClient, shard_id: int, shards: int, page_size: int = 2_000
 ) -> LevelReport:
     """Bring the shard's vectors level with the store's (module docstring). Items the shard
     holds beyond the store's are left alone (deletes reach shards on their own path)."""
@@ -164,7 +164,7 @@ class ShardKeeper:
     def __init__(
         self,
         shard: ShardClient,
-        store: StoreClient,
+        store: StorePartitions,
         snapshot_every_s: float,
         shard_id: int = 0,
         shards: int = 1,
@@ -194,14 +194,9 @@ class ShardKeeper:
         model_id = str((await self.shard.stats())["model_id"])
         await self.shard.begin_reconcile()
         rows = upserted = 0
-        after: tuple[Namespace, str] | None = None
-        while True:
-            page = await self.store.scan_index_rows(self.shard_id, self.shards, model_id, after, self.page_size, True)
-            if not page:
-                break
+        async for page in self.store.index_pages(self.shard_id, self.shards, model_id, self.page_size, True):
             rows += len(page)
             upserted += int(await self.shard.reconcile(page))
-            after = (Namespace(*page[-1].namespace), page[-1].doc_id)
         deleted = int(await self.shard.finish_recovery())
         return RecoveryReport(rows, upserted, deleted)
 

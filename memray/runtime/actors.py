@@ -1,6 +1,7 @@
 """The one module that makes cores into Ray actors.
 
-- ``HistoryStore`` → one actor per DuckDB file (the only process that opens it).
+- ``HistoryStore`` → one actor per history partition's DuckDB file (the only process that opens
+  it), on nodes offering ``store_resource`` when set. Every actor is placed with ``SPREAD``.
 - ``VectorShard`` → one actor per shard; ``ConversationHost`` → one async actor per host.
 
 Actors are named ``memray:<data-root-hash>:<role>`` in the configured Ray namespace, so a second
@@ -43,10 +44,12 @@ from memray.ids import stable_hash
 from memray.index.client import ShardClient
 from memray.index.recovery import RecoveringShard, ShardKeeper
 from memray.rpc.gate import PriorityGate
-from memray.runtime.deploy import active_model, shard_path
+from memray.runtime.deploy import active_model, shard_path, store_label, store_roles
 from memray.store.client import StoreClient
 from memray.store.database import check_not_in_use
 from memray.store.history import HistoryStore
+from memray.store.layout import check_stores, store_files
+from memray.store.partitions import StorePartitions
 
 __all__ = ["RayRef", "RayDeployment", "ensure_ray", "shutdown_ray", "named_ref"]
 
@@ -115,8 +118,11 @@ def ensure_ray(config: MemoryConfig) -> bool:
     else:
         # a Ray of our own cannot share a store another process holds: say so now, not after
         # starting Ray and its actors (tens of seconds on a small machine)
-        check_not_in_use(config.store_path)
-        ray.init(num_cpus=config.num_cpus or os.cpu_count(), include_dashboard=False, **kwargs)
+        for path in store_files(config):
+            check_not_in_use(path)
+        # "local": a new Ray of our own, even where another one on this machine (`ray start`, a
+        # test's Cluster) would otherwise be joined, and refuse num_cpus
+        ray.init(address="local", num_cpus=config.num_cpus or os.cpu_count(), include_dashboard=False, **kwargs)
     if not config.verbose:
         _drop_ray_notices(_BY_DESIGN)
     return True
@@ -206,7 +212,7 @@ class ShardActor(RecoveringShard):
         dim: int,
         model_id: str,
         config: IndexConfig,
-        store: str,
+        stores: list[str],
         namespace: str,
         shards: int,
     ) -> None:
@@ -222,11 +228,7 @@ class ShardActor(RecoveringShard):
         # the keeper calls this shard through the actor's own handle: queued with every other call
         own = ShardClient(RayRef(ray.get_runtime_context().current_actor, f"shard {shard_id}"))
         self._keeper = ShardKeeper(
-            own,
-            StoreClient(named_ref(store, namespace, "history store")),
-            config.snapshot_every_s,
-            shard_id=shard_id,
-            shards=shards,
+            own, partitions(stores, namespace), config.snapshot_every_s, shard_id=shard_id, shards=shards
         )
         self._keeper.start(f"memray-shard-{shard_id}-keeper")
 
@@ -239,14 +241,19 @@ class HostActor(ConversationHost):
     """A :class:`ConversationHost` given its store's and shards' actor names (see the module
     docstring): it looks them up when it starts or restarts."""
 
-    def __init__(self, host_id: int, config: MemoryConfig, store: str, shards: list[str]) -> None:
+    def __init__(self, host_id: int, config: MemoryConfig, stores: list[str], shards: list[str]) -> None:
         ns = config.namespace
         super().__init__(
             host_id,
             config,
-            StoreClient(named_ref(store, ns, "history store")),
+            partitions(stores, ns),
             [ShardClient(named_ref(name, ns, f"shard {i}")) for i, name in enumerate(shards)],
         )
+
+
+def partitions(names: list[str], ns: str) -> StorePartitions:
+    """The clients of the history partitions' actors ``names`` (in partition order) in namespace ``ns``."""
+    return StorePartitions([StoreClient(named_ref(n, ns, store_label(i, len(names)))) for i, n in enumerate(names)])
 
 
 def _check_picklable(embedder: object) -> None:
@@ -269,6 +276,10 @@ class RayDeployment:
         self.config = config
         self.prefix = f"memray:{stable_hash(config.root):016x}"
 
+    def store_names(self) -> list[str]:
+        """The partitions' actor names, in order (for :func:`partitions` in a job's pool actors)."""
+        return [f"{self.prefix}:{role}" for role in store_roles(self.config.stores)]
+
     def _options(self, role: str, **extra: Any) -> dict[str, Any]:
         opts: dict[str, Any] = {
             "name": f"{self.prefix}:{role}",
@@ -277,6 +288,7 @@ class RayDeployment:
             "num_cpus": 0,
             "max_restarts": -1,
             "max_task_retries": 0,
+            "scheduling_strategy": "SPREAD",
         }
         if self.config.address:
             opts["lifetime"] = "detached"  # outlives this driver: other drivers share it
@@ -292,35 +304,38 @@ class RayDeployment:
         if cfg.embedder.kind == "custom":
             _check_picklable(cfg.embedder.custom)
         dim, model_id = active_model(cfg)
-        pin = {"resources": {cfg.store_resource: 0.01}} if cfg.store_resource else {}
-        store = self._actor(StoreActor, "store", "history store", (cfg.store_path, ns), max_concurrency=32, **pin)
-        store_name = f"{self.prefix}:store"
-        shard_names = [f"{self.prefix}:shard-{i}" for i in range(cfg.shards)]
+        pin = {"resources": {cfg.store_resource: 1}} if cfg.store_resource else {}  # one unit per partition
+        stores = [
+            self._actor(StoreActor, r, store_label(i, cfg.stores), (p, ns), max_concurrency=32, **pin)
+            for i, (r, p) in enumerate(zip(store_roles(cfg.stores), store_files(cfg)))
+        ]
+        names, shard_names = self.store_names(), [f"{self.prefix}:shard-{i}" for i in range(cfg.shards)]
         shards = [
             self._actor(
                 ShardActor,
                 f"shard-{i}",
                 f"shard {i}",
-                (i, shard_path(cfg, i), dim, model_id, cfg.index, store_name, ns, cfg.shards),
+                (i, shard_path(cfg, i), dim, model_id, cfg.index, names, ns, cfg.shards),
             )
             for i in range(cfg.shards)
         ]
         hosts = [
-            self._actor(HostActor, f"host-{i}", f"host {i}", (i, cfg, store_name, shard_names), max_concurrency=10_000)
+            self._actor(HostActor, f"host-{i}", f"host {i}", (i, cfg, names, shard_names), max_concurrency=10_000)
             for i in range(cfg.hosts)
         ]
-        self._refs = [store, *shards, *hosts]
-        self.store = StoreClient(store)
+        self._refs = [*stores, *shards, *hosts]
+        self.stores = StorePartitions([StoreClient(ref) for ref in stores])
         self.shards = [ShardClient(ref) for ref in shards]
         self.hosts = [HostClient(ref) for ref in hosts]
 
     async def start(self) -> None:
-        os.makedirs(self.config.root, exist_ok=True)
+        check_stores(self.config.root, self.config.stores)
         self.create()
         try:
-            await self.store.ping()
-        except StoreError:  # the file is held elsewhere: this store actor can never serve; a later open retries
-            ray.kill(self._refs[0].handle, no_restart=True)
+            await self.stores.ping()
+        except StoreError:  # a file is held elsewhere: its actor can never serve; a later open retries
+            for ref in self._refs[: self.config.stores]:
+                ray.kill(ref.handle, no_restart=True)
             raise
         await asyncio.gather(*(s.ping() for s in self.shards))
         await asyncio.gather(*(self._recovered(s) for s in self.shards))
@@ -366,11 +381,9 @@ class RayDeployment:
             for shard, result in zip(self.shards, closed):
                 if isinstance(result, BaseException):
                     log.warning("%s did not close cleanly (%r); it recovers from the store", shard.label, result)
-            stored = await _bounded([self.store.close()], 60.0)
-            if isinstance(stored[0], BaseException):
-                log.warning(
-                    "the history store did not close cleanly (%r); its WAL is replayed on the next open", stored[0]
-                )
+            stored = await _bounded([c.close() for c in self.stores.clients], 60.0)
+            for store, failed in [(c, r) for c, r in zip(self.stores.clients, stored) if isinstance(r, BaseException)]:
+                log.warning("%s did not close cleanly (%r); its WAL is replayed on the next open", store.label, failed)
         finally:
             for ref in self._refs:
                 with contextlib.suppress(Exception):

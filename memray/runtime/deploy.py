@@ -15,8 +15,20 @@ from memray.conversation.client import HostClient
 from memray.index.client import ShardClient
 from memray.rpc.local import LocalRef
 from memray.store.client import StoreClient
+from memray.store.layout import check_stores, store_files
+from memray.store.partitions import StorePartitions
 
-__all__ = ["Deployment", "LocalDeployment", "shard_path"]
+__all__ = ["Deployment", "LocalDeployment", "shard_path", "store_label", "store_roles"]
+
+
+def store_label(partition: int, stores: int) -> str:
+    """What errors call a history partition: "history store" when there is one."""
+    return "history store" if stores == 1 else f"history store {partition}"
+
+
+def store_roles(stores: int) -> list[str]:
+    """The actor roles of the history partitions (one keeps the name ``store`` it always had)."""
+    return ["store"] if stores == 1 else [f"store-{i}" for i in range(stores)]
 
 
 def shard_path(config: MemoryConfig, shard_id: int) -> str:
@@ -32,7 +44,7 @@ def active_model(config: MemoryConfig) -> tuple[int, str]:
 
 
 class Deployment(Protocol):
-    store: StoreClient
+    stores: StorePartitions  # the history partitions (memray.store.layout)
     shards: list[ShardClient]
     hosts: list[HostClient]
 
@@ -53,26 +65,25 @@ class LocalDeployment:
 
         self.config = config
         dim, model_id = active_model(config)
-        self._store = HistoryStore(config.store_path)
+        self._stores = [HistoryStore(path) for path in store_files(config)]
         # a RecoveringShard that never recovers (it cannot die apart from this process): the same
         # core as a shard actor, so wait_indexed() can level it with the store in both modes
         self._shards = [
             RecoveringShard(i, shard_path(config, i), dim, model_id, config.index, recovering=False)
             for i in range(config.shards)
         ]
-        self._refs = [
-            LocalRef(self._store, "history store"),
-            *(LocalRef(s, f"shard {i}") for i, s in enumerate(self._shards)),
-        ]
-        self.store = StoreClient(self._refs[0])
-        self.shards = [ShardClient(ref) for ref in self._refs[1:]]
-        self._hosts = [ConversationHost(i, config, self.store, self.shards) for i in range(config.hosts)]
-        self._refs += [LocalRef(h, f"host {i}") for i, h in enumerate(self._hosts)]
-        self.hosts = [HostClient(ref) for ref in self._refs[1 + len(self._shards) :]]
+        store_refs = [LocalRef(s, store_label(i, config.stores)) for i, s in enumerate(self._stores)]
+        shard_refs = [LocalRef(s, f"shard {i}") for i, s in enumerate(self._shards)]
+        self.stores = StorePartitions([StoreClient(ref) for ref in store_refs])
+        self.shards = [ShardClient(ref) for ref in shard_refs]
+        self._hosts = [ConversationHost(i, config, self.stores, self.shards) for i in range(config.hosts)]
+        host_refs = [LocalRef(h, f"host {i}") for i, h in enumerate(self._hosts)]
+        self.hosts = [HostClient(ref) for ref in host_refs]
+        self._refs = [*store_refs, *shard_refs, *host_refs]
 
     async def start(self) -> None:
-        os.makedirs(self.config.root, exist_ok=True)
-        await self.store.open({"mode": "inprocess", "role": "in-process store"})
+        check_stores(self.config.root, self.config.stores)
+        await self.stores.open({"mode": "inprocess", "role": "in-process store"})
         await asyncio.gather(*(s.open() for s in self.shards))
         await asyncio.gather(*(self._reconcile_if_forked(i) for i in range(len(self.shards))))
         await asyncio.gather(*(h.start() for h in self.hosts))
@@ -85,10 +96,10 @@ class LocalDeployment:
         if needs_reconcile(path):
             model_id, changed = self._shards[i].model_id, read_marker(path)
             if changed is None:  # the marker lists nothing: a full pass
-                _, upserted, deleted = await reconcile_shard(self.shards[i], self.store, i, len(self.shards), model_id)
+                _, upserted, deleted = await reconcile_shard(self.shards[i], self.stores, i, len(self.shards), model_id)
             else:
                 upserted, deleted = await reconcile_marked(
-                    self.shards[i], self.store, i, len(self.shards), model_id, changed
+                    self.shards[i], self.stores, i, len(self.shards), model_id, changed
                 )
             if upserted or deleted:  # the linked snapshot was not exact: persist the reconciled one
                 await self.shards[i].snapshot()
@@ -99,7 +110,7 @@ class LocalDeployment:
             reports: list[dict[str, Any]] = list(await asyncio.gather(*(h.close() for h in self.hosts)))
             await asyncio.gather(*(s.close() for s in self.shards))
         finally:
-            await self.store.close()
+            await self.stores.close()
             for ref in self._refs:
                 ref.shutdown()
         return reports

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 __all__ = ["fork_deployment", "check_fork_path", "RECORDS"]
 
 #: Files of the data directory's root a fork copies.
-RECORDS = ("calibration.json", "model.json")
+RECORDS = ("calibration.json", "model.json", "partitions.json")
 
 
 def _ref(ref: tuple[Any, str]) -> tuple[Namespace, str]:
@@ -80,7 +80,7 @@ async def fork_deployment(
     confirmed (the long-term service's). Returns timings and sizes. ``dst`` must have passed
     :func:`check_fork_path`."""
     t0 = time.perf_counter()
-    before = await deployment.store.version()
+    before = await deployment.stores.versions()
     await asyncio.gather(*(h.flush() for h in deployment.hosts))
     unconfirmed = [r for refs in await asyncio.gather(*(h.unconfirmed() for h in deployment.hosts)) for r in refs]
     unconfirmed += pending() if pending is not None else []
@@ -88,10 +88,10 @@ async def fork_deployment(
     target = config.model_copy(update={"path": dst})
     os.makedirs(dst, exist_ok=True)
     try:
-        store = await deployment.store.fork_to(target.store_path)
+        store = await deployment.stores.fork_to(target.root)
         t_store = time.perf_counter()
         linked = await asyncio.gather(*(s.fork_to(shard_path(target, i)) for i, s in enumerate(deployment.shards)))
-        changed = await deployment.store.changed_refs(before)
+        changed = await deployment.stores.changed_refs(before)
         reread = list(dict.fromkeys([*(_ref(r) for r in changed), *(_ref(r) for r in unconfirmed)]))
         for i in range(len(deployment.shards)):  # what each fork shard must re-read from the copy
             write_marker(

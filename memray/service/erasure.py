@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from memray.embedding.base import Embedder
     from memray.index.client import ShardClient
     from memray.service.longterm import MemoryService
-    from memray.store.client import StoreClient
+    from memray.store.partitions import StorePartitions
 
 __all__ = [
     "erase_user",
@@ -76,7 +76,7 @@ def clear_cache(embedder: Embedder | None) -> int:
 
 
 async def erase_user(
-    store: StoreClient,
+    store: StorePartitions,
     shards: list[ShardClient],
     hosts: list[HostClient],
     service: MemoryService,
@@ -107,7 +107,7 @@ async def erase_user(
 
 
 async def verify_user_deleted(
-    store: StoreClient,
+    store: StorePartitions,
     shards: list[ShardClient],
     hosts: list[HostClient],
     service: MemoryService,
@@ -125,7 +125,7 @@ async def verify_user_deleted(
         asyncio.gather(*(h.count_user(app, user_id) for h in hosts)),
         store.export_roots(),
     )
-    export_roots = sorted({os.path.abspath(r) for r in roots} | {config.exports_path})
+    export_roots = outermost({os.path.abspath(r) for r in roots} | {config.exports_path})
     export_rows = await asyncio.to_thread(lambda: sum(scan_exports(r, app, user_id) for r in export_roots))
     snapshot_items = await asyncio.to_thread(scan_snapshots, config.vectors_path, app, user_id)
     remaining = {t: int(store_counts.get(t, 0)) for t in TABLES}
@@ -147,7 +147,7 @@ async def verify_user_deleted(
 
 
 async def verify_messages_deleted(
-    store: StoreClient,
+    store: StorePartitions,
     shards: list[ShardClient],
     hosts: list[HostClient],
     config: MemoryConfig,
@@ -260,6 +260,16 @@ def _raw_mentions(file: str, app: str, user_id: str) -> int:
     with open(file, "rb") as f:
         data = f.read()
     return int(json.dumps(app).encode() in data and json.dumps(user_id).encode() in data)
+
+
+def outermost(roots: set[str]) -> list[str]:
+    """``roots`` less those inside another one (a partition's export root under the configured
+    one): each file is scanned, and counted, once."""
+    kept: list[str] = []
+    for root in sorted(roots):
+        if not any(os.path.commonpath([root, k]) == k for k in kept):
+            kept.append(root)
+    return kept
 
 
 def _files(root: str, suffix: str) -> list[str]:

@@ -1,7 +1,7 @@
 """`MemoryService`: long-term memory entries per ``(app, user_id)``, optionally per project.
 
 A plain async class that runs in the caller's process (like :mod:`memray.conversation.recall`):
-it holds the store's :class:`~memray.store.client.StoreClient`, a :class:`~memray.index.router.ShardRouter`
+it holds the store's :class:`~memray.store.partitions.StorePartitions`, a :class:`~memray.index.router.ShardRouter`
 and the caller's embedder, and owns one :class:`~memray.embedding.pipeline.EmbeddingPipeline`.
 
 Scopes
@@ -53,7 +53,7 @@ from memray.index.columns import columns_of
 from memray.models import RetrievalMode
 from memray.service.entries import EntryInput, coerce_entries, entry_matches, entry_payload
 from memray.service.reader import DEFAULT_LIMIT, EntryReader
-from memray.store.client import StoreClient
+from memray.store.partitions import StorePartitions
 from memray.store.rows import EntryRow, entry_to_row
 from memray.text import tokenize
 
@@ -72,7 +72,7 @@ class MemoryService(EntryReader):
 
     def __init__(
         self,
-        store: StoreClient,
+        store: StorePartitions,
         router: ShardRouter,
         encoder: QueryEncoder,
         default_mode: RetrievalMode = "hybrid",

@@ -17,7 +17,7 @@ from memray.ids import Namespace, entry_namespace, validate_id, validate_project
 from memray.models import MemoryEntry, MemoryResult, RetrievalMode, SearchMemoryResponse, SearchRequest
 from memray.scoring import Scoring, Stream, Window, stream_of, window
 from memray.service.entries import unscored
-from memray.store.client import StoreClient
+from memray.store.partitions import StorePartitions
 from memray.store.rows import EntryRow, row_to_entry
 from memray.text import tokenize
 
@@ -35,7 +35,7 @@ class EntryReader:
     """Reads of long-term entries (see the module docstring). All methods are coroutines."""
 
     def __init__(
-        self, store: StoreClient, router: ShardRouter, encoder: QueryEncoder, default_mode: RetrievalMode = "hybrid"
+        self, store: StorePartitions, router: ShardRouter, encoder: QueryEncoder, default_mode: RetrievalMode = "hybrid"
     ) -> None:
         self._store = store
         self._router = router

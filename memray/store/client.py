@@ -49,6 +49,10 @@ class StoreClient(Client):
     async def commit_messages(self, rows: list[MessageRow]) -> CommitResult:
         return await self._call("commit_messages", rows)
 
+    @urgent  # a diagnostic: counters only
+    async def write_stats(self) -> dict[str, float]:
+        return await self._call("write_stats")
+
     @urgent
     async def record_dead_letters(self, letters: list[DeadLetter]) -> int:
         return await self._call("record_dead_letters", letters)

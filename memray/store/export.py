@@ -34,7 +34,6 @@ import uuid
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 
 from memray.ids import user_hash
 from memray.store.database import Database
@@ -54,7 +53,17 @@ EXPORT_BUCKETS = 16
 _EXTRA = ("embed_state", "model_id", "user_hash", "changed_version")
 _COLUMNS = {"messages": MESSAGE_COLUMNS + _EXTRA, "entries": ENTRY_COLUMNS + _EXTRA}
 _BUCKET = f"CAST(((user_hash % {EXPORT_BUCKETS}) + {EXPORT_BUCKETS}) % {EXPORT_BUCKETS} AS INTEGER)"
-_PARTITIONING = ds.partitioning(pa.schema([("app_key", pa.string()), ("bucket", pa.int32())]), flavor="hive")
+_PARTITION_SCHEMA = pa.schema([("app_key", pa.string()), ("bucket", pa.int32())])
+
+
+def _dataset() -> Any:
+    """``pyarrow.dataset``, imported on first use: it pulls in pandas (~0.3 s), and every actor
+    process imports this module while only the store's exports need it (start-up time)."""
+    import pyarrow.dataset as ds
+
+    return ds
+
+
 #: Longest URI-encoded app kept as its own folder name (``app_key=`` + this stays far below 255).
 _READABLE_BYTES = 96
 
@@ -161,6 +170,7 @@ def _partition_dir(root: str, table: str, app: str, bucket: int) -> str:
 def _count(path: str, app: str, user_id: str, conversation_id: str | None, ids: list[str] | None = None) -> int:
     if not os.path.isdir(path):
         return 0
+    ds = _dataset()
     cond = ds.field("user_id") == user_id
     if "app" in ds.dataset(path, format="parquet").schema.names:  # count the app's rows only, whatever the folder
         cond = cond & (ds.field("app") == app)
@@ -188,11 +198,12 @@ def _rebuild(
         data = data.append_column("app_key", pa.array([keys[a] for a in data["app"].to_pylist()], pa.string()))
         written += data.num_rows
         if data.num_rows:
+            ds = _dataset()
             ds.write_dataset(
                 data,
                 os.path.join(stage, table),
                 format="parquet",
-                partitioning=_PARTITIONING,
+                partitioning=ds.partitioning(_PARTITION_SCHEMA, flavor="hive"),
                 existing_data_behavior="error",
                 basename_template=f"part-{version}-{{i}}.parquet",
             )

@@ -27,6 +27,8 @@ CASES = {
         "8",
         "--hosts",
         "2",
+        "--sustain-s",
+        "0.5",
     ],
     "recall_latency": [
         "--n",
@@ -61,15 +63,16 @@ CASES = {
         "--shards",
         "1",
     ],
+    "startup": ["--repeat", "1", "--hosts", "1", "--shards", "1"],
     "stream_scoring": ["--n", "400", "--conversations", "2", "--queries", "20", "--hosts", "1", "--shards", "1"],
 }
 
 
-def run_bench(name: str, args: list[str], tmp_path: Path) -> dict:
-    png = tmp_path / f"{name}.png"
+def run_module(name: str, args: list[str]) -> dict:
+    """``python -m benchmarks.<name> <args>``: its one JSON line."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run(
-        [sys.executable, "-m", f"benchmarks.{name}", "--mode", "inprocess", "--plot", str(png), *args],
+        [sys.executable, "-m", f"benchmarks.{name}", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -79,8 +82,13 @@ def run_bench(name: str, args: list[str], tmp_path: Path) -> dict:
     assert out.returncode == 0, out.stderr[-3000:]
     lines = [line for line in out.stdout.splitlines() if line.strip()]
     assert len(lines) == 1, out.stdout
+    return json.loads(lines[0])
+
+
+def run_bench(name: str, args: list[str], tmp_path: Path) -> dict:
+    png = tmp_path / f"{name}.png"
+    result = run_module(name, ["--mode", "inprocess", "--plot", str(png), *args])
     assert png.stat().st_size > 1000
-    result = json.loads(lines[0])
     assert result["benchmark"] == name
     assert result["machine"]["cpu_count"] >= 1 and result["git_sha"]
     return result
@@ -94,6 +102,7 @@ def test_benchmark_prints_one_json_line_with_its_floor(name: str, tmp_path: Path
         assert result["add"]["durable_lag"]["n"] == 200
         assert result["floor"]["duckdb"]["raw_arrow_insert_rows_per_s"] > 0
         assert result["add_many"]["ratio_to_raw_arrow_insert"] is not None
+        assert result["steady"]["msgs_per_s"] > 0 and result["steady"]["durable_lag"]["n"] > 0
     elif name == "recall_latency":
         assert [(r["n"], r["shards"]) for r in result["results"]] == [(600, 1), (600, 2)]
         for row in result["results"]:
@@ -108,6 +117,9 @@ def test_benchmark_prints_one_json_line_with_its_floor(name: str, tmp_path: Path
             assert result[phase]["copy_s"] > 0 and result[phase]["ready_s"] >= result[phase]["copy_s"]
         assert result["writing"]["written_per_s"] > 0 and result["quiet"]["written_per_s"] == 0
         assert result["floor"]["copytree_fsync_s"] > 0 and result["ratio_quiet_copy_to_copytree_fsync"] is not None
+    elif name == "startup":
+        assert result["open_s"] > 0 and result["close_s"] > 0 and len(result["rounds"]) == 1
+        assert result["floor"]["open_s"] > 0 and result["open_ratio_to_floor"] is not None
     elif name == "stream_scoring":
         for layer in ("facade", "shard", "numpy_floor"):
             assert result[layer]["relevance"]["n"] == 20 and result[layer]["stream"]["p50_ms"] > 0
@@ -120,3 +132,11 @@ def test_benchmark_prints_one_json_line_with_its_floor(name: str, tmp_path: Path
         assert result["searchable_lag"]["timeouts"] == 0
         assert result["durable_lag"]["n"] == 180
         assert result["memory"]["conversations_loaded"] > 0
+        assert result["raw_floor"]["calls_ms"] > 0 and result["raw_floor"]["arrow_insert_ms"] > 0
+        assert result["tick_ratio_to_raw_floor"] is not None
+
+
+def test_write_path_micro_times_the_old_and_the_new_way() -> None:
+    result = run_module("write_path_micro", ["--n", "200"])
+    assert result["key_pickle_us"]["dataclass_state"] > 0 and result["key_pickle_us"]["reduce_to_strings"] > 0
+    assert all(v > 0 for v in result["message_batch_us"].values())

@@ -18,6 +18,7 @@ from memray.scoring import Window
 from memray.store.base import WMScope
 from memray.store.client import StoreClient
 from memray.store.history import HistoryStore
+from memray.store.partitions import StorePartitions
 from memray.store.rows import MessageRow, message_to_row
 
 
@@ -74,7 +75,7 @@ def store(tmp_path: Path) -> Iterator[CountingStore]:
 
 
 @pytest.fixture
-def store_client(store: CountingStore) -> Iterator[StoreClient]:
+def store_client(store: CountingStore) -> Iterator[StorePartitions]:
     ref = LocalRef(store, "history store")
-    yield StoreClient(ref)
+    yield StorePartitions([StoreClient(ref)])
     ref.shutdown()

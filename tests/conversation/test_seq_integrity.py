@@ -25,7 +25,7 @@ def mem(tmp_path):
 
 
 def stored(mem: memray.Memory, conv: memray.ConversationHandle) -> dict[str, int]:
-    return {r.id: r.seq for r in mem._run(mem._deployment.store.get_messages(conv.key))}
+    return {r.id: r.seq for r in mem._run(mem._deployment.stores.get_messages(conv.key))}
 
 
 def test_a_readded_old_id_keeps_its_seq_even_unflushed(mem: memray.Memory) -> None:
@@ -60,7 +60,7 @@ def test_a_restarted_host_reports_losses_and_never_reuses_their_seqs(tmp_path) -
         assert conv.add(lost) == [2, 3]
         # the host process dies: a fresh host core over the same store and ledger, as Ray restarts it
         dep = mem._deployment
-        fresh = ConversationHost(0, mem.config, dep.store, dep.shards)
+        fresh = ConversationHost(0, mem.config, dep.stores, dep.shards)
         seqs = mem._run(fresh.add(conv.key, [msg("after restart")]))
         assert seqs == [4]  # 2 and 3 were acknowledged: never given again
         assert fresh.lost_on_restart == 2
@@ -70,7 +70,7 @@ def test_a_restarted_host_reports_losses_and_never_reuses_their_seqs(tmp_path) -
         with pytest.raises(memray.DeadLetterError) as err:
             mem._run(fresh.flush(conv.key))
         assert [(x[4], x[5]) for x in err.value.letters] == [(3, "lost")]
-        assert {r.seq for r in mem._run(dep.store.get_messages(conv.key))} == {1, 2, 4}
+        assert {r.seq for r in mem._run(dep.stores.get_messages(conv.key))} == {1, 2, 4}
         mem._run(fresh.close())
     finally:
         mem.close()

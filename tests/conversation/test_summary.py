@@ -23,6 +23,7 @@ from memray.errors import MissingExtraError, SummaryError, ValidationError
 from memray.ids import ConversationKey
 from memray.models import Message
 from memray.store.client import StoreClient
+from memray.store.partitions import StorePartitions
 from memray.text import estimate_tokens
 from tests.conversation.conftest import CountingStore
 
@@ -119,7 +120,7 @@ def keeper(client: StoreClient, trigger: int, keep: int = 2, summarizer: Any = N
     return SummaryKeeper(client, summarizer or ExtractiveSummarizer(), config, estimate_tokens)
 
 
-def test_trigger_threshold_is_respected(store_client: StoreClient, store: CountingStore) -> None:
+def test_trigger_threshold_is_respected(store_client: StorePartitions, store: CountingStore) -> None:
     async def go() -> None:
         keep = keeper(store_client, trigger=60)
         store.add(KEY, [user(FACTS[0]), user(FACTS[1])])  # ~ 30 tokens: under the trigger
@@ -139,7 +140,7 @@ def test_trigger_threshold_is_respected(store_client: StoreClient, store: Counti
     asyncio.run(go())
 
 
-def test_incremental_rounds_advance_over_the_whole_history(store_client: StoreClient, store: CountingStore) -> None:
+def test_incremental_rounds_advance_over_the_whole_history(store_client: StorePartitions, store: CountingStore) -> None:
     async def go() -> None:
         keep = keeper(store_client, trigger=40, keep=2)
         throughs: list[int] = []
@@ -172,7 +173,7 @@ class RecordingSummarizer:
 
 
 def test_old_summary_message_is_not_fed_back_and_keep_messages_stay_out(
-    store_client: StoreClient, store: CountingStore
+    store_client: StorePartitions, store: CountingStore
 ) -> None:
     async def go() -> None:
         rec = RecordingSummarizer()
@@ -196,7 +197,7 @@ def test_old_summary_message_is_not_fed_back_and_keep_messages_stay_out(
     asyncio.run(go())
 
 
-def test_keep_messages_larger_than_history_folds_nothing(store_client: StoreClient, store: CountingStore) -> None:
+def test_keep_messages_larger_than_history_folds_nothing(store_client: StorePartitions, store: CountingStore) -> None:
     async def go() -> None:
         keep = keeper(store_client, trigger=1, keep=10)
         store.add(KEY, [user(fact) for fact in FACTS])
@@ -212,7 +213,7 @@ class FailingSummarizer:
 
 
 def test_summariser_failure_is_a_summary_error_and_writes_nothing(
-    store_client: StoreClient, store: CountingStore
+    store_client: StorePartitions, store: CountingStore
 ) -> None:
     async def go() -> None:
         keep = keeper(store_client, trigger=1, keep=1, summarizer=FailingSummarizer())
@@ -224,7 +225,7 @@ def test_summariser_failure_is_a_summary_error_and_writes_nothing(
     asyncio.run(go())
 
 
-def test_concurrent_updates_fold_once(store_client: StoreClient, store: CountingStore) -> None:
+def test_concurrent_updates_fold_once(store_client: StorePartitions, store: CountingStore) -> None:
     async def go() -> None:
         rec = RecordingSummarizer()
         keep = keeper(store_client, trigger=10, keep=1, summarizer=rec)
@@ -337,7 +338,7 @@ def test_chat_summariser_failure_is_summary_error(chat_server: Any) -> None:
         chat.summarize(None, [user("hi")], 50)
 
 
-def test_keeper_with_chat_summariser(store_client: StoreClient, store: CountingStore, chat_server: Any) -> None:
+def test_keeper_with_chat_summariser(store_client: StorePartitions, store: CountingStore, chat_server: Any) -> None:
     base_url = f"http://127.0.0.1:{chat_server.server_port}/v1"
     chat = OpenAIChatSummarizer("m", base_url=base_url, api_key="k", timeout_s=5, max_retries=0)
 

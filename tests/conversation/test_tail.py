@@ -24,6 +24,7 @@ from memray.index.search import Query
 from memray.models import Message
 from memray.rpc.local import LocalRef
 from memray.store.client import StoreClient
+from memray.store.partitions import StorePartitions
 from memray.text import index_terms
 
 KEY = ConversationKey("app", "u", "c")
@@ -115,7 +116,7 @@ def test_a_shard_answer_older_than_the_hosts_confirmation_is_asked_again() -> No
 
     router = FakeRouter()
     host = HostClient(LocalRef(ConfirmedHost(), "host 0"))
-    store = StoreClient(LocalRef(NoExtras(), "store"))
+    store = StorePartitions([StoreClient(LocalRef(NoExtras(), "store"))])
     recall = Recall(QueryEncoder(None, Calibration(1.0, 0.0)), router, store, "hybrid", lambda key: host)  # type: ignore[arg-type]
 
     async def go() -> Any:

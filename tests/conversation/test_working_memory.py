@@ -12,6 +12,7 @@ from memray.conversation.note import WorkingMemorySpec, deep_merge
 from memray.conversation.working_memory import WorkingMemory
 from memray.errors import ConflictError, ValidationError
 from memray.store.client import StoreClient
+from memray.store.partitions import StorePartitions
 from tests.conversation.conftest import CountingStore
 
 
@@ -46,7 +47,7 @@ def test_deep_merge_table(old: Any, new: Any, merged: Any) -> None:
 
 
 # -- json format -----------------------------------------------------------------------------
-def test_append_merges_and_versions(store_client: StoreClient) -> None:
+def test_append_merges_and_versions(store_client: StorePartitions) -> None:
     async def go() -> None:
         mem = wm(store_client, format="json")
         assert (await mem.get()).model_dump() == {"content": None, "version": 0}
@@ -59,7 +60,7 @@ def test_append_merges_and_versions(store_client: StoreClient) -> None:
     asyncio.run(go())
 
 
-def test_replace_drops_what_is_left_out(store_client: StoreClient) -> None:
+def test_replace_drops_what_is_left_out(store_client: StorePartitions) -> None:
     async def go() -> None:
         mem = wm(store_client, format="json")
         await mem.update({"a": 1, "b": 2})
@@ -72,7 +73,7 @@ def test_replace_drops_what_is_left_out(store_client: StoreClient) -> None:
 
 @pytest.mark.parametrize("bad", ["{not json", "[1, 2]", 42, ["a"]])
 def test_invalid_json_is_a_validation_error_naming_content(
-    store_client: StoreClient, store: CountingStore, bad: Any
+    store_client: StorePartitions, store: CountingStore, bad: Any
 ) -> None:
     async def go() -> None:
         mem = wm(store_client, format="json")
@@ -86,7 +87,7 @@ def test_invalid_json_is_a_validation_error_naming_content(
     asyncio.run(go())
 
 
-def test_bad_mode_is_rejected(store_client: StoreClient) -> None:
+def test_bad_mode_is_rejected(store_client: StorePartitions) -> None:
     with pytest.raises(ValidationError) as info:
         asyncio.run(wm(store_client, format="json").update({"a": 1}, mode="merge"))  # type: ignore[arg-type]
     assert info.value.field == "mode"
@@ -111,7 +112,7 @@ PROFILE_SCHEMA = {
 
 @pytest.mark.parametrize("schema", [Profile, PROFILE_SCHEMA], ids=["pydantic", "jsonschema"])
 def test_schema_violation_after_merge_keeps_old_value(
-    store_client: StoreClient, store: CountingStore, schema: Any
+    store_client: StorePartitions, store: CountingStore, schema: Any
 ) -> None:
     async def go() -> None:
         mem = wm(store_client, schema=schema)
@@ -135,7 +136,7 @@ def test_schema_violation_after_merge_keeps_old_value(
     asyncio.run(go())
 
 
-def test_pydantic_instance_is_accepted_as_partial_content(store_client: StoreClient) -> None:
+def test_pydantic_instance_is_accepted_as_partial_content(store_client: StorePartitions) -> None:
     async def go() -> None:
         mem = wm(store_client, schema=Profile)
         await mem.update(Profile(name="Ann"))
@@ -152,7 +153,7 @@ def test_invalid_json_schema_is_rejected_up_front() -> None:
 
 
 # -- markdown and text -----------------------------------------------------------------------
-def test_markdown_appends_with_a_blank_line(store_client: StoreClient) -> None:
+def test_markdown_appends_with_a_blank_line(store_client: StorePartitions) -> None:
     async def go() -> None:
         mem = wm(store_client, template="# Profile\n- name:\n")
         assert mem.spec.format == "markdown"
@@ -164,13 +165,13 @@ def test_markdown_appends_with_a_blank_line(store_client: StoreClient) -> None:
     asyncio.run(go())
 
 
-def test_text_rejects_non_string(store_client: StoreClient) -> None:
+def test_text_rejects_non_string(store_client: StorePartitions) -> None:
     with pytest.raises(ValidationError) as info:
         asyncio.run(wm(store_client).update({"a": 1}))
     assert info.value.field == "content"
 
 
-def test_size_cap(store_client: StoreClient) -> None:
+def test_size_cap(store_client: StorePartitions) -> None:
     async def go() -> None:
         mem = wm(store_client, max_chars=10)
         await mem.update("12345")
@@ -181,7 +182,7 @@ def test_size_cap(store_client: StoreClient) -> None:
     asyncio.run(go())
 
 
-def test_clear(store_client: StoreClient) -> None:
+def test_clear(store_client: StorePartitions) -> None:
     async def go() -> None:
         mem = wm(store_client, format="json")
         await mem.update({"a": 1})
@@ -194,7 +195,9 @@ def test_clear(store_client: StoreClient) -> None:
 
 
 # -- concurrency -----------------------------------------------------------------------------
-def test_stale_expected_version_conflicts_and_writes_nothing(store_client: StoreClient, store: CountingStore) -> None:
+def test_stale_expected_version_conflicts_and_writes_nothing(
+    store_client: StorePartitions, store: CountingStore
+) -> None:
     async def go() -> None:
         mem = wm(store_client, format="json")
         first = await mem.update({"a": 1})
@@ -209,7 +212,7 @@ def test_stale_expected_version_conflicts_and_writes_nothing(store_client: Store
     asyncio.run(go())
 
 
-def test_concurrent_appends_are_all_kept(store_client: StoreClient, store: CountingStore) -> None:
+def test_concurrent_appends_are_all_kept(store_client: StorePartitions, store: CountingStore) -> None:
     async def go() -> None:
         mems = [wm(store_client, format="json") for _ in range(10)]  # ten writers, one note
         await asyncio.gather(*(m.update({"items": [i], f"k{i}": i}) for i, m in enumerate(mems)))
@@ -222,7 +225,7 @@ def test_concurrent_appends_are_all_kept(store_client: StoreClient, store: Count
     asyncio.run(go())
 
 
-def test_concurrent_markdown_appends_are_all_kept(store_client: StoreClient) -> None:
+def test_concurrent_markdown_appends_are_all_kept(store_client: StorePartitions) -> None:
     async def go() -> None:
         mems = [wm(store_client, format="markdown") for _ in range(10)]
         await asyncio.gather(*(m.update(f"- note {i}") for i, m in enumerate(mems)))
@@ -234,7 +237,7 @@ def test_concurrent_markdown_appends_are_all_kept(store_client: StoreClient) -> 
 
 
 # -- scope -----------------------------------------------------------------------------------
-def test_user_scope_is_shared_and_conversation_scope_is_not(store_client: StoreClient) -> None:
+def test_user_scope_is_shared_and_conversation_scope_is_not(store_client: StorePartitions) -> None:
     async def go() -> None:
         await wm(store_client, "c1", scope="user").update("prefers tea")
         await wm(store_client, "c1").update("task: book a flight")
@@ -248,7 +251,7 @@ def test_user_scope_is_shared_and_conversation_scope_is_not(store_client: StoreC
 
 
 # -- prompt and tools ------------------------------------------------------------------------
-def test_instructions_show_scope_rules_schema_and_current_content(store_client: StoreClient) -> None:
+def test_instructions_show_scope_rules_schema_and_current_content(store_client: StorePartitions) -> None:
     async def go() -> None:
         mem = wm(store_client, schema=PROFILE_SCHEMA, scope="user")
         empty = await mem.instructions()
@@ -282,7 +285,7 @@ class Person(BaseModel):
     [{}, {"template": "# T"}, {"format": "json"}, {"schema": PROFILE_SCHEMA}, {"schema": Person}],
     ids=["text", "markdown", "json", "jsonschema", "pydantic-nested"],
 )
-def test_tools_have_openai_function_shape(store_client: StoreClient, spec: dict[str, Any]) -> None:
+def test_tools_have_openai_function_shape(store_client: StorePartitions, spec: dict[str, Any]) -> None:
     tools = wm(store_client, **spec).tools()
     assert [t["function"]["name"] for t in tools] == [
         "get_working_memory",
@@ -315,7 +318,7 @@ def test_tools_have_openai_function_shape(store_client: StoreClient, spec: dict[
         jsonschema.validate({"content": "hello", "mode": "replace"}, update)
 
 
-def test_call_tool_round_trip(store_client: StoreClient) -> None:
+def test_call_tool_round_trip(store_client: StorePartitions) -> None:
     async def go() -> None:
         mem = wm(store_client, schema=Profile)
         assert await mem.call_tool("get_working_memory", "{}") == "(working memory is empty)"
@@ -343,7 +346,7 @@ def test_call_tool_round_trip(store_client: StoreClient) -> None:
     ],
 )
 def test_call_tool_errors_are_strings_for_the_model(
-    store_client: StoreClient, name: str, args: str, expect: str
+    store_client: StorePartitions, name: str, args: str, expect: str
 ) -> None:
     async def go() -> str:
         mem = wm(store_client, schema=Profile)

@@ -64,7 +64,7 @@ def test_a_callers_embedder_embeds_messages_and_queries(tmp_path, request, mode,
             ]
         )
         assert mem.wait_indexed()
-        rows = mem._run(mem._deployment.store.scan_index_rows(0, 1, model, None, 10))
+        rows = mem._run(mem._deployment.stores.clients[0].scan_index_rows(0, 1, model, None, 10))
         assert {r.doc_id for r in rows} == {"a", "b"}  # stored vectors of the caller's model
         assert np.allclose([np.linalg.norm(r.vector) for r in rows], 1.0, atol=1e-5)
         assert [h.message.id for h in conv.search("lighthouse gulls", mode="vector", min_score=0.0, limit=1)] == ["a"]

@@ -19,6 +19,7 @@ from memray.index.shard import VectorShard
 from memray.rpc.local import LocalRef
 from memray.store.client import StoreClient
 from memray.store.history import HistoryStore
+from memray.store.partitions import StorePartitions
 
 NS = Namespace("app", "u", "conv", "c")
 
@@ -47,7 +48,7 @@ def test_a_refused_upsert_is_retried_until_the_shard_holds_it(tmp_path: Path) ->
     async def go() -> None:
         pipeline = EmbeddingPipeline(
             HashEmbedder(64),
-            StoreClient(LocalRef(store, "store")),
+            StorePartitions([StoreClient(LocalRef(store, "store"))]),
             ShardRouter([ShardClient(LocalRef(shard, "shard 0"))]),
             backoff_s=0.01,
             backoff_max_s=0.02,

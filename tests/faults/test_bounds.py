@@ -27,7 +27,7 @@ def _store_gone_then_close(mem: memray.Memory, kill_store) -> None:
 
 def test_in_process_a_closed_store_bounds_flush_and_close(tmp_path) -> None:
     mem = memray.open(str(tmp_path / "m"), mode="inprocess", hosts=1, shards=1, debounce_ms=10, write_timeout_s=2)
-    _store_gone_then_close(mem, lambda: mem._run(mem._deployment.store.close()))  # serialised, as an actor call
+    _store_gone_then_close(mem, lambda: mem._run(mem._deployment.stores.close()))  # serialised, as an actor call
 
 
 @pytest.mark.ray
@@ -37,4 +37,4 @@ def test_a_store_actor_killed_for_good_bounds_flush_and_close(ray_session, tmp_p
     mem = memray.open(
         str(tmp_path / "m"), mode="ray", hosts=1, shards=1, debounce_ms=10, write_timeout_s=2, namespace="bounds"
     )
-    _store_gone_then_close(mem, lambda: ray.kill(mem._deployment.store.ref.handle, no_restart=True))
+    _store_gone_then_close(mem, lambda: ray.kill(mem._deployment.stores.clients[0].ref.handle, no_restart=True))

@@ -72,7 +72,7 @@ def test_poison_past_validation_is_dead_lettered_and_the_conversation_goes_on(me
     assert "seq 2 rejected" in str(err.value)
     conv.flush()  # reported once; nothing left pending
     assert conv.add({"role": "user", "content": "durable after"}, durable=True) == [4]
-    rows = mem._run(mem._deployment.store.get_messages(conv.key))
+    rows = mem._run(mem._deployment.stores.get_messages(conv.key))
     assert [(r.seq, r.text) for r in rows] == [(1, "before"), (3, "after"), (4, "durable after")]
     assert [m.seq for m in conv.messages()] == [1, 3, 4]  # the poison left the buffer too
     assert [m.text for m in bystander.messages()] == ["other conversation"]
@@ -87,7 +87,7 @@ def test_a_durable_add_of_poison_raises_and_nothing_else_is_lost(mem: memray.Mem
     good = Message(role="user", parts=[TextPart(text="good twin")])
     with pytest.raises(DeadLetterError):
         mem._run(mem._host_for(conv.key).add(conv.key, [good, poison("inf")], True))
-    assert [r.text for r in mem._run(mem._deployment.store.get_messages(conv.key))] == ["good twin"]
+    assert [r.text for r in mem._run(mem._deployment.stores.get_messages(conv.key))] == ["good twin"]
 
 
 def test_close_returns_and_reports_unflushed_dead_letters(tmp_path, request: pytest.FixtureRequest) -> None:

@@ -21,6 +21,7 @@ from memray.index.recovery import RecoveringShard, ShardKeeper, level_shard
 from memray.rpc.local import LocalRef
 from memray.store.client import StoreClient
 from memray.store.history import HistoryStore
+from memray.store.partitions import StorePartitions
 from memray.store.rows import EmbeddingRow
 from tests.index.conftest import find_user
 from tests.store.conftest import msg
@@ -75,10 +76,10 @@ def refs() -> Iterator[list[LocalRef]]:
 
 
 @pytest.fixture
-def clients(refs: list[LocalRef]) -> Callable[[RecoveringShard, HistoryStore], tuple[ShardClient, StoreClient]]:
-    def make(shard: RecoveringShard, store: HistoryStore) -> tuple[ShardClient, StoreClient]:
+def clients(refs: list[LocalRef]) -> Callable[[RecoveringShard, HistoryStore], tuple[ShardClient, StorePartitions]]:
+    def make(shard: RecoveringShard, store: HistoryStore) -> tuple[ShardClient, StorePartitions]:
         refs.extend([LocalRef(shard, "shard 0"), LocalRef(store, "history store")])
-        return ShardClient(refs[-2]), StoreClient(refs[-1])
+        return ShardClient(refs[-2]), StorePartitions([StoreClient(refs[-1])])
 
     return make
 

@@ -56,13 +56,14 @@ def store_vectors(mem: memray.Memory, model_id: str) -> dict[str, tuple[str, np.
     """doc_id → (text, vector) of every stored vector of ``model_id``, through the store actor."""
     out: dict[str, tuple[str, np.ndarray]] = {}
     for shard in range(mem.config.shards):
-        rows = mem._run(mem._deployment.store.scan_index_rows(shard, mem.config.shards, model_id, None, 1_000_000))
-        out.update({r.doc_id: (r.text, np.asarray(r.vector)) for r in rows})
+        for store in mem._deployment.stores.clients:  # every history partition
+            rows = mem._run(store.scan_index_rows(shard, mem.config.shards, model_id, None, 1_000_000))
+            out.update({r.doc_id: (r.text, np.asarray(r.vector)) for r in rows})
     return out
 
 
 def assert_fully_on_new_model(mem: memray.Memory, total: int) -> None:
-    assert mem._run(mem._deployment.store.pending_embeddings(NEW_ID, 10)) == []
+    assert mem._run(mem._deployment.stores.pending_embeddings(NEW_ID, 10)) == []
     vectors = store_vectors(mem, NEW_ID)
     assert len(vectors) == total
     texts = [t for t, _ in vectors.values()]
@@ -126,7 +127,7 @@ def test_reembed_while_writing_and_searching(ray_session: None, tmp_path: Path) 
 def test_stopped_and_killed_job_resumes_to_the_state_of_an_uninterrupted_run(
     ray_session: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    mem = memray.open(config=config(tmp_path))
+    mem = memray.open(config=config(tmp_path, stores=2))  # one vector writer per history partition
     try:
         total = seed(mem, convs=16, per=20)
         before = shard_stats(mem)

@@ -110,7 +110,7 @@ def test_killed_shard_degrades_then_recovers_everything(ray_session, tmp_path) -
 
         assert poll(level), "shard 1 did not come back level with the store"
         assert mem.wait_indexed(30)
-        store, held = mem._deployment.store, set(mem._run(shard_ref.inventory()))
+        store, held = mem._deployment.stores, set(mem._run(shard_ref.inventory()))
         for u in victims:
             key = ConversationKey(APP, u, "c")
             rows = mem._run(store.get_messages(key))

@@ -28,4 +28,4 @@ def test_ingest_micro_benchmark_runs_at_tiny_size() -> None:
     )
     line = json.loads(out.stdout.strip().splitlines()[-1])
     assert line["benchmark"] == "store_ingest_micro"
-    assert line["append_new_rows_per_s"] > 0 and line["floor_arrow_insert_rows_per_s"] > 0
+    assert line["append_new_rows_per_s"] > 0 and line["floor_raw_arrow_insert_rows_per_s"] > 0 and line["git_sha"]

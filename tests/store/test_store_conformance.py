@@ -91,6 +91,8 @@ def test_message_writes_and_reads_keep_seq_order_and_every_filter(store: StoreCl
     assert run(store.append_messages(rows(key, 3, role="user"))) == []
     result = run(store.commit_messages([msg(4, key, role="assistant", metadata={"tag": "x"}), msg(5, key)]))
     assert (result.corrections, result.rejected) == ([], [])
+    stats = run(store.write_stats())  # the commits' own time, for the ingest benchmark
+    assert stats["commits"] == 1 and stats["rows"] == 2 and stats["busy_s"] > 0
     got = run(store.get_messages(key))
     assert [r.seq for r in got] == [1, 2, 3, 4, 5]
     assert [r.seq for r in run(store.get_messages(key, limit=2))] == [4, 5]

@@ -1,0 +1,95 @@
+"""Micro-benchmarks that decided the write path's choices (issue 11), one JSON line.
+
+    python -m benchmarks.write_path_micro --n 10000
+
+Each pair times the old and the new way of one step a host pays per message of an ``add_many``
+(found by profiling live host actors, ``py-spy record -p PID``, during ``benchmarks.ingest``):
+
+- ``key_pickle``: conversation keys through Ray's pickler (cloudpickle): the frozen-dataclass
+  default (its ``_dataclass_setstate`` calls ``dataclasses.fields`` per key: 5% of a host's
+  samples) vs ``ConversationKey.__reduce__`` (rebuilt from its three strings);
+- ``message_batch``: an ``add_many``'s messages through cloudpickle, whose per-object hook runs
+  in Python for every model, part and dict: as the validated pydantic models vs as
+  :class:`~memray.models.wire.MessageBatch` columns (encode in the caller + pickle round trip +
+  decode in the host).
+
+Results on the 2-core machine while busy (load average 20-40), µs per message: keys 5.6 → 2.2;
+messages 42 → 2.3 + 1.0 + 9 (encode, round trip, decode).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from typing import Any
+
+import ray.cloudpickle as cp
+
+from benchmarks._harness import emit
+from memray.ids import ConversationKey
+from memray.models import Message
+from memray.models.wire import MessageBatch
+
+
+def best_us(fn: Callable[[], Any], n: int, repeat: int = 5) -> float:
+    """Best of ``repeat`` runs of ``fn``, in microseconds per item (``n`` items per run)."""
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return round(best / n * 1e6, 3)
+
+
+def _dataclass_key(t: tuple[str, str, str]) -> Any:
+    """A key that pickles the frozen-dataclass way (what ``ConversationKey`` did before)."""
+    from dataclasses import dataclass
+
+    global _OldKey
+    if _OldKey is None:
+
+        @dataclass(frozen=True, slots=True)
+        class OldKey:
+            app: str
+            user_id: str
+            conversation_id: str
+
+        OldKey.__qualname__ = OldKey.__name__ = "_OldKeyType"
+        globals()["_OldKeyType"] = OldKey
+        _OldKey = OldKey
+    return _OldKey(*t)
+
+
+_OldKey: Any = None
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=10_000)
+    args = ap.parse_args(argv)
+    n = args.n
+    keys = [ConversationKey("bench", f"user-{i // 4}", f"conv-{i}") for i in range(n)]
+    tuples = [(k.app, k.user_id, k.conversation_id) for k in keys]
+    old_keys = [_dataclass_key(t) for t in tuples]
+    msgs = [Message(id=f"m{i}", role="user", parts=f"hello there, message number {i}") for i in range(n)]  # type: ignore[arg-type]
+    batch = [(k, [m]) for k, m in zip(keys, msgs)]
+    wire = MessageBatch.encode(batch)
+    results = {
+        "key_pickle_us": {
+            "dataclass_state": best_us(lambda: cp.loads(cp.dumps(old_keys)), n),
+            "reduce_to_strings": best_us(lambda: cp.loads(cp.dumps(keys)), n),
+            "tuples_floor": best_us(lambda: cp.loads(cp.dumps(tuples)), n),
+        },
+        "message_batch_us": {
+            "pydantic_round_trip": best_us(lambda: cp.loads(cp.dumps(batch)), n),
+            "columns_encode": best_us(lambda: MessageBatch.encode(batch), n),
+            "columns_round_trip": best_us(lambda: cp.loads(cp.dumps(wire)), n),
+            "columns_decode": best_us(wire.decode, n),
+        },
+    }
+    return emit("write_path_micro", {"n": n}, results)
+
+
+if __name__ == "__main__":
+    main()

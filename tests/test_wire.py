@@ -1,0 +1,57 @@
+"""`MessageBatch`: an add_many's messages as columns decode to the very messages sent."""
+
+from __future__ import annotations
+
+import pickle
+
+import memray
+from memray.ids import ConversationKey
+from memray.models.messages import DataPart, ReasoningPart, ToolPart
+from memray.models.wire import MessageBatch
+
+A = ConversationKey.of("app", "u1", "c1")
+B = ConversationKey.of("app", "u2", "c2")
+
+
+def test_columns_decode_to_equal_messages_and_keep_which_ids_the_caller_chose() -> None:
+    chosen = memray.Message(id="mine", role="user", parts="hello", metadata={"k": [1, "x"]}, importance=0.5)
+    generated = memray.Message(role="assistant", parts="hi there", agent_id="a1", sim_time=12.0)
+    mixed = memray.Message(
+        role="assistant",
+        parts=[
+            ReasoningPart(text="thinking"),
+            ToolPart(tool_call_id="t1", tool_name="search", input={"q": "x"}, state="output", output=[1, 2]),
+            DataPart(name="d", data={"n": None}),
+        ],
+    )
+    items = [(A, [chosen, generated]), (B, []), (B, [mixed])]
+    batch = pickle.loads(pickle.dumps(MessageBatch.encode(items)))
+    assert batch.columns is not None and len(batch) == 3
+    back = batch.decode()
+    assert back == items
+    assert "id" in back[0][1][0].model_fields_set and "id" not in back[0][1][1].model_fields_set
+    assert back[2][1][0].text == mixed.text
+
+
+def test_a_message_that_is_not_plain_json_travels_as_itself() -> None:
+    odd = memray.Message(role="user", parts="x", metadata={"when": {1, 2}})  # a set: not JSON
+    batch = MessageBatch.encode([(A, [odd])])
+    assert batch.columns is None and batch.decode() == [(A, [odd])]
+
+
+def test_a_conversation_key_pickles_to_an_equal_key() -> None:
+    assert pickle.loads(pickle.dumps(A)) == A and pickle.loads(pickle.dumps([A, B])) == [A, B]
+
+
+def test_a_message_list_pickles_as_columns_to_equal_messages() -> None:
+    import ray.cloudpickle
+
+    from memray.models.wire import MessageList
+
+    msgs = MessageList([memray.Message(role="user", parts="a", seq=1), memray.Message(id="b", role="tool", parts="b")])
+    for dumps, loads in ((pickle.dumps, pickle.loads), (ray.cloudpickle.dumps, ray.cloudpickle.loads)):
+        back = loads(dumps(msgs))
+        assert isinstance(back, MessageList) and back == msgs
+    assert msgs.__reduce__()[0] is not MessageList  # as columns, not as the objects
+    odd = MessageList([memray.Message(role="user", parts="x", metadata={"s": {1}})])
+    assert pickle.loads(pickle.dumps(odd)) == odd
