@@ -1,17 +1,20 @@
 """Re-embed every message and entry with a model, build its indexes and cut over atomically.
 
     python -m jobs.backfill_embeddings --path DATA --model hash:384 | openai:<model>[:dim] | local:<name>
-        [--since WATERMARK] [--batch-size N] [--workers N] [--base-url URL] [--address ADDR]
+        [--workers N] [--cpus-per-worker C] [--timeout S] [--since WATERMARK] [--batch-size N]
+        [--base-url URL] [--address ADDR]
 
-Steps (each safe to repeat, so a killed job is simply run again):
+Steps (each safe to repeat, so a killed or interrupted job is simply run again):
 
+0. **Plan** the actor pool from the CPUs (and GPUs) the cluster has free, before anything starts:
+   a pool that would leave Ray Data's read tasks no slot is refused with what would fit
+   (:mod:`jobs.resources`).
 1. **Export** the store to Parquet, incrementally (``Memory.export``).
-2. **Bulk pass** with Ray Data: ``read_parquet`` → ``map_batches`` on an actor pool
-   (``ActorPoolStrategy(size=workers)``; each actor builds the embedder from its
-   ``EmbedderConfig``, one GPU each for a local model when the cluster has GPUs) → vectors
-   upserted into the store by ``(namespace, doc_id, model_id)`` (idempotent, so Ray Data's
-   retries are harmless). Progress — the export files finished, and the watermark below which
-   everything is done — is saved atomically in ``<root>/jobs/backfill-embeddings-<id>.json``.
+2. **Bulk pass** (:mod:`jobs.bulk`): Ray Data reads the export, an actor pool embeds, one writer
+   per store partition upserts the vectors by ``(namespace, doc_id, model_id)`` — the three
+   overlap. Progress — the export files finished, and the watermark below which everything is
+   done — is saved atomically in ``<root>/jobs/backfill-embeddings-<id>.json``; a line with
+   rows, rows/s and ETA goes to stderr every ``--progress-every`` seconds.
 3. **Stage**: every shard opens a staged index set for the new model next to the active one and
    loads the new vectors from the store; searches keep answering from the active model.
 4. **Catch up** on writes that arrived meanwhile (``store.pending_embeddings``), **switch** the
@@ -21,37 +24,42 @@ Steps (each safe to repeat, so a killed job is simply run again):
    restarted hosts and shards and the next ``memray.open`` follow it), catch up a last time and
    free the old indexes.
 
-Ends with one JSON line: rows, rows_per_s, seconds, model, workers (and the phases' counts).
+Ctrl-C or ``--timeout`` (:mod:`jobs.control`) stops the bulk pass or the staging after the
+batches in flight, saves the progress and exits 130 / 124; step 4 is never cut in half (a
+signal during it is honoured once it is done). Store calls: ``put_embeddings``,
+``missing_embeddings`` (resumed runs), ``pending_embeddings``, ``fetch_messages``,
+``get_entries``, ``scan_index_rows``, and the export.
+
+Ends with one JSON line: status, rows, rows_per_s, seconds, model, workers (and the phases' counts).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 import time
-from collections import Counter
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
-from jobs.common import ProgressFile, add_common_args, config_from_args, connect, emit, fail_point, log, pool_args
+from jobs.bulk import EmbedBatches, bulk_pass, export_files
+from jobs.common import ProgressFile, add_common_args, config_from_args, connect, emit, fail_point, log
+from jobs.control import EXIT_CODES, Meter, Stop
+from jobs.resources import PoolPlan, free_resources, plan_pool
 from memray.config import EmbedderConfig, MemoryConfig
 from memray.errors import ValidationError
 from memray.ids import Namespace, stable_hash
 from memray.index.base import IndexItem
 from memray.index.router import ShardRouter
-from memray.progress import bar
-from memray.store.layout import export_roots
 from memray.store.partitions import StorePartitions
 from memray.store.rows import EmbeddingRow
 
 __all__ = ["parse_model", "run", "main", "EmbedBatches"]
 
-_TABLES = ("messages", "entries")
+#: Rows per pool call, by embedder kind: a local model's batch takes seconds on a CPU (and a
+#: stop waits for the batches in flight); the hash embedder's takes milliseconds.
+BATCH_SIZES = {"local": 256, "hash": 2048, "openai": 1024}
 _PAGE = 2048
 _STAGE_PAGE = 20_000  # each scan_index_rows page re-sorts the shard's rows: few, large pages
 
@@ -73,147 +81,6 @@ def parse_model(spec: str, base_url: str | None = None, batch_size: int = 256) -
             "model", spec, str(exc).splitlines()[0], "e.g. hash:384, openai:text-embedding-3-small:512"
         ) from exc
     raise ValidationError("model", spec, "unknown model spec", "use hash:<dim>, openai:<model>[:<dim>] or local:<name>")
-
-
-class EmbedBatches:
-    """A Ray Data pool actor: embeds a batch of exported rows and upserts their vectors.
-
-    Returns, per export file in the batch, the rows seen and embedded: the driver marks a file
-    done once all its rows were seen. Writes are upserts, so a retried batch changes nothing."""
-
-    def __init__(
-        self,
-        embedder_json: str,
-        store_names: list[str],
-        namespace: str,
-        table: str,
-        model_id: str,
-        base: int,
-        check_store: bool = False,
-    ) -> None:
-
-        from memray.embedding import build_embedder
-        from memray.runtime.actors import partitions
-
-        config = EmbedderConfig.model_validate_json(embedder_json).model_copy(update={"cache_size": 0})
-        embedder = build_embedder(config)
-        assert embedder is not None
-        self.embedder = embedder
-        self.store = partitions(store_names, namespace)  # one writer per partition: put_embeddings splits
-        self.table, self.model_id, self.base, self.check_store = table, model_id, base, check_store
-
-    def __call__(self, batch: pa.Table) -> dict[str, np.ndarray]:
-        return asyncio.run(self._run(batch))
-
-    async def _run(self, batch: pa.Table) -> dict[str, np.ndarray]:
-        todo = pc.and_(pc.greater(batch["changed_version"], self.base), pc.not_equal(batch["text"], ""))
-        done = pc.and_(
-            pc.equal(batch["embed_state"], "done"), pc.equal(pc.fill_null(batch["model_id"], ""), self.model_id)
-        )
-        rows = batch.filter(pc.and_(todo, pc.invert(done)))
-        kind = "conv" if self.table == "messages" else "entry"
-        scope = rows["conversation_id"] if self.table == "messages" else pc.fill_null(rows["project_id"], "")
-        refs = [
-            (Namespace(a, u, kind, s), d)
-            for a, u, s, d in zip(
-                rows["app"].to_pylist(), rows["user_id"].to_pylist(), scope.to_pylist(), rows["id"].to_pylist()
-            )
-        ]
-        if refs and self.check_store:  # a resumed run: skip what already has a vector of the model
-            keep = await self.store.missing_embeddings(self.model_id, refs)
-            rows, refs = rows.take(pa.array(keep, pa.int64())), [refs[i] for i in keep]
-        if refs:
-            vectors = self.embedder.embed(rows["text"].to_pylist())
-            out = [EmbeddingRow(ns, d, self.model_id, vectors[i]) for i, (ns, d) in enumerate(refs)]
-            await self.store.put_embeddings(out)
-        seen = Counter(batch["path"].to_pylist())
-        embedded = Counter(rows["path"].to_pylist())
-        paths = sorted(seen)
-        return {
-            "path": np.array(paths, dtype=object),
-            "seen": np.array([seen[p] for p in paths]),
-            "embedded": np.array([embedded[p] for p in paths]),
-        }
-
-
-def _export_files(config: MemoryConfig) -> dict[str, list[str]]:
-    """Every exported Parquet file of each table, over every history partition's export root."""
-    out: dict[str, list[str]] = {}
-    for table in _TABLES:
-        files: list[str] = []
-        for root in export_roots(config):
-            for dirpath, dirnames, names in os.walk(os.path.join(root, table)):
-                dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-                files.extend(os.path.join(dirpath, n) for n in sorted(names) if n.endswith(".parquet"))
-        out[table] = files
-    return out
-
-
-def _bulk(
-    mem: Any,
-    target: EmbedderConfig,
-    model_id: str,
-    state: dict[str, Any],
-    progress: ProgressFile,
-    workers: int,
-    batch_size: int,
-    cpus: float,
-) -> int:
-    """Embed every exported row changed after ``state['base']``; returns the rows embedded."""
-    import pyarrow.parquet as pq
-    import ray
-    import ray.data
-
-    gpus = 1 if target.kind == "local" and ray.cluster_resources().get("GPU", 0) >= 1 else 0  # type: ignore[no-untyped-call]
-    store_names = mem._deployment.store_names()
-    total = float(ray.cluster_resources().get("CPU", 1.0))  # type: ignore[no-untyped-call]
-    if cpus * workers > total - 1:  # the pool must leave a whole CPU: each read task asks for one
-        cpus = max(0.1, (total - 1) / workers)
-        log(f"{workers} workers x {cpus:.2f} CPUs each, leaving room for the read tasks ({total:g} CPUs in all)")
-    done: set[str] = set(state["files_done"])
-    embedded, batches = 0, 0
-    for table, files in _export_files(mem.config).items():
-        todo = [f for f in files if f not in done]
-        if not todo:
-            continue
-        sizes = {f: pq.read_metadata(f).num_rows for f in todo}
-        log(f"bulk {table}: {len(todo)} files, {sum(sizes.values())} rows (workers={workers}, gpus/worker={gpus})")
-        ds = ray.data.read_parquet(todo, include_paths=True).map_batches(
-            EmbedBatches,
-            batch_size=batch_size,
-            batch_format="pyarrow",
-            num_cpus=cpus,
-            num_gpus=gpus,
-            **pool_args(workers, mem.config.verbose),
-            fn_constructor_kwargs={
-                "embedder_json": target.model_dump_json(),
-                "store_names": store_names,
-                "namespace": mem.config.namespace,
-                "table": table,
-                "model_id": model_id,
-                "base": int(state["base"]),
-                "check_store": bool(state["base"] or state["files_done"]),
-            },
-        )
-        seen: Counter[str] = Counter()
-        with bar(sum(sizes.values()), f"embedding {table}", unit="row") as shown:
-            for out in ds.iter_batches(batch_size=None, batch_format="numpy"):
-                for path, n, e in zip(out["path"], out["seen"], out["embedded"]):
-                    seen[str(path)] += int(n)
-                    embedded += int(e)
-                    shown.update(int(n))
-                    if seen[str(path)] >= sizes[str(path)]:
-                        done.add(str(path))
-                batches += 1
-                state["files_done"] = sorted(done)
-                progress.save(state)
-                fail_point("bulk", batches)
-                if shown.disable:  # no terminal: a line per batch instead of the bar
-                    log(
-                        f"bulk {table}: {sum(seen.values())}/{sum(sizes.values())} rows read, {embedded} embedded, "
-                        f"{len(done)}/{len(todo)} files done"
-                    )
-    return embedded
 
 
 async def _index_items(
@@ -287,14 +154,18 @@ async def _catch_up(mem: Any, embedder: Any, model_id: str, max_rounds: int = 50
     return total
 
 
-async def _stage(mem: Any, model_id: str, dim: int) -> int:
+async def _stage(mem: Any, model_id: str, dim: int, stop: Stop) -> int:
     """Load the new model's vectors from the store into a staged index set on every shard that
-    is not on the model yet. Returns the vectors staged."""
+    is not on the model yet. Returns the vectors staged. On a stop request the staged sets are
+    dropped (searches never saw them; a rerun stages again)."""
     shards, store, total = mem._deployment.shards, mem._deployment.stores, 0
     for i, shard in enumerate(shards):
         if not await shard.stage_begin(model_id, dim):
             continue  # this shard already cut over (a resumed run)
         async for rows in store.index_pages(i, len(shards), model_id, _STAGE_PAGE):
+            if stop.reason is not None:
+                await asyncio.gather(*(s.stage_abort() for s in shards))
+                return total
             total += await shard.stage_upsert(rows, model_id)
         log(f"shard {i}: staged {model_id}")
         fail_point("stage")
@@ -323,70 +194,113 @@ async def _switch(mem: Any, target: EmbedderConfig, embedder: Any, model_id: str
     return counts
 
 
+def _plan(target: EmbedderConfig, workers: int | None, cpus_per_worker: float | None) -> PoolPlan:
+    """The pool for this cluster, checked before anything starts (see :mod:`jobs.resources`)."""
+    free_cpus, free_gpus = free_resources()
+    plan = plan_pool(free_cpus, free_gpus, workers, cpus_per_worker, use_gpus=target.kind == "local")
+    log(f"pool: {plan.describe()}")
+    return plan
+
+
 def run(
     config: MemoryConfig,
     target: EmbedderConfig,
-    workers: int = 2,
-    batch_size: int = 1024,
+    workers: int | None = None,
+    batch_size: int | None = None,
     since: int | None = None,
-    cpus_per_worker: float = 1.0,
+    cpus_per_worker: float | None = None,
+    timeout_s: float | None = None,
+    progress_s: float = 5.0,
 ) -> dict[str, Any]:
     """Run (or resume) the backfill of ``target`` over the memray at ``config``; returns the
-    result record (also the JSON line of :func:`main`)."""
+    result record (also the JSON line of :func:`main`). ``status`` is ``"done"``, or
+    ``"interrupted"`` / ``"timed_out"`` when Ctrl-C or ``timeout_s`` stopped it early: the
+    progress is saved and the same call resumes it."""
     from memray.embedding import build_embedder
+    from memray.runtime.actors import ensure_ray
 
     t0 = time.monotonic()
+    stop = Stop(timeout_s)
     embedder = build_embedder(target.model_copy(update={"cache_size": 0}))
     if embedder is None:
         raise ValidationError("model", target.kind, "cannot backfill without an embedder", "pick a model")
     model_id = embedder.model_id
+    batch_size = batch_size or BATCH_SIZES.get(target.kind, 1024)
     progress = ProgressFile(config.root, f"backfill-embeddings-{stable_hash(model_id):016x}")
     state = progress.load()
     if state is None or state.get("model_id") != model_id:
         state = {"model_id": model_id, "base": 0, "files_done": []}
     if since is not None:
         state["base"] = since
-    mem, owned = connect(config)
-    try:
-        mem.wait_indexed(30.0)
-        manifest = mem.export()
-        log(
-            f"export: {manifest['rows']} changed rows, watermark {manifest['watermark']}; "
-            f"resuming above {state['base']}"
-        )
-        t_bulk = time.monotonic()
-        bulk = _bulk(mem, target, model_id, state, progress, workers, batch_size, cpus_per_worker)
-        bulk_s = time.monotonic() - t_bulk
-        # every row of the current export files is now done: later runs read only files that a
-        # later export rebuilt (and, in them, rows changed above the new base)
-        files = {f for fs in _export_files(mem.config).values() for f in fs}
-        state.update(
-            base=max(int(state["base"]), int(manifest["watermark"])),
-            files_done=sorted(files & set(state["files_done"])),
-        )
-        progress.save(state)
-        staged = asyncio.run(_stage(mem, model_id, embedder.dim))
-        counts = asyncio.run(_switch(mem, target, embedder, model_id))
-        state["finished_at"] = time.time()
-        progress.save(state)
-    finally:
-        mem.close(terminate=owned)
+    bulk, staged, bulk_s, plan = 0, 0, 0.0, None
+    meters: list[Meter] = []
+    counts = {"catch_up": 0, "final_catch_up": 0}
+    with stop.signals():
+        ensure_ray(config)
+        plan = _plan(target, workers, cpus_per_worker)  # before memray starts: a pool that cannot fit says so now
+        mem, owned = connect(config)
+        try:
+            mem.wait_indexed(30.0)
+            manifest = mem.export()
+            log(
+                f"export: {manifest['rows']} changed rows, watermark {manifest['watermark']}; "
+                f"resuming above {state['base']}"
+            )
+            t_bulk = time.monotonic()
+            bulk, meters = bulk_pass(
+                mem, target, model_id, embedder.dim, state, progress, plan, batch_size, stop, progress_s
+            )
+            bulk_s = time.monotonic() - t_bulk
+            if stop.reason is None:
+                _finish_bulk(mem, state, manifest, progress)
+                staged = asyncio.run(_stage(mem, model_id, embedder.dim, stop))
+            if stop.reason is None:
+                with stop.critical():
+                    counts = asyncio.run(_switch(mem, target, embedder, model_id))
+                state["finished_at"] = time.time()
+            progress.save(state)
+        finally:
+            mem.close(terminate=owned)
+    if stop.reason is not None:
+        log(stop.message())
     seconds = time.monotonic() - t0
     rows = bulk + counts["catch_up"] + counts["final_catch_up"]
     return {
         "job": "backfill_embeddings",
+        "status": "done" if "finished_at" in state else stop.reason,
         "model": model_id,
-        "workers": workers,
+        "workers": plan.workers if plan else workers,
+        "cpus_per_worker": plan.cpus_per_worker if plan else cpus_per_worker,
+        "batch_size": batch_size,
         "rows": rows,
         "rows_per_s": round(rows / seconds, 1) if seconds else 0.0,
         "seconds": round(seconds, 3),
         "bulk_rows": bulk,
         "bulk_seconds": round(bulk_s, 3),
         "bulk_rows_per_s": round(bulk / bulk_s, 1) if bulk_s and bulk else 0.0,
+        # the first table's pipeline: until its first batch was written, then the rate after
+        "bulk_startup_s": _rounded(meters[0].startup_s() if meters else None, 3),
+        "bulk_steady_rows_per_s": _rounded(meters[0].steady_rate() if meters else None, 1),
         "staged_vectors": staged,
         **counts,
         "watermark": state["base"],
     }
+
+
+def _rounded(x: float | None, digits: int) -> float | None:
+    return None if x is None else round(x, digits)
+
+
+def _finish_bulk(mem: Any, state: dict[str, Any], manifest: dict[str, Any], progress: ProgressFile) -> None:
+    """Every row of the current export files is done: later runs read only files that a later
+    export rebuilt (and, in them, rows changed above the new base)."""
+    files = {f for fs in export_files(mem.config).values() for f in fs}
+    state.update(
+        base=max(int(state["base"]), int(manifest["watermark"])),
+        files_done=sorted(files & set(state["files_done"])),
+        written=0,
+    )
+    progress.save(state)
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
@@ -410,7 +324,19 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         default=None,
         help="treat rows changed at or below this watermark as done (default: resume from the saved progress)",
     )
-    parser.add_argument("--batch-size", type=int, default=1024, help="rows per map_batches call")
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help="rows per pool call (default: 256 for local: models, 1024 for openai:, 2048 for hash:)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="stop after this many seconds, progress saved, exit status 124 (default: no limit)",
+    )
+    parser.add_argument("--progress-every", type=float, default=5.0, help="seconds between progress lines")
     return parser
 
 
@@ -421,9 +347,18 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
 
 def run_args(args: argparse.Namespace) -> int:
     target = parse_model(args.model, args.base_url)
-    result = run(config_from_args(args), target, args.workers, args.batch_size, args.since, args.cpus_per_worker)
+    result = run(
+        config_from_args(args),
+        target,
+        args.workers,
+        args.batch_size,
+        args.since,
+        args.cpus_per_worker,
+        args.timeout,
+        args.progress_every,
+    )
     emit(result)
-    return 0
+    return EXIT_CODES.get(result["status"], 0)
 
 
 if __name__ == "__main__":

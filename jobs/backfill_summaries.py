@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from jobs.common import add_common_args, config_from_args, connect, emit, log, pool_args
+from jobs.resources import free_resources, plan_pool
 from memray.config import MemoryConfig, SummarizerConfig
 from memray.progress import bar
 from memray.store.layout import export_roots
@@ -90,15 +91,21 @@ def conversation_keys(config: MemoryConfig) -> list[dict[str, Any]]:
 
 
 def run(
-    config: MemoryConfig, workers: int = 2, force: bool = False, batch_size: int = 64, cpus_per_worker: float = 1.0
+    config: MemoryConfig,
+    workers: int | None = None,
+    force: bool = False,
+    batch_size: int = 64,
+    cpus_per_worker: float | None = None,
 ) -> dict[str, Any]:
-    import ray
     import ray.data
 
     t0 = time.monotonic()
     mem, owned = connect(config)
     counts = {"updated": 0, "unchanged": 0, "failed": 0}
     try:
+        # the conversations come from this process (from_items): no read tasks to leave room for
+        plan = plan_pool(*free_resources(), workers, cpus_per_worker, read_cpus=0.0)
+        workers = plan.workers
         mem.flush()
         manifest = mem.export()
         keys = conversation_keys(mem.config)
@@ -108,7 +115,7 @@ def run(
                 SummarizeBatches,
                 batch_size=batch_size,
                 batch_format="numpy",
-                num_cpus=cpus_per_worker,
+                num_cpus=plan.cpus_per_worker,
                 **pool_args(workers, mem.config.verbose),
                 fn_constructor_kwargs={
                     "summarizer_json": mem.config.summarizer.model_dump_json(),

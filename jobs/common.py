@@ -47,8 +47,18 @@ def add_common_args(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="history partitions (default: the count the data directory records, or the --config's)",
     )
-    parser.add_argument("--workers", type=int, default=2, help="actors in the Ray Data pool")
-    parser.add_argument("--cpus-per-worker", type=float, default=1.0, help="CPUs each pool actor reserves")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="actors in the Ray Data pool (default: one per free CPU, or per free GPU for a local model)",
+    )
+    parser.add_argument(
+        "--cpus-per-worker",
+        type=float,
+        default=None,
+        help="CPUs each pool actor reserves (default: an even share of the free CPUs)",
+    )
     parser.add_argument("--verbose", action="store_true", help="show Ray's and Ray Data's own log lines")
 
 
@@ -165,10 +175,18 @@ class InjectedFailure(RuntimeError):
 
 
 def fail_point(name: str, count: int = 1) -> None:
-    """Raise if ``MEMRAY_JOB_FAIL_AT`` is ``name`` (or ``name:N`` and ``count >= N``)."""
+    """Raise if ``MEMRAY_JOB_FAIL_AT`` is ``name`` (or ``name:N`` and ``count >= N``); with
+    ``name:N:sigint``, send this process a SIGINT instead (once), as a Ctrl-C would."""
     spec = os.environ.get("MEMRAY_JOB_FAIL_AT", "")
     if not spec:
         return
-    at, _, n = spec.partition(":")
+    at, _, rest = spec.partition(":")
+    n, _, action = rest.partition(":")
     if at == name and count >= int(n or 1):
+        if action == "sigint":
+            import signal
+
+            del os.environ["MEMRAY_JOB_FAIL_AT"]
+            signal.raise_signal(signal.SIGINT)
+            return
         raise InjectedFailure(f"injected failure at {name} ({count})")

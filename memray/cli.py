@@ -3,7 +3,8 @@
 
 Results go to stdout; progress (bars when stderr is a terminal, phase lines always) and errors go
 to stderr. A memray error (bad input, a store in use) is printed as one line with what to do, and
-the command exits with status 2; ``--verbose`` also shows Ray's own log lines.
+the command exits with status 2; Ctrl-C is one line and status 130 (a backfill stops cleanly at
+the first one, see :mod:`jobs.control`); ``--verbose`` also shows Ray's own log lines.
 """
 
 from __future__ import annotations
@@ -211,6 +212,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MemrayError as exc:
         print(f"memray {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # a second Ctrl-C (the first one stops a job cleanly)
+        resume = "; run the same command again to resume" if args.command == "backfill" else ""
+        print(f"memray {args.command}: interrupted{resume}", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from jobs import backfill_embeddings, backfill_summaries
 from jobs.common import InjectedFailure, ProgressFile
 from memray.config import EmbedderConfig, SummarizerConfig
 from memray.embedding import HashEmbedder
+from memray.errors import ValidationError
 
 pytestmark = pytest.mark.ray
 
@@ -55,10 +56,9 @@ def store_vectors(mem: memray.Memory, model_id: str) -> dict[str, tuple[str, np.
     """doc_id → (text, vector) of every stored vector of ``model_id``, through the store actor."""
     out: dict[str, tuple[str, np.ndarray]] = {}
     for shard in range(mem.config.shards):
-        rows = mem._run(
-            mem._deployment.stores.clients[0].scan_index_rows(shard, mem.config.shards, model_id, None, 1_000_000)
-        )
-        out.update({r.doc_id: (r.text, np.asarray(r.vector)) for r in rows})
+        for store in mem._deployment.stores.clients:  # every history partition
+            rows = mem._run(store.scan_index_rows(shard, mem.config.shards, model_id, None, 1_000_000))
+            out.update({r.doc_id: (r.text, np.asarray(r.vector)) for r in rows})
     return out
 
 
@@ -101,14 +101,15 @@ def test_reembed_while_writing_and_searching(ray_session: None, tmp_path: Path) 
 
         thread = threading.Thread(target=writer)
         thread.start()
-        result = backfill_embeddings.run(mem.config, NEW, workers=1, batch_size=64, cpus_per_worker=0.5)
+        result = backfill_embeddings.run(mem.config, NEW, batch_size=64)  # default pool: 2 CPUs are enough
         stop.set()
         thread.join()
         assert mem.wait_indexed(60.0)
         assert not errors, errors
         # a search is refused (degraded), never answered from a mix, if it straddles the switch
         assert all("ModelMismatch" in (r or "") for r in degraded), degraded
-        assert result["model"] == NEW_ID and result["workers"] == 1 and result["rows"] >= total
+        assert result["status"] == "done" and result["model"] == NEW_ID and result["workers"] == 2
+        assert result["rows"] >= total
         assert len(live.messages()) == len(added) > 0  # no write lost
         assert_fully_on_new_model(mem, total + len(added))
         assert mem.config.embedder == NEW  # the facade's query embedder followed the record
@@ -123,30 +124,52 @@ def test_reembed_while_writing_and_searching(ray_session: None, tmp_path: Path) 
         assert {s["model_id"] for s in shard_stats(reopened)} == {NEW_ID}
 
 
-def test_killed_job_resumes_to_the_state_of_an_uninterrupted_run(
+def test_stopped_and_killed_job_resumes_to_the_state_of_an_uninterrupted_run(
     ray_session: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    mem = memray.open(config=config(tmp_path))
+    mem = memray.open(config=config(tmp_path, stores=2))  # one vector writer per history partition
     try:
         total = seed(mem, convs=16, per=20)
-        monkeypatch.setenv("MEMRAY_JOB_FAIL_AT", "bulk:1")  # dies after the first output block
-        with pytest.raises(InjectedFailure):
-            backfill_embeddings.run(mem.config, NEW, workers=1, batch_size=40, cpus_per_worker=0.5)
+        before = shard_stats(mem)
+
+        def run() -> dict[str, Any]:
+            return backfill_embeddings.run(mem.config, NEW, workers=1, batch_size=40, cpus_per_worker=0.5)
+
+        timed_out = backfill_embeddings.run(mem.config, NEW, workers=1, timeout_s=0.0)
+        assert (timed_out["status"], timed_out["rows"]) == ("timed_out", 0)
+        monkeypatch.setenv("MEMRAY_JOB_FAIL_AT", "bulk:1:sigint")  # Ctrl-C after the first batch is written
+        stopped = run()
+        assert stopped["status"] == "interrupted" and stopped["bulk_rows"] > 0  # (batches already embedded are kept)
         state = next(iter(Path(tmp_path, "jobs").glob("backfill-embeddings-*.json")))
         saved = ProgressFile(str(tmp_path), state.stem).load()
-        assert saved is not None and saved["model_id"] == NEW_ID and saved["files_done"] and saved["base"] == 0
-        assert {s["model_id"] for s in shard_stats(mem)} == {"hash-v1-256"}  # nothing switched yet
+        assert saved is not None and saved["model_id"] == NEW_ID and saved["base"] == 0
+        assert saved["written"] == stopped["bulk_rows"] == len(store_vectors(mem, NEW_ID))  # what was written is known
+        assert "finished_at" not in saved
+        after = shard_stats(mem)  # nothing staged, nothing switched: searches never noticed
+        assert [(s["model_id"], s["staged_model_id"], s["vectors"]) for s in after] == [
+            (s["model_id"], None, s["vectors"]) for s in before
+        ]
         monkeypatch.setenv("MEMRAY_JOB_FAIL_AT", "cutover:1")  # dies after the first shard cut over
         with pytest.raises(InjectedFailure):
-            backfill_embeddings.run(mem.config, NEW, workers=1, batch_size=40, cpus_per_worker=0.5)
+            run()
         assert sorted(s["model_id"] for s in shard_stats(mem)) == sorted(["hash-v1-256", NEW_ID])
         monkeypatch.delenv("MEMRAY_JOB_FAIL_AT")
-        backfill_embeddings.run(mem.config, NEW, workers=1, batch_size=40, cpus_per_worker=0.5)
+        assert run()["status"] == "done"
         assert_fully_on_new_model(mem, total)
-        again = backfill_embeddings.run(mem.config, NEW, workers=1, batch_size=40, cpus_per_worker=0.5)
+        again = run()
         assert (again["rows"], again["bulk_rows"], again["staged_vectors"]) == (0, 0, 0)
     finally:
         mem.close(terminate=True)
+
+
+def test_a_pool_that_cannot_fit_is_refused_before_anything_starts(ray_session: None, tmp_path: Path) -> None:
+    import ray
+
+    with pytest.raises(ValidationError, match="the pool cannot fit") as err:
+        backfill_embeddings.run(config(tmp_path), NEW, workers=2, cpus_per_worker=1.0)  # the read task: no slot
+    assert "--workers 1 or fewer" in str(err.value)
+    assert not Path(tmp_path, "jobs").exists() and not Path(tmp_path, "history.duckdb").exists()
+    assert ray.available_resources().get("CPU") == 2.0  # nothing was left holding CPUs
 
 
 def test_summary_backfill_updates_every_conversation_once(ray_session: None, tmp_path: Path) -> None:

@@ -1,13 +1,17 @@
-"""Job arguments without Ray: model specs, config from flags, progress files, fail points."""
+"""Job arguments without Ray: model specs, config from flags, progress files, fail points, the pool
+plan, stopping on a deadline or Ctrl-C, and the progress line."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
 
 from jobs.backfill_embeddings import build_parser, parse_model
 from jobs.common import InjectedFailure, ProgressFile, config_from_args, fail_point
+from jobs.control import EXIT_CODES, Meter, Stop
+from jobs.resources import plan_pool
 from memray.errors import ValidationError
 
 
@@ -55,3 +59,68 @@ def test_fail_point(monkeypatch: pytest.MonkeyPatch) -> None:
     fail_point("cutover", 9)
     with pytest.raises(InjectedFailure):
         fail_point("bulk", 3)
+
+
+def test_pool_plan_leaves_the_read_tasks_a_slot() -> None:
+    plan = plan_pool(2.0, 0.0)  # the defaults on a 2-CPU machine
+    assert (plan.workers, plan.threads) == (2, 1)
+    assert plan.workers * plan.cpus_per_worker + plan.read_cpus <= 2.0
+    assert plan_pool(16.0, 0.0, workers=2).threads == 7  # a bigger box: each worker's share of threads
+    gpu = plan_pool(8.0, 2.0, use_gpus=True)
+    assert (gpu.workers, gpu.gpus_per_worker, gpu.threads) == (2, 1.0, 1)
+    assert plan_pool(1.0, 0.0).workers == 1  # one CPU still runs
+
+
+@pytest.mark.parametrize(
+    ("free", "workers", "cpus", "hint"),
+    [
+        (2.0, 2, 1.0, "--workers 1 or fewer, or --cpus-per-worker 0.87"),  # the old default: the read task starves
+        (0.2, None, None, "free some CPUs"),  # another job holds the cluster
+        (4.0, 400, None, "free some CPUs"),
+    ],
+)
+def test_pool_plan_that_cannot_fit_says_what_would(
+    free: float, workers: int | None, cpus: float | None, hint: str
+) -> None:
+    with pytest.raises(ValidationError, match="the pool cannot fit") as err:
+        plan_pool(free, 0.0, workers, cpus)
+    assert hint in str(err.value)
+    with pytest.raises(ValidationError, match="GPU"):
+        plan_pool(8.0, 1.0, workers=2, use_gpus=True)
+
+
+def test_stop_by_deadline_and_by_signal() -> None:
+    now = [100.0]
+    stop = Stop(timeout_s=30, clock=lambda: now[0])
+    assert stop.reason is None
+    now[0] = 130.0
+    assert stop.reason == "timed_out" and "timed out after 30 s" in stop.message()
+    ctrl_c = Stop()
+    with ctrl_c.signals():
+        with ctrl_c.critical():  # the cutover: signals are recorded, never raised
+            signal.raise_signal(signal.SIGINT)
+            signal.raise_signal(signal.SIGINT)
+        assert ctrl_c.reason == "interrupted"
+        with pytest.raises(KeyboardInterrupt):  # a second Ctrl-C outside it quits at once
+            signal.raise_signal(signal.SIGINT)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+    assert EXIT_CODES == {"interrupted": 130, "timed_out": 124}
+
+
+def test_meter_prints_rate_and_eta() -> None:
+    now = [0.0]
+    meter = Meter("embedding messages", 1000, every_s=5, clock=lambda: now[0])
+    assert "ETA unknown" in meter.line()
+    now[0] = 10.0
+    meter.add(250)
+    assert meter.line() == "embedding messages: 250/1,000 rows (25.0%), 25 rows/s, ETA 0m30s"
+
+
+def test_fail_point_can_press_ctrl_c(monkeypatch: pytest.MonkeyPatch) -> None:
+    stop = Stop()
+    monkeypatch.setenv("MEMRAY_JOB_FAIL_AT", "bulk:2:sigint")
+    with stop.signals():
+        fail_point("bulk", 1)
+        assert stop.reason is None
+        fail_point("bulk", 2)
+    assert stop.reason == "interrupted"

@@ -16,10 +16,14 @@ def test_reembed_benchmark_smoke(ray_session: None, tmp_path: Path, capsys: pyte
     png = tmp_path / "reembed.png"
     assert (
         reembed.main(
-            ["--rows", "600", "--workers", "1", "--cpus-per-worker", "0.5", "--batch-size", "200", "--plot", str(png)]
+            [
+                *("--model", "hash:64", "--rows", "600", "--workers", "1", "--cpus-per-worker", "0.5"),
+                *("--batch-size", "200", "--floor-rows", "200", "--plot", str(png)),
+            ]
         )
         == 0
     )
     record = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert record["job_rows"] == 600 and record["floor_rows_per_s"] > 0 and record["ratio"] > 0
+    assert record["job_rows"] == 600 and record["floor_rows_per_s"] > 0 and record["job_rows_per_s"] > 0
+    assert record["parallel_rows_per_s"] > 0 and record["store_write_rows_per_s"] > 0
     assert png.stat().st_size > 0
