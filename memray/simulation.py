@@ -194,6 +194,11 @@ async def simulate(
     )
 
 
+#: Store reads the verification keeps in flight: 10,000 at once queued past Ray's warning
+#: threshold of 5,000 pending calls on the store actor (and printed it on stdout).
+VERIFY_IN_FLIGHT = 256
+
+
 async def _verify(
     mem: Memory, acked: dict[ConversationKey, dict[str, int]], progress: bool | None = None
 ) -> tuple[int, int]:
@@ -201,8 +206,11 @@ async def _verify(
     store = mem._deployment.stores
     shown = bar(len(acked), "verifying the store", unit="conv", enabled=progress)
 
+    gate = asyncio.Semaphore(VERIFY_IN_FLIGHT)
+
     async def one(key: ConversationKey) -> tuple[int, int]:
-        rows: list[MessageRow] = await mem._arun(store.get_messages(key))
+        async with gate:
+            rows: list[MessageRow] = await mem._arun(store.get_messages(key))
         stored = {r.id: r.seq for r in rows}
         want = acked[key]
         missing = sum(1 for mid, seq in want.items() if stored.get(mid) != seq)
