@@ -47,6 +47,7 @@ from memray.errors import UnavailableError
 from memray.ids import Namespace
 from memray.index.client import ShardClient
 from memray.index.fork import clear_marker
+from memray.index.recompute import Recompute
 from memray.index.search import Query, ShardReply
 from memray.index.shard import VectorShard
 from memray.store.partitions import StorePartitions
@@ -106,9 +107,16 @@ class RecoveringShard(VectorShard):
     level with the store, and snapshots only when something changed."""
 
     def __init__(
-        self, shard_id: int, path: str, dim: int, model_id: str, config: IndexConfig, recovering: bool = True
+        self,
+        shard_id: int,
+        path: str,
+        dim: int,
+        model_id: str,
+        config: IndexConfig,
+        recovering: bool = True,
+        recompute: Recompute | None = None,
     ) -> None:
-        super().__init__(shard_id, path, dim, model_id, config)
+        super().__init__(shard_id, path, dim, model_id, config, recompute)
         self.recovering = recovering
 
     def is_recovering(self) -> bool:
