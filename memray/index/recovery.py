@@ -4,7 +4,8 @@ A shard actor that dies is restarted by Ray and reloads its last snapshot, which
 indexed since, and what the embedding pipeline failed to index while the shard was down. The
 store is the truth, so :class:`ShardKeeper` pages through the shard's items in the store
 (``scan_index_rows(..., unembedded=True)``: with their vector, or ``None`` for items not yet
-embedded, which are indexed lexically) and reconciles the shard with them: missing or stale
+embedded, which are indexed lexically, and for a recomputable model's, whose vectors the shard
+recomputes from the text: :mod:`memray.index.recompute`) and reconciles the shard with them: missing or stale
 items are upserted, items the store no longer has are deleted. Writes that arrive during the
 pass are remembered by the shard (``begin_reconcile``), so nothing new is deleted.
 
