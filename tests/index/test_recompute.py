@@ -5,10 +5,7 @@ and answers vector searches as the shard the pipeline filled did. Real DuckDB st
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from memray.config import EmbedderConfig, IndexConfig
 from memray.embedding.factory import build_embedder
@@ -33,22 +30,6 @@ DIM = 32
 EMBEDDER = HashEmbedder(DIM)
 MODEL = EMBEDDER.model_id
 TOPICS = ["lighthouse keeper gulls", "quarterly tax forms", "sourdough starter flour", "chess opening gambit"]
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[HistoryStore]:
-    s = HistoryStore(str(tmp_path / "h.duckdb"))
-    s.open()
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def refs() -> Iterator[list[LocalRef]]:
-    made: list[LocalRef] = []
-    yield made
-    for ref in made:
-        ref.shutdown()
 
 
 def clients(refs: list[LocalRef], shard: RecoveringShard, store: HistoryStore) -> tuple[ShardClient, StorePartitions]:
