@@ -60,6 +60,12 @@ def test_a_fork_holds_every_kind_of_memory_and_lives_on_its_own(source, tmp_path
         assert [h.message.id for h in fconv.search("when does the bakery open")] == ["m1"]
         found = fork.memory_service.search(SearchRequest(query="walnuts", user_id="ada"))
         assert [m.entry.id for m in found.memories] == ["e1"]
+        # the hash embedder's vectors are not stored: the fork's shard recomputes them from the text
+        assert fork.wait_indexed()
+        assert fork._run(fork._deployment.shards[0].stats())["vectors"] == 2
+        model = source._embedder.model_id
+        store = source._deployment.stores.clients[0]
+        assert source.wait_indexed() and source._run(store.scan_index_rows(0, 1, model, None, 10)) == []
 
         fconv.add({"id": "branch", "role": "user", "content": "the bakery burned down"})
         conv.add({"id": "trunk", "role": "user", "content": "the bakery won a prize"})

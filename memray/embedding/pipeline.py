@@ -2,7 +2,8 @@
 
 Items reach the pipeline only after the store has committed them. The pipeline embeds them in
 batches off the event loop, then stores the vectors (the store is the truth indexes are rebuilt
-from) and upserts them into the vector shards, both at once. If embedding fails the items are
+from; a recomputable model's are not stored, only the items marked embedded, and shards recompute
+them from the text) and upserts them into the vector shards, both at once. If embedding fails the items are
 still indexed lexically, marked failed in the store, and retried with backoff; if it is slow (past
 ``lexical_after_s``) they are indexed lexically while it runs, so a hanging endpoint does not keep
 durable messages out of search. If the store or a shard refuses the batch (down, restarting) the
@@ -169,8 +170,11 @@ class EmbeddingPipeline:
         if vectors is None:
             return
         # The shard and the store take the vectors at once: a message is searchable without
-        # waiting behind the store's queue (the store copy is what a rebuilt shard reads).
-        rows = [EmbeddingRow(i.namespace, i.doc_id, model_id, v) for i, v in zip(batch, vectors)]
+        # waiting behind the store's queue (the store copy is what a rebuilt shard reads). A
+        # recomputable model's vectors are not stored, only the items marked embedded: a rebuilt
+        # shard recomputes them from the text (memray.index.recompute).
+        keep = not getattr(embedder, "recomputable", False)
+        rows = [EmbeddingRow(i.namespace, i.doc_id, model_id, v if keep else None) for i, v in zip(batch, vectors)]
         results: tuple[Any, Any] = await asyncio.gather(
             self._store.put_embeddings(rows), self._upsert(batch, vectors, model_id), return_exceptions=True
         )

@@ -4,7 +4,8 @@ A shard actor that dies is restarted by Ray and reloads its last snapshot, which
 indexed since, and what the embedding pipeline failed to index while the shard was down. The
 store is the truth, so :class:`ShardKeeper` pages through the shard's items in the store
 (``scan_index_rows(..., unembedded=True)``: with their vector, or ``None`` for items not yet
-embedded, which are indexed lexically) and reconciles the shard with them: missing or stale
+embedded, which are indexed lexically, and for a recomputable model's, whose vectors the shard
+recomputes from the text: :mod:`memray.index.recompute`) and reconciles the shard with them: missing or stale
 items are upserted, items the store no longer has are deleted. Writes that arrive during the
 pass are remembered by the shard (``begin_reconcile``), so nothing new is deleted.
 
@@ -47,6 +48,7 @@ from memray.errors import UnavailableError
 from memray.ids import Namespace
 from memray.index.client import ShardClient
 from memray.index.fork import clear_marker
+from memray.index.recompute import Recompute
 from memray.index.search import Query, ShardReply
 from memray.index.shard import VectorShard
 from memray.store.partitions import StorePartitions
@@ -106,9 +108,16 @@ class RecoveringShard(VectorShard):
     level with the store, and snapshots only when something changed."""
 
     def __init__(
-        self, shard_id: int, path: str, dim: int, model_id: str, config: IndexConfig, recovering: bool = True
+        self,
+        shard_id: int,
+        path: str,
+        dim: int,
+        model_id: str,
+        config: IndexConfig,
+        recovering: bool = True,
+        recompute: Recompute | None = None,
     ) -> None:
-        super().__init__(shard_id, path, dim, model_id, config)
+        super().__init__(shard_id, path, dim, model_id, config, recompute)
         self.recovering = recovering
 
     def is_recovering(self) -> bool:

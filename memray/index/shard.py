@@ -40,6 +40,7 @@ from memray.index.flat import search_flat
 from memray.index.fork import copy_snapshot
 from memray.index.hnsw import HnswIndex
 from memray.index.lexical import Bm25Stats
+from memray.index.recompute import Recompute, fill_vectors
 from memray.index.search import (
     HYBRID_DEPTH,
     AppSearch,
@@ -67,8 +68,11 @@ LEXICAL_VERSION = 2
 class VectorShard:
     """Many namespaces' indexes; see the module docstring."""
 
-    def __init__(self, shard_id: int, path: str, dim: int, model_id: str, config: IndexConfig) -> None:
+    def __init__(
+        self, shard_id: int, path: str, dim: int, model_id: str, config: IndexConfig, recompute: Recompute | None = None
+    ) -> None:
         self.shard_id = shard_id
+        self.recompute = recompute  # a recomputable model's vectors, missing from the store (:mod:`.recompute`)
         self.path = path
         self.config = config
         self._spaces = Spaces(f"shard {shard_id}", model_id, dim, config)
@@ -328,18 +332,23 @@ class VectorShard:
         vector with unchanged text and recency is not detected.) A stale item's kept JSON goes:
         it describes the other version (hits then read the item from the store). ``force``
         treats every row as stale (a fork's items written after its copy). Returns how many were
-        upserted."""
+        upserted. A missing vector of a recomputable model is recomputed from the text."""
         todo = []
+        recomputes = self.recompute is not None and self.recompute.model_id == self.model_id
         for row in rows:
             ns = Namespace(*row.namespace)
             if self._seen is not None:
                 self._seen.add((ns, row.doc_id))
-            if force or self._spaces.stale(ns, row):
+            if force or self._spaces.stale(ns, row, row.vector is not None or (recomputes and bool(row.text))):
                 space = self._spaces.get(ns)
                 if space is not None:
                     space.payload.pop(row.doc_id, None)
-                todo.append(IndexItem(ns, row.doc_id, row.vector, row.text, row.recency, columns=row.columns))
-        return self.upsert(todo, self.model_id) if todo else 0
+                todo.append(row)
+        items = [
+            IndexItem(Namespace(*r.namespace), r.doc_id, r.vector, r.text, r.recency, columns=r.columns)
+            for r in fill_vectors(todo, self.recompute, self.model_id)
+        ]
+        return self.upsert(items, self.model_id) if items else 0
 
     def end_reconcile(self) -> int:
         """Finish a recovery pass: delete every item not seen since :meth:`begin_reconcile`

@@ -309,9 +309,10 @@ class Spaces(Mapping[Namespace, Space]):
             held[ns] = [s for s in seqs if float(s) in by_seq]
         return stamps, held
 
-    def stale(self, ns: Namespace, row: IndexRow) -> bool:
+    def stale(self, ns: Namespace, row: IndexRow, vector: bool | None = None) -> bool:
         """Whether ``row`` (the store's version) differs from what is held: unknown, another
-        recency, other columns, a missing vector or other text."""
+        recency, other columns, a missing vector (``vector``: one is due; default: the row has one)
+        or other text."""
         space = self.get(ns)
         label = space.labels.get(row.doc_id) if space is not None else None
         if space is None or label is None:
@@ -320,7 +321,7 @@ class Spaces(Mapping[Namespace, Space]):
             return True
         if row.columns is not None and not same_columns(space.columns.get(label), row.columns):
             return True
-        if row.vector is not None and label not in space.vectors:
+        if (row.vector is not None if vector is None else vector) and label not in space.vectors:
             return True
         return space.lexical.terms(row.doc_id) != dict(Counter(index_terms(row.text)))
 

@@ -36,7 +36,7 @@ from ray.exceptions import RayActorError, RayTaskError
 from ray.util import metrics as ray_metrics
 
 from memray import metrics
-from memray.config import IndexConfig, MemoryConfig
+from memray.config import EmbedderConfig, IndexConfig, MemoryConfig
 from memray.conversation.client import HostClient
 from memray.conversation.host import ConversationHost
 from memray.errors import DeadLetterError, StoreError, UnavailableError, ValidationError
@@ -44,7 +44,7 @@ from memray.ids import stable_hash
 from memray.index.client import ShardClient
 from memray.index.recovery import RecoveringShard, ShardKeeper
 from memray.rpc.gate import PriorityGate
-from memray.runtime.deploy import active_model, shard_path, store_label, store_roles
+from memray.runtime.deploy import active_model, shard_embedder, shard_model, shard_path, store_label, store_roles
 from memray.store.client import StoreClient
 from memray.store.database import check_not_in_use
 from memray.store.history import HistoryStore
@@ -215,22 +215,18 @@ class ShardActor(RecoveringShard):
         stores: list[str],
         namespace: str,
         shards: int,
+        embedder: EmbedderConfig | None = None,
     ) -> None:
         # Ray restarts an actor with the arguments it was created with; a re-embedding job may have
         # cut over to another model since: the data directory's record wins (path = <root>/vectors/shard-i).
-        from memray.embedding.active import read_active_model
-
-        record = read_active_model(os.path.dirname(os.path.dirname(path)))
-        if record is not None:
-            dim, model_id = record.dim, record.model_id
-        super().__init__(shard_id, path, dim, model_id, config, recovering=True)
+        dim, model_id, recompute = shard_model(os.path.dirname(os.path.dirname(path)), dim, model_id, embedder)
+        super().__init__(shard_id, path, dim, model_id, config, True, recompute)
         self.open()
         # the keeper calls this shard through the actor's own handle: queued with every other call
         own = ShardClient(RayRef(ray.get_runtime_context().current_actor, f"shard {shard_id}"))
-        self._keeper = ShardKeeper(
-            own, partitions(stores, namespace), config.snapshot_every_s, shard_id=shard_id, shards=shards
-        )
-        self._keeper.start(f"memray-shard-{shard_id}-keeper")
+        store = partitions(stores, namespace)
+        keeper = ShardKeeper(own, store, config.snapshot_every_s, shard_id=shard_id, shards=shards)
+        self._keeper = keeper.start(f"memray-shard-{shard_id}-keeper")
 
     def close(self) -> None:
         self._keeper.stop(timeout_s=0)  # never join: its pending call on this actor waits for us
@@ -315,7 +311,7 @@ class RayDeployment:
                 ShardActor,
                 f"shard-{i}",
                 f"shard {i}",
-                (i, shard_path(cfg, i), dim, model_id, cfg.index, names, ns, cfg.shards),
+                (i, shard_path(cfg, i), dim, model_id, cfg.index, names, ns, cfg.shards, shard_embedder(cfg, model_id)),
             )
             for i in range(cfg.shards)
         ]

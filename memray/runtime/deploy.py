@@ -10,9 +10,10 @@ import asyncio
 import os
 from typing import Any, Protocol
 
-from memray.config import MemoryConfig
+from memray.config import EmbedderConfig, MemoryConfig
 from memray.conversation.client import HostClient
 from memray.index.client import ShardClient
+from memray.index.recompute import Recompute
 from memray.rpc.local import LocalRef
 from memray.store.client import StoreClient
 from memray.store.layout import check_stores, store_files
@@ -47,6 +48,29 @@ def active_model(config: MemoryConfig) -> tuple[int, str]:
     return (embedder.dim, embedder.model_id) if embedder is not None else (config.embedder.dim, "none")
 
 
+def shard_embedder(config: MemoryConfig, model_id: str) -> EmbedderConfig | None:
+    """What a shard actor is given of the embedder: its config when it is recomputable (the
+    shard recomputes the vectors the store does not keep), else None (a custom one may be big)."""
+    from memray.embedding.recompute import recomputer
+
+    return config.embedder if recomputer(config.embedder, model_id) is not None else None
+
+
+def shard_model(
+    root: str, dim: int, model_id: str, embedder: EmbedderConfig | None
+) -> tuple[int, str, Recompute | None]:
+    """A shard's model: the one recorded in ``root`` (a re-embedding job may have cut over since
+    the shard was created with ``dim``, ``model_id`` and ``embedder``), and what recomputes its
+    vectors when it is recomputable."""
+    from memray.embedding.active import read_active_model
+    from memray.embedding.recompute import recomputer
+
+    record = read_active_model(root)
+    if record is not None and record.model_id != model_id:  # (a custom embedder is not in the record)
+        dim, model_id, embedder = record.dim, record.model_id, record.embedder
+    return dim, model_id, recomputer(embedder, model_id)
+
+
 class Deployment(Protocol):
     stores: StorePartitions  # the history partitions (memray.store.layout)
     shards: list[ShardClient]
@@ -64,6 +88,7 @@ class LocalDeployment:
 
     def __init__(self, config: MemoryConfig) -> None:
         from memray.conversation.host import ConversationHost
+        from memray.embedding.recompute import recomputer
         from memray.index.recovery import RecoveringShard
         from memray.store.history import HistoryStore
 
@@ -72,8 +97,11 @@ class LocalDeployment:
         self._stores = [HistoryStore(path) for path in store_files(config)]
         # a RecoveringShard that never recovers (it cannot die apart from this process): the same
         # core as a shard actor, so wait_indexed() can level it with the store in both modes
+        recompute = recomputer(config.embedder, model_id)
         self._shards = [
-            RecoveringShard(i, shard_path(config, i), dim, model_id, config.index, recovering=False)
+            RecoveringShard(
+                i, shard_path(config, i), dim, model_id, config.index, recovering=False, recompute=recompute
+            )
             for i in range(config.shards)
         ]
         store_refs = [LocalRef(s, store_label(i, config.stores)) for i, s in enumerate(self._stores)]

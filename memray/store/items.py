@@ -35,10 +35,21 @@ _ENTRY_OF = (
     "AND coalesce(n.project_id, '') = e.scope AND n.id = e.doc_id"
 )
 
+#: Whether item ``{i}`` (with columns app..doc_id, text, embed_state, model_id) has a vector of
+#: the model of the two ``?`` parameters: a stored one, or its text marked done with the model (a
+#: recomputable model keeps no vectors, :func:`put_embeddings`: shards recompute them).
+EMBEDDED = (
+    "(({i}.text <> '' AND {i}.embed_state = 'done' AND {i}.model_id = ?) "
+    "OR EXISTS (SELECT 1 FROM embeddings x WHERE x.model_id = ? AND x.app = {i}.app AND x.user_id = {i}.user_id "
+    "AND x.kind = {i}.kind AND x.scope = {i}.scope AND x.doc_id = {i}.doc_id))"
+)
+
 
 def put_embeddings(db: Database, rows: list[EmbeddingRow]) -> int:
     """Upsert vectors by (namespace, doc_id, model_id) for items that still exist, and mark those
-    items embedded with the model; returns the vectors written. Durability: committed on return."""
+    items embedded with the model; returns the rows applied. A row whose vector is None (a
+    recomputable model's: shards recompute it from the text) marks its item and keeps no vector.
+    Durability: committed on return."""
     if not rows:
         return 0
     batch = embedding_batch(rows)
@@ -53,7 +64,8 @@ def put_embeddings(db: Database, rows: list[EmbeddingRow]) -> int:
                       AND x.kind = e.kind AND x.scope = e.scope AND x.doc_id = e.doc_id AND x.model_id = e.model_id""")
             db.sql(
                 "INSERT INTO embeddings "
-                "SELECT app, user_id, kind, scope, doc_id, model_id, vector, user_hash FROM _live"
+                "SELECT app, user_id, kind, scope, doc_id, model_id, vector, user_hash FROM _live "
+                "WHERE vector IS NOT NULL"
             )
             db.sql(
                 f"UPDATE messages m SET embed_state = 'done', model_id = e.model_id, embed_error = NULL "
@@ -81,38 +93,42 @@ def mark_embedding_failed(db: Database, refs: list[tuple[Namespace, str]], error
 
 
 def pending_embeddings(db: Database, model_id: str, limit: int) -> list[tuple[Namespace, str, str]]:
-    """(namespace, doc_id, text) of items with non-empty text and no vector of ``model_id``
-    (new, updated since embedding, or failed), oldest change first."""
+    """(namespace, doc_id, text) of items with non-empty text not embedded with ``model_id``
+    (:data:`EMBEDDED`: new, updated since embedding, or failed), oldest change first."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
         raise ValidationError("limit", limit, "must be a non-negative integer")
     rows = db.sql(
-        """
+        f"""
         SELECT app, user_id, kind, scope, doc_id, text FROM (
-          SELECT app, user_id, 'conv' AS kind, conversation_id AS scope, id AS doc_id, text, changed_version
+          SELECT app, user_id, 'conv' AS kind, conversation_id AS scope, id AS doc_id, text, changed_version,
+                 embed_state, model_id
           FROM messages WHERE text <> ''
           UNION ALL
-          SELECT app, user_id, 'entry', coalesce(project_id, ''), id, text, changed_version
+          SELECT app, user_id, 'entry', coalesce(project_id, ''), id, text, changed_version, embed_state, model_id
           FROM entries WHERE text <> '') i
-        WHERE NOT EXISTS (SELECT 1 FROM embeddings x WHERE x.model_id = ? AND x.app = i.app
-          AND x.user_id = i.user_id AND x.kind = i.kind AND x.scope = i.scope AND x.doc_id = i.doc_id)
+        WHERE NOT {EMBEDDED.format(i="i")}
         ORDER BY changed_version, app, user_id, kind, scope, doc_id LIMIT ?""",
-        [model_id, limit],
+        [model_id, model_id, limit],
     ).fetchall()
     return [(Namespace(r[0], r[1], r[2], r[3]), r[4], r[5]) for r in rows]
 
 
 def missing_embeddings(db: Database, model_id: str, refs: list[tuple[Namespace, str]]) -> list[int]:
-    """Positions in ``refs`` of the items that have no vector of ``model_id`` (ascending)."""
+    """Positions in ``refs`` of the items not embedded with ``model_id`` (ascending): no stored
+    vector and not marked done with it."""
     if not refs:
         return []
     batch = ref_batch(refs).append_column("pos", pa.array(range(len(refs)), pa.int64()))
     db.con.register("_refs", batch)
     try:
         rows = db.sql(
-            """SELECT r.pos FROM _refs r WHERE NOT EXISTS (SELECT 1 FROM embeddings x
-            WHERE x.model_id = ? AND x.app = r.app AND x.user_id = r.user_id AND x.kind = r.kind
-            AND x.scope = r.scope AND x.doc_id = r.doc_id) ORDER BY r.pos""",
-            [model_id],
+            f"""SELECT e.pos FROM _refs e WHERE NOT EXISTS (SELECT 1 FROM embeddings x
+            WHERE x.model_id = ? AND x.app = e.app AND x.user_id = e.user_id AND x.kind = e.kind
+            AND x.scope = e.scope AND x.doc_id = e.doc_id)
+            AND NOT EXISTS (SELECT 1 FROM messages m WHERE {_MSG_OF} AND m.embed_state = 'done' AND m.model_id = ?)
+            AND NOT EXISTS (SELECT 1 FROM entries n WHERE {_ENTRY_OF} AND n.embed_state = 'done' AND n.model_id = ?)
+            ORDER BY e.pos""",
+            [model_id, model_id, model_id],
         ).fetchall()
     finally:
         db.con.unregister("_refs")
@@ -217,10 +233,12 @@ def _index_rows(table: pa.Table) -> list[IndexRow]:
 
 _US = "chr(31)"  # ids hold no control characters, so the unit separator joins them unambiguously
 _REF_KEY = f"e.app || {_US} || e.user_id || {_US} || e.kind || {_US} || e.scope || {_US} || e.doc_id"
-_OF_SHARD = (
-    f"e.model_id = ? AND ((e.user_hash % ?) + ?) % ? = ? AND (EXISTS (SELECT 1 FROM messages m WHERE {_MSG_OF}) "
-    f"OR EXISTS (SELECT 1 FROM entries n WHERE {_ENTRY_OF}))"
-)
+#: Every item (message or entry) as ``e``, with what :data:`EMBEDDED` and shard routing read.
+ITEM_STATE = """
+  SELECT app, user_id, 'conv' AS kind, conversation_id AS scope, id AS doc_id, text, embed_state, model_id, user_hash
+  FROM messages
+  UNION ALL
+  SELECT app, user_id, 'entry', coalesce(project_id, ''), id, text, embed_state, model_id, user_hash FROM entries"""
 
 
 def _shard_params(shard: int, shards: int, model_id: str) -> list[Any]:
@@ -232,11 +250,14 @@ def _shard_params(shard: int, shards: int, model_id: str) -> list[Any]:
 
 
 def index_digest(db: Database, shard: int, shards: int, model_id: str) -> tuple[int, int]:
-    """``(count, checksum)`` of the shard's items that have a stored vector of ``model_id``:
-    the checksum is the sum, mod 2**64, of the low 64 bits of the MD5 of each item's key
-    (:func:`memray.index.recovery.ref_key`), so a shard can compare its own without a transfer."""
+    """``(count, checksum)`` of the shard's items that have a vector of ``model_id``
+    (:data:`EMBEDDED`): the checksum is the sum, mod 2**64, of the low 64 bits of the MD5 of each
+    item's key (:func:`memray.index.recovery.ref_key`), so a shard can compare its own without a
+    transfer."""
+    params = _shard_params(shard, shards, model_id)
     rows = db.sql(
-        f"SELECT count(*), coalesce(sum(md5_number_lower({_REF_KEY})), 0) FROM embeddings e WHERE {_OF_SHARD}",
-        _shard_params(shard, shards, model_id),
+        f"""SELECT count(*), coalesce(sum(md5_number_lower({_REF_KEY})), 0) FROM ({ITEM_STATE}) e
+        WHERE ((e.user_hash % ?) + ?) % ? = ? AND {EMBEDDED.format(i="e")}""",
+        [*params[1:], model_id, model_id],
     ).fetchall()
     return int(rows[0][0]), int(rows[0][1]) % (1 << 64)

@@ -14,7 +14,7 @@ import pyarrow as pa
 from memray.ids import Namespace
 from memray.store.base import IndexRow
 from memray.store.database import Database
-from memray.store.items import _index_rows
+from memray.store.items import EMBEDDED, ITEM_STATE, _index_rows
 from memray.store.schema import ref_batch
 
 __all__ = ["changed_refs", "index_refs", "fetch_index_rows"]
@@ -38,16 +38,16 @@ def changed_refs(db: Database, version: int) -> list[Ref]:
 
 
 def index_refs(db: Database, shard: int, shards: int, model_id: str) -> list[tuple[Namespace, str, bool]]:
-    """Every item a shard indexes (text, or a vector of ``model_id``), with whether it has one."""
+    """Every item a shard indexes (text, or a vector of ``model_id``), with whether it has a vector
+    (:data:`~memray.store.items.EMBEDDED`: stored, or recomputed by the shard from the text)."""
     rows = db.sql(
         f"""
-        SELECT i.app, i.user_id, i.kind, i.scope, i.doc_id, x.doc_id IS NOT NULL FROM ({_ITEMS}) i
-        LEFT JOIN embeddings x ON x.model_id = ? AND x.app = i.app AND x.user_id = i.user_id
-          AND x.kind = i.kind AND x.scope = i.scope AND x.doc_id = i.doc_id
-        WHERE ((i.user_hash % ?) + ?) % ? = ? AND (i.text <> '' OR x.doc_id IS NOT NULL)""",
-        [model_id, shards, shards, shards, shard],
+        SELECT * FROM (SELECT e.app, e.user_id, e.kind, e.scope, e.doc_id, e.text, {EMBEDDED.format(i="e")} AS has
+          FROM ({ITEM_STATE}) e WHERE ((e.user_hash % ?) + ?) % ? = ?)
+        WHERE text <> '' OR has""",
+        [model_id, model_id, shards, shards, shards, shard],
     ).fetchall()
-    return [(Namespace(r[0], r[1], r[2], r[3]), r[4], bool(r[5])) for r in rows]
+    return [(Namespace(r[0], r[1], r[2], r[3]), r[4], bool(r[6])) for r in rows]
 
 
 def fetch_index_rows(db: Database, refs: Sequence[Ref], model_id: str) -> list[IndexRow]:

@@ -59,7 +59,9 @@ class EmbeddingRow(NamedTuple):
     namespace: Namespace
     doc_id: str
     model_id: str
-    vector: Any  # float32[dim], L2-normalised
+    vector: (
+        Any  # float32[dim], L2-normalised; None: a recomputable model's (the item is marked embedded, no vector kept)
+    )
 
 
 def message_to_row(key: ConversationKey, msg: Message) -> MessageRow:

@@ -250,7 +250,7 @@ def ref_batch(refs: Sequence[tuple[Any, str]]) -> pa.Table:
 
 
 def embedding_batch(rows: Sequence[EmbeddingRow]) -> pa.Table:
-    """Validate embedding rows (kind, ids, finite non-empty vectors); keep the last per key."""
+    """Validate embedding rows (kind, ids, finite non-empty vectors or None); keep the last per key."""
     last: dict[tuple[Any, str, str], EmbeddingRow] = {}
     for r in rows:
         last[(tuple(r.namespace), r.doc_id, r.model_id)] = r
@@ -264,16 +264,19 @@ def embedding_batch(rows: Sequence[EmbeddingRow]) -> pa.Table:
     )
     model = _column("model_id", [r.model_id for r in uniq], pa.string())
     check_ids("model_id", model)
-    vectors = [np.asarray(r.vector, dtype=np.float32).ravel() for r in uniq]
+    none = np.zeros(0, np.float32)  # a recomputable model's row: the item is marked, no vector kept
+    vectors = [none if r.vector is None else np.asarray(r.vector, dtype=np.float32).ravel() for r in uniq]
     for i, v in enumerate(vectors):
-        if v.size == 0 or not bool(np.isfinite(v).all()):
+        if uniq[i].vector is not None and (v.size == 0 or not bool(np.isfinite(v).all())):
             raise ValidationError(
                 "vector", uniq[i].doc_id, f"must be non-empty and finite (row {i})", "re-embed the item"
             )
     offsets = np.zeros(len(vectors) + 1, dtype=np.int32)
     np.cumsum([v.size for v in vectors], out=offsets[1:])
     flat = np.concatenate(vectors) if vectors else np.zeros(0, np.float32)
-    vec = pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat, pa.float32()))
+    absent = [r.vector is None for r in uniq]
+    mask = pa.array(absent, pa.bool_()) if any(absent) else None
+    vec = pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat, pa.float32()), mask=mask)
     apps, users = t["app"].to_pylist(), t["user_id"].to_pylist()
     return (
         t.append_column("model_id", model)

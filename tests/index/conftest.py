@@ -1,13 +1,36 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pytest
 
 from memray.ids import Namespace
 from memray.index.base import ShardHit
 from memray.index.search import Mode, Query
+from memray.rpc.local import LocalRef
+from memray.store.history import HistoryStore
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[HistoryStore]:
+    """A real DuckDB history store, open."""
+    s = HistoryStore(str(tmp_path / "h.duckdb"))
+    s.open()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def refs() -> Iterator[list[LocalRef]]:
+    """In-process refs a test makes (each shut down afterwards)."""
+    made: list[LocalRef] = []
+    yield made
+    for ref in made:
+        ref.shutdown()
 
 
 def unit(rng: np.random.Generator, n: int, dim: int) -> npt.NDArray[np.float32]:

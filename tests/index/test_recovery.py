@@ -68,14 +68,6 @@ class HookedStore(HistoryStore):
 
 
 @pytest.fixture
-def refs() -> Iterator[list[LocalRef]]:
-    made: list[LocalRef] = []
-    yield made
-    for ref in made:
-        ref.shutdown()
-
-
-@pytest.fixture
 def clients(refs: list[LocalRef]) -> Callable[[RecoveringShard, HistoryStore], tuple[ShardClient, StorePartitions]]:
     def make(shard: RecoveringShard, store: HistoryStore) -> tuple[ShardClient, StorePartitions]:
         refs.extend([LocalRef(shard, "shard 0"), LocalRef(store, "history store")])
