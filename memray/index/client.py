@@ -12,7 +12,7 @@ from typing import Any
 from memray.ids import Namespace
 from memray.index.base import IndexItem
 from memray.index.search import Query, ShardReply, ShardSearch
-from memray.rpc.client import Client
+from memray.rpc.client import Client, short_read
 from memray.store.base import IndexRow
 
 __all__ = ["ShardClient"]
@@ -30,6 +30,7 @@ class ShardClient(Client):
     async def close(self) -> None:
         return await self._call("close")
 
+    @short_read
     async def ping(self) -> bool:
         return await self._call("ping")
 
@@ -53,12 +54,15 @@ class ShardClient(Client):
         return await self._call("drop", app, user_id, kind, scope)
 
     # -- reads -------------------------------------------------------------------------------------
+    @short_read
     async def search(self, namespaces: list[Namespace], query: Query) -> ShardReply:
         return await self._call("search", namespaces, query)
 
+    @short_read
     async def search_many(self, requests: list[ShardSearch]) -> list[ShardReply | Exception]:
         return await self._call("search_many", requests)
 
+    @short_read
     async def search_user(self, app: str, user_id: str, kind: str, query: Query) -> ShardReply:
         return await self._call("search_user", app, user_id, kind, query)
 

@@ -14,7 +14,9 @@ What a call needs beyond its arguments is declared on the client's method:
 - :func:`urgent` / :func:`background`: its :class:`Priority` at an actor that serves one call at
   a time (the store actor orders waiting calls by it; see ``memray.runtime.actors``);
 - :func:`resend`: keyword arguments added when the call is retried after its actor died
-  (:meth:`Client.retrying`).
+  (:meth:`Client.retrying`);
+- :func:`short_read`: in-process, the call may run on the caller's loop when the core is idle
+  (:class:`~memray.rpc.local.LocalRef`'s ``inline``; :meth:`Client.short_reads`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any, Self, TypeVar
 
 from memray.rpc.ref import ActorRef, RetryingRef
 
-__all__ = ["Client", "Priority", "CallOptions", "urgent", "background", "resend"]
+__all__ = ["Client", "Priority", "CallOptions", "urgent", "background", "resend", "short_read"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _OPTIONS = "__memray_call__"
@@ -45,6 +47,7 @@ class Priority(IntEnum):
 class CallOptions:
     priority: Priority = Priority.NORMAL
     resend: Mapping[str, Any] = field(default_factory=dict)  # keyword arguments a retry adds
+    short_read: bool = False  # in-process, may run on the caller's loop when the core is idle
 
 
 def _declare(method: F, **options: Any) -> F:
@@ -67,6 +70,12 @@ def resend(**arguments: Any) -> Callable[[F], F]:
     """Declare keyword arguments a retry of the call adds (``@resend(retried=True)``: the core
     then knows the first attempt may have been applied)."""
     return lambda method: _declare(method, resend=dict(arguments))
+
+
+def short_read(method: F) -> F:
+    """Declare the call a short read: in-process it may run on the caller's loop when the core is
+    idle and nothing is queued for it, instead of hopping to the core's thread and back."""
+    return _declare(method, short_read=True)
 
 
 class Client:
@@ -98,6 +107,11 @@ class Client:
         """What is declared on ``method`` (:class:`CallOptions` defaults where nothing is)."""
         options: CallOptions = getattr(getattr(cls, method), _OPTIONS, CallOptions())
         return options
+
+    @classmethod
+    def short_reads(cls) -> frozenset[str]:
+        """The calls declared :func:`short_read`."""
+        return frozenset(name for name in cls.calls() if cls.options(name).short_read)
 
     def retrying(self, timeout_s: float = 30.0) -> Self:
         """This client with every call retried while its actor restarts (for cores whose calls

@@ -32,10 +32,6 @@ def store_roles(stores: int) -> list[str]:
     return ["store"] if stores == 1 else [f"store-{i}" for i in range(stores)]
 
 
-#: The shard calls an in-process deployment runs on the caller's loop when the shard is idle.
-SHARD_READS = frozenset({"search", "search_many", "search_user", "ping"})
-
-
 def shard_path(config: MemoryConfig, shard_id: int) -> str:
     return os.path.join(config.vectors_path, f"shard-{shard_id}")
 
@@ -105,7 +101,7 @@ class LocalDeployment:
             for i in range(config.shards)
         ]
         store_refs = [LocalRef(s, store_label(i, config.stores)) for i, s in enumerate(self._stores)]
-        shard_refs = [LocalRef(s, f"shard {i}", SHARD_READS) for i, s in enumerate(self._shards)]
+        shard_refs = [LocalRef(s, f"shard {i}", ShardClient.short_reads()) for i, s in enumerate(self._shards)]
         self.stores = StorePartitions([StoreClient(ref) for ref in store_refs])
         self.shards = [ShardClient(ref) for ref in shard_refs]
         self._hosts = [ConversationHost(i, config, self.stores, self.shards) for i in range(config.hosts)]
