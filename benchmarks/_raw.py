@@ -24,11 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks._harness import time_calls
+from benchmarks._harness import pct_ms, time_calls
 from memray.index.lexical import K1, B
 from memray.text import index_terms
 
-__all__ = ["RawExact", "RawHnsw", "RawBm25", "time_floor"]
+__all__ = ["RawExact", "RawHnsw", "RawBm25", "time_floor", "raw_search_floors"]
 
 
 class RawExact:
@@ -110,3 +110,43 @@ def time_floor(calls: int, fn: Callable[[int], Any]) -> list[float]:
     for i in range(min(10, calls)):
         fn(i)
     return time_calls(calls, fn)
+
+
+def raw_search_floors(
+    vectors: np.ndarray,
+    texts: Sequence[str],
+    conversation_of: Sequence[int],
+    user_of: Sequence[str],
+    embedder: Any,
+    qs: list[tuple[int, str]],
+    k: int,
+) -> dict[str, Any]:
+    """Raw floors of memray's searches over ``vectors`` (the stored ones) and ``texts``: item ``i``
+    is in conversation ``conversation_of[i]``, conversation ``c`` belongs to ``user_of[c]``; a
+    query ``(c, text)`` searches conversation ``c``, its user, and everything (numpy + BM25, and
+    numpy alone), and ``embed_query`` times the embedder past its cache."""
+    conv_of = np.array(conversation_of)
+    groups: dict[str, dict[Any, np.ndarray]] = {"conv": {}, "user": {}}
+    for c in sorted(set(conversation_of)):
+        groups["conv"][c] = np.flatnonzero(conv_of == c)
+    for u in sorted(set(user_of)):
+        groups["user"][u] = np.flatnonzero(np.isin(conv_of, [c for c, x in enumerate(user_of) if x == u]))
+    raw: dict[str, dict[Any, tuple[RawExact, RawBm25]]] = {
+        kind: {key: (RawExact(vectors[m]), RawBm25([texts[i] for i in m])) for key, m in part.items()}
+        for kind, part in groups.items()
+    }
+    everything = (RawExact(vectors), RawBm25(texts))
+    qv = embedder.embed([q for _, q in qs])
+    uncached = getattr(embedder, "embedder", embedder)  # past the LRU cache: the embedding itself
+
+    def both(pair: tuple[RawExact, RawBm25], i: int) -> None:
+        pair[0].topk(qv[i], k)
+        pair[1].topk(qs[i][1], k)
+
+    return {
+        "search_conversation": pct_ms(time_floor(len(qs), lambda i: both(raw["conv"][qs[i][0]], i))),
+        "search_user": pct_ms(time_floor(len(qs), lambda i: both(raw["user"][user_of[qs[i][0]]], i))),
+        "search_app": pct_ms(time_floor(len(qs), lambda i: both(everything, i))),
+        "search_app_numpy": pct_ms(time_floor(len(qs), lambda i: everything[0].topk(qv[i], k))),
+        "embed_query": pct_ms(time_floor(len(qs), lambda i: uncached.embed([qs[i][1]]))),
+    }

@@ -55,7 +55,7 @@ from benchmarks._harness import (
     sentence,
     time_calls,
 )
-from benchmarks._raw import RawBm25, RawExact, time_floor
+from benchmarks._raw import raw_search_floors
 from memray.embedding.factory import build_embedder
 from memray.ids import ConversationKey, conversation_namespace, user_hash
 from memray.index.exact import ExactIndex
@@ -165,36 +165,6 @@ def inprocess_floor(
     }
 
 
-def raw_floor(vectors: np.ndarray, corpus: Corpus, embedder: Any, qs: list[tuple[int, str]], k: int) -> dict[str, Any]:
-    """The raw floors of the module docstring, over ``vectors`` (the stored ones) and the texts."""
-    conv_of = np.array(corpus.conv_of)
-    user_of = [corpus.keys[c].user_id for c in range(len(corpus.keys))]
-    groups: dict[str, dict[Any, np.ndarray]] = {"conv": {}, "user": {}}
-    for c in sorted(set(corpus.conv_of)):
-        groups["conv"][c] = np.flatnonzero(conv_of == c)
-    for u in sorted(set(user_of)):
-        groups["user"][u] = np.flatnonzero(np.isin(conv_of, [c for c, x in enumerate(user_of) if x == u]))
-    raw: dict[str, dict[Any, tuple[RawExact, RawBm25]]] = {
-        kind: {key: (RawExact(vectors[m]), RawBm25([corpus.texts[i] for i in m])) for key, m in part.items()}
-        for kind, part in groups.items()
-    }
-    everything = (RawExact(vectors), RawBm25(corpus.texts))
-    qv = embedder.embed([q for _, q in qs])
-    uncached = getattr(embedder, "embedder", embedder)  # past the LRU cache: the embedding itself
-
-    def both(pair: tuple[RawExact, RawBm25], i: int) -> None:
-        pair[0].topk(qv[i], k)
-        pair[1].topk(qs[i][1], k)
-
-    return {
-        "search_conversation": pct_ms(time_floor(len(qs), lambda i: both(raw["conv"][qs[i][0]], i))),
-        "search_user": pct_ms(time_floor(len(qs), lambda i: both(raw["user"][user_of[qs[i][0]]], i))),
-        "search_app": pct_ms(time_floor(len(qs), lambda i: both(everything, i))),
-        "search_app_numpy": pct_ms(time_floor(len(qs), lambda i: everything[0].topk(qv[i], k))),
-        "embed_query": pct_ms(time_floor(len(qs), lambda i: uncached.embed([qs[i][1]]))),
-    }
-
-
 def recall_at_k(
     mem: memray.Memory, corpus: Corpus, embedder: Any, vectors: np.ndarray, count: int, k: int
 ) -> dict[str, float]:
@@ -276,7 +246,9 @@ def one_config(args: argparse.Namespace, root: str, n: int, shards: int) -> dict
         del local
         log("raw floors")
         vectors = embedder.embed(corpus.texts)
-        raw = raw_floor(vectors, corpus, embedder, floor_qs, args.k)
+        raw = raw_search_floors(
+            vectors, corpus.texts, corpus.conv_of, [key.user_id for key in corpus.keys], embedder, floor_qs, args.k
+        )
         per_clients = {}
         for c in args.clients:
             log(f"n={n} shards={shards}: {c} clients")
