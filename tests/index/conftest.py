@@ -68,48 +68,19 @@ def query(
 
 
 def find(
-    shard: Any,
-    namespaces: list[Namespace],
-    vector: Any,
-    text: str,
-    k: int,
-    mode: Mode,
-    min_score: float | None = None,
-    model_id: str | None = None,
-    threshold: float = 0.0,
+    shard: Any, namespaces: list[Namespace], vector: Any, text: str, k: int, mode: Mode, **spec: Any
 ) -> list[ShardHit]:
-    """``shard.search`` with the query spelled out; the hits only."""
-    return list(shard.search(namespaces, query(vector, text, k, mode, min_score, model_id, threshold)).hits)
+    """``shard.search`` with the query spelled out (``spec``: the rest of :func:`query`); the hits only."""
+    return list(shard.search(namespaces, query(vector, text, k, mode, **spec)).hits)
 
 
 def find_user(
-    shard: Any,
-    app: str,
-    user_id: str,
-    kind: str,
-    vector: Any,
-    text: str,
-    k: int,
-    mode: Mode,
-    min_score: float | None = None,
-    model_id: str | None = None,
-    threshold: float = 0.0,
+    shard: Any, app: str, user_id: str, kind: str, vector: Any, text: str, k: int, mode: Mode, **spec: Any
 ) -> list[ShardHit]:
-    return list(
-        shard.search_user(app, user_id, kind, query(vector, text, k, mode, min_score, model_id, threshold)).hits
-    )
+    return list(shard.search_user(app, user_id, kind, query(vector, text, k, mode, **spec)).hits)
 
 
 def find_app(
-    shard: Any,
-    app: str,
-    kind: str,
-    vector: Any,
-    text: str,
-    k: int,
-    mode: Mode,
-    min_score: float | None = None,
-    model_id: str | None = None,
-    threshold: float = 0.0,
+    shard: Any, app: str, kind: str, vector: Any, text: str, k: int, mode: Mode, **spec: Any
 ) -> list[ShardHit]:
-    return list(shard.search_app(app, kind, query(vector, text, k, mode, min_score, model_id, threshold)).hits)
+    return list(shard.search_app(app, kind, query(vector, text, k, mode, **spec)).hits)
