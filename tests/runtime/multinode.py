@@ -44,6 +44,14 @@ def actor_node(name: str, namespace: str) -> str:
     return str(info["Address"]["NodeID"])
 
 
+def answers(name: str, namespace: str) -> bool:
+    """The named actor answers a ping (False while it restarts)."""
+    try:
+        return bool(ray.get(ray.get_actor(name, namespace=namespace).ping.remote(), timeout=10))
+    except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError, ray.exceptions.GetTimeoutError):
+        return False
+
+
 def wait_for(what: str, check: Any, timeout_s: float = 120.0) -> None:
     """Wait on state (``check()`` true); the bound only turns a hang into a failure."""
     deadline = time.monotonic() + timeout_s
@@ -103,6 +111,15 @@ def main() -> int:
         disk_ids = [cluster.head_node.node_id, worker.node_id]
         assert sorted(nodes) == sorted(disk_ids), f"partitions on {nodes}, disk nodes {disk_ids}"
         gone = nodes.index(worker.node_id)  # the partition on the node that will be removed
+        # The scenario is about a lost partition: the host and the shard must outlive the node.
+        # Placement is SPREAD, so either may start on the worker; restart it until it is not (an
+        # actor that loses its node cannot come back before a node joins, and its calls wait).
+        prefix = names[0].rsplit(":", 1)[0]
+        for role in ("host-0", "shard-0"):
+            name = f"{prefix}:{role}"
+            while actor_node(name, config.namespace) == worker.node_id:
+                ray.kill(ray.get_actor(name, namespace=config.namespace), no_restart=False)
+                wait_for(f"{role} to restart", lambda n=name: answers(n, config.namespace))  # type: ignore[misc]
 
         step("opened: partitions on the disk nodes")
         acked: dict[ConversationKey, dict[str, int]] = {}
