@@ -83,6 +83,20 @@ def test_put_embeddings_skips_deleted_items_and_wrong_namespace(store: HistorySt
         store.put_embeddings([EmbeddingRow(Namespace("app", "u1", "bogus", "c1"), "m1", "h", np.ones(3))])
 
 
+def test_put_embeddings_marks_without_vectors_and_drops_a_stale_one(store: HistoryStore) -> None:
+    store.append_messages([msg(1), msg(2)])
+    ns = conversation_namespace(KEY)
+    assert store.put_embeddings([EmbeddingRow(ns, "m1", "h", np.ones(3))]) == 1
+    # a recomputable model's rows: marked embedded, no vector kept, and the stored one replaced
+    marks = [EmbeddingRow(ns, "m1", "h", None), EmbeddingRow(ns, "m2", "h", None), EmbeddingRow(ns, "gone", "h", None)]
+    assert store.put_embeddings(marks) == 2
+    assert store.pending_embeddings("h", 10) == []
+    assert [(r.doc_id, r.vector) for r in store.scan_index_rows(0, 1, "h", None, 10, unembedded=True)] == [
+        ("m1", None),
+        ("m2", None),
+    ]
+
+
 def test_pending_embeddings_includes_failed_and_other_models(store: HistoryStore) -> None:
     store.append_messages([msg(1), msg(2), msg(3, text="")])
     store.put_entries([entry("e1")])
