@@ -125,7 +125,7 @@ def test_one_text_gives_the_bits_of_a_batch(dim: int) -> None:
         assert one.embed([text])[0].tobytes() == row.tobytes(), text
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(st.text(max_size=80), min_size=1, max_size=4))
 def test_any_text_alone_gives_its_batch_row(texts: list[str]) -> None:
     batch = HashEmbedder(64).embed(texts)

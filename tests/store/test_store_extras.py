@@ -85,7 +85,7 @@ def test_random_writes_against_the_uncached_query(store):
     versions: dict[tuple[str, ...], int] = {}
     keys = [ConversationKey("app", u, c) for u in ("u", "v") for c in ("a", "b")]
     asks = [(k, s) for k in keys for s in ("conversation", "user")]
-    for step in range(120):
+    for step in range(60):
         key = rng.choice(keys)
         op = rng.randrange(5)
         if op == 0:
