@@ -31,12 +31,13 @@ _Slot = tuple[str, WMScope]
 
 
 class ExtrasCache:
-    """Answers per (app, user_id), then per (conversation_id, scope); at most ``max_users`` users
-    (the oldest filled is dropped first)."""
+    """Answers per (app, user_id), then per (conversation_id, scope); at most ``max_answers`` of
+    them (whole users are dropped, the first filled first: summaries can be kilobytes each)."""
 
-    def __init__(self, max_users: int = 100_000) -> None:
-        self.max_users = max_users
+    def __init__(self, max_answers: int = 50_000) -> None:
+        self.max_answers = max_answers
         self._users: dict[_User, dict[_Slot, Extras]] = {}
+        self._count = 0
         self._generation = 0
         self._lock = threading.Lock()
 
@@ -61,17 +62,19 @@ class ExtrasCache:
                 user = (key.app, key.user_id)
                 slots = self._users.get(user)
                 if slots is None:
-                    if len(self._users) >= self.max_users:
-                        del self._users[next(iter(self._users))]
                     slots = self._users[user] = {}
-                slots[(key.conversation_id, scope)] = answer
+                slot = (key.conversation_id, scope)
+                self._count += slot not in slots
+                slots[slot] = answer
+            while self._count > self.max_answers and len(self._users) > 1:
+                self._count -= len(self._users.pop(next(iter(self._users))))
 
     def drop(self, app: str, user_id: str) -> None:
         """Forget the user's answers: call after a write to their summaries or working memory
         committed (or failed: dropping is always safe)."""
         with self._lock:
             self._generation += 1
-            self._users.pop((app, user_id), None)
+            self._count -= len(self._users.pop((app, user_id), {}))
 
     @contextmanager
     def dropping(self, app: str, user_id: str) -> Iterator[None]:
@@ -85,8 +88,8 @@ class ExtrasCache:
         with self._lock:
             self._generation += 1
             self._users.clear()
+            self._count = 0
 
     def __len__(self) -> int:
         """The answers kept."""
-        with self._lock:
-            return sum(len(slots) for slots in self._users.values())
+        return self._count

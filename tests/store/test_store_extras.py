@@ -117,10 +117,15 @@ def test_an_answer_read_across_a_write_is_not_kept():
     assert cache.lookup([(A, "conversation")])[0] == [("new", None, 2)]
 
 
-def test_the_cache_is_bounded_by_users():
-    cache = ExtrasCache(max_users=2)
-    for user in ("u1", "u2", "u3"):
+def test_the_cache_is_bounded():
+    cache = ExtrasCache(max_answers=3)
+    asks = [[(ConversationKey("app", u, c), "conversation") for c in ("a", "b")] for u in ("u1", "u2", "u3")]
+    for user_asks in asks:
         _, generation = cache.lookup([])
-        cache.keep(generation, [(ConversationKey("app", user, "c"), "conversation")], [(None, None, 0)])
-    assert len(cache) == 2
-    assert cache.lookup([(ConversationKey("app", "u1", "c"), "conversation")])[0] == [None]
+        cache.keep(generation, user_asks, [(None, None, 0)] * 2)
+        cache.keep(generation, user_asks[:1], [("again", None, 1)])  # replaced, not counted twice
+    assert len(cache) == 2  # whole users dropped, the first filled first
+    assert cache.lookup(asks[1])[0] == [None, None]
+    assert cache.lookup(asks[2])[0] == [("again", None, 1), (None, None, 0)]
+    cache.drop("app", "u3")
+    assert len(cache) == 0
