@@ -250,3 +250,26 @@ def test_a_killed_host_loses_nothing_acknowledged_durably(mem):
             time.sleep(0.2)
     assert texts == [f"durable {i}" for i in range(5)]
     assert conv.add({"role": "user", "content": "after restart"}) == [6]
+
+
+def test_context_sees_each_summary_and_working_memory_write_at_once(mem):
+    """The store keeps context()'s summary and working memory between calls: every write to them
+    must be seen by the very next context() (both modes)."""
+    user = f"ctx-{uuid.uuid4().hex[:8]}"
+    conv = mem.conversation(user_id=user, conversation_id="a", app="tests")
+    shared = memray.WorkingMemorySpec(scope="user")
+    mine, theirs = (mem.conversation(user, c, app="tests", working_memory=shared) for c in ("b", "c"))
+    conv.add([{"role": "user", "content": "I like tea"}, {"role": "assistant", "content": "noted"}])
+    assert (conv.context().summary, conv.context().working_memory, theirs.context().working_memory) == (None,) * 3
+    conv.working_memory.update("likes tea")
+    assert "likes tea" in (conv.context().working_memory or "")
+    mine.working_memory.update("user-wide note")  # every conversation of the user, at once
+    assert "user-wide note" in (theirs.context().working_memory or "")
+    assert "user-wide note" not in (conv.context().working_memory or "")
+    mem._run(mem._deployment.stores.put_summary(conv.key, "they talked about tea", 1, 0))
+    assert conv.context().summary == "they talked about tea"
+    conv.working_memory.clear()
+    assert conv.context().working_memory is None
+    conv.clear()  # drops the summary with the messages
+    assert conv.context().summary is None
+    assert "user-wide note" in (theirs.context().working_memory or "")

@@ -20,8 +20,9 @@ one-hot vector of a hash of its raw text, so every row has unit norm.
 Speed: the features of a token (its hash, bucket and 3-grams) are computed once and kept in a
 per-instance table; a batch is then a handful of vectorised numpy operations over all texts at
 once (see ``benchmarks/hash_embedder.py`` for the variants that were measured: ~30k texts/s of
-64 tokens at dim 256 in batches of 32+ on one core; a batch of one costs ~0.1 ms, so batch).
-The table is
+64 tokens at dim 256 in batches of 32+ on one core). One text alone (a query) skips the
+batch's numpy passes: the same sums in the same order in Python floats, the same bits, ~40-55 µs
+instead of ~90 µs here (``benchmarks/read_path_micro.py``, ``embed_query``). The table is
 bounded: when it holds ``max_vocab`` tokens it is cleared and refilled, which changes nothing in
 the output.
 """
@@ -32,6 +33,7 @@ import hashlib
 import math
 import re
 import threading
+from collections import Counter
 from typing import cast
 
 import numpy as np
@@ -58,8 +60,21 @@ _U64 = np.uint64
 _MIX1 = _U64(0x9E3779B97F4A7C15)
 _MIX2 = _U64(0xBF58476D1CE4E5B9)
 _MIX3 = _U64(0x94D049BB133111EB)
+_M64, _M1, _M2, _M3 = (1 << 64) - 1, int(_MIX1), int(_MIX2), int(_MIX3)
 _MAX_ROWS = 1 << 20
 _HAS_CJK = re.compile("[" + CJK_RANGES + "]")
+
+
+def _bigram_key(a: int, b: int) -> int:
+    """The 40-bit key of the bigram of tokens hashed ``a`` then ``b``: the batch path's uint64
+    mixing (``HashEmbedder._add_bigrams``) in Python integers."""
+    x = (a * _M1 + b) & _M64
+    x ^= x >> 30
+    x = (x * _M2) & _M64
+    x ^= x >> 27
+    x = (x * _M3) & _M64
+    x ^= x >> 31
+    return x >> 24
 
 
 def _hash64(kind: bytes, text: str) -> int:
@@ -79,6 +94,9 @@ class _FeatureTable:
         self.buckets = np.zeros(4096, dtype=np.int64)
         self.weights = np.zeros(4096, dtype=np.float32)
         self.n_features = 0
+        #: Per id of a token embedded alone (:meth:`HashEmbedder._embed_one`, queries): its hash
+        #: and its features as Python (bucket, weight) pairs, the weights float32 as stored.
+        self.plain: dict[int, tuple[int, list[tuple[int, float]]]] = {}
 
     def add(self, token: str) -> int:
         tid = len(self.ids)
@@ -95,6 +113,14 @@ class _FeatureTable:
         self._store(tid, h, feats)
         self.ids[token] = tid
         return tid
+
+    def plain_of(self, tid: int) -> tuple[int, list[tuple[int, float]]]:
+        found = self.plain.get(tid)
+        if found is None:
+            start, end = int(self.starts[tid]), int(self.starts[tid] + self.lengths[tid])
+            feats = list(zip(self.buckets[start:end].tolist(), self.weights[start:end].tolist()))
+            found = self.plain[tid] = (int(self.hashes[tid]), feats)
+        return found
 
     def _store(self, tid: int, h: int, feats: list[float]) -> None:
         if tid >= len(self.hashes):
@@ -143,6 +169,8 @@ class HashEmbedder:
         n = len(texts)
         if n == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if n == 1:
+            return self._embed_one(texts[0])
         if n > _MAX_ROWS:  # row numbers must fit the 24 bits the bigram keys give them
             return np.concatenate([self.embed(texts[i : i + _MAX_ROWS]) for i in range(0, n, _MAX_ROWS)])
         with self._lock:
@@ -155,6 +183,39 @@ class HashEmbedder:
                 self._add_bigrams(flat, rows, ids, table)
         out = flat.reshape(n, self.dim)
         return self._normalise(out, texts)
+
+    def _embed_one(self, text: str) -> npt.NDArray[np.float32]:
+        """One text (a query) without the batch's numpy passes, to the same bits: the same sums
+        in the same order (each bucket's token features by ascending token id, its bigrams by
+        ascending key, then the two sums added, as the batch's two ``bincount`` calls do), the
+        same ``np.log`` and the same normalisation (``benchmarks/read_path_micro.py``: ~3x faster
+        for a short query; ``tests/embedding/test_hash_embedder.py`` holds the bits equal)."""
+        with self._lock:
+            ids = self._token_ids([text])[0].tolist()
+            plain = {tid: self._table.plain_of(tid) for tid in ids}
+            counts = Counter(ids)
+            tokens = sorted(counts)
+            pairs = Counter(_bigram_key(plain[a][0], plain[b][0]) for a, b in zip(ids, ids[1:]))
+            keys = sorted(pairs)
+            tf = (1.0 + np.log(np.array([counts[t] for t in tokens] + [pairs[k] for k in keys], np.int64))).tolist()
+            summed: dict[int, float] = {}
+            get = summed.get
+            for tid, weight in zip(tokens, tf):
+                if weight == 1.0:  # w * 1.0 is w: the usual tf of a query's token
+                    for bucket, w in plain[tid][1]:
+                        summed[bucket] = get(bucket, 0.0) + w
+                else:
+                    for bucket, w in plain[tid][1]:
+                        summed[bucket] = get(bucket, 0.0) + w * weight
+            bigrams: dict[int, float] = {}
+            for key, weight in zip(keys, tf[len(tokens) :]):
+                bucket = (key >> 1) % self.dim
+                bigrams[bucket] = bigrams.get(bucket, 0.0) + BIGRAM_WEIGHT * weight * (1.0 - 2.0 * (key & 1))
+        out = np.zeros((1, self.dim), dtype=np.float64)
+        out[0, list(summed)] = list(summed.values())
+        if bigrams:
+            out[0, list(bigrams)] += list(bigrams.values())
+        return self._normalise(out, [text])
 
     def _token_ids(self, texts: list[str]) -> tuple[npt.NDArray[np.int64], list[int]]:
         if len(self._table.ids) > self.max_vocab:

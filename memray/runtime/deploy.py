@@ -100,7 +100,9 @@ class LocalDeployment:
             )
             for i in range(config.shards)
         ]
-        store_refs = [LocalRef(s, store_label(i, config.stores)) for i, s in enumerate(self._stores)]
+        store_refs = [
+            LocalRef(s, store_label(i, config.stores), StoreClient.short_reads()) for i, s in enumerate(self._stores)
+        ]
         shard_refs = [LocalRef(s, f"shard {i}", ShardClient.short_reads()) for i, s in enumerate(self._shards)]
         self.stores = StorePartitions([StoreClient(ref) for ref in store_refs])
         self.shards = [ShardClient(ref) for ref in shard_refs]

@@ -13,7 +13,7 @@ from typing import Any
 
 from memray.ids import ConversationKey, Namespace
 from memray.models import ConversationOrder
-from memray.rpc.client import Client, background, urgent
+from memray.rpc.client import Client, background, short_read, urgent
 from memray.scoring import Window
 from memray.store.base import ConversationSnapshot, IndexRow, SummaryState, WMScope
 from memray.store.deadletter import CommitResult, DeadLetter
@@ -77,6 +77,7 @@ class StoreClient(Client):
     async def load_conversation(self, key: ConversationKey, window: int) -> ConversationSnapshot:
         return await self._call("load_conversation", key, window)
 
+    @short_read  # answered from the store's cache but on a summary or working-memory write
     async def context_extras(
         self, requests: list[tuple[ConversationKey, WMScope]]
     ) -> list[tuple[str | None, str | None, int]]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import Any, cast
 
 from memray.ids import ConversationKey, Namespace
 from memray.models import ConversationOrder
@@ -26,6 +26,7 @@ from memray.store import deadletter, entries, export, items, messages, refs, rem
 from memray.store.base import ConversationSnapshot, IndexRow, SummaryState, WMScope
 from memray.store.database import Database
 from memray.store.deadletter import CommitResult, DeadLetter
+from memray.store.extras import Extras, ExtrasCache
 from memray.store.fork import fork_database
 from memray.store.messages import Correction
 from memray.store.rows import EmbeddingRow, EntryRow, MessageRow
@@ -40,6 +41,7 @@ class HistoryStore:
         self.path = path
         self._db = Database(path)
         self._commits = [0, 0, 0.0, 0.0]  # commits, rows, wall and CPU seconds in them (write_stats)
+        self._extras = ExtrasCache()  # context_extras answers; the writes below drop a user's
 
     # -- lifecycle ------------------------------------------------------------------------
     def open(self, owner: dict[str, Any] | None = None) -> None:
@@ -47,10 +49,12 @@ class HistoryStore:
         ``owner`` describes this process for others that find the file in use (see
         :meth:`.database.Database.open`); a file in use raises StoreError naming its holder."""
         if not self._db.is_open:
+            self._extras.clear()
             self._db.open(owner)
 
     def close(self) -> None:
         """Checkpoint the WAL into the file and close. Idempotent."""
+        self._extras.clear()
         self._db.close()
 
     def ping(self) -> bool:
@@ -116,8 +120,17 @@ class HistoryStore:
         self, requests: list[tuple[ConversationKey, WMScope]]
     ) -> list[tuple[str | None, str | None, int]]:
         """(summary text, working-memory content, seq the summary covers through) per
-        (conversation, working-memory scope)."""
-        return conv.context_extras(self._db, requests)
+        (conversation, working-memory scope). Answered from :class:`.extras.ExtrasCache` where it
+        can (every write to a summary or working memory drops its user's answers there)."""
+        found, generation = self._extras.lookup(requests)
+        missing = [i for i, answer in enumerate(found) if answer is None]
+        if missing:
+            wanted = [requests[i] for i in missing]
+            answers = conv.context_extras(self._db, wanted)
+            self._extras.keep(generation, wanted, answers)
+            for i, answer in zip(missing, answers):
+                found[i] = answer
+        return cast("list[Extras]", found)
 
     def load_conversations(self, keys: list[ConversationKey], window: int) -> list[ConversationSnapshot]:
         """Snapshots of many conversations at once, in the order of ``keys``."""
@@ -179,7 +192,8 @@ class HistoryStore:
         and summary (and its dead letters) in one transaction, then purge it from every Parquet export root this store
         wrote to. Returns counts per table plus ``export_rows``. Durable on return (the freed
         bytes stay in the file until the next rewrite; ``delete_user`` is the physical erasure)."""
-        return removal.delete_conversation(self._db, key)
+        with self._extras.dropping(key.app, key.user_id):
+            return removal.delete_conversation(self._db, key)
 
     def delete_messages(self, key: ConversationKey, ids: list[str]) -> dict[str, int]:
         """Delete some messages of a conversation with their vectors in one transaction, then
@@ -194,7 +208,8 @@ class HistoryStore:
         The conversation, its working memory and its ``last_seq`` stay. Returns counts
         (``messages``, ``embeddings``, ``summaries``, ``export_rows``) and the ids deleted.
         Durable on return."""
-        return removal.clear_messages(self._db, key, through_seq)
+        with self._extras.dropping(key.app, key.user_id):
+            return removal.clear_messages(self._db, key, through_seq)
 
     def count_messages(self, key: ConversationKey, ids: list[str] | None = None) -> dict[str, int]:
         """Rows left of the conversation's messages (only ``ids`` when given): ``messages`` and
@@ -251,14 +266,16 @@ class HistoryStore:
         expected_version: int,
     ) -> int:
         """Compare-and-set (``None`` clears); ConflictError on a stale version. Durable on return."""
-        return conv.put_working_memory(self._db, app, user_id, scope, conversation_id, content, expected_version)
+        with self._extras.dropping(app, user_id):
+            return conv.put_working_memory(self._db, app, user_id, scope, conversation_id, content, expected_version)
 
     def get_summary(self, key: ConversationKey) -> SummaryState | None:
         return conv.get_summary(self._db, key)
 
     def put_summary(self, key: ConversationKey, text: str, through_seq: int, expected_version: int) -> int:
         """Compare-and-set on version; ConflictError on a stale one. Durable on return."""
-        return conv.put_summary(self._db, key, text, through_seq, expected_version)
+        with self._extras.dropping(key.app, key.user_id):
+            return conv.put_summary(self._db, key, text, through_seq, expected_version)
 
     # -- long-term entries ----------------------------------------------------------------
     def put_entries(self, rows: list[EntryRow], replace_session: tuple[str, str, str] | None = None) -> list[str]:
@@ -321,7 +338,8 @@ class HistoryStore:
         Durability: the delete is committed first, with a mark that a rewrite is owed; if the
         process dies before the rewrite finishes, :meth:`open` redoes it. Cost: the rewrite
         copies the whole database (seconds per GB); batch erasures where that matters."""
-        return removal.delete_user(self._db, app, user_id)
+        with self._extras.dropping(app, user_id):
+            return removal.delete_user(self._db, app, user_id)
 
     def count_user(self, app: str, user_id: str) -> dict[str, int]:
         """Rows of the user left in each table (all zero after :meth:`delete_user`)."""

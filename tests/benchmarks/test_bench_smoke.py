@@ -144,3 +144,11 @@ def test_write_path_micro_times_the_old_and_the_new_way() -> None:
     result = run_module("write_path_micro", ["--n", "200"])
     assert result["key_pickle_us"]["dataclass_state"] > 0 and result["key_pickle_us"]["reduce_to_strings"] > 0
     assert all(v > 0 for v in result["message_batch_us"].values())
+
+
+def test_read_path_micro_times_each_part_against_the_raw_floor() -> None:
+    result = run_module("read_path_micro", ["--conversations", "4", "--messages", "10", "--queries", "8"])
+    parts = ("search", "context", "loop_search", "hop", "embed_query", "shard_search", "hydrate", "raw")
+    assert all(result[part]["n"] == 8 and result[part]["p50_ms"] > 0 for part in parts)
+    assert result["context_extras"]["n"] == 8 and result["context_extras_uncached"]["p50_ms"] > 0
+    assert result["ratio_search_to_raw"] is not None and result["ratio_context_to_raw"] is not None

@@ -105,3 +105,30 @@ def test_any_text_gives_unit_rows(texts: list[str]) -> None:
     out = HashEmbedder(64).embed(texts)
     assert out.shape == (len(texts), 64)
     np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0, atol=1e-5)
+
+
+def _words(n: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    vocab = ["the", "a", "is", "apple", "banana", "running", "runs", "x", "naïve", "你好", "🎉", "it's"]
+    vocab += [f"w{i}" for i in range(40)]
+    return [" ".join(rng.choice(vocab, size=rng.integers(0, 25))) for _ in range(n)]
+
+
+@pytest.mark.parametrize("dim", [8, 64, 256])
+def test_one_text_gives_the_bits_of_a_batch(dim: int) -> None:
+    """A single text takes its own path (a query's): its vector must be bit-identical to the same
+    text's row in a batch, or query vectors and stored or recomputed ones would diverge."""
+    texts = [*_words(400, dim), "", "!!", "the the the", "apple apple apple banana apple", "日本語のテキスト"]
+    batch = HashEmbedder(dim).embed(texts)
+    one = HashEmbedder(dim, max_vocab=50)  # and across table resets
+    for text, row in zip(texts, batch):
+        assert one.embed([text])[0].tobytes() == row.tobytes(), text
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.text(max_size=80), min_size=1, max_size=4))
+def test_any_text_alone_gives_its_batch_row(texts: list[str]) -> None:
+    batch = HashEmbedder(64).embed(texts)
+    e = HashEmbedder(64)
+    for text, row in zip(texts, batch):
+        assert e.embed([text])[0].tobytes() == row.tobytes()

@@ -1,0 +1,131 @@
+"""The fixed costs of an in-process read, part by part, against the raw floor of the same search:
+the micro-benchmark behind the choices for in-process ``search()`` and ``context()`` (issue 11).
+
+    python -m benchmarks.read_path_micro --conversations 100 --messages 100 --queries 300
+
+An in-process memray holds ``--conversations`` conversations of ``--messages`` messages. Timed,
+each ``--queries`` times (p50/p95/p99 ms):
+
+- ``search`` / ``context``: ``conv.search(q)`` / ``conv.context(q)`` through the sync facade;
+- ``loop_search``: ``Recall.search`` awaited on the loop (the facade's hop excluded);
+- ``hop``: the sync facade's hop onto the loop thread and back with a no-op coroutine;
+- ``embed_query``: the query's hash embedding past the embedding cache (a miss);
+- ``shard_search``: the router's search of the conversation with a prepared query;
+- ``hydrate``: turning a search's hits into ``Hit`` objects;
+- ``context_extras``: the store's answer for one conversation (cached) and, as ``_uncached``,
+  the two DuckDB statements it answered with before;
+- ``raw``: numpy exact top-k + BM25 over the conversation's very vectors and texts
+  (:mod:`benchmarks._raw`; the query vector precomputed, as in ``recall_latency``).
+
+Prints one JSON line; ``ratio_*_to_raw`` divide p50s by the raw floor's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import tempfile
+from typing import Any
+
+from benchmarks._harness import emit, log, pct_ms, ratio, sentence, time_calls
+from benchmarks._raw import RawBm25, RawExact, time_floor
+
+APP = "bench"
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    import memray
+    from memray.ids import conversation_namespace
+    from memray.store import conversations as conv_sql
+
+    rng = random.Random(args.seed)
+    mem = memray.open(tempfile.mkdtemp(prefix="memray-read-micro-"), mode="inprocess")
+    try:
+        convs = [mem.conversation(f"u{c % 20}", f"c{c}", app=APP) for c in range(args.conversations)]
+        texts = [[sentence(rng, 12) for _ in range(args.messages)] for _ in convs]
+        mem.add_many([(c.key, [{"role": "user", "content": t} for t in ts]) for c, ts in zip(convs, texts)])
+        mem.flush()
+        mem.wait_indexed()
+        qs = [(i % len(convs), " ".join(rng.choice(texts[i % len(convs)]).split()[:3])) for i in range(args.queries)]
+        recall, session = mem._recall, mem._check_open()
+        embedder = session.embedder
+        uncached = getattr(embedder, "embedder", embedder)
+        store = session.deployment._stores[0]  # type: ignore[attr-defined]
+        log("timing")
+
+        async def noop() -> None:
+            return None
+
+        def on_loop(make: Any) -> list[float]:
+            async def go() -> list[float]:
+                out = []
+                for i in range(len(qs)):
+                    coro = make(i)
+                    t0 = asyncio.get_running_loop().time()
+                    await coro
+                    out.append(asyncio.get_running_loop().time() - t0)
+                return out
+
+            return mem._run(go())
+
+        async def shard_search(i: int) -> None:
+            c, q = qs[i]
+            encoded = await recall.encoder.encode(q, "hybrid")
+            await recall._router.search([conversation_namespace(convs[c].key)], encoded.query(q, 10, None))
+
+        hits = [mem._run(_shard_hits(recall, convs[c].key, q)) for c, q in qs]
+        one = [(convs[c].key, "conversation") for c, _ in qs]
+        parts: dict[str, Any] = {
+            "search": pct_ms(time_floor(len(qs), lambda i: convs[qs[i][0]].search(qs[i][1]))),
+            "context": pct_ms(time_floor(len(qs), lambda i: convs[qs[i][0]].context(qs[i][1]))),
+            "loop_search": pct_ms(on_loop(lambda i: recall.search(convs[qs[i][0]].key, qs[i][1], 5))),
+            "hop": pct_ms(time_floor(len(qs), lambda i: mem._run(noop()))),
+            "embed_query": pct_ms(time_calls(len(qs), lambda i: uncached.embed([qs[i][1]]))),
+            "shard_search": pct_ms(on_loop(shard_search)),
+            "hydrate": pct_ms(on_loop(lambda i: recall._hydrate(hits[i], {}))),
+            "context_extras": pct_ms(time_floor(len(qs), lambda i: store.context_extras([one[i]]))),
+            "context_extras_uncached": pct_ms(
+                time_floor(len(qs), lambda i: conv_sql.context_extras(store._db, [one[i]]))
+            ),
+        }
+        vectors = [uncached.embed(ts) for ts in texts]
+        raws = [(RawExact(v), RawBm25(ts)) for v, ts in zip(vectors, texts)]
+        qv = uncached.embed([q for _, q in qs])
+
+        def raw(i: int) -> None:
+            exact, bm25 = raws[qs[i][0]]
+            exact.topk(qv[i], 10)
+            bm25.topk(qs[i][1], 10)
+
+        parts["raw"] = pct_ms(time_floor(len(qs), raw))
+    finally:
+        mem.close()
+    floor = parts["raw"]["p50_ms"]
+    return {
+        **parts,
+        "ratio_search_to_raw": ratio(parts["search"]["p50_ms"], floor),
+        "ratio_context_to_raw": ratio(parts["context"]["p50_ms"], floor),
+    }
+
+
+async def _shard_hits(recall: Any, key: Any, q: str) -> Any:
+    from memray.ids import conversation_namespace
+
+    encoded = await recall.encoder.encode(q, "hybrid")
+    result = await recall._router.search([conversation_namespace(key)], encoded.query(q, 5, None))
+    return result.hits
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--conversations", type=int, default=100)
+    parser.add_argument("--messages", type=int, default=100, help="messages per conversation")
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args(argv)
+    return emit("read_path_micro", vars(args), run(args))
+
+
+if __name__ == "__main__":
+    main()
