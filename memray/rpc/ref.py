@@ -4,13 +4,33 @@ A core that depends on another (a host on the store, the router on shards) holds
 typed client (:mod:`memray.rpc.client`), which sends each call through an ``ActorRef`` by the
 method's name. In-process the call runs on the object itself (serialised like an actor); in Ray
 mode it is an actor method call. Cores never import ``ray``.
+
+A Ray call to an actor that Ray cannot place on any node (it lost its node and no other offers
+the resources it asks for, or the cluster never had them) would wait for ever: Ray queues it until
+the actor exists. :func:`watched` bounds that wait without cutting long calls: once a call has
+run for :data:`WATCH_GRACE_S` it asks where the actor is every :data:`WATCH_EVERY_S`, and fails
+the call with :class:`~memray.errors.UnavailableError` only once the actor has had no process for
+``MemoryConfig.placement_timeout_s``. A live actor busy with a long call (a flush, a big commit,
+a re-embedding step) has a process, so its calls are never cut.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
 
-__all__ = ["ActorRef", "RetryingRef"]
+__all__ = ["ActorRef", "RetryingRef", "Placement", "watched", "WATCH_GRACE_S", "WATCH_EVERY_S"]
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+#: How long a call runs before its actor's placement is first checked (a normal call never is).
+WATCH_GRACE_S = 2.0
+#: How often a call that runs longer checks it again (one control-plane read: ~0.6 ms here).
+WATCH_EVERY_S = 1.0
 
 
 class ActorRef(Protocol):
@@ -67,3 +87,66 @@ class RetryingRef:
 
     def __getattr__(self, name: str) -> Any:  # e.g. ``.handle`` of a Ray ref
         return getattr(self.ref, name)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where Ray has an actor, as its control plane says."""
+
+    state: str  # Ray's actor state: ALIVE, PENDING_CREATION, RESTARTING, DEAD...
+    placed: bool  # a worker process holds it: alive, or running its constructor
+    needs: Mapping[str, float] = field(default_factory=dict)  # the resources it asks of a node
+
+    def why(self, waited_s: float) -> str:
+        """What an :class:`~memray.errors.UnavailableError` says about an actor left unplaced."""
+        needs = ", ".join(f"{k}: {v:g}" for k, v in sorted(self.needs.items())) or "no custom resource"
+        return (
+            f"Ray has had it on no node for at least {waited_s:.1f} s (state {self.state}; it asks a node "
+            f"for {needs}), so the call may never run, or run once it is placed: add a node that offers "
+            "what it asks for (it starts there), or close memray and open it with a configuration this "
+            "cluster can place"
+        )
+
+
+async def watched(
+    reply: asyncio.Future[T],
+    placement: Callable[[], Awaitable[Placement | None]],
+    label: str,
+    bound_s: float,
+    grace_s: float = WATCH_GRACE_S,
+    every_s: float = WATCH_EVERY_S,
+) -> T:
+    """``reply``'s result, unless its actor has had no process for ``bound_s`` while it waited.
+
+    ``placement()`` says where the actor is (None when it cannot tell: never a reason to cut a
+    call). Until ``grace_s`` nothing is asked; then every ``every_s``. A call whose actor is
+    placed waits as long as it takes. Raises :class:`~memray.errors.UnavailableError` naming
+    ``label``, the actor's state and what to do; ``reply`` is cancelled then."""
+    from memray.errors import UnavailableError
+
+    loop = asyncio.get_running_loop()
+    try:
+        done, _ = await asyncio.wait((reply,), timeout=grace_s)
+        unplaced_since: float | None = None
+        while not done:
+            where = await _placement(placement, label)
+            now = loop.time()
+            if where is None or where.placed:
+                unplaced_since = None
+            else:
+                unplaced_since = now if unplaced_since is None else unplaced_since
+                if now - unplaced_since >= bound_s:
+                    raise UnavailableError(label, where.why(now - unplaced_since))
+            done, _ = await asyncio.wait((reply,), timeout=every_s)
+        return reply.result()
+    finally:
+        if not reply.done():
+            reply.cancel()
+
+
+async def _placement(placement: Callable[[], Awaitable[Placement | None]], label: str) -> Placement | None:
+    try:
+        return await placement()
+    except Exception as exc:  # the control plane did not answer: keep waiting on the call
+        log.debug("could not tell where %s is: %r", label, exc)
+        return None
