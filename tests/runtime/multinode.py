@@ -35,6 +35,8 @@ from memray.ids import ConversationKey
 from memray.store.layout import partition_of
 
 DISK = {"memray_store": 1}  # room for one partition per disk node (each asks for 1 unit)
+# the head declares a removed node dead after ~1.5 s of missed health checks (Ray's default: ~15 s)
+FAST_HEALTH = {"health_check_period_ms": 500, "health_check_failure_threshold": 3, "health_check_timeout_ms": 500}
 USERS = [f"user-{i}" for i in range(8)]
 
 
@@ -85,7 +87,9 @@ def main() -> int:
     args = parser.parse_args()
     if "RAY_TMPDIR" not in os.environ:  # a Cluster advertises itself there: never in the machine's shared one
         os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="mr-", dir="/tmp")
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": DISK})
+    cluster = Cluster(
+        initialize_head=True, head_node_args={"num_cpus": 1, "resources": DISK, "_system_config": FAST_HEALTH}
+    )
     worker = cluster.add_node(num_cpus=1, resources=DISK)
     ray.init(address=cluster.address, namespace="memray-multinode", log_to_driver=False)
     out: dict[str, Any] = {}
