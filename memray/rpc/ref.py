@@ -119,29 +119,53 @@ async def watched(
     """``reply``'s result, unless its actor has had no process for ``bound_s`` while it waited.
 
     ``placement()`` says where the actor is (None when it cannot tell: never a reason to cut a
-    call). Until ``grace_s`` nothing is asked; then every ``every_s``. A call whose actor is
-    placed waits as long as it takes. Raises :class:`~memray.errors.UnavailableError` naming
-    ``label``, the actor's state and what to do; ``reply`` is cancelled then."""
+    call). A call answered within ``grace_s`` costs one timer, armed and cancelled; a longer one
+    asks then, and every ``every_s``. A call whose actor is placed waits as long as it takes.
+    Raises :class:`~memray.errors.UnavailableError` naming ``label``, the actor's state and what
+    to do; ``reply`` is cancelled then."""
+    loop = asyncio.get_running_loop()
+    gave_up: list[Exception] = []
+    watch: list[asyncio.Task[None]] = []
+    timer = loop.call_later(
+        grace_s, lambda: watch.append(loop.create_task(_watch(reply, placement, label, bound_s, every_s, gave_up)))
+    )
+    try:
+        return await reply
+    except asyncio.CancelledError:
+        if gave_up:  # cancelled by the watch, not by our caller
+            raise gave_up[0] from None
+        raise
+    finally:
+        timer.cancel()
+        for task in watch:
+            task.cancel()
+
+
+async def _watch(
+    reply: asyncio.Future[Any],
+    placement: Callable[[], Awaitable[Placement | None]],
+    label: str,
+    bound_s: float,
+    every_s: float,
+    gave_up: list[Exception],
+) -> None:
+    """Cancel ``reply`` (saying why in ``gave_up``) once its actor has been unplaced ``bound_s``."""
     from memray.errors import UnavailableError
 
     loop = asyncio.get_running_loop()
-    try:
-        done, _ = await asyncio.wait((reply,), timeout=grace_s)
-        unplaced_since: float | None = None
-        while not done:
-            where = await _placement(placement, label)
-            now = loop.time()
-            if where is None or where.placed:
-                unplaced_since = None
-            else:
-                unplaced_since = now if unplaced_since is None else unplaced_since
-                if now - unplaced_since >= bound_s:
-                    raise UnavailableError(label, where.why(now - unplaced_since))
-            done, _ = await asyncio.wait((reply,), timeout=every_s)
-        return reply.result()
-    finally:
-        if not reply.done():
-            reply.cancel()
+    unplaced_since: float | None = None
+    while not reply.done():
+        where = await _placement(placement, label)
+        now = loop.time()
+        if where is None or where.placed:
+            unplaced_since = None
+        else:
+            unplaced_since = now if unplaced_since is None else unplaced_since
+            if now - unplaced_since >= bound_s:
+                gave_up.append(UnavailableError(label, where.why(now - unplaced_since)))
+                reply.cancel()
+                return
+        await asyncio.sleep(every_s)
 
 
 async def _placement(placement: Callable[[], Awaitable[Placement | None]], label: str) -> Placement | None:
