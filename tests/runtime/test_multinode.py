@@ -6,7 +6,7 @@ on the machine would find it.
 
 The default run is the smoke version (about 40 s on 2 cores); ``MEMRAY_HEAVY_TESTS=1`` adds the
 summaries job running its Ray Data pool across the nodes. ``tests/runtime/unplaced.py`` (about 45 s)
-is the store that no node left can take: calls to it fail within ``placement_timeout_s``.
+is the store that no node can take: calls to it fail within ``placement_timeout_s``.
 """
 
 from __future__ import annotations
@@ -52,11 +52,9 @@ def test_partitions_on_nodes_survive_a_lost_node(job: bool) -> None:
 
 def test_calls_to_a_store_no_node_can_take_fail_within_the_bound() -> None:
     result = run_scenario(script="tests.runtime.unplaced")
-    bound_s, grace_s = result["bound_s"], result["grace_s"]
-    assert isinstance(bound_s, float) and isinstance(grace_s, float)
-    assert set(result["long_call_states"]) == {"ALIVE"}  # type: ignore[arg-type]  # held past the bound, not cut
-    assert result["store_state"] == "RESTARTING"
-    open_s = result["open_s"]
-    assert isinstance(open_s, float) and bound_s <= open_s  # it used to wait for ever (Ray 2.60 queues the call)
+    bound_s, open_s = result["bound_s"], result["open_s"]
+    assert isinstance(bound_s, float) and isinstance(open_s, float)
+    assert bound_s <= open_s  # it used to wait for ever (Ray 2.60 queues the call)
     assert "PENDING_CREATION" in str(result["open_error"]) and "memray_store: 1" in str(result["open_error"])
-    assert result["durable_back"] == 3  # the advice works: a disk node joins, open succeeds, nothing lost
+    assert result["store_state"] == "RESTARTING"  # the node is gone: no node offers memray_store
+    assert result["durable_back"] == 4  # a disk node joins: the store starts there, nothing lost

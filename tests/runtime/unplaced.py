@@ -18,7 +18,6 @@ Prints one JSON line of what it saw; exits non-zero on any broken promise.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import tempfile
 import threading
@@ -30,10 +29,10 @@ from ray.cluster_utils import Cluster
 
 import memray
 from memray.rpc.ref import WATCH_EVERY_S, WATCH_GRACE_S
-from tests.runtime.multinode import FAST_HEALTH, actor_node, step, wait_for
+from tests.runtime.multinode import DISK, actor_node, local_cluster, step, wait_for
 
-DISK = {"memray_store": 1}
 BOUND_S = 2.0  # placement_timeout_s
+NS = "memray-unplaced"
 
 
 def store_state(name: str, namespace: str) -> str:
@@ -62,11 +61,15 @@ def within(what: str, call: Any, limit_s: float = 120.0) -> tuple[Any, BaseExcep
 
 
 def main() -> int:
-    if "RAY_TMPDIR" not in os.environ:  # a Cluster advertises itself there: never in the machine's shared one
-        os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="mr-", dir="/tmp")
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "_system_config": FAST_HEALTH})
-    ns = "memray-unplaced"
-    ray.init(address=cluster.address, namespace=ns, log_to_driver=False)
+    with local_cluster(NS) as cluster:
+        out = scenario(cluster)
+    print(json.dumps(out))
+    return 0
+
+
+def scenario(cluster: Cluster) -> dict[str, Any]:
+    """Steps 1-4 of the module docstring; what it saw."""
+    ns = NS
     out: dict[str, Any] = {"bound_s": BOUND_S, "grace_s": WATCH_GRACE_S, "every_s": WATCH_EVERY_S}
     config = memray.MemoryConfig(
         path=tempfile.mkdtemp(prefix="memray-unplaced-"),
@@ -123,10 +126,7 @@ def main() -> int:
     finally:
         if mem is not None:
             within("close", lambda: mem.close(terminate=True))  # type: ignore[union-attr]
-        ray.shutdown()
-        cluster.shutdown()
-    print(json.dumps(out))
-    return 0
+    return out
 
 
 if __name__ == "__main__":
