@@ -1,9 +1,10 @@
 """What the per-call placement watch (``memray.rpc.ref.watched``) costs a normal Ray call.
 
-    python -m benchmarks.call_watch --calls 3000 --rounds 5 --clients 1,16
+    python -m benchmarks.call_watch --calls 2000 --rounds 6 --clients 1,16
 
-One local Ray, one async no-op actor (``_harness.AsyncSink``, like a host). Each round, in turn,
-so that a load spike on this shared machine hits all alike:
+One local Ray, one async no-op actor (``_harness.AsyncSink``, like a host). Each round times, in
+turn (each round starting with the next, so that a load spike on this shared machine hits none
+more often):
 
 - floor: ``await handle.noop.remote()``, Ray's own round trip;
 - unwatched: the same call through a typed client and a ref that only translates Ray's errors
@@ -45,9 +46,13 @@ class UnwatchedRef:
             raise UnavailableError(self.label, str(exc)) from exc
 
 
-async def one_round(variants: dict[str, Any], calls: int, clients: int) -> dict[str, dict[str, float]]:
+async def one_round(variants: dict[str, Any], calls: int, clients: int, turn: int) -> dict[str, dict[str, float]]:
+    """Each variant once, starting with a different one each ``turn`` (a load spike then hits no
+    variant more often than another)."""
+    names = list(variants)
     out = {}
-    for name, call in variants.items():
+    for name in names[turn % len(names) :] + names[: turn % len(names)]:
+        call = variants[name]
         lat, wall = await run_clients(clients, calls, lambda _, call=call: call())
         out[name] = {**pct_ms(lat), "calls_per_s": round(calls / wall, 1)}
     return out
@@ -98,7 +103,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     for r in range(args.rounds):
         for c in levels:
             log(f"round {r + 1}/{args.rounds}, {c} client(s)")
-            rounds[c].append(await one_round(variants, args.calls, c))
+            rounds[c].append(await one_round(variants, args.calls, c, turn=r))
     placement = []
     for _ in range(args.checks):
         t0 = time.perf_counter()
@@ -123,8 +128,8 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--calls", type=int, default=3000, help="calls per variant per round")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=2000, help="calls per variant per round")
+    parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--clients", default="1,16", help="concurrent callers, comma-separated")
     parser.add_argument("--checks", type=int, default=200, help="placement checks timed")
     parser.add_argument("--cpu-calls", type=int, default=20_000, help="calls timed for the watch's CPU cost")
