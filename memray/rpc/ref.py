@@ -99,13 +99,29 @@ class Placement:
 
     def why(self, waited_s: float) -> str:
         """What an :class:`~memray.errors.UnavailableError` says about an actor left unplaced."""
-        needs = ", ".join(f"{k}: {v:g}" for k, v in sorted(self.needs.items())) or "no custom resource"
         return (
             f"Ray has had it on no node for at least {waited_s:.1f} s (state {self.state}; it asks a node "
-            f"for {needs}), so the call may never run, or run once it is placed: add a node that offers "
-            "what it asks for (it starts there), or close memray and open it with a configuration this "
-            "cluster can place"
+            f"for {_listed(self.needs) or 'no custom resource'}), so the call may never run, or run once it "
+            f"is placed: {_FIX}"
         )
+
+    def stranded(self, offered: Mapping[str, float]) -> str:
+        """What to add to an actor's error when no live node offers what it asks for (``offered``:
+        the live nodes' resources, summed); empty when it is placed or can be."""
+        missing = {k: v for k, v in self.needs.items() if offered.get(k, 0.0) < v}
+        if self.placed or not missing:
+            return ""
+        return f" (Ray has it on no node, state {self.state}, and no live node offers {_listed(missing)}: {_FIX})"
+
+
+_FIX = (
+    "add a node that offers what it asks for (it starts there), or close memray and open it with a "
+    "configuration this cluster can place"
+)
+
+
+def _listed(resources: Mapping[str, float]) -> str:
+    return ", ".join(f"{k}: {v:g}" for k, v in sorted(resources.items()))
 
 
 async def watched(

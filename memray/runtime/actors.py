@@ -75,7 +75,16 @@ class RayRef:
             raise
         except RayActorError as exc:
             detail = _ANSI.sub("", str(exc)).strip()
-            raise UnavailableError(self.label, detail.splitlines()[0] if detail else "actor died") from exc
+            detail = detail.splitlines()[0] if detail else "actor died"
+            raise UnavailableError(self.label, detail + await self._stranded()) from exc
+
+    async def _stranded(self) -> str:
+        """Why the actor will not come back and what to do, if no live node offers what it asks for."""
+        try:
+            where = await self.placement()
+            return where.stranded(ray.cluster_resources()) if where is not None else ""  # type: ignore[no-untyped-call]
+        except Exception:  # the control plane did not answer: Ray's own words only
+            return ""
 
     async def placement(self) -> Placement | None:
         """Where Ray has the actor: one read of the control plane's actor table (0.78 ms p50 here)."""

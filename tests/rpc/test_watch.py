@@ -114,3 +114,13 @@ async def test_a_caller_that_gives_up_cancels_the_call() -> None:
     with pytest.raises(asyncio.CancelledError):
         await call
     assert reply.cancelled()
+
+
+def test_an_actor_is_stranded_only_while_no_live_node_offers_what_it_asks_for() -> None:
+    restarting = Placement("RESTARTING", False, {"memray_store": 1.0})
+    said = restarting.stranded({"CPU": 2.0})
+    assert said.startswith(" (Ray has it on no node, state RESTARTING, and no live node offers memray_store: 1:")
+    assert "add a node that offers" in said
+    assert restarting.stranded({"CPU": 2.0, "memray_store": 1.0}) == ""  # it can come back: a restart, not a loss
+    assert Placement("RESTARTING", False, {}).stranded({}) == ""  # asks for nothing special: every node can take it
+    assert Placement("ALIVE", True, {"memray_store": 1.0}).stranded({}) == ""

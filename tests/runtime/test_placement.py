@@ -77,6 +77,8 @@ def test_a_long_call_on_a_live_actor_is_not_cut_by_the_bound(ray_session: None) 
 
     try:
         assert asyncio.run(asyncio.wait_for(scenario(), 60)) == "released"
-        assert seen == [Placement("ALIVE", True, {})] * len(seen)
+        # placed all along: alive, or (on a loaded machine) still starting when first checked
+        assert all(where is not None and where.placed for where in seen), seen
+        assert seen[-1] == Placement("ALIVE", True, {})
     finally:
         ray.kill(ref.handle)
