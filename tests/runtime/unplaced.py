@@ -113,8 +113,9 @@ def scenario(cluster: Cluster) -> dict[str, Any]:
         _, error, out["store_read_s"] = within("a store read", lambda: mem.list_conversations(user_id="u"))
         assert isinstance(error, memray.UnavailableError) and "history store" in str(error), repr(error)
         out["store_read_error"] = str(error)  # Ray's "restarting", and that no live node offers memray_store
-        _, error, out["search_s"] = within("a search", lambda: conv.search("lanterns"))
+        hits, error, out["search_s"] = within("a search", lambda: conv.search("lanterns"))
         assert error is None, repr(error)
+        out["search_hits"] = len(hits)
 
         step("a disk node joins again")
         cluster.add_node(num_cpus=1, resources=DISK)
