@@ -52,7 +52,8 @@ class RetryingRef:
     the caller, so an ``add`` retried after its actor died (acknowledgement lost or not) merges
     into the same messages instead of duplicating them. ``on_retry`` adds keyword arguments to a
     method's retries (``{"add": {"retried": True}}``: the host then looks up the seqs the first
-    attempt may have given, so the retry returns those).
+    attempt may have given, so the retry returns those). ``timeout_s`` bounds the retrying; each
+    attempt is bounded by ``ref`` (a Ray call whose actor Ray cannot place: :func:`watched`).
     """
 
     def __init__(
