@@ -37,8 +37,9 @@ from memray.ids import ConversationKey
 from memray.store.layout import partition_of
 
 DISK = {"memray_store": 1}  # room for one partition per disk node (each asks for 1 unit)
-# the head declares a removed node dead after ~1.5 s of missed health checks (Ray's default: ~15 s)
-FAST_HEALTH = {"health_check_period_ms": 500, "health_check_failure_threshold": 3, "health_check_timeout_ms": 500}
+# the head declares a removed node dead after 3 failed health checks 1 s apart (a killed raylet
+# fails each at once; Ray's default takes ~15 s); a live one has 2 s to answer each, under load
+FAST_HEALTH = {"health_check_period_ms": 1000, "health_check_failure_threshold": 3, "health_check_timeout_ms": 2000}
 USERS = [f"user-{i}" for i in range(8)]
 
 
