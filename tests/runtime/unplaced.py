@@ -110,6 +110,7 @@ def scenario(cluster: Cluster) -> dict[str, Any]:
         late = {"id": "late", "role": "user", "content": "after the loss"}
         _, error, out["durable_add_s"] = within("a durable add", lambda: conv.add(late, durable=True))
         assert isinstance(error, memray.StoreError), repr(error)
+        out["durable_add_error"] = str(error)
         _, error, out["store_read_s"] = within("a store read", lambda: mem.list_conversations(user_id="u"))
         assert isinstance(error, memray.UnavailableError) and "history store" in str(error), repr(error)
         out["store_read_error"] = str(error)  # Ray's "restarting", and that no live node offers memray_store
