@@ -9,8 +9,9 @@ scenario:
    and the watch's grace have passed (in Ray 2.60 it used to wait for ever);
 2. a disk node joins (what the error says to do): ``open`` succeeds; durable adds;
 3. the disk node is removed, so no node offers ``memray_store``: a durable add raises within
-   ``write_timeout_s``, a read of the store raises UnavailableError, a search answers;
-4. a disk node joins again: the store restarts there and every durable message is in it.
+   ``write_timeout_s``, a read of the store raises UnavailableError saying no live node offers
+   it, a search answers. (That a lost store restarts on a disk node that joins, with nothing
+   lost, is ``tests/runtime/multinode.py``'s scenario.)
 
 Prints one JSON line of what it saw; exits non-zero on any broken promise.
 """
@@ -68,7 +69,7 @@ def main() -> int:
 
 
 def scenario(cluster: Cluster) -> dict[str, Any]:
-    """Steps 1-4 of the module docstring; what it saw."""
+    """Steps 1-3 of the module docstring; what it saw."""
     ns = NS
     out: dict[str, Any] = {"bound_s": BOUND_S, "grace_s": WATCH_GRACE_S, "every_s": WATCH_EVERY_S}
     config = memray.MemoryConfig(
@@ -101,7 +102,7 @@ def scenario(cluster: Cluster) -> dict[str, Any]:
         assert actor_node(store, ns) == disk.node_id
         conv = mem.conversation(user_id="u", conversation_id="c")
         notes = [{"id": f"m{i}", "role": "user", "content": f"note {i} about lanterns"} for i in range(3)]
-        seqs = conv.add(notes, durable=True)
+        out["acked"] = len(conv.add(notes, durable=True))
 
         step("removing the disk node")
         cluster.remove_node(disk, allow_graceful=False)
@@ -112,20 +113,13 @@ def scenario(cluster: Cluster) -> dict[str, Any]:
         assert isinstance(error, memray.StoreError), repr(error)
         out["durable_add_error"] = str(error)
         _, error, out["store_read_s"] = within("a store read", lambda: mem.list_conversations(user_id="u"))
-        assert isinstance(error, memray.UnavailableError) and "history store" in str(error), repr(error)
+        assert isinstance(error, memray.UnavailableError), repr(error)
         out["store_read_error"] = str(error)  # Ray's "restarting", and that no live node offers memray_store
+        assert "history store" in out["store_read_error"] and "no live node offers" in out["store_read_error"]
         hits, error, out["search_s"] = within("a search", lambda: conv.search("lanterns"))
         assert error is None, repr(error)
         out["search_hits"] = len(hits)
 
-        step("a disk node joins again")
-        cluster.add_node(num_cpus=1, resources=DISK)
-        wait_for("the store to restart", lambda: store_state(store, ns) == "ALIVE")
-        conv.flush()  # the add that raised is still pending: it is written now
-        stored = {c.conversation_id for c in mem.list_conversations(user_id="u")}
-        back = {m.id: m.seq for m in conv.messages()}
-        out["durable_back"] = sum(back.get(f"m{i}") == seq for i, seq in enumerate(seqs)) + ("late" in back)
-        assert stored == {"c"} and out["durable_back"] == len(seqs) + 1, back
     finally:
         if mem is not None:
             within("close", lambda: mem.close(terminate=True))  # type: ignore[union-attr]
