@@ -196,6 +196,11 @@ class MemoryConfig(_Config):
     # (the store down, not a bad row: those are dead-lettered at once) raises StoreError instead
     # of waiting on; the messages stay pending and are retried in the background
     write_timeout_s: float = Field(60.0, gt=0)
+    # Ray mode: a call to a host, shard or store actor that Ray has had on no node this long (it
+    # lost its node and no node left offers what it asks for, e.g. store_resource) raises
+    # UnavailableError naming the actor and what to do, instead of waiting for ever; a call to an
+    # actor that is placed (alive, or still starting) is never cut, however long it runs
+    placement_timeout_s: float = Field(30.0, gt=0)
     # backpressure: acknowledged-but-not-durable messages one host holds at most; an add past it
     # waits for room (at most write_timeout_s) or, with block=False, raises Backpressure; 0: no bound
     max_unpersisted: int = Field(10_000, ge=0)

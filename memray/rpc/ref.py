@@ -4,13 +4,33 @@ A core that depends on another (a host on the store, the router on shards) holds
 typed client (:mod:`memray.rpc.client`), which sends each call through an ``ActorRef`` by the
 method's name. In-process the call runs on the object itself (serialised like an actor); in Ray
 mode it is an actor method call. Cores never import ``ray``.
+
+A Ray call to an actor that Ray cannot place on any node (it lost its node and no other offers
+the resources it asks for, or the cluster never had them) would wait for ever: Ray queues it until
+the actor exists. :func:`watched` bounds that wait without cutting long calls: once a call has
+run for :data:`WATCH_GRACE_S` it asks where the actor is every :data:`WATCH_EVERY_S`, and fails
+the call with :class:`~memray.errors.UnavailableError` only once the actor has had no process for
+``MemoryConfig.placement_timeout_s``. A live actor busy with a long call (a flush, a big commit,
+a re-embedding step) has a process, so its calls are never cut.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
 
-__all__ = ["ActorRef", "RetryingRef"]
+__all__ = ["ActorRef", "RetryingRef", "Placement", "watched", "WATCH_GRACE_S", "WATCH_EVERY_S"]
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+#: How long a call runs before its actor's placement is first checked (a normal call never is).
+WATCH_GRACE_S = 2.0
+#: How often a call that runs longer checks it again (one control-plane read: 0.6–0.8 ms p50 here).
+WATCH_EVERY_S = 1.0
 
 
 class ActorRef(Protocol):
@@ -32,7 +52,8 @@ class RetryingRef:
     the caller, so an ``add`` retried after its actor died (acknowledgement lost or not) merges
     into the same messages instead of duplicating them. ``on_retry`` adds keyword arguments to a
     method's retries (``{"add": {"retried": True}}``: the host then looks up the seqs the first
-    attempt may have given, so the retry returns those).
+    attempt may have given, so the retry returns those). ``timeout_s`` bounds the retrying; each
+    attempt is bounded by ``ref`` (a Ray call whose actor Ray cannot place: :func:`watched`).
     """
 
     def __init__(
@@ -67,3 +88,106 @@ class RetryingRef:
 
     def __getattr__(self, name: str) -> Any:  # e.g. ``.handle`` of a Ray ref
         return getattr(self.ref, name)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where Ray has an actor, as its control plane says."""
+
+    state: str  # Ray's actor state: ALIVE, PENDING_CREATION, RESTARTING, DEAD...
+    placed: bool  # a worker process holds it: alive, or running its constructor
+    needs: Mapping[str, float] = field(default_factory=dict)  # the resources it asks of a node
+
+    def why(self, waited_s: float) -> str:
+        """What an :class:`~memray.errors.UnavailableError` says about an actor left unplaced."""
+        return (
+            f"Ray has had it on no node for at least {waited_s:.1f} s (state {self.state}; it asks a node "
+            f"for {_listed(self.needs) or 'no custom resource'}), so the call may never run, or run once it "
+            f"is placed: {_FIX}"
+        )
+
+    def stranded(self, offered: Mapping[str, float]) -> str:
+        """What to add to an actor's error when no live node offers what it asks for (``offered``:
+        the live nodes' resources, summed); empty when it is placed or can be."""
+        missing = {k: v for k, v in self.needs.items() if offered.get(k, 0.0) < v}
+        if self.placed or not missing:
+            return ""
+        return f" (Ray has it on no node, state {self.state}, and no live node offers {_listed(missing)}: {_FIX})"
+
+
+_FIX = (
+    "add a node that offers what it asks for (it starts there), or close memray and open it with a "
+    "configuration this cluster can place"
+)
+
+
+def _listed(resources: Mapping[str, float]) -> str:
+    return ", ".join(f"{k}: {v:g}" for k, v in sorted(resources.items()))
+
+
+async def watched(
+    reply: asyncio.Future[T],
+    placement: Callable[[], Awaitable[Placement | None]],
+    label: str,
+    bound_s: float,
+    grace_s: float = WATCH_GRACE_S,
+    every_s: float = WATCH_EVERY_S,
+) -> T:
+    """``reply``'s result, unless its actor has had no process for ``bound_s`` while it waited.
+
+    ``placement()`` says where the actor is (None when it cannot tell: never a reason to cut a
+    call). A call answered within ``grace_s`` costs one timer, armed and cancelled; a longer one
+    asks then, and every ``every_s``. A call whose actor is placed waits as long as it takes.
+    Raises :class:`~memray.errors.UnavailableError` naming ``label``, the actor's state and what
+    to do; ``reply`` is cancelled then."""
+    loop = asyncio.get_running_loop()
+    gave_up: list[Exception] = []
+    watch: list[asyncio.Task[None]] = []
+    timer = loop.call_later(
+        grace_s, lambda: watch.append(loop.create_task(_watch(reply, placement, label, bound_s, every_s, gave_up)))
+    )
+    try:
+        return await reply
+    except asyncio.CancelledError:
+        if gave_up:  # cancelled by the watch, not by our caller
+            raise gave_up[0] from None
+        raise
+    finally:
+        timer.cancel()
+        for task in watch:
+            task.cancel()
+
+
+async def _watch(
+    reply: asyncio.Future[Any],
+    placement: Callable[[], Awaitable[Placement | None]],
+    label: str,
+    bound_s: float,
+    every_s: float,
+    gave_up: list[Exception],
+) -> None:
+    """Cancel ``reply`` (saying why in ``gave_up``) once its actor has been unplaced ``bound_s``."""
+    from memray.errors import UnavailableError
+
+    loop = asyncio.get_running_loop()
+    unplaced_since: float | None = None
+    while not reply.done():
+        where = await _placement(placement, label)
+        now = loop.time()
+        if where is None or where.placed:
+            unplaced_since = None
+        else:
+            unplaced_since = now if unplaced_since is None else unplaced_since
+            if now - unplaced_since >= bound_s:
+                gave_up.append(UnavailableError(label, where.why(now - unplaced_since)))
+                reply.cancel()
+                return
+        await asyncio.sleep(every_s)
+
+
+async def _placement(placement: Callable[[], Awaitable[Placement | None]], label: str) -> Placement | None:
+    try:
+        return await placement()
+    except Exception as exc:  # the control plane did not answer: keep waiting on the call
+        log.debug("could not tell where %s is: %r", label, exc)
+        return None

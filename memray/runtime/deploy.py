@@ -7,11 +7,13 @@ builds the same cores as Ray actors. The facade sees only the :class:`Deployment
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from typing import Any, Protocol
 
 from memray.config import EmbedderConfig, MemoryConfig
 from memray.conversation.client import HostClient
+from memray.errors import DeadLetterError
 from memray.index.client import ShardClient
 from memray.index.recompute import Recompute
 from memray.rpc.local import LocalRef
@@ -19,7 +21,9 @@ from memray.store.client import StoreClient
 from memray.store.layout import check_stores, store_files
 from memray.store.partitions import StorePartitions
 
-__all__ = ["Deployment", "LocalDeployment", "shard_path", "store_label", "store_roles"]
+__all__ = ["Deployment", "LocalDeployment", "shard_path", "store_label", "store_roles", "stop_cores"]
+
+log = logging.getLogger(__name__)
 
 
 def store_label(partition: int, stores: int) -> str:
@@ -144,3 +148,48 @@ class LocalDeployment:
             for ref in self._refs:
                 ref.shutdown()
         return reports
+
+
+async def stop_cores(deployment: Deployment, terminate: bool, bound_s: float) -> list[dict[str, Any]]:
+    """Flush the hosts of a deployment whose cores may be down or restarting (Ray's), every wait
+    bounded by ``bound_s``; with ``terminate`` also close the hosts, shards and stores. Returns the
+    hosts' reports of what they could not persist."""
+    if not terminate:
+        # a driver leaving a shared memray: flush, but leave dead-letter reports to their writers
+        flushed = await _bounded([h.flush(None, None, False) for h in deployment.hosts], bound_s)
+        await _bounded([s.snapshot() for s in deployment.shards], bound_s)
+        return [
+            {
+                "host": h.label,
+                "error": f"{type(r).__name__}: {r}",
+                "dead_letters": len(r.letters) if isinstance(r, DeadLetterError) else 0,
+            }
+            for h, r in zip(deployment.hosts, flushed)
+            if isinstance(r, BaseException)
+        ]
+    reports: list[dict[str, Any]] = []
+    closed = await _bounded([h.close() for h in deployment.hosts], bound_s)
+    for host, result in zip(deployment.hosts, closed):
+        if isinstance(result, BaseException):
+            reports.append({"host": host.label, "error": f"{type(result).__name__}: {result}"})
+        else:
+            reports.append(result)
+    # a shard's close is only a snapshot (indexes are derived data): one that is down or
+    # restarting must not keep the store from closing nor the actors from being killed
+    closed = await _bounded([s.close() for s in deployment.shards], 60.0)
+    for shard, result in zip(deployment.shards, closed):
+        if isinstance(result, BaseException):
+            log.warning("%s did not close cleanly (%r); it recovers from the store", shard.label, result)
+    stored = await _bounded([c.close() for c in deployment.stores.clients], 60.0)
+    for store, failed in [(c, r) for c, r in zip(deployment.stores.clients, stored) if isinstance(r, BaseException)]:
+        log.warning("%s did not close cleanly (%r); its WAL is replayed on the next open", store.label, failed)
+    return reports
+
+
+async def _bounded(calls: list[Any], timeout_s: float) -> list[Any]:
+    """Await ``calls`` together; each result, or its exception (TimeoutError past ``timeout_s``)."""
+
+    async def one(call: Any) -> Any:
+        return await asyncio.wait_for(call, timeout_s)
+
+    return list(await asyncio.gather(*(one(c) for c in calls), return_exceptions=True))

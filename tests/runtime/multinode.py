@@ -20,11 +20,13 @@ Prints one JSON line of what it saw; exits non-zero on any broken promise.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import ray
@@ -35,6 +37,9 @@ from memray.ids import ConversationKey
 from memray.store.layout import partition_of
 
 DISK = {"memray_store": 1}  # room for one partition per disk node (each asks for 1 unit)
+# the head declares a removed node dead after 3 failed health checks 1 s apart (a killed raylet
+# fails each at once; Ray's default takes ~15 s); a live one has 2 s to answer each, under load
+FAST_HEALTH = {"health_check_period_ms": 1000, "health_check_failure_threshold": 3, "health_check_timeout_ms": 2000}
 USERS = [f"user-{i}" for i in range(8)]
 
 
@@ -68,6 +73,21 @@ def step(what: str) -> None:
     print(f"[{time.monotonic() - T0:6.1f}s] {what}", file=sys.stderr, flush=True)
 
 
+@contextlib.contextmanager
+def local_cluster(namespace: str, **head: Any) -> Iterator[Cluster]:
+    """A ``Cluster`` of one head node (1 CPU, plus ``head``) in its own Ray temp dir, this
+    process's Ray joined to it; shut down after."""
+    if "RAY_TMPDIR" not in os.environ:  # a Cluster advertises itself there: never in the machine's shared one
+        os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="mr-", dir="/tmp")
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "_system_config": FAST_HEALTH, **head})
+    ray.init(address=cluster.address, namespace=namespace, log_to_driver=False)
+    try:
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
 def add(mem: memray.Memory, user: str, text: str, acked: dict[ConversationKey, dict[str, int]]) -> bool:
     conv = mem.conversation(user_id=user, conversation_id="c")
     mid = f"m{sum(len(v) for v in acked.values())}"
@@ -83,11 +103,15 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--job", action="store_true", help="also run the summaries job across the nodes")
     args = parser.parse_args()
-    if "RAY_TMPDIR" not in os.environ:  # a Cluster advertises itself there: never in the machine's shared one
-        os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="mr-", dir="/tmp")
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": DISK})
-    worker = cluster.add_node(num_cpus=1, resources=DISK)
-    ray.init(address=cluster.address, namespace="memray-multinode", log_to_driver=False)
+    with local_cluster("memray-multinode", resources=DISK) as cluster:
+        worker = cluster.add_node(num_cpus=1, resources=DISK)
+        out = scenario(cluster, worker, args.job)
+    print(json.dumps(out))
+    return 0
+
+
+def scenario(cluster: Cluster, worker: Any, job: bool) -> dict[str, Any]:
+    """Steps 1-5 of the module docstring; what it saw."""
     out: dict[str, Any] = {}
     path = tempfile.mkdtemp(prefix="memray-multinode-")
     config = memray.MemoryConfig(
@@ -152,7 +176,7 @@ def main() -> int:
         assert missing == 0, f"{missing} acknowledged durable message(s) lost"
 
         step("job")
-        if args.job:
+        if job:
             from jobs import backfill_summaries
 
             report = backfill_summaries.run(config, workers=2, cpus_per_worker=0.5, force=True)
@@ -161,10 +185,7 @@ def main() -> int:
             assert all(mem.conversation(user_id=u, conversation_id="c").summary() for u in on_lost)
     finally:
         mem.close(terminate=True)
-        ray.shutdown()
-        cluster.shutdown()
-    print(json.dumps(out))
-    return 0
+    return out
 
 
 if __name__ == "__main__":

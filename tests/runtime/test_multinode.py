@@ -5,7 +5,8 @@ cluster, and a ``Cluster`` advertises its address in Ray's temp dir, where anoth
 on the machine would find it.
 
 The default run is the smoke version (about 40 s on 2 cores); ``MEMRAY_HEAVY_TESTS=1`` adds the
-summaries job running its Ray Data pool across the nodes.
+summaries job running its Ray Data pool across the nodes. ``tests/runtime/unplaced.py`` (about 45 s)
+is the store that no node can take: calls to it fail within ``placement_timeout_s``.
 """
 
 from __future__ import annotations
@@ -23,17 +24,12 @@ ROOT = Path(__file__).resolve().parents[2]
 HEAVY = os.environ.get("MEMRAY_HEAVY_TESTS") == "1"
 
 
-def run_scenario(*flags: str) -> dict[str, object]:
+def run_scenario(*flags: str, script: str = "tests.runtime.multinode") -> dict[str, object]:
     with tempfile.TemporaryDirectory(prefix="mr-", dir="/tmp") as tmp:  # short: Ray's socket paths
         env = {**os.environ, "RAY_TMPDIR": tmp}
         env.pop("RAY_ADDRESS", None)
         out = subprocess.run(
-            [sys.executable, "-m", "tests.runtime.multinode", *flags],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=420,
+            [sys.executable, "-m", script, *flags], cwd=ROOT, env=env, capture_output=True, text=True, timeout=420
         )
     assert out.returncode == 0, out.stderr[-4000:]
     result: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
@@ -52,3 +48,14 @@ def test_partitions_on_nodes_survive_a_lost_node(job: bool) -> None:
     assert result["acked_during_loss"] == result["survivors"] and result["missing"] == 0
     if job:
         assert result["job"] == {"conversations": 8, "updated": 8, "unchanged": 0, "failed": 0}
+
+
+def test_calls_to_a_store_no_node_can_take_fail_within_the_bound() -> None:
+    result = run_scenario(script="tests.runtime.unplaced")
+    bound_s, open_s = result["bound_s"], result["open_s"]
+    assert isinstance(bound_s, float) and isinstance(open_s, float)
+    assert bound_s <= open_s  # it used to wait for ever (Ray 2.60 queues the call)
+    assert "PENDING_CREATION" in str(result["open_error"]) and "memray_store: 1" in str(result["open_error"])
+    assert result["store_state"] == "RESTARTING"  # the node is gone: no node offers memray_store
+    assert "no live node offers memray_store: 1" in str(result["store_read_error"])
+    assert result["acked"] == 3  # a disk node joined: open succeeded, durable adds too

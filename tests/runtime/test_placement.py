@@ -1,0 +1,84 @@
+"""``RayRef`` asks Ray's control plane where its actor is (on the test session's local Ray, which
+like memray's own runs without a dashboard): a call to an actor Ray cannot place fails within the
+bound instead of waiting for ever, and a long call on a live actor is not cut. The multi-node
+version, with memray's own actors: ``tests/runtime/unplaced.py``."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from benchmarks._harness import AsyncSink
+from memray.errors import UnavailableError
+from memray.rpc.ref import WATCH_GRACE_S, Placement
+from memray.runtime.actors import RayRef
+
+
+class Gate:
+    """An actor whose ``hold`` runs until ``release``: a long call on a live actor."""
+
+    def __init__(self) -> None:
+        self.opened: asyncio.Event | None = None
+
+    def _event(self) -> asyncio.Event:
+        self.opened = self.opened or asyncio.Event()
+        return self.opened
+
+    async def hold(self) -> str:
+        await self._event().wait()
+        return "released"
+
+    async def release(self) -> None:
+        self._event().set()
+
+
+def test_a_live_actor_is_placed_and_one_no_node_can_take_is_not(ray_session: None) -> None:
+    import ray
+
+    sink = ray.remote(AsyncSink)
+    live = RayRef(sink.options(num_cpus=0).remote(), "sink")
+    absent = sink.options(num_cpus=0, resources={"memray_absent": 1})  # a resource no node offers
+    stuck = RayRef(absent.remote(), "stuck sink", placement_timeout_s=0.5)
+    try:
+        assert asyncio.run(live.call("ping")) is True
+        assert asyncio.run(live.placement()) == Placement("ALIVE", True, {})
+        assert asyncio.run(stuck.placement()) == Placement("PENDING_CREATION", False, {"memray_absent": 1.0})
+        t0 = time.monotonic()
+        with pytest.raises(UnavailableError, match="stuck sink unavailable: .*PENDING_CREATION.*memray_absent: 1"):
+            asyncio.run(asyncio.wait_for(stuck.call("ping"), 60))  # it used to wait for ever
+        assert time.monotonic() - t0 >= WATCH_GRACE_S + 0.5
+    finally:
+        for ref in (live, stuck):
+            ray.kill(ref.handle)
+
+
+def test_a_long_call_on_a_live_actor_is_not_cut_by_the_bound(ray_session: None) -> None:
+    import ray
+
+    ref = RayRef(ray.remote(Gate).options(num_cpus=0).remote(), "gate", placement_timeout_s=0.01)
+    seen: list[Placement | None] = []
+    real = ref.placement
+
+    async def counted() -> Placement | None:
+        seen.append(await real())
+        return seen[-1]
+
+    ref.placement = counted  # type: ignore[method-assign]
+
+    async def scenario() -> str:
+        held = asyncio.create_task(ref.call("hold"))
+        while len(seen) < 2 and not held.done():  # wait on state: checked twice, far past the bound
+            await asyncio.sleep(0.05)
+        assert not held.done(), f"the long call ended early: {held}"
+        await ref.call("release")
+        return await held
+
+    try:
+        assert asyncio.run(asyncio.wait_for(scenario(), 60)) == "released"
+        # placed all along: alive, or (on a loaded machine) still starting when first checked
+        assert all(where is not None and where.placed for where in seen), seen
+        assert seen[-1] == Placement("ALIVE", True, {})
+    finally:
+        ray.kill(ref.handle)
