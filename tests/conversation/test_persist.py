@@ -44,7 +44,7 @@ def run(coro):
 def test_debounce_coalesces_writes_and_resets_on_each_schedule():
     async def main():
         w = FakeWriter()
-        chain = PersistChain(w.write, debounce_s=0.05)
+        chain = PersistChain.solo(w.write, debounce_s=0.05)
         for i in range(1, 6):
             w.pending.append(i)
             chain.schedule()
@@ -60,7 +60,7 @@ def test_debounce_coalesces_writes_and_resets_on_each_schedule():
 def test_flush_writes_now_and_retries_failures():
     async def main():
         w = FakeWriter()
-        chain = PersistChain(w.write, debounce_s=10, backoff_s=0.001)
+        chain = PersistChain.solo(w.write, debounce_s=10, backoff_s=0.001)
         w.pending.extend([1, 2])
         chain.schedule()
         w.fail = 3
@@ -73,7 +73,7 @@ def test_flush_writes_now_and_retries_failures():
 def test_flush_times_out_but_keeps_retrying():
     async def main():
         w = FakeWriter()
-        chain = PersistChain(w.write, debounce_s=10, backoff_s=0.01, backoff_max_s=0.01)
+        chain = PersistChain.solo(w.write, debounce_s=10, backoff_s=0.01, backoff_max_s=0.01)
         w.pending.append(1)
         chain.schedule()
         w.fail = 10_000
@@ -98,7 +98,7 @@ class ChainMachine(RuleBasedStateMachine):
         self.n = 0
 
     async def _make(self) -> PersistChain:
-        return PersistChain(self.w.write, debounce_s=0.002, backoff_s=0.001, backoff_max_s=0.004)
+        return PersistChain.solo(self.w.write, debounce_s=0.002, backoff_s=0.001, backoff_max_s=0.004)
 
     @rule(k=st.integers(1, 4))
     def add(self, k: int) -> None:
