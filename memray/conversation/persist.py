@@ -274,19 +274,19 @@ class PersistWheel(Generic[T]):
         self._start(due)
 
     def _start(self, due: list[PersistChain[T]]) -> None:
-        chains: list[tuple[PersistChain[T], int]] = []
+        """One task writes every chain of ``due`` that has work and no write in flight (a
+        chain listed twice, e.g. by a stale bucket entry, is taken once)."""
+        batch: _Batch[T] = _Batch([])
         for c in due:
             c._slot = _IDLE
             if c._batch is None and c._done < c._requested:
+                c._batch = batch
                 c._urgent = False
                 c._retry_at = 0.0
-                chains.append((c, c._requested))
-        if not chains:
-            return
-        batch = _Batch(chains)
-        for c, _ in chains:
-            c._batch = batch
-        batch.task = asyncio.get_running_loop().create_task(self._run(batch))
+                batch.chains.append((c, c._requested))
+        if batch.chains:
+            batch.live = len(batch.chains)
+            batch.task = asyncio.get_running_loop().create_task(self._run(batch))
 
     async def _run(self, batch: _Batch[T]) -> None:
         chains: list[tuple[PersistChain[T], int]] = batch.chains
