@@ -8,6 +8,7 @@ never on a time."""
 from __future__ import annotations
 
 import asyncio
+import math
 
 import pytest
 
@@ -68,13 +69,17 @@ def test_chains_due_together_are_written_by_one_call() -> None:
         assert len(store.calls) == 1 and len(store.calls[0]) == 200  # ...all in one write
         assert all(c.idle for c in chains)
         assert [store.durable[f"c{i}"] for i in range(200)] == [[i] for i in range(200)]
-        # left to the timer: the 200 schedules of one turn fall in one slot (two if they straddle one)
+        # left to the timer: one write per slot the 200 deadlines fall in (one or two, unless the
+        # machine stalls the loop between two schedules)
+        loop = asyncio.get_running_loop()
+        first = loop.time()
         for i, c in enumerate(chains):
             store.put(f"c{i}", 1000 + i)
             c.schedule()
+        slots = math.ceil((loop.time() + 0.03) / 0.01) - math.ceil((first + 0.03) / 0.01) + 1
         while not all(c.idle for c in chains):
             await asyncio.sleep(0.005)
-        assert len(store.calls) in (2, 3) and sum(len(call) for call in store.calls[1:]) == 200
+        assert 2 <= len(store.calls) <= 1 + slots and sum(len(call) for call in store.calls[1:]) == 200
         assert wheel.batches == len(store.calls) and wheel.writes == 400
         assert all(c.last_durable_seq == 1000 + i for i, c in enumerate(chains))
 
