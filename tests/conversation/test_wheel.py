@@ -11,6 +11,9 @@ import asyncio
 import math
 
 import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 import memray
 from memray.conversation.persist import PersistWheel
@@ -26,8 +29,12 @@ class FakeStore:
         self.durable: dict[str, list[int]] = {}
         self.calls: list[list[str]] = []
         self.failing: set[str] = set()
+        self.fail_next: dict[str, int] = {}  # owner -> how many of its next writes fail
+        self.in_flight: dict[str, int] = {}
+        self.max_in_flight = 0
         self.error: Exception = RuntimeError("store down")
         self.gate: asyncio.Event | None = None
+        self.delay_s = 0.0  # how long a write takes (the machine's writes overlap its next steps)
         self.started = asyncio.Event()
         self.cancelled = 0
 
@@ -36,9 +43,13 @@ class FakeStore:
 
     async def write_many(self, owners: list[str]) -> list[int | Exception]:
         self.calls.append(owners)
+        for o in owners:
+            self.in_flight[o] = self.in_flight.get(o, 0) + 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight[o])
         taken = {o: self.pending.pop(o, []) for o in owners}
         self.started.set()
         try:
+            await asyncio.sleep(self.delay_s)
             if self.gate is not None:
                 await self.gate.wait()
         except asyncio.CancelledError:
@@ -46,9 +57,13 @@ class FakeStore:
             for o, items in taken.items():  # what a cancelled write took is pending again
                 self.pending[o] = items + self.pending.get(o, [])
             raise
+        finally:
+            for o in owners:
+                self.in_flight[o] -= 1
         out: list[int | Exception] = []
         for o, items in taken.items():
-            if o in self.failing:
+            if o in self.failing or self.fail_next.get(o, 0) > 0:
+                self.fail_next[o] = max(self.fail_next.get(o, 0) - 1, 0)
                 self.pending[o] = items + self.pending.get(o, [])
                 out.append(self.error)
             else:
@@ -206,3 +221,83 @@ def test_many_conversations_flushed_together_make_one_commit_per_partition(tmp_p
         assert after["rows"] - before["rows"] == 40 and after["commits"] - before["commits"] == 2
         assert all([m.text for m in c.messages()] == [f"hello {i}"] for i, c in enumerate(convs))
         assert all(c.durable_seq() == 1 for c in convs)
+
+
+class WheelMachine(RuleBasedStateMachine):
+    """Three chains on one wheel against a list each: whatever is scheduled ends durable, in
+    order, exactly once, never two writes of one chain at a time, whatever fails when."""
+
+    NAMES = ("a", "b", "c")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop = asyncio.new_event_loop()
+        self.store = FakeStore()
+        self.store.delay_s = 0.001
+        wheel = PersistWheel(
+            self.store.write_many, debounce_s=0.002, backoff_s=0.001, backoff_max_s=0.004, slot_s=0.001
+        )
+        self.chains = {o: wheel.chain(o) for o in self.NAMES}
+        self.model: dict[str, list[int]] = {o: [] for o in self.NAMES}
+        self.n = 0
+
+    @rule(owner=st.sampled_from(NAMES), k=st.integers(1, 3))
+    def add(self, owner: str, k: int) -> None:
+        async def go() -> None:
+            for _ in range(k):
+                self.n += 1
+                self.store.put(owner, self.n)
+                self.model[owner].append(self.n)
+                self.chains[owner].schedule()
+
+        self.loop.run_until_complete(go())
+
+    @rule(owner=st.sampled_from(NAMES), k=st.integers(0, 3))
+    def fail_next(self, owner: str, k: int) -> None:
+        self.store.fail_next[owner] = k
+
+    @rule(owner=st.sampled_from(NAMES))
+    def hurry(self, owner: str) -> None:
+        async def go() -> None:
+            self.chains[owner].now()
+
+        self.loop.run_until_complete(go())
+
+    @rule(ms=st.integers(0, 4))
+    def wait(self, ms: int) -> None:
+        self.loop.run_until_complete(asyncio.sleep(ms / 1000))
+
+    @rule(owner=st.sampled_from(NAMES))
+    def flush(self, owner: str) -> None:
+        self.loop.run_until_complete(self.chains[owner].flush(timeout_s=10))
+        assert self.store.durable.get(owner, []) == self.model[owner]
+        assert self.chains[owner].last_durable_seq == (self.model[owner][-1] if self.model[owner] else 0)
+
+    @rule()
+    def settle(self) -> None:
+        """Left alone (no flush), every scheduled write lands: the wheel loses no chain."""
+
+        async def go() -> None:
+            async with asyncio.timeout(10):
+                while not all(c.idle for c in self.chains.values()):
+                    await asyncio.sleep(0.001)
+
+        self.loop.run_until_complete(go())
+        assert all(self.store.durable.get(o, []) == self.model[o] for o in self.NAMES)
+
+    @invariant()
+    def durable_is_a_prefix_in_order_without_duplicates(self) -> None:
+        for owner in self.NAMES:
+            durable = self.store.durable.get(owner, [])
+            assert durable == self.model[owner][: len(durable)]
+        assert self.store.max_in_flight <= 1
+
+    def teardown(self) -> None:
+        for owner in self.NAMES:
+            self.loop.run_until_complete(self.chains[owner].flush(timeout_s=10))
+            assert self.store.durable.get(owner, []) == self.model[owner]
+        self.loop.close()
+
+
+TestWheelMachine = WheelMachine.TestCase
+TestWheelMachine.settings = settings(max_examples=30, stateful_step_count=25, deadline=None)
