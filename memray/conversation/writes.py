@@ -1,9 +1,10 @@
 """`WritePath`: how a host's acknowledged messages become durable.
 
-add → buffer (seq assigned) → ledger (:mod:`.ledger`) → acknowledged → persist chain (debounced)
-→ group commit (one store transaction for many conversations) → embedding pipeline (vectors after
-the durable write) → shards. Summaries are folded in the background once the unsummarised history
-passes the trigger.
+add → buffer (seq assigned) → ledger (:mod:`.ledger`) → acknowledged → persist chain (debounced,
+on the host's one persist wheel, :mod:`.persist`) → when a slot is due, :meth:`WritePath.write_many`
+drains every due conversation → group commit (one store transaction per partition for all of
+them, :mod:`.commit`) → embedding pipeline (vectors after the durable write) → shards. Summaries
+are folded in the background once the unsummarised history passes the trigger.
 
 Seq integrity: the seq an ``add`` returns is the seq stored, and a seq once acknowledged is never
 given to another message. An id the buffer does not hold may already have a seq — a re-added old
