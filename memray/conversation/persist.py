@@ -171,11 +171,11 @@ class PersistChain(Generic[T]):
         """Give up: leave the wheel, cancel a write or retry in progress (the batch's task once
         every chain in it has stopped), and schedule nothing more (a host that closes with the
         store unreachable; what is pending stays unwritten and is reported by the close)."""
-        self._stopped = True
+        stopped, self._stopped = self._stopped, True
         self._retry_at = 0.0
         self._slot = _IDLE  # its bucket entry is skipped
         batch = self._batch
-        if batch is not None:
+        if batch is not None and not stopped:
             batch.live -= 1
             if batch.live == 0 and batch.task is not None:
                 batch.task.cancel()
@@ -285,7 +285,7 @@ class PersistWheel(Generic[T]):
                 c._retry_at = 0.0
                 batch.chains.append((c, c._requested))
         if batch.chains:
-            batch.live = len(batch.chains)
+            batch.live = sum(1 for c, _ in batch.chains if not c._stopped)  # a stopped one may be flushed
             batch.task = asyncio.get_running_loop().create_task(self._run(batch))
 
     async def _run(self, batch: _Batch[T]) -> None:

@@ -202,6 +202,15 @@ def test_stop_cancels_a_batch_once_every_chain_in_it_stopped_and_schedules_nothi
         for _ in range(10):
             await asyncio.sleep(0.002)
         assert len(store.calls) == 1 and store.durable == {} and store.pending == {"a": [1, 2], "b": [1]}
+        # a stopped chain is still written when flushed (a host's last flush), and stopping it
+        # again while that write is in flight cancels nothing
+        store.gate = asyncio.Event()
+        store.started.clear()
+        flushed = asyncio.create_task(b.flush(timeout_s=10))
+        await store.started.wait()
+        b.stop()
+        store.gate.set()
+        assert await flushed == 1 and store.durable == {"b": [1]} and store.cancelled == 1
 
     asyncio.run(main())
 
