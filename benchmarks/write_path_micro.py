@@ -11,7 +11,12 @@ Each pair times the old and the new way of one step a host pays per message of a
 - ``message_batch``: an ``add_many``'s messages through cloudpickle, whose per-object hook runs
   in Python for every model, part and dict: as the validated pydantic models vs as
   :class:`~memray.models.wire.MessageBatch` columns (encode in the caller + pickle round trip +
-  decode in the host).
+  decode in the host);
+- ``persist_write_us``: CPU time per conversation write of ``n`` conversations written once each
+  (debounce 1 ms, the store a no-op), as the host scheduled them before the persist wheel — a
+  ``TimerHandle``, then a task awaiting the group commit's coalescer, per conversation — vs one
+  :class:`~memray.conversation.persist.PersistWheel` (one timer, one task and one ``write_many``
+  per due slot), with the floor: the same no-op ``write_many`` called once with every owner.
 
 Results on the 2-core machine while busy (load average 20-40), µs per message: keys 5.6 → 2.2;
 messages 42 → 2.3 + 1.0 + 9 (encode, round trip, decode).
@@ -20,6 +25,7 @@ messages 42 → 2.3 + 1.0 + 9 (encode, round trip, decode).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import time
 from collections.abc import Callable
 from typing import Any
@@ -27,9 +33,11 @@ from typing import Any
 import ray.cloudpickle as cp
 
 from benchmarks._harness import emit
+from memray.conversation.persist import PersistWheel
 from memray.ids import ConversationKey
 from memray.models import Message
 from memray.models.wire import MessageBatch
+from memray.rpc.batch import Coalescer
 
 
 def best_us(fn: Callable[[], Any], n: int, repeat: int = 5) -> float:
@@ -64,6 +72,86 @@ def _dataclass_key(t: tuple[str, str, str]) -> Any:
 _OldKey: Any = None
 
 
+class _Written:
+    """Counts writes; ``all`` is set once ``n`` have landed."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.count = 0
+        self.all = asyncio.Event()
+
+    def add(self, k: int) -> None:
+        self.count += k
+        if self.count >= self.n:
+            self.all.set()
+
+    async def write_many(self, owners: list[int]) -> list[int | Exception]:
+        self.add(len(owners))
+        return list(owners)
+
+
+class _TimerAndTask:
+    """A conversation's write as the host made it before the wheel: its own timer, then its own
+    task, whose commit waits on a future of the shared coalescer."""
+
+    __slots__ = ("_commit", "_written", "_timer")
+
+    def __init__(self, commit: Coalescer[int, int], written: _Written) -> None:
+        self._commit = commit
+        self._written = written
+        self._timer: asyncio.TimerHandle | None = None
+
+    def schedule(self, debounce_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_at(loop.time() + debounce_s, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        await self._commit.get(1)
+        self._written.add(1)
+
+
+async def _noop_commit(requests: list[int]) -> list[int]:
+    return requests
+
+
+def persist_cpu_us(n: int, debounce_s: float = 0.001, repeat: int = 3) -> dict[str, float]:
+    """CPU µs per conversation write, best of ``repeat``: old per-conversation scheduling, the
+    wheel, and the floor (one ``write_many`` call with every owner)."""
+
+    async def old() -> float:
+        written = _Written(n)
+        commit: Coalescer[int, int] = Coalescer(_noop_commit)
+        t0 = time.process_time()
+        for _ in range(n):
+            _TimerAndTask(commit, written).schedule(debounce_s)
+        await written.all.wait()
+        return time.process_time() - t0
+
+    async def wheel() -> float:
+        written = _Written(n)
+        persist = PersistWheel(written.write_many, debounce_s)
+        t0 = time.process_time()
+        for i in range(n):
+            persist.chain(i).schedule()
+        await written.all.wait()
+        return time.process_time() - t0
+
+    async def floor() -> float:
+        written = _Written(n)
+        t0 = time.process_time()
+        await written.write_many(list(range(n)))
+        return time.process_time() - t0
+
+    out = {}
+    for name, fn in (("timer_and_task_per_conversation", old), ("wheel", wheel), ("floor_one_call", floor)):
+        out[name] = round(min(asyncio.run(fn()) for _ in range(repeat)) / n * 1e6, 3)
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=10_000)
@@ -87,6 +175,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "columns_round_trip": best_us(lambda: cp.loads(cp.dumps(wire)), n),
             "columns_decode": best_us(wire.decode, n),
         },
+        "persist_write_us": persist_cpu_us(n),
     }
     return emit("write_path_micro", {"n": n}, results)
 

@@ -27,7 +27,8 @@ __all__ = ["Conversation", "matches"]
 
 class Conversation:
     """One conversation's state. Its persist chain is made on its first write (``make_chain``,
-    shared by every conversation of a host): an idle conversation costs no timer, task or chain."""
+    shared by every conversation of a host): a record on the host's persist wheel, which holds
+    the one timer and runs the writes (:mod:`memray.conversation.persist`)."""
 
     __slots__ = (
         "key",
@@ -51,13 +52,13 @@ class Conversation:
         self,
         key: ConversationKey,
         buffer: MessageBuffer,
-        make_chain: Callable[[Conversation], PersistChain],
+        make_chain: Callable[[Conversation], PersistChain[Conversation]],
         last_seq: int,
         whole: bool,
     ) -> None:
         self.key = key
         self.buffer = buffer
-        self._chain: PersistChain | None = None
+        self._chain: PersistChain[Conversation] | None = None
         self._make_chain = make_chain
         self.last_seq = last_seq
         self.whole = whole  # the buffer was loaded with the whole conversation (fewer rows than its window)
@@ -79,7 +80,7 @@ class Conversation:
         key: ConversationKey,
         snap: ConversationSnapshot,
         window: int,
-        make_chain: Callable[[Conversation], PersistChain],
+        make_chain: Callable[[Conversation], PersistChain[Conversation]],
     ) -> Conversation:
         """The conversation as the store has it: its newest ``window`` messages buffered."""
         buffer = MessageBuffer(window)
@@ -91,7 +92,7 @@ class Conversation:
         return conv
 
     @property
-    def chain(self) -> PersistChain:
+    def chain(self) -> PersistChain[Conversation]:
         if self._chain is None:
             self._chain = self._make_chain(self)
             self._chain.last_durable_seq = self.last_seq  # everything before the first write is durable

@@ -1,9 +1,10 @@
 """`WritePath`: how a host's acknowledged messages become durable.
 
-add → buffer (seq assigned) → ledger (:mod:`.ledger`) → acknowledged → persist chain (debounced)
-→ group commit (one store transaction for many conversations) → embedding pipeline (vectors after
-the durable write) → shards. Summaries are folded in the background once the unsummarised history
-passes the trigger.
+add → buffer (seq assigned) → ledger (:mod:`.ledger`) → acknowledged → persist chain (debounced,
+on the host's one persist wheel, :mod:`.persist`) → when a slot is due, :meth:`WritePath.write_many`
+drains every due conversation → group commit (one store transaction per partition for all of
+them, :mod:`.commit`) → embedding pipeline (vectors after the durable write) → shards. Summaries
+are folded in the background once the unsummarised history passes the trigger.
 
 Seq integrity: the seq an ``add`` returns is the seq stored, and a seq once acknowledged is never
 given to another message. An id the buffer does not hold may already have a seq — a re-added old
@@ -26,14 +27,14 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from memray.config import MemoryConfig
 from memray.conversation.admission import Admission
 from memray.conversation.commit import GroupCommitter, Outcome
 from memray.conversation.core import Conversation
 from memray.conversation.ledger import AckLedger
-from memray.conversation.persist import PersistChain
+from memray.conversation.persist import PersistChain, PersistWheel
 from memray.embedding.pipeline import EmbeddingPipeline, PendingItem
 from memray.errors import DeadLetterError
 from memray.ids import ConversationKey, conversation_namespace
@@ -53,6 +54,16 @@ if TYPE_CHECKING:
 __all__ = ["WritePath"]
 
 log = logging.getLogger(__name__)
+
+
+class _Drained(NamedTuple):
+    """What one write took from a conversation's buffer: its messages, their ids, their rows,
+    and the dead letters of those that could not be made rows."""
+
+    msgs: list[Message]
+    ids: list[str]
+    rows: list[MessageRow]
+    broken: list[DeadLetter]
 
 
 class WritePath:
@@ -82,6 +93,9 @@ class WritePath:
         self._titler = titler
         self._estimate = estimate_tokens
         self.committer = GroupCommitter(store)
+        self.wheel = PersistWheel(
+            self.write_many, config.debounce_ms / 1000.0, config.retry_backoff_s, config.retry_backoff_max_s
+        )
         self.admission = Admission(
             host_id, config.max_unpersisted, lambda: lag.pending, self.hurry, config.write_timeout_s
         )
@@ -128,13 +142,8 @@ class WritePath:
             and int(n[5:-7]) >= self.config.hosts
         ]
 
-    def make_chain(self, conv: Conversation) -> PersistChain:
-        return PersistChain(
-            lambda: self._write(conv),
-            self.config.debounce_ms / 1000.0,
-            self.config.retry_backoff_s,
-            self.config.retry_backoff_max_s,
-        )
+    def make_chain(self, conv: Conversation) -> PersistChain[Conversation]:
+        return self.wheel.chain(conv)
 
     def hurry(self) -> None:
         """Every pending write starts now, not after its debounce (callers wait for room)."""
@@ -203,16 +212,46 @@ class WritePath:
     async def _stored(self, key: ConversationKey, ids: list[str]) -> dict[str, int]:
         return await self._lookup.get((key, ids)) if ids else {}
 
-    async def _write(self, conv: Conversation) -> int:
-        """Persist what ``conv`` has pending; return the highest seq now settled (committed, or
-        dead-lettered: a row the store rejects never blocks the rows after it)."""
-        if conv.deleted:
-            conv.buffer.drain()
-            return conv.durable_seq
+    async def write_many(self, convs: list[Conversation]) -> list[int | Exception]:
+        """Persist what each of ``convs`` has pending, all in one group commit per partition
+        (the persist wheel's batch); per conversation, the highest seq now settled (committed,
+        or dead-lettered: a row the store rejects never blocks the rows after it), or the
+        exception that failed its write (its messages pending again, to retry)."""
+        out: list[int | Exception] = [0] * len(convs)
+        work: list[tuple[int, _Drained]] = []
+        for i, conv in enumerate(convs):
+            drained = self._drain(conv)
+            if drained is None:
+                out[i] = conv.durable_seq
+            else:
+                work.append((i, drained))
+        if not work:
+            return out
+        try:
+            outcomes = await self._commit([d for _, d in work])
+        except BaseException:  # cancelled (the host stopped): nothing is lost, all stays pending
+            for i, d in work:
+                convs[i].buffer.mark_pending(d.ids)
+            raise
+        for (i, d), outcome in zip(work, outcomes):
+            if isinstance(outcome, Exception):
+                convs[i].buffer.mark_pending(d.ids)
+                out[i] = outcome
+                continue
+            try:
+                out[i] = self._settle(convs[i], d, outcome)
+            except Exception as exc:  # what follows the commit failed: the retry finds nothing left
+                out[i] = exc
+        self.admission.released()
+        if self._ledger.due:
+            self.compact_ledger()
+        return out
+
+    def _drain(self, conv: Conversation) -> _Drained | None:
+        """Take ``conv``'s pending messages as rows (None: nothing to write)."""
         msgs = conv.buffer.drain()
-        if not msgs:
-            return conv.durable_seq
-        ids = [m.id for m in msgs]
+        if conv.deleted or not msgs:
+            return None
         rows: list[MessageRow] = []
         broken: list[DeadLetter] = []
         for m in msgs:
@@ -231,16 +270,26 @@ class WritePath:
                         "",
                     )
                 )
+        return _Drained(msgs, [m.id for m in msgs], rows, broken)
+
+    async def _commit(self, work: list[_Drained]) -> list[Outcome | Exception]:
+        """Record the rows that could not be serialised, then commit the rest (one group commit
+        per partition); a conversation whose dead letters could not be recorded is not committed."""
+        broken = [letter for d in work for letter in d.broken]
         try:
             if broken:
                 await self._store.record_dead_letters(broken)
-            outcome = await self.committer.submit(rows) if rows else Outcome([], [])
-        except BaseException:
-            conv.buffer.mark_pending(ids)
-            raise
+        except Exception as failed:
+            committed = iter(await self.committer.submit_many([d.rows for d in work if not d.broken]))
+            return [failed if d.broken else next(committed) for d in work]
+        return await self.committer.submit_many([d.rows for d in work])
+
+    def _settle(self, conv: Conversation, drained: _Drained, outcome: Outcome) -> int:
+        """``conv``'s drained messages are committed or dead-lettered: settle the buffer, the
+        lag and the tail, and pass the rows on (embedding, title, summary)."""
+        msgs, ids, rows, broken = drained
         conv.buffer.settle(ids)
         self._lag.committed(conv.key, ids)
-        self.admission.released()
         rejected = [*broken, *outcome.rejected]
         bad = {d.id for d in broken} | set(outcome.rejected_ids)
         corrected = {c.id: c for c in outcome.corrections}
@@ -257,8 +306,6 @@ class WritePath:
             if r.id not in bad
         ]
         self._after_commit(conv, rows)
-        if self._ledger.due:
-            self.compact_ledger()
         kept = [m.seq or 0 for m in msgs if m.id not in corrected]
         return max(kept) if kept else conv.durable_seq
 

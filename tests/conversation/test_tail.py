@@ -39,7 +39,7 @@ def make_conversation(key: ConversationKey) -> Conversation:
     async def write() -> int:
         return 0
 
-    return Conversation(key, MessageBuffer(8), lambda conv: PersistChain(write, debounce_s=60.0), 0, whole=True)
+    return Conversation(key, MessageBuffer(8), lambda conv: PersistChain.solo(write, debounce_s=60.0), 0, whole=True)
 
 
 def test_a_conversation_keeps_what_it_acknowledged_until_the_shard_confirms_that_version() -> None:
