@@ -116,6 +116,14 @@ class ExactIndex:
         sims = self._mat[:n] @ as_queries(query, self._dim)[0]
         return self._labels[:n].copy(), sims
 
+    def scan_many(self, queries: Matrix) -> tuple[Labels, Matrix]:
+        """Every live label (a view: read it before the next write) and its cosine with each row
+        of ``queries`` (L2-normalised, ``float32[m, dim]``), as ``float32[n, m]``; one query is one
+        matrix-vector product, as in :meth:`scan`."""
+        mat = self._mat[: len(self._row)]
+        sims = (mat @ queries[0])[:, None] if len(queries) == 1 else mat @ queries.T
+        return self._labels[: len(self._row)], sims
+
     def items(self) -> tuple[Labels, Matrix]:
         n = len(self._row)
         return self._labels[:n].copy(), self._mat[:n].copy()
