@@ -14,7 +14,7 @@ asked in the default hybrid mode with the hash embedder's calibration:
 - ``app``: ``VectorShard.search_app`` over every conversation, against ``raw_app`` (numpy + BM25
   over all of them) and ``raw_app_numpy`` (the vector part alone).
 
-- ``many``: batches of ``--batch`` conversation searches (each its query's conversation, as a
+- ``many``: batches of ``--batch`` (a list of sizes) conversation searches (each its query's conversation, as a
   tick's agents send them) through ``VectorShard.search_many`` (scored together,
   :mod:`memray.index.batch`), against ``many_one_by_one`` (``VectorShard.search`` per search, what
   ``search_many`` did before) and ``raw_many`` (the raw floor of each search, summed);
@@ -90,14 +90,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "raw_app": pct_ms(time_floor(len(qs), lambda i: both(everything, i))),
         "raw_app_numpy": pct_ms(time_floor(len(qs), lambda i: everything[0].topk(qv[i], args.k))),
     }
-    size = max(1, min(args.batch, len(qs)))
-    batches = [range(lo, lo + size) for lo in range(0, len(qs) - size + 1, size)]
-    requests = [[NamespaceSearch([namespaces[conv_of[asked[i]]]], queries[i]) for i in b] for b in batches]
-    out["many"] = pct_ms(time_floor(len(batches), lambda b: shard.search_many(requests[b])))
-    out["many_one_by_one"] = pct_ms(time_floor(len(batches), lambda b: [shard.search(*r) for r in requests[b]]))
-    out["raw_many"] = pct_ms(time_floor(len(batches), lambda b: [both(raw[conv_of[asked[i]]], i) for i in batches[b]]))
-    out["many_p50_to_one_by_one"] = ratio(out["many"]["p50_ms"], out["many_one_by_one"]["p50_ms"])
-    out["many_p50_to_raw"] = ratio(out["many"]["p50_ms"], out["raw_many"]["p50_ms"])
+
+    def many(size: int) -> dict[str, Any]:
+        batches = [range(lo, lo + size) for lo in range(0, len(qs) - size + 1, size)]
+        requests = [[NamespaceSearch([namespaces[conv_of[asked[i]]]], queries[i]) for i in b] for b in batches]
+        row: dict[str, Any] = {"batch": size}
+        row["many"] = pct_ms(time_floor(len(batches), lambda b: shard.search_many(requests[b])))
+        row["one_by_one"] = pct_ms(time_floor(len(batches), lambda b: [shard.search(*r) for r in requests[b]]))
+        row["raw"] = pct_ms(time_floor(len(batches), lambda b: [both(raw[conv_of[asked[i]]], i) for i in batches[b]]))
+        row["many_us_per_search"] = round(row["many"]["p50_ms"] * 1000.0 / size, 1)
+        row["many_p50_to_one_by_one"] = ratio(row["many"]["p50_ms"], row["one_by_one"]["p50_ms"])
+        row["many_p50_to_raw"] = ratio(row["many"]["p50_ms"], row["raw"]["p50_ms"])
+        return row
+
+    out["many"] = [many(max(1, min(int(size), len(qs)))) for size in args.batch.split(",") if size]
     out["shapes"] = [shape_floors(*(int(x) for x in shape.split("x"))) for shape in args.shapes.split(",") if shape]
     out["conversation_p50_to_raw"] = ratio(out["conversation"]["p50_ms"], out["raw_conversation"]["p50_ms"])
     out["app_p50_to_raw"] = ratio(out["app"]["p50_ms"], out["raw_app"]["p50_ms"])
@@ -143,7 +149,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--batch", type=int, default=100, help="searches per search_many call (many)")
+    ap.add_argument("--batch", default="1,100", help="searches per search_many call, a list (many)")
     ap.add_argument("--shapes", default="100x50x256", help="MxLxD,... for the shapes comparison ('' skips it)")
     args = ap.parse_args(argv)
     return emit("search_micro", vars(args), run(args))

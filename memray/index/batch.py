@@ -37,12 +37,13 @@ from memray.index.base import ShardHit, normalise
 from memray.index.exact import ExactIndex
 from memray.index.hnsw import HnswIndex
 from memray.index.lexical import Bm25Stats, ideal_bm25
-from memray.index.search import DENSE_MAX, Query, query_stats, query_terms
+from memray.index.search import DENSE_MAX, Query, query_stats, query_terms, search_spaces
 from memray.index.space import Space, Spaces
 
 __all__ = [
     "Prepared",
     "BLOCK_ITEMS",
+    "MIN_BATCH",
     "checked",
     "spaces_of",
     "finds_nothing",
@@ -53,6 +54,9 @@ __all__ = [
 
 #: The most segment entries (labels of all the pairs of a block) scored in one block.
 BLOCK_ITEMS = 1 << 20
+#: Fewer searches than this are scored one by one: a block's fixed costs outweigh what it saves
+#: (``python -m benchmarks.search_micro --batch 1,2,3,4,8``: about even from 2 to 4, ahead from 8).
+MIN_BATCH = 3
 
 
 class Prepared(NamedTuple):
@@ -138,11 +142,16 @@ def score_many(searches: list[Prepared], config: IndexConfig) -> list[tuple[list
     """The hits and BM25 statistics of each search (batchable, vectors normalised), in blocks of at
     most :data:`BLOCK_ITEMS` entries; one that :func:`finds_nothing` gets none (and no statistics)."""
     out: list[tuple[list[ShardHit], Bm25Stats]] = [([], Bm25Stats(0, 0, {})) for _ in searches]
+    todo = [i for i, s in enumerate(searches) if not finds_nothing(s.query, s.spaces, s.vector)]
+    if len(todo) < MIN_BATCH:
+        for i in todo:
+            one = searches[i]
+            out[i] = search_spaces(one.spaces, one.query, one.vector, one.retired, config)
+        return out
     blocks: list[list[int]] = [[]]
     size = 0
-    for i, search in enumerate(searches):
-        if finds_nothing(search.query, search.spaces, search.vector):
-            continue
+    for i in todo:
+        search = searches[i]
         need = sum(len(space.rec) for space in search.spaces)
         if blocks[-1] and size + need > BLOCK_ITEMS:
             blocks.append([])
