@@ -228,8 +228,8 @@ def _score_dense(
     size = len(lexical)
     vec = np.zeros(size)
     if vector is not None and index is not None and len(index):
-        labels, sims = index.scan(vector)
-        vec[labels] = vector_scores(sims, query.threshold)
+        labels, sims = index.scan_many(vector[None])  # normalised already: no checks, no copy
+        vec[labels] = vector_scores(sims[:, 0], query.threshold)
     candidate = (
         lexical > 0.0 if mode == "lexical" else (vec > 0.0 if mode == "vector" else (lexical > 0.0) | (vec > 0.0))
     )
