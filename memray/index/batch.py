@@ -6,11 +6,12 @@ A batch is scored over arrays that hold every (search, namespace) pair of the bl
 each pair a segment indexed by the namespace's labels (the dense scoring of
 :func:`~memray.index.search.search_spaces`, for all pairs at once):
 
-- the query vectors are normalised together, and each namespace's matrix is multiplied once by the
-  vectors of every search that reads it (one matrix-vector product when one does). Gathering the
-  namespaces' vectors into one padded block or one concatenated matrix for a single product was
-  slower for every shape measured (``python -m benchmarks.search_micro --shapes``): the gather
-  copies what the products only read;
+- the query vectors are normalised together, and each namespace's matrix is multiplied by the
+  vector of each search that reads it (one matrix-vector product per pair, the very product a
+  search alone makes: :meth:`ExactIndex.scan_many` says why not one matrix-matrix product).
+  Gathering the namespaces' vectors into one padded block or one concatenated matrix for a
+  single product was slower for every shape measured (``python -m benchmarks.search_micro
+  --shapes``): the gather copies what the products only read;
 - BM25 contributions of every pair's postings go through one ``bincount`` (the statistics stay
   per search: each search ranks over the namespaces it names);
 - fusion, neighbour support, the relevance floor and the top ``k`` of every search are a fixed
@@ -195,7 +196,7 @@ class _Block:
 
     def vector_part(self) -> np.ndarray:
         """V of every entry (0 where the item has no vector or the search none): each space's
-        matrix times the vectors of the searches that read it, in one product per space."""
+        matrix times the vector of each search that reads it."""
         readers: dict[int, tuple[ExactIndex, list[int]]] = {}
         for p, space in enumerate(self.spaces):
             search = self.searches[self.owner[p]]
@@ -213,7 +214,7 @@ class _Block:
             found, scanned = index.scan_many(np.stack(queries))  # type: ignore[arg-type]
             for column, p in enumerate(members):
                 labels.append(found)
-                sims.append(scanned[:, column])
+                sims.append(scanned[column])
                 pairs.append(p)
         counts = [len(found) for found in labels]
         owners = np.repeat(np.array([self.owner[p] for p in pairs], dtype=np.int64), counts)

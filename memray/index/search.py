@@ -229,7 +229,7 @@ def _score_dense(
     vec = np.zeros(size)
     if vector is not None and index is not None and len(index):
         labels, sims = index.scan_many(vector[None])  # normalised already: no checks, no copy
-        vec[labels] = vector_scores(sims[:, 0], query.threshold)
+        vec[labels] = vector_scores(sims[0], query.threshold)
     candidate = (
         lexical > 0.0 if mode == "lexical" else (vec > 0.0 if mode == "vector" else (lexical > 0.0) | (vec > 0.0))
     )
