@@ -34,7 +34,7 @@ import numpy as np
 from memray.config import IndexConfig
 from memray.errors import ValidationError
 from memray.ids import Namespace
-from memray.index import snapshot
+from memray.index import batch, snapshot
 from memray.index.base import IndexItem, checked_items, normalise
 from memray.index.batch import Prepared, batchable, checked, finds_nothing, normalise_many, score_many, spaces_of
 from memray.index.flat import search_flat
@@ -198,18 +198,18 @@ class VectorShard:
         one actor call); a failing one returns its error in its place. Searches of exact
         namespaces are scored together (:mod:`memray.index.batch`), the others one by one."""
         out: list[ShardReply | Exception | None] = [None] * len(requests)
-        batch: list[tuple[int, Prepared, tuple[dict[Namespace, int], dict[Namespace, list[int]]]]] = []
+        together: list[tuple[int, Prepared, tuple[dict[Namespace, int], dict[Namespace, list[int]]]]] = []
         for i, request in enumerate(requests):
             try:
-                search = self._batched(request)
+                search = self._batched(request) if len(requests) >= batch.MIN_BATCH else None
                 if search is None:
                     out[i] = self._search_one(request)
                     continue
-                batch.append((i, search, self._spaces.watched(search.query.watch)))
+                together.append((i, search, self._spaces.watched(search.query.watch)))
             except Exception as exc:
                 out[i] = exc
-        scored = score_many(normalise_many([search for _, search, _ in batch]), self.config)
-        for (i, _, watched), (hits, stats) in zip(batch, scored):
+        scored = score_many(normalise_many([search for _, search, _ in together]), self.config)
+        for (i, _, watched), (hits, stats) in zip(together, scored):
             out[i] = ShardReply(hits, stats, *watched)
         return cast(list[ShardReply | Exception], out)
 
