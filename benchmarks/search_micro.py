@@ -14,6 +14,17 @@ asked in the default hybrid mode with the hash embedder's calibration:
 - ``app``: ``VectorShard.search_app`` over every conversation, against ``raw_app`` (numpy + BM25
   over all of them) and ``raw_app_numpy`` (the vector part alone).
 
+- ``many``: batches of ``--batch`` (a list of sizes) conversation searches (each its query's conversation, as a
+  tick's agents send them) through ``VectorShard.search_many`` (scored together,
+  :mod:`memray.index.batch`), against ``many_one_by_one`` (``VectorShard.search`` per search, what
+  ``search_many`` did before) and ``raw_many`` (the raw floor of each search, summed);
+- ``shapes`` (``--shapes MxLxD,...``: M searches, each over its own namespace of L vectors of
+  dim D, held as the shard holds them, one matrix per namespace): the ways to score them all,
+  per batch: ``loop`` (one matrix-vector product per namespace), ``concat`` (gather into one
+  matrix, one row-wise product with segment offsets), ``padded`` (gather into one (M, L, D)
+  block, one batched matmul), and ``floor``: the batched matmul over a block already built (the
+  same vectors in one array: what no gather costs). The loop won every shape measured.
+
 Prints one JSON line (p50/p95/p99 in ms and the ratios of p50s).
 """
 
@@ -33,7 +44,7 @@ from memray.embedding.calibration import calibrate
 from memray.embedding.hashing import HashEmbedder
 from memray.ids import Namespace
 from memray.index.base import IndexItem
-from memray.index.search import Query
+from memray.index.search import NamespaceSearch, Query
 from memray.index.shard import VectorShard
 
 APP = "bench"
@@ -79,9 +90,55 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "raw_app": pct_ms(time_floor(len(qs), lambda i: both(everything, i))),
         "raw_app_numpy": pct_ms(time_floor(len(qs), lambda i: everything[0].topk(qv[i], args.k))),
     }
+
+    def many(size: int) -> dict[str, Any]:
+        batches = [range(lo, lo + size) for lo in range(0, len(qs) - size + 1, size)]
+        requests = [[NamespaceSearch([namespaces[conv_of[asked[i]]]], queries[i]) for i in b] for b in batches]
+        row: dict[str, Any] = {"batch": size}
+        row["many"] = pct_ms(time_floor(len(batches), lambda b: shard.search_many(requests[b])))
+        row["one_by_one"] = pct_ms(time_floor(len(batches), lambda b: [shard.search(*r) for r in requests[b]]))
+        row["raw"] = pct_ms(time_floor(len(batches), lambda b: [both(raw[conv_of[asked[i]]], i) for i in batches[b]]))
+        row["many_us_per_search"] = round(row["many"]["p50_ms"] * 1000.0 / size, 1)
+        row["many_p50_to_one_by_one"] = ratio(row["many"]["p50_ms"], row["one_by_one"]["p50_ms"])
+        row["many_p50_to_raw"] = ratio(row["many"]["p50_ms"], row["raw"]["p50_ms"])
+        return row
+
+    out["many"] = [many(max(1, min(int(size), len(qs)))) for size in args.batch.split(",") if size]
+    out["shapes"] = [shape_floors(*(int(x) for x in shape.split("x"))) for shape in args.shapes.split(",") if shape]
     out["conversation_p50_to_raw"] = ratio(out["conversation"]["p50_ms"], out["raw_conversation"]["p50_ms"])
     out["app_p50_to_raw"] = ratio(out["app"]["p50_ms"], out["raw_app"]["p50_ms"])
     out["app_p50_to_raw_numpy"] = ratio(out["app"]["p50_ms"], out["raw_app_numpy"]["p50_ms"])
+    return out
+
+
+def shape_floors(m: int, length: int, dim: int, repeats: int = 7) -> dict[str, Any]:
+    """Per-batch p50 (ms) of each way to score ``m`` queries, each against its own namespace's
+    ``length`` vectors (module docstring)."""
+    rng = np.random.default_rng(0)
+    mats = [rng.standard_normal((length, dim), dtype=np.float32) for _ in range(m)]
+    queries = rng.standard_normal((m, dim), dtype=np.float32)
+    segment = np.repeat(np.arange(m), length)
+    block = np.stack(mats)
+
+    def concat(_: int) -> Any:
+        return np.einsum("nd,nd->n", np.concatenate(mats), queries[segment])
+
+    def padded(_: int) -> Any:
+        gathered = np.zeros((m, length, dim), dtype=np.float32)
+        for i, mat in enumerate(mats):
+            gathered[i] = mat
+        return np.matmul(gathered, queries[:, :, None])
+
+    ways = {
+        "loop": lambda _: [mat @ q for mat, q in zip(mats, queries)],
+        "concat": concat,
+        "padded": padded,
+        "floor": lambda _: np.matmul(block, queries[:, :, None]),
+    }
+    out: dict[str, Any] = {"m": m, "length": length, "dim": dim}
+    for name, way in ways.items():
+        out[f"{name}_ms"] = pct_ms(time_floor(repeats, way))["p50_ms"]
+    out["loop_to_floor"] = ratio(out["loop_ms"], out["floor_ms"])
     return out
 
 
@@ -92,6 +149,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--batch", default="1,100", help="searches per search_many call, a list (many)")
+    ap.add_argument("--shapes", default="100x50x256", help="MxLxD,... for the shapes comparison ('' skips it)")
     args = ap.parse_args(argv)
     return emit("search_micro", vars(args), run(args))
 

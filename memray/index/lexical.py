@@ -199,12 +199,17 @@ class LexicalIndex:
 
     def _weights_of(self, terms: list[str], stats: Bm25Stats | None) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Per query term with a posting: its labels and their BM25 contributions under ``stats``."""
+        parts = self.postings(terms, stats)
+        return [labs for labs, _, _ in parts], [idf * base for _, base, idf in parts]
+
+    def postings(self, terms: list[str], stats: Bm25Stats | None) -> list[tuple[np.ndarray, np.ndarray, float]]:
+        """Per query term with a posting: its labels, their BM25 contributions divided by the
+        term's idf (cached per avgdl), and that idf, under ``stats`` (default: this namespace's)."""
         if self._key is None:
             raise ValueError("label scores need a LexicalIndex made with a key")
         stats = stats or self.stats(terms)
         avgdl = (stats.total_len / stats.docs if stats.docs else 1.0) or 1.0
-        labels: list[np.ndarray] = []
-        weights: list[np.ndarray] = []
+        out: list[tuple[np.ndarray, np.ndarray, float]] = []
         for term in terms:
             arrays = self._posting(term)
             if arrays is None:
@@ -214,9 +219,8 @@ class LexicalIndex:
             if cached is None or cached[0] != avgdl:  # (avgdl changes with the statistics used)
                 cached = (avgdl, (K1 + 1.0) * tf / (tf + K1 * (1.0 - B + B / avgdl * lengths)))
                 self._weights[term] = cached
-            labels.append(labs)
-            weights.append(bm25_idf(stats.docs, stats.df.get(term, len(labs))) * cached[1])
-        return labels, weights
+            out.append((labs, cached[1], bm25_idf(stats.docs, stats.df.get(term, len(labs)))))
+        return out
 
     def label_scores(self, terms: list[str], stats: Bm25Stats | None = None) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`scores` as arrays: the labels (by ``key``, ascending) of every document sharing a

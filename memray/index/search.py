@@ -38,6 +38,9 @@ __all__ = [
     "HYBRID_DEPTH",
     "STREAM_DEPTH",
     "search_spaces",
+    "query_terms",
+    "query_stats",
+    "DENSE_MAX",
     "vector_scores",
 ]
 
@@ -225,8 +228,8 @@ def _score_dense(
     size = len(lexical)
     vec = np.zeros(size)
     if vector is not None and index is not None and len(index):
-        labels, sims = index.scan(vector)
-        vec[labels] = vector_scores(sims, query.threshold)
+        labels, sims = index.scan_many(vector[None])  # normalised already: no checks, no copy
+        vec[labels] = vector_scores(sims[0], query.threshold)
     candidate = (
         lexical > 0.0 if mode == "lexical" else (vec > 0.0 if mode == "vector" else (lexical > 0.0) | (vec > 0.0))
     )
@@ -247,17 +250,28 @@ def _lookup(labels: np.ndarray, scores: np.ndarray, wanted: np.ndarray) -> np.nd
     return np.where((wanted >= 0) & (labels[pos] == wanted), scores[pos], 0.0)
 
 
+def query_terms(query: Query) -> list[str]:
+    """The distinct index terms of ``query`` (none in vector mode)."""
+    return list(dict.fromkeys(index_terms(query.text))) if query.mode != "vector" else []
+
+
+def query_stats(spaces: list[Space], terms: list[str]) -> Bm25Stats:
+    """The BM25 statistics of ``spaces`` searched together, for the query ``terms``."""
+    if len(spaces) == 1:
+        return spaces[0].lexical.stats(terms)
+    return Bm25Stats.merge(space.lexical.stats(terms) for space in spaces)
+
+
 def search_spaces(
     spaces: list[Space], query: Query, vector: np.ndarray | None, retired: bool, config: IndexConfig
 ) -> tuple[list[ShardHit], Bm25Stats]:
     """The best ``query.k`` hits over ``spaces`` and the BM25 statistics used (see module doc).
     ``vector`` is the L2-normalised query vector (None: no vector part); ``retired`` answers from
     the indexes of the model replaced by the last cutover."""
-    mode = query.mode
     stream = None if query.stream is None else Stream(*query.stream)
     window = None if query.window is None else Window(*query.window)
-    terms = list(dict.fromkeys(index_terms(query.text))) if mode != "vector" else []
-    stats = Bm25Stats.merge(space.lexical.stats(terms) for space in spaces)
+    terms = query_terms(query)
+    stats = query_stats(spaces, terms)
     ideal = ideal_bm25(terms, stats)
     depth = max(query.k, HYBRID_DEPTH if stream is None else STREAM_DEPTH)
     kept: list[tuple[float, float, str, Space]] = []

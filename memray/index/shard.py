@@ -27,15 +27,16 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from memray.config import IndexConfig
-from memray.errors import ModelMismatchError, ValidationError
+from memray.errors import ValidationError
 from memray.ids import Namespace
-from memray.index import snapshot
+from memray.index import batch, snapshot
 from memray.index.base import IndexItem, checked_items, normalise
+from memray.index.batch import Prepared, batchable, checked, finds_nothing, normalise_many, score_many, spaces_of
 from memray.index.flat import search_flat
 from memray.index.fork import copy_snapshot
 from memray.index.hnsw import HnswIndex
@@ -180,45 +181,49 @@ class VectorShard:
         retired by the last cutover (answered from its indexes); any other raises
         ModelMismatchError."""
         query, retired, vector = self._prepared(query)
-        spaces = [self._spaces[ns] for ns in dict.fromkeys(Namespace(*n) for n in namespaces) if ns in self._spaces]
+        spaces = spaces_of(self._spaces, namespaces)
         stamps, held = self._spaces.watched(query.watch)
-        if query.k <= 0 or not spaces or (query.mode == "vector" and vector is None):
+        if finds_nothing(query, spaces, vector):
             return ShardReply([], Bm25Stats(0, 0, {}), stamps, held)
         hits, stats = search_spaces(spaces, query, vector, retired, self.config)
         return ShardReply(hits, stats, stamps, held)
 
     def _prepared(self, query: Query) -> tuple[Query, bool, np.ndarray | None]:
-        """The query checked, whether it asks the retired model, and its normalised vector."""
-        query = Query(*query)
-        if query.mode not in ("vector", "lexical", "hybrid"):
-            raise ValidationError("mode", query.mode, "must be 'vector', 'lexical' or 'hybrid'")
-        retired = query.model_id is not None and query.model_id != self.model_id
-        if retired and (self._spaces.retired is None or self._spaces.retired[0] != query.model_id):
-            raise ModelMismatchError(
-                f"query embedded with model {query.model_id!r} but shard {self.shard_id} indexes "
-                f"{self.model_id!r}; embed the query with the index's model (reopen memray)"
-            )
-        model, dim = self._spaces.retired if retired and self._spaces.retired else (self.model_id, self.dim)
-        if query.vector is None or query.mode == "lexical":
-            return query, retired, None
-        vector = np.asarray(query.vector, dtype=np.float32).reshape(-1)
-        if vector.shape[0] != dim:
-            raise ModelMismatchError(
-                f"query vector of dim {vector.shape[0]} does not fit shard {self.shard_id} "
-                f"(model {model!r}, dim {dim}); embed the query with the index's model"
-            )
-        return query, retired, normalise(vector, dim)[0]
+        """:func:`~memray.index.batch.checked`, with the query vector normalised."""
+        query, retired, vector = checked(self._spaces, self.shard_id, query)
+        return query, retired, None if vector is None else normalise(vector, len(vector))[0]
 
     def search_many(self, requests: list[ShardSearch]) -> list[ShardReply | Exception]:
         """Many searches in one call (callers batch the searches of many concurrent agents into
-        one actor call); a failing one returns its error in its place."""
-        out: list[ShardReply | Exception] = []
-        for request in requests:
+        one actor call); a failing one returns its error in its place. Searches of exact
+        namespaces are scored together (:mod:`memray.index.batch`), the others one by one."""
+        out: list[ShardReply | Exception | None] = [None] * len(requests)
+        together: list[tuple[int, Prepared, tuple[dict[Namespace, int], dict[Namespace, list[int]]]]] = []
+        for i, request in enumerate(requests):
             try:
-                out.append(self._search_one(request))
+                search = self._batched(request) if len(requests) >= batch.MIN_BATCH else None
+                if search is None:
+                    out[i] = self._search_one(request)
+                    continue
+                together.append((i, search, self._spaces.watched(search.query.watch)))
             except Exception as exc:
-                out.append(exc)
-        return out
+                out[i] = exc
+        scored = score_many(normalise_many([search for _, search, _ in together]), self.config)
+        for (i, _, watched), (hits, stats) in zip(together, scored):
+            out[i] = ShardReply(hits, stats, *watched)
+        return cast(list[ShardReply | Exception], out)
+
+    def _batched(self, request: ShardSearch) -> Prepared | None:
+        """``request`` checked, as a search of the batch; None if it runs on its own."""
+        if isinstance(request, NamespaceSearch):
+            namespaces = request.namespaces
+        elif isinstance(request, UserSearch):
+            namespaces = [ns for ns in self._spaces.of_user(request.app, request.user_id) if ns.kind == request.kind]
+        else:
+            return None
+        query, retired, vector = checked(self._spaces, self.shard_id, request.query)
+        search = Prepared(query, spaces_of(self._spaces, namespaces), retired, vector)
+        return search if batchable(search) else None
 
     def _search_one(self, request: ShardSearch) -> ShardReply:
         if isinstance(request, NamespaceSearch):
