@@ -12,7 +12,7 @@ Phases (after a warm-up round that loads every conversation into its host):
 1b. steady ``aadd_many`` at ``--sustain`` (0.8) of that rate for ``--sustain-s`` seconds: the rate
    reached and its durable lag (the issue-11 target: p99 ≤ 1 s at ≥ 80% of the maximum rate).
 2. ``aadd``: ``--clients`` concurrent asyncio clients, each adding one message at a time to its
-   own conversations, ``--add-messages`` in all.
+   own conversations, ``--add-messages`` in all, once everything before is indexed.
 
 With ``--stores N`` the history is N partitions (``MemoryConfig.stores``); ``store`` reports each
 partition's own busy time in message commits during phase 1 (``HistoryStore.write_stats``: wall
@@ -237,6 +237,9 @@ async def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
             for n in range(args.add_messages)
         ]  # type: ignore[arg-type]
         handles = {k: mem.conversation(k.user_id, k.conversation_id, k.app) for k in keys}
+        # the per-conversation phase measures add alone, not add beside the steady phase's
+        # indexing (which still ran for seconds: 250-680 messages/s depending on how much)
+        await mem.await_indexed(timeout_s=600)
         log(f"add: {args.add_messages} messages from {args.clients} clients")
         lat, wall = await run_clients(
             args.clients, len(per_conv), lambda i: handles[per_conv[i][0]].aadd([per_conv[i][1]])
