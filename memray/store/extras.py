@@ -3,10 +3,11 @@
 ``context()`` asks for a conversation's summary and working memory on every call, and they change
 rarely (a summariser pass, an agent's note). Answering from DuckDB costs a statement per table per
 batch: ~1.4-3.3 ms in-process for one request, most of it DuckDB's per-statement cost
-(``benchmarks/context_extras_micro.py``). The store keeps each answer, absent ones included, per
-user, and every write that changes a user's summaries or working memory drops that user's answers
-(:class:`~memray.store.history.HistoryStore` calls :meth:`ExtrasCache.drop` after the write
-commits). Working memory of scope ``user`` is shared by the user's conversations, hence per user.
+(``benchmarks/read_path_micro.py``, ``context_extras_uncached``). The store keeps each answer,
+absent ones included, per user, and every write that changes a user's summaries or working
+memory drops that user's answers (:class:`~memray.store.history.HistoryStore` calls
+:meth:`ExtrasCache.drop` after the write commits). Working memory of scope ``user`` is shared
+by the user's conversations, hence per user.
 
 An answer read while a write to the same store was committing is not kept: :meth:`lookup` hands
 out a generation that :meth:`drop` advances, and :meth:`keep` keeps answers only of the current
