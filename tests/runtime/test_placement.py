@@ -10,8 +10,9 @@ import time
 
 import pytest
 
-from benchmarks._harness import AsyncSink
+from benchmarks._harness import AsyncSink, SinkClient
 from memray.errors import UnavailableError
+from memray.rpc.client import Client
 from memray.rpc.ref import WATCH_GRACE_S, Placement
 from memray.runtime.actors import RayRef
 
@@ -34,6 +35,16 @@ class Gate:
         self._event().set()
 
 
+class GateClient(Client):
+    """Typed calls to a :class:`Gate`."""
+
+    async def hold(self) -> str:
+        return await self._call("hold")  # type: ignore[no-any-return]
+
+    async def release(self) -> None:
+        await self._call("release")
+
+
 def test_a_live_actor_is_placed_and_one_no_node_can_take_is_not(ray_session: None) -> None:
     import ray
 
@@ -42,12 +53,12 @@ def test_a_live_actor_is_placed_and_one_no_node_can_take_is_not(ray_session: Non
     absent = sink.options(num_cpus=0, resources={"memray_absent": 1})  # a resource no node offers
     stuck = RayRef(absent.remote(), "stuck sink", placement_timeout_s=0.5)
     try:
-        assert asyncio.run(live.call("ping")) is True
+        assert asyncio.run(SinkClient(live).ping()) is True
         assert asyncio.run(live.placement()) == Placement("ALIVE", True, {})
         assert asyncio.run(stuck.placement()) == Placement("PENDING_CREATION", False, {"memray_absent": 1.0})
         t0 = time.monotonic()
         with pytest.raises(UnavailableError, match="stuck sink unavailable: .*PENDING_CREATION.*memray_absent: 1"):
-            asyncio.run(asyncio.wait_for(stuck.call("ping"), 60))  # it used to wait for ever
+            asyncio.run(asyncio.wait_for(SinkClient(stuck).ping(), 60))  # it used to wait for ever
         assert time.monotonic() - t0 >= WATCH_GRACE_S + 0.5
     finally:
         for ref in (live, stuck):
@@ -68,11 +79,12 @@ def test_a_long_call_on_a_live_actor_is_not_cut_by_the_bound(ray_session: None) 
     ref.placement = counted  # type: ignore[method-assign]
 
     async def scenario() -> str:
-        held = asyncio.create_task(ref.call("hold"))
+        gate = GateClient(ref)
+        held = asyncio.create_task(gate.hold())
         while len(seen) < 2 and not held.done():  # wait on state: checked twice, far past the bound
             await asyncio.sleep(0.05)
         assert not held.done(), f"the long call ended early: {held}"
-        await ref.call("release")
+        await gate.release()
         return await held
 
     try:
