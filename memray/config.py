@@ -23,6 +23,10 @@ __all__ = ["EmbedderConfig", "SummarizerConfig", "IndexConfig", "MemoryConfig", 
 #: How the cores run: as Ray actors, or as plain objects in this process.
 RunMode = Literal["ray", "inprocess"]
 
+#: ``MemoryConfig.placement_timeout_s``'s default, also the bound of the Ray calls made where no
+#: MemoryConfig is at hand (a shard's calls to the store, the jobs' store clients).
+PLACEMENT_TIMEOUT_S = 30.0
+
 
 class _Config(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -200,7 +204,7 @@ class MemoryConfig(_Config):
     # lost its node and no node left offers what it asks for, e.g. store_resource) raises
     # UnavailableError naming the actor and what to do, instead of waiting for ever; a call to an
     # actor that is placed (alive, or still starting) is never cut, however long it runs
-    placement_timeout_s: float = Field(30.0, gt=0)
+    placement_timeout_s: float = Field(PLACEMENT_TIMEOUT_S, gt=0)
     # backpressure: acknowledged-but-not-durable messages one host holds at most; an add past it
     # waits for room (at most write_timeout_s) or, with block=False, raises Backpressure; 0: no bound
     max_unpersisted: int = Field(10_000, ge=0)

@@ -36,7 +36,7 @@ from ray.exceptions import RayActorError, RayTaskError
 from ray.util import metrics as ray_metrics
 
 from memray import metrics
-from memray.config import EmbedderConfig, IndexConfig, MemoryConfig
+from memray.config import PLACEMENT_TIMEOUT_S, EmbedderConfig, IndexConfig, MemoryConfig
 from memray.conversation.client import HostClient
 from memray.conversation.host import ConversationHost
 from memray.errors import StoreError, UnavailableError, ValidationError
@@ -59,7 +59,7 @@ class RayRef:
     """An :class:`~memray.rpc.ref.ActorRef` to a Ray actor. A call whose actor Ray has had on no
     node for ``placement_timeout_s`` raises UnavailableError (:func:`~memray.rpc.ref.watched`)."""
 
-    def __init__(self, handle: Any, label: str, placement_timeout_s: float = 30.0) -> None:
+    def __init__(self, handle: Any, label: str, placement_timeout_s: float = PLACEMENT_TIMEOUT_S) -> None:
         self.handle = handle
         self.label = label
         self.placement_timeout_s = placement_timeout_s
@@ -104,7 +104,7 @@ class RayRef:
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # Ray colours its error text for terminals
 
 
-def named_ref(name: str, namespace: str, label: str, placement_timeout_s: float = 30.0) -> RayRef:
+def named_ref(name: str, namespace: str, label: str, placement_timeout_s: float = PLACEMENT_TIMEOUT_S) -> RayRef:
     """A :class:`RayRef` to the named actor ``name`` (looked up in this process)."""
     return RayRef(ray.get_actor(name, namespace=namespace), label, placement_timeout_s)
 
@@ -272,7 +272,7 @@ class HostActor(ConversationHost):
         )
 
 
-def partitions(names: list[str], ns: str, placement_timeout_s: float = 30.0) -> StorePartitions:
+def partitions(names: list[str], ns: str, placement_timeout_s: float = PLACEMENT_TIMEOUT_S) -> StorePartitions:
     """The clients of the history partitions' actors ``names`` (in partition order) in namespace ``ns``."""
     return StorePartitions(
         [StoreClient(named_ref(n, ns, store_label(i, len(names)), placement_timeout_s)) for i, n in enumerate(names)]
