@@ -21,7 +21,7 @@ from memray.arguments import check_count, check_limit, check_min_score, check_mo
 from memray.config import EmbedderConfig, MemoryConfig, RunMode
 from memray.conversation.note import WorkingMemorySpec
 from memray.conversation.recall import SearchResults
-from memray.errors import ValidationError
+from memray.errors import StoreError, ValidationError
 from memray.facade.access import SessionAccess
 from memray.facade.conversation import ConversationHandle
 from memray.facade.service import MemoryServiceHandle
@@ -87,10 +87,21 @@ class Memory(SessionAccess):
     # -- lifecycle ------------------------------------------------------------------------
     def _start(self) -> Memory:
         check_path(self.config)
+        try:
+            return self._start_once()
+        except StoreError:
+            # two processes that opened a free data directory at once each started a Ray: the one
+            # whose store found the file locked stopped its Ray, and now joins the other's
+            if not (self._started_ray and _held_by_ray(self.config)):
+                raise
+            return self._start_once()
+
+    def _start_once(self) -> Memory:
         if self.config.mode == "ray":  # here, not on the loop's thread: Ray wants the main thread
             from memray.runtime.actors import ensure_ray
 
-            self._connected_ray = ensure_ray(self.config)
+            # joins the memray running on this path if there is one (its Ray, namespace and shape)
+            self._config, self._connected_ray = ensure_ray(self.config)
             self._started_ray = self._connected_ray and not self.config.address
         self._loop.start()
         try:
@@ -385,3 +396,14 @@ class Memory(SessionAccess):
 
     async def averify_deleted(self, *, user_id: str, app: str = "default") -> DeletionProof:
         return await self._arun(self._check_open().verify(app, user_id))
+
+
+def _held_by_ray(config: MemoryConfig) -> bool:
+    """A ray-mode memray another process runs holds ``config``'s data directory (one that
+    cannot be joined does not count)."""
+    from memray.runtime.join import running_memray
+
+    try:
+        return running_memray(config) is not None
+    except StoreError:
+        return False
