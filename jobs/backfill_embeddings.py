@@ -1,6 +1,6 @@
 """Re-embed every message and entry with a model, build its indexes and cut over atomically.
 
-    python -m jobs.backfill_embeddings --path DATA --model hash:384 | openai:<model>[:dim] | local:<name>
+    python -m jobs.backfill_embeddings DATA --model hash:384 | openai:<model>[:dim] | local:<name>
         [--workers N] [--cpus-per-worker C] [--timeout S] [--since WATERMARK] [--batch-size N]
         [--base-url URL] [--address ADDR]
 

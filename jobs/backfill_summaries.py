@@ -1,6 +1,6 @@
 """Bring every conversation's summary up to date, in parallel.
 
-    python -m jobs.backfill_summaries --path DATA [--workers N] [--force] [--address ADDR]
+    python -m jobs.backfill_summaries DATA [--workers N] [--force] [--address ADDR]
 
 Exports the store (incrementally), lists every conversation and its last ``seq`` from the export
 with DuckDB, then runs :meth:`memray.conversation.summary.SummaryKeeper.maybe_update` for each on

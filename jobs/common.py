@@ -17,13 +17,15 @@ import time
 from typing import Any
 
 from memray.config import MemoryConfig
-from memray.store.layout import recorded_stores
+from memray.store.layout import data_directory
 
 __all__ = ["add_common_args", "config_from_args", "connect", "ProgressFile", "log", "emit", "fail_point", "pool_args"]
 
 
 def add_common_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--path", required=True, help="memray data directory")
+    from memray.cli import add_data_dir
+
+    add_data_dir(parser, "the memray data directory (required)")
     parser.add_argument(
         "--config", default=None, help="a MemoryConfig as a JSON file, flags override it (default: none)"
     )
@@ -67,6 +69,7 @@ def config_from_args(args: argparse.Namespace) -> MemoryConfig:
     if args.config:
         with open(args.config, encoding="utf-8") as f:
             base = json.load(f)
+    stores = data_directory(args.path)  # an existing memray's, or a one-line error naming the path
     updates = {
         "path": args.path,
         "mode": "ray",
@@ -77,7 +80,7 @@ def config_from_args(args: argparse.Namespace) -> MemoryConfig:
         if getattr(args, name, None) is not None:
             updates[name] = getattr(args, name)
     if "stores" not in updates and "stores" not in base:
-        updates["stores"] = recorded_stores(os.path.abspath(args.path)) or 1
+        updates["stores"] = stores
     return MemoryConfig.model_validate({**base, **updates})
 
 

@@ -1,5 +1,8 @@
-"""The ``memray`` command line: ``memray demo``, ``memray stats PATH``, ``memray fork SRC DST``,
-``memray backfill ...``.
+"""The ``memray`` command line: ``memray demo [PATH]``, ``memray stats PATH``, ``memray fork SRC DST``,
+``memray backfill embeddings|summaries PATH ...``.
+
+The data directory is every command's first argument (:func:`add_data_dir`; ``--path`` is still
+taken, with a deprecation note); a path that is not a data directory is a one-line error.
 
 Results go to stdout; progress (bars when stderr is a terminal, phase lines always) and errors go
 to stderr. A memray error (bad input, a store in use) is printed as one line with what to do, and
@@ -21,7 +24,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 
-__all__ = ["main", "build_parser", "DefaultsHelpFormatter"]
+__all__ = ["main", "build_parser", "DefaultsHelpFormatter", "add_data_dir"]
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -33,7 +36,7 @@ def _demo(args: argparse.Namespace) -> int:
     where = (
         path
         if args.path or args.keep
-        else f"{path} (a temporary folder, removed at the end: --keep or --path keeps it)"
+        else f"{path} (a temporary folder, removed at the end: --keep or a PATH keeps it)"
     )
     config = memray.MemoryConfig(
         path=path, mode=args.mode, hosts=args.hosts, shards=args.shards, num_cpus=args.num_cpus, verbose=args.verbose
@@ -87,17 +90,40 @@ class DefaultsHelpFormatter(argparse.HelpFormatter):
         return text
 
 
+class _DeprecatedPath(argparse.Action):
+    """``--path DIR``, the old spelling of a command's PATH argument: still taken, with a note."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object, option: str | None = None
+    ) -> None:
+        print(
+            f"{parser.prog}: note: --path is deprecated; give the data directory as the first argument "
+            f"({parser.prog} {values} ...)",
+            file=sys.stderr,
+        )
+        namespace.path = values
+
+
+def add_data_dir(parser: argparse.ArgumentParser, help: str, default: str | None = None) -> None:
+    """The data directory, given the same way to every command: ``PATH``, the first argument
+    (optional when it has a ``default``; a command that needs one checks it with
+    :func:`memray.store.layout.data_directory`). ``--path PATH`` is still accepted, with a
+    deprecation note, and not shown by ``--help``."""
+    # neither spelling has a default of its own (an absent PATH would overwrite --path's value):
+    # the parser's default applies when both are absent
+    first = parser.add_argument("path", nargs="?", metavar="PATH", help=help)
+    old = parser.add_argument("--path", dest="path", action=_DeprecatedPath, help=argparse.SUPPRESS)
+    parser.set_defaults(path=default)
+    first.default = old.default = argparse.SUPPRESS
+
+
 def _fork(args: argparse.Namespace) -> int:
     """Open SRC, fork it into DST (memray.runtime.fork), close both; print one JSON line."""
     import memray
-    from memray.errors import MemrayError
-    from memray.store.layout import recorded_stores
+    from memray.store.layout import data_directory
 
     src = os.path.abspath(args.src)
-    stores = recorded_stores(src)
-    if stores is None:
-        print(f"memray fork: {src} is not a memray data directory (no history.duckdb)", file=sys.stderr)
-        return 2
+    stores = data_directory(args.src)
     found = (
         [
             int(m.group(1))
@@ -109,13 +135,9 @@ def _fork(args: argparse.Namespace) -> int:
     )
     shards = args.shards or (max(found) + 1 if found else memray.MemoryConfig().shards)
     config = memray.MemoryConfig(path=src, mode=args.mode, address=args.address, hosts=1, shards=shards, stores=stores)
-    try:
-        with memray.open(config=config) as mem:
-            with mem.fork(args.dst) as fork:
-                info = dict(fork.fork_info or {})
-    except MemrayError as exc:
-        print(f"memray fork: {exc}", file=sys.stderr)
-        return 2
+    with memray.open(config=config) as mem:  # joins the memray running on SRC, if one is
+        with mem.fork(args.dst) as fork:
+            info = dict(fork.fork_info or {})
     print(json.dumps({"src": src, "dst": info.pop("path"), "shards": shards, **info}))
     return 0
 
@@ -147,9 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--num-cpus", type=int, default=None, help="CPUs of the local Ray (default: all of this machine's)"
     )
-    demo.add_argument(
-        "--path", default=None, help="data directory, kept afterwards (default: a temporary one, removed at the end)"
-    )
+    add_data_dir(demo, "data directory, kept afterwards (default: a temporary one, removed at the end)")
     demo.add_argument("--keep", action="store_true", help="keep the temporary data directory and print where it is")
     demo.add_argument(
         "--verbose", action="store_true", help="show Ray's own log lines (info, warnings) and the actors' output"
@@ -162,7 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Reads the data directory without starting memray (stop a running memray first: "
         "its store file cannot be opened by two processes).",
     )
-    stats.add_argument("path", help="the data directory (what memray.open was given)")
+    add_data_dir(stats, "the data directory (what memray.open was given)")
     stats.add_argument("--hosts", type=int, default=4, help="show how conversations spread over this many hosts")
     stats.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
     stats.set_defaults(func=_stats)
@@ -170,22 +190,29 @@ def build_parser() -> argparse.ArgumentParser:
         "fork",
         help="copy a memray (every conversation, entry, note, summary, index) into a new path",
         formatter_class=DefaultsHelpFormatter,
+        description="A consistent copy of the memray at SRC, opened at DST as an independent memray, then "
+        "closed; one JSON line of what was copied and how long it took. A memray running on SRC is joined and "
+        "forked live (its writers go on); otherwise one is started for the fork.",
     )
-    fork.add_argument("src", help="the data directory to fork")
-    fork.add_argument("dst", help="the new data directory (must not exist, or be empty)")
+    fork.add_argument("src", metavar="SRC", help="the data directory to fork")
+    fork.add_argument("dst", metavar="DST", help="the new data directory (must not exist, or be empty)")
     fork.add_argument(
         "--mode",
         choices=["ray", "inprocess"],
-        default="inprocess",
-        help="inprocess (default) for a directory no running memray holds; ray with --address to fork a live one",
+        default="ray",
+        help="ray: join the memray running on SRC, or start one; inprocess: faster for a directory nothing runs on",
     )
-    fork.add_argument("--address", default=None, help="the Ray cluster where the memray to fork runs")
+    fork.add_argument(
+        "--address", default=None, help="the Ray cluster where the memray to fork runs (default: found from SRC)"
+    )
     fork.add_argument("--shards", type=int, default=None, help="shard count (default: read from SRC)")
     fork.set_defaults(func=_fork)
     backfill = sub.add_parser(
         "backfill",
         help="batch jobs on Ray Data: re-embed, or bring summaries up to date",
         formatter_class=DefaultsHelpFormatter,
+        description="Batch jobs over a data directory, on a Ray Data actor pool: they join the memray running "
+        "on it (or start one for the job), are resumable (run the same command again) and print one JSON line.",
     )
     jobs = backfill.add_subparsers(dest="job", required=True, metavar="JOB")
     from jobs import backfill_embeddings, backfill_summaries
@@ -194,10 +221,14 @@ def build_parser() -> argparse.ArgumentParser:
         "embeddings",
         help="(re-)embed everything with --model and cut over atomically",
         formatter_class=DefaultsHelpFormatter,
+        description=backfill_embeddings.__doc__.split("\n\n")[0] if backfill_embeddings.__doc__ else None,
     )
     backfill_embeddings.build_parser(embeddings).set_defaults(func=backfill_embeddings.run_args)
     summaries = jobs.add_parser(
-        "summaries", help="bring every conversation's summary up to date", formatter_class=DefaultsHelpFormatter
+        "summaries",
+        help="bring every conversation's summary up to date",
+        formatter_class=DefaultsHelpFormatter,
+        description=backfill_summaries.__doc__.split("\n\n")[0] if backfill_summaries.__doc__ else None,
     )
     backfill_summaries.build_parser(summaries).set_defaults(func=backfill_summaries.run_args)
     return parser

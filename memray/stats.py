@@ -24,16 +24,11 @@ _TABLES = ("conversations", "messages", "entries", "embeddings", "working_memory
 
 def data_stats(path: str, hosts: int = 4) -> dict[str, Any]:
     """Counts per table, shard snapshots, conversations per host and disk use of ``path``."""
-    from memray.store.layout import recorded_stores, store_file
+    from memray.store.layout import data_directory, store_file
 
     root = Path(path)
-    n = recorded_stores(str(root)) or 1
+    n = data_directory(path)
     files = [Path(store_file(str(root), i, n)) for i in range(n)]
-    if not all(f.is_file() for f in files):
-        what = "does not exist" if not root.exists() else "holds no memray data (no history.duckdb)"
-        raise ValidationError(
-            "path", path, what, "give the data directory of a memray (the path memray.open was given)"
-        )
     if hosts < 1:
         raise ValidationError("hosts", hosts, "must be a positive integer")
     parts = [_tables(f, hosts) for f in files]

@@ -46,9 +46,77 @@ def test_every_option_has_help_that_gives_its_default(name, parser):
     for action in parser._actions:
         if not action.option_strings or isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
             continue
+        if action.help == argparse.SUPPRESS:  # not shown by --help (a deprecated spelling)
+            continue
         assert action.help, f"{name} {action.option_strings[0]} has no help text"
         shown = parser._get_formatter()._get_help_string(action) or ""  # what --help prints for it
         assert re.search(r"default|required", shown), f"{name} {action.option_strings[0]}: {shown!r} gives no default"
+
+
+@pytest.mark.parametrize("name,parser", parsers(build_parser()), ids=lambda v: v if isinstance(v, str) else "")
+def test_every_command_says_what_it_does_in_its_help(name, parser):
+    assert parser.description, f"`{name} --help` has no description"
+
+
+def test_every_mode_option_defaults_to_ray_as_memray_open_does():
+    modes = [(n, a.default) for n, p in parsers(build_parser()) for a in p._actions if "--mode" in a.option_strings]
+    assert len(modes) >= 2 and all(default == "ray" for _, default in modes), modes
+
+
+@pytest.fixture(scope="module")
+def mistakes(tmp_path_factory) -> dict[str, str]:
+    """Paths that are not a memray data directory, and one that is."""
+    root = tmp_path_factory.mktemp("mistakes")
+    (root / "notes.txt").write_text("not a directory")
+    (root / "empty").mkdir()
+    memray.open(str(root / "data"), mode="inprocess", hosts=1, shards=1).close()
+    return {
+        "file": str(root / "notes.txt"),
+        "missing": str(root / "missing"),
+        "empty": str(root / "empty"),
+        "data": str(root / "data"),
+        "root": str(root),
+    }
+
+
+PATH_MISTAKES = [
+    ("stats", ["stats", "{bad}"]),
+    ("fork", ["fork", "{bad}", "{root}/fork-dst", "--mode", "inprocess"]),
+    ("backfill", ["backfill", "summaries", "{bad}"]),
+    ("backfill", ["backfill", "embeddings", "{bad}", "--model", "hash:8"]),
+]
+
+
+@pytest.mark.parametrize("bad", ["file", "missing", "empty"])
+@pytest.mark.parametrize("command,argv", PATH_MISTAKES, ids=[" ".join(a[:2]) for _, a in PATH_MISTAKES])
+def test_every_path_mistake_is_one_line_naming_the_path(mistakes, command, argv, bad):
+    out = run_cli(*[a.format(bad=mistakes[bad], root=mistakes["root"]) for a in argv])
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    line = out.stderr.strip()
+    assert "\n" not in line and line.startswith(f"memray {command}: error: invalid path="), line
+    assert mistakes[bad] in line and "give the data directory" in line
+
+
+@pytest.mark.parametrize(
+    "argv,says",
+    [
+        (["demo", "{file}", "--agents", "1", "--turns", "1", "--mode", "inprocess"], "is a file, not a directory"),
+        (["fork", "{data}", "{file}", "--mode", "inprocess"], "already exists and is not an empty folder"),
+    ],
+    ids=["demo into a file", "fork onto a file"],
+)
+def test_a_file_where_a_directory_goes_is_one_line(mistakes, argv, says):
+    out = run_cli(*[a.format(**mistakes) for a in argv])
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    assert out.stderr.strip().splitlines()[-1].startswith("memray ") and says in out.stderr
+
+
+def test_the_data_directory_is_the_first_argument_and_path_still_works(mistakes):
+    first = run_cli("stats", mistakes["data"], "--json")
+    old = run_cli("stats", "--path", mistakes["data"], "--json")
+    assert first.returncode == old.returncode == 0, old.stderr
+    assert json.loads(first.stdout)["tables"] == json.loads(old.stdout)["tables"]
+    assert first.stderr == "" and "--path is deprecated; give the data directory as the first argument" in old.stderr
 
 
 def test_demo_help_shows_the_values():
@@ -79,11 +147,11 @@ def test_the_readme_demo_is_quiet_and_cleans_up_after_itself(tmp_path):
 
 
 def test_demo_with_few_turns_says_recall_was_not_measured(tmp_path):
-    out = run_cli("demo", "--agents", "5", "--turns", "2", "--mode", "inprocess", "--path", str(tmp_path / "d"))
+    out = run_cli("demo", str(tmp_path / "d"), "--agents", "5", "--turns", "2", "--mode", "inprocess")
     assert out.returncode == 0, out.stderr
     assert "recall not measured (questions start at turn 3: use --turns 4 or more)" in out.stdout
     assert json.loads(out.stdout.splitlines()[-1])["recall_hit_rate"] is None
-    assert (tmp_path / "d" / "history.duckdb").exists()  # --path keeps the data
+    assert (tmp_path / "d" / "history.duckdb").exists()  # a PATH given keeps the data
 
 
 def test_stats_reads_a_data_directory(tmp_path):
@@ -124,9 +192,7 @@ def test_stats_errors_say_what_to_do(tmp_path):
 
 
 def test_a_bad_option_value_is_one_line_not_a_traceback(tmp_path):
-    out = run_cli(
-        "demo", "--agents", "5", "--turns", "1", "--mode", "inprocess", "--hosts", "0", "--path", str(tmp_path)
-    )
+    out = run_cli("demo", str(tmp_path), "--agents", "5", "--turns", "1", "--mode", "inprocess", "--hosts", "0")
     assert out.returncode == 2
     assert out.stderr.strip().splitlines()[-1] == (
         "memray demo: error: invalid hosts=0: must be greater than 0; "

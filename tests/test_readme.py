@@ -104,7 +104,7 @@ def test_readme_gives_the_two_commands_and_ci_runs_the_test_one():
 
 
 def test_readme_says_where_the_demo_data_goes():
-    assert "**deletes at the end**" in TEXT and "--keep" in TEXT and "--path DIR" in TEXT
+    assert "**deletes at the end**" in TEXT and "--keep" in TEXT and "memray demo DIR" in TEXT
 
 
 def test_every_cli_command_is_documented():

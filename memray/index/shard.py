@@ -80,6 +80,7 @@ class VectorShard:
         self._snap_seq = 0
         self._snap_name: str | None = None
         self._snapshotted: set[Namespace] = set()  # the namespaces of the last snapshot
+        self._snap_model: tuple[str, int] | None = None  # its model and dim
         self._seen: set[Ref] | None = None
         self.discarded_snapshot: str | None = None
 
@@ -110,7 +111,7 @@ class VectorShard:
                 log.warning("shard %d: discarding snapshot %s", self.shard_id, self.discarded_snapshot)
                 snapshot.uncommit(root)
             else:
-                self._snap_name = name
+                self._snap_name, self._snap_model = name, (self.model_id, self.dim)
                 self._spaces.next_uid = int(meta["next_uid"])
                 for space in snapshot.unpack(root / name, meta["spaces"], self.dim, self._spaces.num_threads):
                     self._spaces.attach(space)
@@ -118,8 +119,9 @@ class VectorShard:
         snapshot.remove_stale(root, self._snap_name)
 
     def close(self) -> None:
-        """Snapshot, so the next :meth:`open` starts from here."""
-        self.snapshot()
+        """Snapshot if anything changed since the last one (:meth:`snapshot_if_changed`), so the
+        next :meth:`open` starts from here; a shard that changed nothing writes nothing."""
+        self.snapshot_if_changed()
 
     def ping(self) -> bool:
         return True
@@ -378,7 +380,7 @@ class VectorShard:
             "lexical": LEXICAL_VERSION,
         }
         self._snap_name = snapshot.write(root, self._snap_seq, self._snap_name, list(self._spaces.values()), meta)
-        self._snapshotted = set(self._spaces)
+        self._snapshotted, self._snap_model = set(self._spaces), (self.model_id, self.dim)
         for space in self._spaces.values():
             space.dirty = False
         snapshot.remove_stale(root, self._snap_name)
@@ -386,7 +388,8 @@ class VectorShard:
     def snapshot_if_changed(self) -> bool:
         """:meth:`snapshot` if a namespace changed, appeared or went since the last one (same
         durability guarantee); True if it wrote one."""
-        if set(self._spaces) == self._snapshotted and not any(s.dirty for s in self._spaces.values()):
+        same_model = self._snap_model in (None, (self.model_id, self.dim))  # (None: none was written)
+        if same_model and set(self._spaces) == self._snapshotted and not any(s.dirty for s in self._spaces.values()):
             return False
         self.snapshot()
         return True

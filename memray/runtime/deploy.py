@@ -157,7 +157,7 @@ async def stop_cores(deployment: Deployment, terminate: bool, bound_s: float) ->
     if not terminate:
         # a driver leaving a shared memray: flush, but leave dead-letter reports to their writers
         flushed = await _bounded([h.flush(None, None, False) for h in deployment.hosts], bound_s)
-        await _bounded([s.snapshot() for s in deployment.shards], bound_s)
+        await _bounded([s.snapshot_if_changed() for s in deployment.shards], bound_s)
         return [
             {
                 "host": h.label,

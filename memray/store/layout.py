@@ -34,6 +34,7 @@ __all__ = [
     "export_root",
     "export_roots",
     "recorded_stores",
+    "data_directory",
     "check_stores",
 ]
 
@@ -69,15 +70,32 @@ def export_roots(config: MemoryConfig) -> list[str]:
 
 
 def recorded_stores(root: str) -> int | None:
-    """The partition count the data directory ``root`` was written with; None for a new one."""
+    """The partition count the data directory ``root`` was written with; None for a new one (or
+    for a path that is no directory)."""
     try:
         with open(os.path.join(root, PARTITIONS_FILE), encoding="utf-8") as f:
             return int(json.load(f)["stores"])
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         pass
     if os.path.exists(os.path.join(root, "history.duckdb")):
         return 1  # written before the record existed: one partition
     return None
+
+
+def data_directory(path: str | None) -> int:
+    """The partition count of the existing memray data directory at ``path``; a ValidationError
+    naming the path and what to give instead when it is none (missing, a file, no history file)."""
+    fix = "give the data directory of a memray (the path memray.open was given)"
+    if not path:
+        raise ValidationError("path", path, "is missing", fix)
+    if not os.path.exists(path):
+        raise ValidationError("path", path, "does not exist", fix)
+    if not os.path.isdir(path):
+        raise ValidationError("path", path, "is a file, not a directory", fix)
+    stores = recorded_stores(path)
+    if stores is None or not all(os.path.isfile(store_file(path, i, stores)) for i in range(stores)):
+        raise ValidationError("path", path, "holds no memray data (no history.duckdb)", fix)
+    return stores
 
 
 def check_stores(root: str, stores: int) -> None:

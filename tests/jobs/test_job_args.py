@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import memray
 from jobs.backfill_embeddings import build_parser, parse_model
 from jobs.common import InjectedFailure, ProgressFile, config_from_args, fail_point
 from jobs.control import EXIT_CODES, Meter, Stop
@@ -36,8 +37,9 @@ def test_parse_model_specs() -> None:
 def test_config_from_flags_is_ray_mode_and_overrides_the_file(tmp_path: Path) -> None:
     cfg_file = tmp_path / "cfg.json"
     cfg_file.write_text('{"shards": 3, "hosts": 2, "namespace": "x"}')
+    memray.open(str(tmp_path / "data"), mode="inprocess", hosts=1, shards=1).close()
     args = build_parser().parse_args(
-        ["--path", str(tmp_path), "--model", "hash:8", "--config", str(cfg_file), "--shards", "5"]
+        [str(tmp_path / "data"), "--model", "hash:8", "--config", str(cfg_file), "--shards", "5"]
     )
     cfg = config_from_args(args)
     assert (cfg.mode, cfg.shards, cfg.hosts, cfg.namespace) == ("ray", 5, 2, "x")
