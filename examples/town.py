@@ -114,12 +114,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ticks", type=int, default=48, help="simulated hours")
     parser.add_argument("--fork-at", type=int, default=24, help="the tick after which the town forks")
     parser.add_argument("--mode", choices=["inprocess", "ray"], default="inprocess")
-    parser.add_argument("--path", default=None, help="data directory (default: a temporary one, removed after)")
+    parser.add_argument(
+        "--path",
+        default=None,
+        help="data directory, kept; an earlier run's trunk/ and branch-b/ in it are replaced "
+        "(default: a temporary one, removed after)",
+    )
     args = parser.parse_args(argv)
     if not 1 <= args.agents <= len(NAMES) or not 0 < args.fork_at < args.ticks:
         parser.error(f"need 1..{len(NAMES)} agents and 0 < --fork-at < --ticks")
     agents = NAMES[: args.agents]
     root = args.path or tempfile.mkdtemp(prefix="memray-town-")
+    for earlier in ("trunk", "branch-b"):  # a run again starts the town over
+        shutil.rmtree(f"{root}/{earlier}", ignore_errors=True)
     t0 = time.perf_counter()
     mem = memray.open(f"{root}/trunk", mode=args.mode, hosts=2, shards=2, debounce_ms=20)
     try:

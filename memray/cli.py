@@ -27,11 +27,34 @@ from collections.abc import Sequence
 __all__ = ["main", "build_parser", "DefaultsHelpFormatter", "add_data_dir"]
 
 
+#: The file by which a folder is known to hold an earlier demo's data (and so may be replaced).
+DEMO_MARKER = "memray-demo.json"
+
+
+def _demo_folder(path: str, args: argparse.Namespace) -> None:
+    """Make ``path`` the demo's folder: a new or empty one, or one an earlier demo wrote, which is
+    replaced (so a demo run twice prints the same); anything else is refused, untouched."""
+    from memray.errors import ValidationError
+
+    fix = "give a new or empty folder (one an earlier memray demo wrote is replaced)"
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValidationError("path", path, "is a file, not a directory", fix)
+    if os.path.isdir(path) and os.listdir(path):
+        if not os.path.isfile(os.path.join(path, DEMO_MARKER)):
+            raise ValidationError("path", path, "holds files that memray demo did not write", fix)
+        shutil.rmtree(path)
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, DEMO_MARKER), "w", encoding="utf-8") as f:
+        json.dump({"agents": args.agents, "turns": args.turns, "mode": args.mode}, f)
+
+
 def _demo(args: argparse.Namespace) -> int:
     import memray
     from memray.progress import step
     from memray.simulation import simulate, summary_line
 
+    if args.path:
+        _demo_folder(args.path, args)
     path = args.path or tempfile.mkdtemp(prefix="memray-demo-")
     where = (
         path
@@ -169,7 +192,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--num-cpus", type=int, default=None, help="CPUs of the local Ray (default: all of this machine's)"
     )
-    add_data_dir(demo, "data directory, kept afterwards (default: a temporary one, removed at the end)")
+    add_data_dir(
+        demo,
+        "data directory, kept afterwards; an earlier demo's is replaced (default: a temporary one, removed at the end)",
+    )
     demo.add_argument("--keep", action="store_true", help="keep the temporary data directory and print where it is")
     demo.add_argument(
         "--verbose", action="store_true", help="show Ray's own log lines (info, warnings) and the actors' output"
