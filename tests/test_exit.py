@@ -88,3 +88,25 @@ def test_a_ray_mode_script_that_never_closes_keeps_what_it_added(tmp_path) -> No
     assert run.returncode == 0, run.stderr
     assert "memray: at exit" not in run.stderr and "retrying" not in run.stderr, run.stderr
     assert stored(tmp_path / "r") == ["milk"]
+
+
+@pytest.mark.ray
+def test_a_memray_whose_ray_was_shut_down_first_says_so_at_exit_at_once(tmp_path) -> None:
+    """Ray gone (a test fixture's ray.shutdown(), say) before the memray was closed: its actors
+    went with it. Closing then must not start a new Ray to call them (it used to, and waited)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    run = script(
+        """
+        import ray, memray
+        ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+        m = memray.open("./s", hosts=1, shards=1)
+        m.conversation(user_id="a", conversation_id="c").add({"role": "user", "content": "milk"})
+        ray.shutdown()
+        """,
+        tmp_path,
+        {**env, "PYTHONPATH": str(ROOT)},
+    )
+    assert run.returncode == 0, run.stderr
+    at_exit = [line for line in run.stderr.splitlines() if line.startswith("memray: at exit")]
+    assert len(at_exit) == 1 and "Ray was shut down before this memray was closed" in at_exit[0], run.stderr
+    assert "Started a local Ray" not in run.stderr  # no second Ray

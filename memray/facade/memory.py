@@ -140,6 +140,14 @@ class Memory(SessionAccess):
         if session is None:
             return
         release(self)
+        if self.config.mode == "ray" and not _ray_is_up():
+            self._session = None
+            self._loop.stop()
+            raise StoreError(
+                "Ray was shut down before this memray was closed, and its actors with it: what they had not yet "
+                "made durable is recorded as lost (Memory.dead_letters()) when the data directory is opened again; "
+                "close memray before ray.shutdown()"
+            )
         reports: list[dict[str, Any]] = []
         try:
             default = self._started_ray or self._owns_actors
@@ -434,3 +442,9 @@ def _held_by_ray(config: MemoryConfig) -> bool:
         return running_memray(config) is not None
     except StoreError:
         return False
+
+
+def _ray_is_up() -> bool:
+    from memray.runtime.actors import ray_is_up
+
+    return ray_is_up()

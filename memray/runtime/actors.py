@@ -52,7 +52,7 @@ from memray.store.history import HistoryStore
 from memray.store.layout import check_stores, store_files
 from memray.store.partitions import StorePartitions
 
-__all__ = ["RayRef", "RayDeployment", "RayConnection", "ensure_ray", "shutdown_ray", "named_ref"]
+__all__ = ["RayRef", "RayDeployment", "RayConnection", "ensure_ray", "shutdown_ray", "ray_is_up", "named_ref"]
 
 
 class RayRef:
@@ -122,6 +122,12 @@ metrics.set_backend(_ray_metric)  # every process that runs memray actors import
 
 def shutdown_ray() -> None:
     ray.shutdown()
+
+
+def ray_is_up() -> bool:
+    """This process is connected to Ray (a call on an actor handle would otherwise start a new
+    local Ray, in which no memray actor exists)."""
+    return bool(ray.is_initialized())
 
 
 class RayConnection(NamedTuple):
@@ -405,9 +411,9 @@ class RayDeployment:
             for ref in self._refs[: self.config.stores]:
                 ray.kill(ref.handle, no_restart=True)
             raise
-        await asyncio.gather(*(s.ping() for s in self.shards))
+        # the hosts start (ledger, embedder) while the shards load their snapshots and catch up
+        await asyncio.gather(*(s.ping() for s in self.shards), *(h.start() for h in self.hosts))
         await asyncio.gather(*(self._recovered(s) for s in self.shards))
-        await asyncio.gather(*(h.start() for h in self.hosts))
 
     async def _recovered(self, shard: ShardClient, timeout_s: float = 30.0) -> None:
         """Wait (bounded) for a shard's first catch-up with the store, so a fresh ``open`` does
