@@ -180,7 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="run a scripted many-agent simulation and verify the store",
         formatter_class=DefaultsHelpFormatter,
         description="Scripted agents talk, recall with context() and answer; at the end every "
-        "acknowledged message is checked in the store.",
+        "acknowledged message is checked in the store. A PATH an earlier demo wrote is replaced, so the same "
+        "command prints the same again; any other folder must be new or empty.",
     )
     demo.add_argument("--agents", type=int, default=1000, help="agents, one conversation each")
     demo.add_argument("--turns", type=int, default=6, help="turns per agent (recall questions start at turn 3)")
@@ -192,10 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--num-cpus", type=int, default=None, help="CPUs of the local Ray (default: all of this machine's)"
     )
-    add_data_dir(
-        demo,
-        "data directory, kept afterwards; an earlier demo's is replaced (default: a temporary one, removed at the end)",
-    )
+    add_data_dir(demo, "data directory, kept afterwards (default: a temporary one, removed at the end)")
     demo.add_argument("--keep", action="store_true", help="keep the temporary data directory and print where it is")
     demo.add_argument(
         "--verbose", action="store_true", help="show Ray's own log lines (info, warnings) and the actors' output"
@@ -205,8 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
         "stats",
         help="what a data directory holds: rows per table, shards, hosts, disk use",
         formatter_class=DefaultsHelpFormatter,
-        description="Reads the data directory without starting memray (stop a running memray first: "
-        "its store file cannot be opened by two processes).",
+        description="Reads the data directory's files without starting memray; while a ray-mode memray runs "
+        "on it, asks that memray (joining it) for what its store holds.",
     )
     add_data_dir(stats, "the data directory (what memray.open was given)")
     stats.add_argument("--hosts", type=int, default=4, help="show how conversations spread over this many hosts")

@@ -1,8 +1,9 @@
-"""What a data directory holds, read from disk without starting memray (``memray stats PATH``).
+"""What a data directory holds (``memray stats PATH``), read from disk without starting memray.
 
 Rows per table come from the history files (``history.duckdb``, or one per partition: each
-partition's counts under ``stores``) opened read-only, so the command fails clearly while
-a memray (or a job) has the file open: DuckDB lets no other process open it then. Shards are
+partition's counts under ``stores``) opened read-only; while a ray-mode memray runs on the
+directory (DuckDB then lets no other process open its files), they are asked of its store
+actors, joined as any process joins it (:mod:`memray.runtime.join`). Shards are
 described by their last snapshot (``vectors/shard-N/``): namespaces, items, how many are HNSW.
 Hosts keep nothing on disk; what is shown for them is how the stored conversations spread over
 ``hosts`` hosts (the routing memray uses). Disk use is per top-level entry, in bytes.
@@ -19,8 +20,6 @@ from memray.errors import StoreError, ValidationError
 
 __all__ = ["data_stats", "render"]
 
-_TABLES = ("conversations", "messages", "entries", "embeddings", "working_memory", "summaries")
-
 
 def data_stats(path: str, hosts: int = 4) -> dict[str, Any]:
     """Counts per table, shard snapshots, conversations per host and disk use of ``path``."""
@@ -31,7 +30,7 @@ def data_stats(path: str, hosts: int = 4) -> dict[str, Any]:
     files = [Path(store_file(str(root), i, n)) for i in range(n)]
     if hosts < 1:
         raise ValidationError("hosts", hosts, "must be a positive integer")
-    parts = [_tables(f, hosts) for f in files]
+    parts = _counts(path, files, hosts)
     tables = {t: sum(p[0].get(t, 0) for p in parts) for t in parts[0][0]}
     per_host = [sum(p[1][h] for p in parts) for h in range(hosts)]
     out: dict[str, Any] = {"path": str(root.resolve()), "tables": tables}
@@ -45,28 +44,55 @@ def data_stats(path: str, hosts: int = 4) -> dict[str, Any]:
     }
 
 
-def _tables(store: Path, hosts: int) -> tuple[dict[str, int], list[int]]:
+Counts = tuple[dict[str, int], list[int]]
+
+
+def _counts(path: str, files: list[Path], hosts: int) -> list[Counts]:
+    """Each partition's rows per table and conversations per host: read from its file, or, while a
+    ray-mode memray runs on ``path``, asked of its store actors (memray.runtime.join)."""
     import duckdb
 
-    from memray.ids import ConversationKey
+    from memray.store.census import table_counts
 
     try:
-        con = duckdb.connect(str(store), read_only=True)
+        cons = [duckdb.connect(str(f), read_only=True) for f in files]
     except duckdb.Error as exc:
+        if "lock" in str(exc).lower() and _joinable(path):
+            return _counts_of_running(path, len(files), hosts)
         raise StoreError(
-            f"cannot read {str(store)!r}: {str(exc).splitlines()[0]}; another process (a running memray or a job) "
-            "probably has it open: run memray stats when it has stopped"
+            f"cannot read {path!r}: {str(exc).splitlines()[0]}; another process (a memray in one process, or "
+            "a job) has it open: run memray stats when it has stopped"
         ) from exc
     try:
-        present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-        counts = {t: int(con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]) for t in _TABLES if t in present}  # type: ignore[index]
-        per_host = [0] * hosts
-        if "conversations" in present:
-            for app, user, conv in con.execute("SELECT app, user_id, conversation_id FROM conversations").fetchall():
-                per_host[ConversationKey(app, user, conv).route(hosts)] += 1
+        return [table_counts(con, hosts) for con in cons]
     finally:
-        con.close()
-    return counts, per_host
+        for con in cons:
+            con.close()
+
+
+def _joinable(path: str) -> bool:
+    from memray.config import MemoryConfig
+    from memray.runtime.join import running_memray
+    from memray.store.layout import recorded_stores
+
+    try:
+        return running_memray(MemoryConfig(path=path, stores=recorded_stores(path) or 1)) is not None
+    except StoreError:
+        return False
+
+
+def _counts_of_running(path: str, stores: int, hosts: int) -> list[Counts]:
+    import memray
+
+    with memray.open(path, stores=stores) as mem:  # joins it: its Ray, namespace and shape
+        clients = mem._deployment.stores.clients
+        return list(mem._run(_gather([c.table_counts(hosts) for c in clients])))
+
+
+async def _gather(calls: list[Any]) -> list[Any]:
+    import asyncio
+
+    return list(await asyncio.gather(*calls))
 
 
 def _shard(directory: Path) -> dict[str, Any]:

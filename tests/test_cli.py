@@ -187,7 +187,7 @@ def test_stats_errors_say_what_to_do(tmp_path):
     with memray.open(str(tmp_path / "busy"), mode="inprocess", hosts=1, shards=1):
         out = run_cli("stats", str(tmp_path / "busy"))
     assert out.returncode == 2
-    assert "another process (a running memray or a job) probably has it open" in out.stderr
+    assert "another process (a memray in one process, or a job) has it open" in out.stderr
     assert "Traceback" not in out.stderr
 
 

@@ -248,6 +248,10 @@ class StoreClient(Client):
         return await self._call("count_user", app, user_id)
 
     @background
+    async def table_counts(self, hosts: int) -> tuple[dict[str, int], list[int]]:
+        return await self._call("table_counts", hosts)
+
+    @background
     async def export_parquet(self, root: str) -> dict[str, Any]:
         return await self._call("export_parquet", root)
 

@@ -21,8 +21,8 @@ from typing import Any, cast
 from memray.ids import ConversationKey, Namespace
 from memray.models import ConversationOrder
 from memray.scoring import Window
+from memray.store import census, deadletter, entries, export, items, messages, refs, removal
 from memray.store import conversations as conv
-from memray.store import deadletter, entries, export, items, messages, refs, removal
 from memray.store.base import ConversationSnapshot, IndexRow, SummaryState, WMScope
 from memray.store.database import Database
 from memray.store.deadletter import CommitResult, DeadLetter
@@ -344,6 +344,10 @@ class HistoryStore:
     def count_user(self, app: str, user_id: str) -> dict[str, int]:
         """Rows of the user left in each table (all zero after :meth:`delete_user`)."""
         return removal.count_user(self._db, app, user_id)
+
+    def table_counts(self, hosts: int) -> tuple[dict[str, int], list[int]]:
+        """Rows per table and conversations per host of ``hosts`` (:mod:`memray.store.census`)."""
+        return census.table_counts(self._db.con, hosts)
 
     def export_parquet(self, root: str) -> dict[str, Any]:
         """Incremental hive-partitioned Parquet export; see :mod:`memray.store.export`."""

@@ -156,6 +156,18 @@ def test_a_second_process_joins_with_no_address_and_its_token_found_from_the_dat
     assert joiner["ray"] == owner.address  # joined the owner's Ray, started none of its own
     assert joiner["hosts"] == 1  # the running memray's shape, not the default 4: one route per conversation
     assert joiner["seqs"] == [2] and joiner["texts"] == ["from the owner", "from the joiner"]
+    # the command line joins too: memray stats asks the running store (its file is locked)
+    stats = subprocess.run(
+        [sys.executable, "-m", "memray.cli", "stats", str(path), "--json", "--hosts", "1"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
+        env=scrubbed(HOME=_home(tmp_path, "joiner-home")),
+    )
+    assert stats.returncode == 0, stats.stderr[-3000:]
+    counted = json.loads(stats.stdout)
+    assert counted["tables"]["messages"] == 2 and counted["hosts"]["conversations"] == [1]
     assert owner.stop() == ["from the owner", "from the joiner"]
 
 
