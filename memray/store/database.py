@@ -20,7 +20,7 @@ from memray.errors import ClosedError, MemrayError, StoreError
 from memray.files import atomic_write
 from memray.store.schema import DDL, MIGRATIONS
 
-__all__ = ["Database", "Holder", "lock_holder", "check_not_in_use", "in_use_message", "read_owner"]
+__all__ = ["Database", "Holder", "lock_holder", "in_use_message", "read_owner"]
 
 
 class Database:
@@ -177,19 +177,18 @@ class Database:
 @dataclass(frozen=True)
 class Holder:
     """The process that holds a history file's lock: its pid (DuckDB names it in the lock error,
-    None if it does not), the error's text, and the record it wrote next to the file when that
-    record is its own (``{}`` otherwise): mode, Ray address, namespace... (see :meth:`Database.open`)."""
+    None if it does not) and the record it wrote next to the file when that record is its own
+    (``{}`` otherwise): mode, Ray address, namespace... (see :meth:`Database.open`)."""
 
     pid: int | None
-    error: str
     owner: dict[str, Any]
 
     @classmethod
-    def of(cls, path: str, error: str) -> Holder:
-        pid = re.search(r"\(PID (\d+)\)", error)
+    def of(cls, path: str, lock_error: str) -> Holder:
+        pid = re.search(r"\(PID (\d+)\)", lock_error)
         holder = int(pid.group(1)) if pid else None
         owner = read_owner(path)
-        return cls(holder, error, owner if owner and (holder is None or owner.get("pid") == holder) else {})
+        return cls(holder, owner if owner and (holder is None or owner.get("pid") == holder) else {})
 
     def describe(self) -> str:
         """Who it is, for messages: "memray store actor pid 4242 on node-1 (mode=ray, since ..., Ray at ...)"."""
@@ -225,14 +224,6 @@ def lock_holder(path: str, wait_s: float = 2.0) -> Holder | None:
         if holder.owner or holder.pid is None or time.monotonic() >= deadline:
             return holder
         time.sleep(0.02)  # its record is being written
-
-
-def check_not_in_use(path: str) -> None:
-    """Raise StoreError (naming the holder, :func:`in_use_message`) if another process holds the
-    history file at ``path`` (:func:`lock_holder`)."""
-    holder = lock_holder(path)
-    if holder is not None:
-        raise StoreError(in_use_message(path, holder))
 
 
 def read_owner(path: str) -> dict[str, Any]:
