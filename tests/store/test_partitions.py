@@ -152,7 +152,8 @@ def test_exports_write_one_root_per_partition_and_erasure_purges_the_right_one(p
 
 #: store calls that only make sense for one partition: StorePartitions offers them per partition
 #: (``index_pages`` pages every partition, ``versions`` reads each one's) or through ``clients``
-PER_PARTITION = {"pid", "scan_index_rows", "version"}
+#: (``memray stats`` asks each partition's ``table_counts``)
+PER_PARTITION = {"pid", "scan_index_rows", "table_counts", "version"}
 
 
 def test_every_store_call_is_routed_or_taken_per_partition() -> None:

@@ -272,3 +272,16 @@ def test_erasure_and_exports_leave_nothing_of_the_user(
 def test_store_calls_are_declared_by_priority() -> None:
     """What the store actor orders its queue by (memray.runtime.actors) is declared on the client."""
     assert {StoreClient.options(n).priority for n in StoreClient.calls()} == set(Priority)
+
+
+def test_table_counts_count_rows_and_route_conversations_as_memray_does(store: StoreClient) -> None:
+    """(Last: the store is shared by the module; what it holds already is counted before.)"""
+    before, hosts_before = run(store.table_counts(3))
+    app = f"app-{uuid.uuid4().hex[:8]}"
+    keys = [ConversationKey(app, f"u{i}", "c") for i in range(5)]
+    run(store.commit_messages([r for key in keys for r in rows(key, 2)]))
+    after, hosts_after = run(store.table_counts(3))
+    assert after["conversations"] - before["conversations"] == 5 and after["messages"] - before["messages"] == 10
+    assert after["entries"] == before["entries"]
+    added = [a - b for a, b in zip(hosts_after, hosts_before)]
+    assert added == [sum(1 for k in keys if k.route(3) == h) for h in range(3)]
