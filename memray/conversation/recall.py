@@ -48,7 +48,7 @@ from memray.models import Context, Hit, Message, RetrievalMode, Scope
 from memray.rpc.batch import Answer, Coalescer, unwrap
 from memray.scoring import Stream, Window
 from memray.store.partitions import StorePartitions
-from memray.store.rows import row_to_message
+from memray.store.rows import payload_message, row_to_message
 
 if TYPE_CHECKING:
     from memray.index.router import RouterResult, ShardRouter
@@ -69,6 +69,19 @@ _NOT_ASKED = LookupError("not asked")  # a placeholder every slot of a batch's a
 
 #: The most reads one coalesced batch of single calls carries.
 MAX_BATCH = 65536
+
+
+_Refs = dict[tuple[str, str, str, str], Message]
+
+
+class _Found(NamedTuple):
+    """One search's hits (the shard's, merged with its read-your-writes tail) before they are
+    messages, and whether and why it was degraded."""
+
+    hits: list[ShardHit]
+    from_tail: dict[tuple[Namespace, str], Message]
+    degraded: bool
+    reason: str | None
 
 
 class _Searched(NamedTuple):
@@ -124,9 +137,8 @@ class Recall:
         ]
         results = await self._router.search_many(requests)
         searched = [_Searched(r.key, r.scope, e, q, res) for r, e, q, res in zip(reads, encoded, requests, results)]
-        return await self._recalled(
-            searched, [self.written.seen(r.key, res.held) for r, res in zip(reads, results)], t0
-        )
+        tails = [self.written.seen(r.key, res.held) for r, res in zip(reads, results)]
+        return await self._hydrate_many(self._found(searched, tails, t0))
 
     async def search_app(
         self,
@@ -143,8 +155,11 @@ class Recall:
         t0 = time.perf_counter()
         (encoded,) = await self._encode_many([(query, mode)])
         result = await self._router.search_app(app, "conv", encoded.query(query, limit, min_score, (), stream, window))
-        (hits,) = await self._hydrate_many([(result.hits, {})])
-        return _finish(SearchResults(unwrap(hits)), result.degraded, result.reason, encoded.failed, "app", t0)
+        reason = "; ".join(r for r in (encoded.failed, result.reason) if r) or None
+        _count(result.degraded, "app", t0)
+        found = _Found(result.hits, {}, result.degraded or encoded.failed is not None, reason)
+        (hits,) = await self._hydrate_many([found])
+        return unwrap(hits)
 
     async def _encode_many(self, queries: list[tuple[str, RetrievalMode | None]]) -> list[Encoded]:
         if self.before_search is not None:
@@ -175,28 +190,42 @@ class Recall:
             return NamespaceSearch([conversation_namespace(key)], request)
         return UserSearch(key.app, key.user_id, "conv", request)
 
-    async def _recalled(
+    def _found(
         self, searched: list[_Searched], tails: list[Tails], t0: float, failures: Sequence[str | None] | None = None
-    ) -> list[Answer[SearchResults]]:
-        """Each search's hits merged with its read-your-writes ``tails``, hydrated and finished
-        (``failures``: why a search's tail could not be had, which degrades it)."""
-        merged: list[Answer[tuple[list[ShardHit], dict[tuple[Namespace, str], Message]]]] = []
-        for s, tail in zip(searched, tails):
+    ) -> list[Answer[_Found]]:
+        """Each search's hits merged with its read-your-writes ``tails`` (``failures``: why a
+        search's tail could not be had, which degrades it); its latency and degradation counted."""
+        out: list[Answer[_Found]] = []
+        for n, (s, tail) in enumerate(zip(searched, tails)):
             try:
-                merged.append(self._merge(s.result.hits, tail, s.encoded, s.request.query, s.result.stats))
+                hits, from_tail = self._merge(s.result.hits, tail, s.encoded, s.request.query, s.result.stats)
             except Exception as exc:
-                merged.append(exc)
-        hydrated = iter(await self._hydrate_many([m for m in merged if not isinstance(m, BaseException)]))
-        out: list[Answer[SearchResults]] = []
-        for n, (s, m) in enumerate(zip(searched, merged)):
-            hits = m if isinstance(m, BaseException) else next(hydrated)
-            if isinstance(hits, BaseException):
-                out.append(hits)
+                out.append(exc)
                 continue
             failure = failures[n] if failures is not None else None
-            reason = "; ".join(r for r in (s.result.reason, failure) if r) or None
+            reason = "; ".join(r for r in (s.encoded.failed, s.result.reason, failure) if r) or None
             degraded = s.result.degraded or failure is not None
-            out.append(_finish(SearchResults(hits), degraded, reason, s.encoded.failed, s.scope, t0))
+            _count(degraded, s.scope, t0)
+            out.append(_Found(hits, from_tail, degraded or s.encoded.failed is not None, reason))
+        return out
+
+    async def _hydrate_many(self, found: list[Answer[_Found]]) -> list[Answer[SearchResults]]:
+        """Each search's hits as :class:`Hit` objects (see :meth:`_resolve`)."""
+        refs, failed = await self._payloadless(found)
+        out: list[Answer[SearchResults]] = []
+        for f in found:
+            error = f if isinstance(f, BaseException) else _failure(f, failed)
+            if error is not None:
+                out.append(error)
+                continue
+            assert not isinstance(f, BaseException)
+            hits = SearchResults(
+                Hit(message=m, score=h.score, conversation_id=h.namespace.scope)
+                for h in f.hits
+                if (m := _message(h, f.from_tail, refs)) is not None  # a hit deleted meanwhile is dropped
+            )
+            hits.degraded, hits.reason = f.degraded, f.reason
+            out.append(hits)
         return out
 
     def _merge(
@@ -242,60 +271,38 @@ class Recall:
         merged.sort(key=hit_order)
         return merged[: request.k], from_tail
 
-    async def _hydrate_many(
-        self, found: list[tuple[list[ShardHit], dict[tuple[Namespace, str], Message]]]
-    ) -> list[Answer[list[Hit]]]:
-        """Each search's hits as messages: from the tail, from the shard's payload, or from the
-        store where it has none (one store call per user whose hits lack a payload, for the whole
-        batch; a search whose store call failed gets that error)."""
+    async def _payloadless(
+        self, found: Sequence[Answer[_Found] | None]
+    ) -> tuple[_Refs, dict[tuple[str, str], Exception]]:
+        """The messages of hits the shard holds without a payload (a shard rebuilt from the store
+        keeps none) and not from a tail, read from the store: one call per user for the whole
+        batch. Returns them by (app, user, conversation, id), and the users whose call failed."""
         missing: dict[tuple[str, str], list[tuple[str, str]]] = {}
-        for hits, from_tail in found:
-            for h in hits:
-                if not h.payload and (Namespace(*h.namespace), h.doc_id) not in from_tail:
-                    missing.setdefault((h.namespace.app, h.namespace.user_id), []).append((h.namespace.scope, h.doc_id))
-        by_ref: dict[tuple[str, str, str, str], Message] = {}
-        failed: dict[tuple[str, str], BaseException] = {}
-        if missing:
-            users = list(missing)
-            rows = await asyncio.gather(
-                *(self._store.fetch_messages(app, user_id, missing[(app, user_id)]) for app, user_id in users),
-                return_exceptions=True,
-            )
-            for (app, user_id), got in zip(users, rows):
-                if isinstance(got, BaseException):
-                    if not isinstance(got, Exception):
-                        raise got
-                    failed[(app, user_id)] = got
-                    continue
-                for r in got:
-                    by_ref[(app, user_id, r.conversation_id, r.id)] = row_to_message(r)
-        out: list[Answer[list[Hit]]] = []
-        for hits, from_tail in found:
-            error = next(
-                (failed[u] for u in {(h.namespace.app, h.namespace.user_id) for h in hits} if u in failed), None
-            )
-            out.append(error if error is not None else self._hits(hits, from_tail, by_ref))
-        return out
-
-    @staticmethod
-    def _hits(
-        hits: list[ShardHit],
-        from_tail: dict[tuple[Namespace, str], Message],
-        by_ref: dict[tuple[str, str, str, str], Message],
-    ) -> list[Hit]:
-        out = []
-        for h in hits:
-            ns = Namespace(*h.namespace)
-            msg = from_tail.get((ns, h.doc_id))
-            if msg is None:
-                msg = (
-                    Message.model_validate_json(h.payload)
-                    if h.payload
-                    else by_ref.get((ns.app, ns.user_id, ns.scope, h.doc_id))
-                )
-            if msg is not None:  # a hit deleted meanwhile is dropped
-                out.append(Hit(message=msg, score=h.score, conversation_id=ns.scope))
-        return out
+        for f in found:
+            if f is not None and not isinstance(f, BaseException):
+                for h in f.hits:
+                    if not h.payload and (h.namespace, h.doc_id) not in f.from_tail:
+                        missing.setdefault((h.namespace.app, h.namespace.user_id), []).append(
+                            (h.namespace.scope, h.doc_id)
+                        )
+        refs: _Refs = {}
+        failed: dict[tuple[str, str], Exception] = {}
+        if not missing:
+            return refs, failed
+        users = list(missing)
+        rows = await asyncio.gather(
+            *(self._store.fetch_messages(app, user_id, missing[(app, user_id)]) for app, user_id in users),
+            return_exceptions=True,
+        )
+        for (app, user_id), got in zip(users, rows):
+            if isinstance(got, BaseException):
+                if not isinstance(got, Exception):
+                    raise got
+                failed[(app, user_id)] = got
+                continue
+            for r in got:
+                refs[(app, user_id, r.conversation_id, r.id)] = row_to_message(r)
+        return refs, failed
 
     # -- context ----------------------------------------------------------------------------
     async def context(self, read: ContextRead) -> Context:
@@ -310,47 +317,48 @@ class Recall:
         recent = asyncio.ensure_future(self._recent_many([(r.key, r.limit) for r in reads]))
         extras = asyncio.ensure_future(self._extras_many(reads))
         try:
-            recalled = await self._recall_many(reads, recent)
+            found = await self._recall_many(reads, recent)
             got, summaries = await recent, await extras
+            refs, failed = await self._payloadless(found)
         finally:  # cancelled, or a BaseException: nothing left running
             for task in (recent, extras):
                 if not task.done():
                     task.cancel()
         out: list[Answer[Context]] = []
-        for r, got_recent, extra, found in zip(reads, got, summaries, recalled):
+        for r, got_recent, extra, f in zip(reads, got, summaries, found):
             if isinstance(got_recent, BaseException):
                 out.append(got_recent)
                 continue
             summary, block, through = (None, None, 0) if isinstance(extra, BaseException) else extra
             recent_msgs = self._uncovered(got_recent[0], through)
             reasons: list[str] = []
-            hits: list[Message] = []
-            if isinstance(found, BaseException):
-                reasons.append(f"recall failed: {found!r}")
-            elif found is not None:
+            recalled: list[Message] = []
+            failure = f if isinstance(f, BaseException) else None if f is None else _failure(f, failed)
+            if failure is not None:
+                reasons.append(f"recall failed: {failure!r}")
+            elif f is not None and not isinstance(f, BaseException):
                 seen = {m.id for m in recent_msgs}
-                hits = [h.message for h in found if h.message.id not in seen][: r.semantic_limit]
-                if found.reason:
-                    reasons.append(found.reason)
+                chosen = [h for h in f.hits if h.doc_id not in seen and _holds(h, f.from_tail, refs)]
+                recalled = [m for h in chosen[: r.semantic_limit] if (m := _message(h, f.from_tail, refs)) is not None]
+                if f.reason:
+                    reasons.append(f.reason)
             if isinstance(extra, BaseException):
                 reasons.append(f"summary/working memory unavailable: {extra!r}")
-            degraded = isinstance(found, BaseException) or bool(found is not None and found.degraded)
-            degraded = degraded or isinstance(extra, BaseException)
-            ctx = assemble(recent_msgs, hits, r.merge, summary, block, r.token_budget)
-            if isinstance(found, BaseException) or isinstance(extra, BaseException):
+            ctx = assemble(recent_msgs, recalled, r.merge, summary, block, r.token_budget)
+            if failure is not None or isinstance(extra, BaseException):
                 DEGRADED_RECALLS.inc(1, {"scope": "context"})  # (a degraded search counted itself)
-            if degraded:
+            if reasons or (f is not None and not isinstance(f, BaseException) and f.degraded):
                 ctx = ctx.model_copy(update={"degraded": True, "reason": "; ".join(reasons) or None})
             out.append(ctx)
         return out
 
     async def _recall_many(
         self, reads: list[ContextRead], recent: asyncio.Future[list[Answer[tuple[list[Message], Tail]]]]
-    ) -> list[Answer[SearchResults] | None]:
-        """The recall of each context that searches (None for the others): its search, with the
-        conversation's tail from its host's answer (``recent``)."""
+    ) -> list[Answer[_Found] | None]:
+        """The recall of each context that searches (None for the others): its search, merged
+        with the conversation's tail from its host's answer (``recent``)."""
         at = [i for i, r in enumerate(reads) if r.recalls]
-        out: list[Answer[SearchResults] | None] = [None] * len(reads)
+        out: list[Answer[_Found] | None] = [None] * len(reads)
         if not at:
             return out
         t0 = time.perf_counter()
@@ -379,16 +387,15 @@ class Recall:
         failures: list[str | None] = []
         for r, e, q, res, t in zip(asked, encoded, requests, results, tails_of):
             searched.append(_Searched(r.key, r.scope, e, q, res))
-            tail = self.written.seen(r.key, res.held)
-            tail.pop(r.key, None)
+            tail = self.written.seen(r.key, res.held, skip=r.key)  # the host's tail covers the conversation
             if isinstance(t, BaseException):
                 failures.append(f"messages not yet indexed were not searched (their host failed: {t})")
             else:
                 tail[r.key] = t[1]
                 failures.append(None)
             tails.append(tail)
-        for i, answer in zip(at, await self._recalled(searched, tails, t0, failures)):
-            out[i] = answer
+        for i, f in zip(at, self._found(searched, tails, t0, failures)):
+            out[i] = f
         return out
 
     async def _recent_many(
@@ -441,12 +448,36 @@ class Recall:
         return [m for i, m in enumerate(recent) if i >= keep or (m.seq or 0) > through]
 
 
-def _finish(
-    out: SearchResults, degraded: bool, reason: str | None, failed: str | None, scope: str, t0: float
-) -> SearchResults:
-    reasons = [r for r in (failed, reason) if r]
-    out.degraded, out.reason = degraded or failed is not None, "; ".join(reasons) or None
+def _count(degraded: bool, scope: str, t0: float) -> None:
+    """Record a search's latency (from ``t0``) and, if degraded by a shard or a tail, that."""
     SEARCH_LATENCY.observe(time.perf_counter() - t0, {"scope": scope})
     if degraded:
         DEGRADED_RECALLS.inc(1, {"scope": scope})
-    return out
+
+
+def _message(hit: ShardHit, from_tail: dict[tuple[Namespace, str], Message], refs: _Refs) -> Message | None:
+    """The message of a hit: from its tail, its payload or the store (None: deleted meanwhile)."""
+    msg = from_tail.get((hit.namespace, hit.doc_id))
+    if msg is not None:
+        return msg
+    if hit.payload:
+        return payload_message(hit.payload)
+    ns = hit.namespace
+    return refs.get((ns.app, ns.user_id, ns.scope, hit.doc_id))
+
+
+def _holds(hit: ShardHit, from_tail: dict[tuple[Namespace, str], Message], refs: _Refs) -> bool:
+    """Whether :func:`_message` finds the hit's message (without building it)."""
+    ns = hit.namespace
+    return bool(hit.payload) or (ns, hit.doc_id) in from_tail or (ns.app, ns.user_id, ns.scope, hit.doc_id) in refs
+
+
+def _failure(found: _Found, failed: dict[tuple[str, str], Exception]) -> Exception | None:
+    """The store error that kept one of ``found``'s hits from being read, if any."""
+    if failed:
+        for h in found.hits:
+            if not h.payload and (h.namespace, h.doc_id) not in found.from_tail:
+                error = failed.get((h.namespace.app, h.namespace.user_id))
+                if error is not None:
+                    return error
+    return None

@@ -75,8 +75,11 @@ class Written:
             return {key: convs[key]} if key in convs else {}
         return dict(convs)
 
-    def seen(self, key: ConversationKey, held: dict[Namespace, list[int]]) -> Tails:
-        """Forget what the shard said it holds; the tails of what it does not."""
+    def seen(
+        self, key: ConversationKey, held: dict[Namespace, list[int]], skip: ConversationKey | None = None
+    ) -> Tails:
+        """Forget what the shard said it holds; the tails of what it does not (but ``skip``'s:
+        context() has that conversation's tail from its host)."""
         convs = self._by_user.get((key.app, key.user_id), {})
         tails: Tails = {}
         for ns, seqs in held.items():
@@ -89,10 +92,10 @@ class Written:
                 for mid in [m for m, (seq, _) in mine.items() if seq in indexed]:
                     del mine[mid]
                     self._count -= 1
-            if mine:
-                tails[k] = Tail([m.model_copy(update={"seq": seq}) for seq, m in mine.values()], 0)
-            else:
+            if not mine:
                 del convs[k]
+            elif k != skip:
+                tails[k] = Tail([m.model_copy(update={"seq": seq}) for seq, m in mine.values()], 0)
         if not convs:
             self._by_user.pop((key.app, key.user_id), None)
         return tails

@@ -171,9 +171,8 @@ class ShardRouter:
                     held.setdefault(Namespace(*ns), []).extend(seqs)
         reason = "; ".join(failures) if failures else None
         floor = query.min_score if query.stream is None else 0.0  # a stream score is not a relevance: shards applied it
-        return RouterResult(
-            top_hits(hits, query.k, floor), bool(failures), reason, Bm25Stats.merge(stats), stamps, held
-        )
+        merged = stats[0] if len(stats) == 1 else Bm25Stats.merge(stats)  # (one shard: nothing to merge)
+        return RouterResult(top_hits(hits, query.k, floor), bool(failures), reason, merged, stamps, held)
 
 
 def _reply(result: ShardReply | BaseException) -> ShardReply | BaseException:
