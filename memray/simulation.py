@@ -7,8 +7,9 @@ users' messages, the contexts and the replies as three batches (``add_many``, ``
 first tick each agent states two facts (a colour, a city); from tick 3 on, every other tick it
 asks about one of them. By then the fact has left the four recent messages, so a hit counts
 only when *recall* brought it back (a message in ``ctx.recalled_ids`` holding the answer). With
-fewer than 4 turns nothing is asked and the hit rate is ``None``. At the end it verifies, reading the store directly (not the hosts'
-buffers), that every acknowledged message is durable with the seq it was acknowledged with.
+fewer than 4 turns nothing is asked and the hit rate is ``None``. At the end it verifies,
+reading the store directly (not the hosts' buffers), that every acknowledged message is durable
+with the seq it was acknowledged with.
 
 Progress (a bar over the messages, with rate and ETA, and one over the verification) goes to
 stderr when it is a terminal; see :mod:`memray.progress`.

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING, TypeVar
 
 from memray.arguments import (
@@ -132,12 +133,18 @@ def reads_of(calls: Iterable[C], kind: type[C], read: Callable[[C], R]) -> list[
 
 def _target(conversation: object) -> tuple[ConversationKey, WorkingMemorySpec]:
     """The conversation's key and working-memory spec (a key alone: the default spec)."""
-    from memray.facade.conversation import ConversationHandle
-
-    if isinstance(conversation, ConversationHandle):
-        return conversation.key, conversation.working_memory.spec
     if isinstance(conversation, ConversationKey):
         return conversation, DEFAULT_WM
+    if isinstance(conversation, _handle()):
+        return conversation.key, conversation.working_memory.spec
     raise ValidationError(
         "conversation", conversation, "must be a conversation handle or a ConversationKey", "pass mem.conversation(...)"
     )
+
+
+@cache
+def _handle() -> type[ConversationHandle]:
+    """The handle class (imported on first use: its module imports this one)."""
+    from memray.facade.conversation import ConversationHandle
+
+    return ConversationHandle
