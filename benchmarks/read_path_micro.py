@@ -36,6 +36,8 @@ APP = "bench"
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     import memray
+    from memray.conversation.reads import SearchRead
+    from memray.conversation.recall import _Found
     from memray.ids import conversation_namespace
     from memray.store import conversations as conv_sql
 
@@ -79,11 +81,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         parts: dict[str, Any] = {
             "search": pct_ms(time_floor(len(qs), lambda i: convs[qs[i][0]].search(qs[i][1]))),
             "context": pct_ms(time_floor(len(qs), lambda i: convs[qs[i][0]].context(qs[i][1]))),
-            "loop_search": pct_ms(on_loop(lambda i: recall.search(convs[qs[i][0]].key, qs[i][1], 5))),
+            "loop_search": pct_ms(on_loop(lambda i: recall.search(SearchRead(convs[qs[i][0]].key, qs[i][1], 5)))),
             "hop": pct_ms(time_floor(len(qs), lambda i: mem._run(noop()))),
             "embed_query": pct_ms(time_calls(len(qs), lambda i: uncached.embed([qs[i][1]]))),
             "shard_search": pct_ms(on_loop(shard_search)),
-            "hydrate": pct_ms(on_loop(lambda i: recall._hydrate(hits[i], {}))),
+            "hydrate": pct_ms(on_loop(lambda i: recall._hydrate_many([_Found(hits[i], {}, False, None)]))),
             "context_extras": pct_ms(time_floor(len(qs), lambda i: store.context_extras([one[i]]))),
             "context_extras_uncached": pct_ms(
                 time_floor(len(qs), lambda i: conv_sql.context_extras(store._db, [one[i]]))
