@@ -25,7 +25,7 @@ from memray.conversation.ledger import AckLedger
 from memray.conversation.removal import MessageRemoval
 from memray.conversation.summarizer import build_summarizer
 from memray.conversation.summary import SummaryKeeper
-from memray.conversation.tail import Tail, TailKeeper
+from memray.conversation.tail import RecentAnswers, Tail, TailKeeper
 from memray.conversation.title import Titler
 from memray.conversation.writes import WritePath
 from memray.embedding.active import resolve_config
@@ -254,7 +254,7 @@ class ConversationHost:
             recent = await asyncio.gather(*(self.messages(*requests[i]) for i in slow))
             for i, msgs in zip(slow, recent):
                 out[i] = (msgs, self._tail(requests[i][0]))
-        return cast(list[tuple[list[Message], Tail]], out)
+        return RecentAnswers(cast(list[tuple[list[Message], Tail]], out))  # pickles as one block of columns
 
     def _tail(self, key: ConversationKey) -> Tail:
         """The read-your-writes tail of a conversation (:mod:`memray.conversation.tail`): the

@@ -159,3 +159,6 @@ def test_read_path_micro_times_each_part_against_the_raw_floor() -> None:
     assert all(result[part]["n"] == 8 and result[part]["p50_ms"] > 0 for part in parts)
     assert result["context_extras"]["n"] == 8 and result["context_extras_uncached"]["p50_ms"] > 0
     assert result["ratio_search_to_raw"] is not None and result["ratio_context_to_raw"] is not None
+    for kind in ("asearch", "acontext"):
+        assert result[kind]["n"] == 8 and result[f"{kind}_many_of_one"]["n"] == 8
+        assert isinstance(result["coalescing_added_ms"][kind], float)
