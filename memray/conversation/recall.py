@@ -210,15 +210,18 @@ class Recall:
         return out
 
     async def _hydrate_many(self, found: list[Answer[_Found]]) -> list[Answer[SearchResults]]:
-        """Each search's hits as :class:`Hit` objects (see :meth:`_resolve`)."""
+        """Each search's hits as :class:`Hit` objects (messages from :func:`_message`), or the
+        error that kept it from them."""
         refs, failed = await self._payloadless(found)
         out: list[Answer[SearchResults]] = []
         for f in found:
-            error = f if isinstance(f, BaseException) else _failure(f, failed)
+            if isinstance(f, BaseException):
+                out.append(f)
+                continue
+            error = _failure(f, failed)
             if error is not None:
                 out.append(error)
                 continue
-            assert not isinstance(f, BaseException)
             hits = SearchResults(
                 Hit(message=m, score=h.score, conversation_id=h.namespace.scope)
                 for h in f.hits
@@ -333,7 +336,11 @@ class Recall:
             recent_msgs = self._uncovered(got_recent[0], through)
             reasons: list[str] = []
             recalled: list[Message] = []
-            failure = f if isinstance(f, BaseException) else None if f is None else _failure(f, failed)
+            failure: BaseException | None = None  # why the recall failed (a single call: degraded)
+            if isinstance(f, BaseException):
+                failure = f
+            elif f is not None:
+                failure = _failure(f, failed)
             if failure is not None:
                 reasons.append(f"recall failed: {failure!r}")
             elif f is not None and not isinstance(f, BaseException):
@@ -371,7 +378,7 @@ class Recall:
             for r, e in zip(asked, encoded)
         ]
         results = await self._router.search_many(requests)
-        got = await asyncio.shield(recent)
+        got = await recent
         tails_of = [got[i] for i in at]
         # a shard answer older than the indexing its host has seen confirmed is asked again
         stale = [
