@@ -332,6 +332,8 @@ class Recall:
             if isinstance(got_recent, BaseException):
                 out.append(got_recent)
                 continue
+            if got_recent[0]:
+                self.written.confirmed(r.key, got_recent[1], got_recent[0][-1].seq or 0)
             summary, block, through = (None, None, 0) if isinstance(extra, BaseException) else extra
             recent_msgs = self._uncovered(got_recent[0], through)
             reasons: list[str] = []

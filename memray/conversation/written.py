@@ -63,6 +63,26 @@ class Written:
         self._count -= gone
         return gone
 
+    def confirmed(self, key: ConversationKey, tail: Tail, last_seq: int) -> None:
+        """Forget what this process wrote to ``key`` that its host says is indexed: ``tail`` is
+        what the host had not seen indexed when it answered, ``last_seq`` the newest seq it held
+        then (a message this process added after that answer is kept: the host had not seen it).
+        context() learns this from the host's answer, so agents that only ask for contexts keep
+        nothing here once their messages are indexed."""
+        convs = self._by_user.get((key.app, key.user_id), {})
+        mine = convs.get(key)
+        if not mine:
+            return
+        unindexed = {m.id for m in tail.messages}
+        gone = [mid for mid, (seq, _) in mine.items() if seq <= last_seq and mid not in unindexed]
+        for mid in gone:
+            del mine[mid]
+        self._count -= len(gone)
+        if not mine:
+            del convs[key]
+            if not convs:
+                del self._by_user[(key.app, key.user_id)]
+
     def count_user(self, app: str, user_id: str) -> int:
         """Messages of the user this process holds for read-your-writes (0 after an erasure)."""
         return sum(len(mine) for mine in self._by_user.get((app, user_id), {}).values())

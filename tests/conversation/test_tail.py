@@ -151,3 +151,19 @@ def test_a_search_finds_what_this_process_wrote_until_the_shard_holds_it() -> No
     )  # held: the shard answers (here: nothing)
     asyncio.run(recall.search(SearchRead(KEY, "parcel code", 3)))
     assert shard.watched[-1] == ()  # forgotten once the shard held it
+
+
+def test_what_a_host_says_is_indexed_is_forgotten_but_not_what_it_had_not_seen() -> None:
+    """context() hands the host's answer to Written: messages the host held (seq up to its newest)
+    and no longer has in its tail are indexed; one added after the host answered is kept."""
+    from memray.conversation.written import Written
+
+    written = Written()
+    written.add(KEY, [msg(0, "one"), msg(1, "two")], [1, 2])
+    written.confirmed(KEY, Tail([msg(1, "two")], 0), last_seq=2)
+    assert written.count_user(KEY.app, KEY.user_id) == 1  # "two" is not indexed yet
+    written.add(KEY, [msg(2, "three")], [3])
+    written.confirmed(KEY, Tail([], 0), last_seq=2)  # an answer from before "three" arrived
+    assert written.count_user(KEY.app, KEY.user_id) == 1
+    written.confirmed(KEY, Tail([], 0), last_seq=3)
+    assert written.count_user(KEY.app, KEY.user_id) == 0 and written.unseen(KEY, "user") == {}
