@@ -29,8 +29,9 @@ CONVS = [("u0", "c0"), ("u0", "c1"), ("u1", "c0"), ("u1", "c1")]
 def mem(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[memray.Memory]:
     if request.param == "ray":
         request.getfixturevalue("ray_session")
-    # a long debounce: nothing is indexed unless a step asks (wait_indexed), so the state a
-    # step's three ways of reading see is the same
+    # a long debounce: nothing is indexed unless a step asks (wait_indexed), so the state the
+    # three ways of reading see is the same (indexing in between would move messages from the
+    # tails, scored in the caller, to the shards: the same hits, scores equal only to 1e-6)
     config = memray.MemoryConfig(
         path=str(tmp_path_factory.mktemp(f"batched-{request.param}")),
         mode=request.param,
@@ -151,9 +152,11 @@ def run_steps(mem: memray.Memory, plan: list[tuple[Any, ...]]) -> None:
             _, c, k = step
             gone, ids[c] = ids[c][:k], ids[c][k:]
             handles[c].delete_messages(gone)
+            assert mem.wait_indexed(60)  # a delete writes what was pending: let its indexing end
         elif step[0] == "clear":
             handles[step[1]].clear()
             ids[step[1]] = []
+            assert mem.wait_indexed(60)
         elif step[0] == "index":
             assert mem.wait_indexed(60)
         else:
