@@ -11,9 +11,9 @@ for the whole batch. Each caller gets its own answer, or the error its call alon
 
 The price is one turn of the caller's loop before the batch leaves (0.03-0.08 ms at one client,
 ``benchmarks/read_path_micro.py``'s ``coalescing_added_ms``), and, for a call made while a batch
-is in flight, the rest of that batch's time. Adds are merged only with ``durable=False`` and ``block=True`` (the defaults):
-a durable add or one that must not wait answers for its own conversation's commit and
-admission, so it goes alone.
+is in flight, the rest of that batch's time. Adds are merged only with ``durable=False`` and
+``block=True`` (the defaults): a durable add or one that must not wait answers for its own
+conversation's commit and admission, so it goes alone.
 """
 
 from __future__ import annotations
