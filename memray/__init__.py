@@ -29,11 +29,13 @@ from memray.errors import (
     ValidationError,
 )
 from memray.facade import (
+    ContextCall,
     ConversationHandle,
     ConversationList,
     Memory,
     MemoryServiceHandle,
     ProjectView,
+    SearchCall,
     WorkingMemoryHandle,
     open,
 )
@@ -64,6 +66,7 @@ __all__ = [
     "ClosedError",
     "ConflictError",
     "Context",
+    "ContextCall",
     "ConversationHandle",
     "ConversationInfo",
     "ConversationKey",
@@ -91,6 +94,7 @@ __all__ = [
     "ProjectView",
     "ReasoningPart",
     "Scoring",
+    "SearchCall",
     "SearchMemoryResponse",
     "SearchRequest",
     "SearchResults",

@@ -123,7 +123,9 @@ def test_every_module_but_the_actors_imports_without_ray() -> None:
     assert out.stdout.strip() == "ok"
 
 
-def test_no_module_is_over_400_lines() -> None:
+def test_no_module_is_near_800_lines() -> None:
+    """A module holds one idea; one near 800 lines wants a split (the house style). The old
+    400-line limit is withdrawn: code is never compressed or split unnaturally to meet a number."""
     sizes = {m: len(path_of(m).read_text().splitlines()) for m in MODULES}
     assert len(sizes) > 50
-    assert {m: n for m, n in sizes.items() if n > 400} == {}
+    assert {m: n for m, n in sizes.items() if n > 750} == {}

@@ -1,8 +1,11 @@
 """The facade: what users hold. :func:`open` gives a :class:`Memory`; from it come
 :class:`ConversationHandle` (with its :class:`WorkingMemoryHandle`) and the long-term service's
-:class:`MemoryServiceHandle`. Each call has a sync form and an ``a``-prefixed asyncio twin.
+:class:`MemoryServiceHandle`. Each call has a sync form and an ``a``-prefixed asyncio twin;
+:class:`ContextCall` and :class:`SearchCall` are the requests of ``mem.context_many`` /
+``mem.search_many``.
 """
 
+from memray.facade.calls import ContextCall, SearchCall
 from memray.facade.conversation import ConversationHandle
 from memray.facade.memory import Memory, open
 from memray.facade.project import ProjectView
@@ -18,4 +21,6 @@ __all__ = [
     "WorkingMemoryHandle",
     "MemoryServiceHandle",
     "ProjectView",
+    "ContextCall",
+    "SearchCall",
 ]

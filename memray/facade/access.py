@@ -14,6 +14,7 @@ from memray.conversation.recall import Recall
 from memray.embedding.base import Embedder
 from memray.embedding.query import QueryEncoder
 from memray.errors import ClosedError
+from memray.facade.coalesce import CallerBatches
 from memray.facade.session import Session
 from memray.ids import ConversationKey
 from memray.index.router import ShardRouter
@@ -30,6 +31,8 @@ class SessionAccess:
     def __init__(self) -> None:
         self._loop = LoopThread()
         self._session: Session | None = None
+        #: Concurrent single async calls of a caller's loop, sent as one batch (memray.facade.coalesce).
+        self._calls = CallerBatches(self)
 
     @property
     def closed(self) -> bool:
