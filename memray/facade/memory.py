@@ -24,6 +24,7 @@ from memray.conversation.recall import SearchResults
 from memray.errors import ValidationError
 from memray.facade.access import SessionAccess
 from memray.facade.conversation import ConversationHandle
+from memray.facade.keys import KeysHandle
 from memray.facade.service import MemoryServiceHandle
 from memray.facade.session import ConversationList, Session, check_path, raise_unpersisted
 from memray.ids import ConversationKey, validate_id
@@ -152,6 +153,12 @@ class Memory(SessionAccess):
         """The long-term memory service (SPEC §8): entries per app/user/project, search, deletes."""
         self._check_open()
         return MemoryServiceHandle(self)
+
+    @property
+    def keys(self) -> KeysHandle:
+        """The server's API keys (``memray serve``): create, list, revoke."""
+        self._check_open()
+        return KeysHandle(self)
 
     def conversation(
         self, user_id: str, conversation_id: str, app: str = "default", working_memory: WorkingMemorySpec | None = None

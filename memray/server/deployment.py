@@ -1,0 +1,97 @@
+"""The Ray Serve application, and the ``memray serve`` process around it.
+
+:class:`MemrayIngress` is a Serve deployment whose replicas each open the memray of the data
+directory in Ray mode: the actors are named (:mod:`memray.runtime.actors`), so every replica
+reaches the same store, hosts and shards, and ``--replicas`` scales the HTTP side alone. Each
+replica answers with the app of :func:`memray.server.api.build_app` (FastAPI, built once the
+memray is open: Serve's ``__serve_build_asgi_app__``).
+
+:func:`serve` is ``memray serve``: it opens the memray (starting a local Ray, or joining
+``--address``), so its process owns the actors and the key ring; starts Serve's HTTP proxy on
+``--host``/``--port``; deploys the application; and waits for Ctrl-C (or SIGTERM), then deletes
+the application, shuts Serve down, closes the memray (flushing everything acknowledged) and, if it
+started a local Ray, stops it: nothing it started is left running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+from ray import serve
+
+import memray
+from memray import tracing
+from memray.facade.memory import Memory
+from memray.server.api import ServerSettings, build_app
+from memray.server.auth import KeyCache
+
+__all__ = ["MemrayIngress", "application", "deploy", "serve_forever", "APP_NAME"]
+
+APP_NAME = "memray"
+
+
+@serve.deployment(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=256)
+@serve.ingress()
+class MemrayIngress:
+    """One replica: the memray opened in Ray mode (joining the running actors), its key cache."""
+
+    async def __init__(self, settings: ServerSettings) -> None:  # type: ignore[misc]  # Serve awaits it
+        self.settings = settings
+        tracing.configure(settings.otlp_endpoint)
+        self.mem: Memory = await asyncio.to_thread(memray.open, config=settings.config)
+        self.keys = KeyCache(self.mem.keys) if settings.auth else None
+
+    def __serve_build_asgi_app__(self) -> Any:
+        return build_app(self.mem, self.keys, self.settings)
+
+    def __del__(self) -> None:
+        mem = getattr(self, "mem", None)
+        if mem is not None and not mem.closed:
+            mem.close(terminate=False)  # the actors belong to `memray serve`: flush and leave them
+
+
+def application(settings: ServerSettings) -> Any:
+    """The bound Serve application (``serve.run`` it, or name it in a Serve config)."""
+    return MemrayIngress.options(  # type: ignore[attr-defined]  # a serve Deployment
+        num_replicas=settings.replicas
+    ).bind(settings)
+
+
+def deploy(settings: ServerSettings, host: str, port: int) -> str:
+    """Start Serve's HTTP proxy on ``host:port`` in the connected Ray and deploy the app there
+    (waiting until its replicas are up); returns the base URL."""
+    serve.start(http_options={"host": host, "port": port})
+    serve.run(application(settings), name=APP_NAME, route_prefix="/", blocking=False)
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
+
+
+def serve_forever(settings: ServerSettings, host: str, port: int, log: Any = print) -> int:
+    """``memray serve``: open, deploy, wait for Ctrl-C or SIGTERM, stop cleanly; exit status."""
+    t0 = time.monotonic()
+    stop = threading.Event()
+    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+    mem = memray.open(config=settings.config)
+    try:
+        mem.keys.list()  # the key ring's actor belongs to this process, like the others
+        url = deploy(settings, host, port)
+        auth = "keys required (memray keys create)" if settings.auth else "NO AUTH (--no-auth)"
+        log(f"memray serve: ready in {time.monotonic() - t0:.1f} s on {url} ({auth}); REST {url}/v1, "
+            f"MCP {url}/mcp, docs {url}/docs; Ctrl-C stops", file=sys.stderr, flush=True)  # fmt: skip
+        while not stop.wait(0.5):
+            pass
+        log("memray serve: stopping", file=sys.stderr, flush=True)
+    finally:
+        try:
+            serve.delete(APP_NAME)
+            serve.shutdown()  # type: ignore[no-untyped-call]
+        finally:
+            mem.close()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+    return 0
