@@ -7,7 +7,6 @@ user per item: each one is checked. Writes answer with their seqs or ids, whethe
 durable and whether they are searchable yet (:class:`~memray.server.models.MessagesAdded`).
 """
 
-
 import asyncio
 import json
 from collections.abc import Callable
@@ -67,6 +66,11 @@ def _metadata_filter(raw: str | None) -> dict[str, Any] | None:
     return parsed
 
 
+#: Declared on every route that writes or deletes (``x-memray-write`` in the OpenAPI schema): a
+#: read-only key is refused there; the security tests take the list from the schema.
+WRITE: dict[str, Any] = {"openapi_extra": {"x-memray-write": True}}
+
+
 def build_router(mem: Memory, keys: KeyCache | None, replicas: int) -> APIRouter:
     """The ``/v1`` routes over ``mem``; ``keys`` None: no auth (``--no-auth``)."""
 
@@ -85,7 +89,7 @@ def build_router(mem: Memory, keys: KeyCache | None, replicas: int) -> APIRouter
     conv = user + "/conversations/{conversation_id}"
 
     # -- conversations ------------------------------------------------------------------------
-    @router.post(conv + "/messages", tags=["conversations"], response_model=m.MessagesAdded)
+    @router.post(conv + "/messages", tags=["conversations"], response_model=m.MessagesAdded, **WRITE)
     async def add_messages(s: Write, conversation_id: str, body: m.AddMessages) -> m.MessagesAdded:
         """Add messages; ``ack``: ``buffered`` answers once they hold seqs, ``durable`` after the store commit."""
         messages = [x.model_dump(exclude_none=True) for x in body.messages]
@@ -108,7 +112,7 @@ def build_router(mem: Memory, keys: KeyCache | None, replicas: int) -> APIRouter
         )
         return m.MessageList(messages=found)
 
-    @router.delete(conv + "/messages", tags=["conversations"], response_model=m.Counts)
+    @router.delete(conv + "/messages", tags=["conversations"], response_model=m.Counts, **WRITE)
     async def delete_messages(s: Write, conversation_id: str, ids: Annotated[list[str], Query()]) -> m.Counts:
         """Delete these messages from every store (their seqs are never reused)."""
         return m.Counts(counts=await s.conversation(conversation_id).adelete_messages(ids))
@@ -130,13 +134,13 @@ def build_router(mem: Memory, keys: KeyCache | None, replicas: int) -> APIRouter
         value = await s.conversation(conversation_id).working_memory.aget()
         return value.model_dump()
 
-    @router.put(conv + "/working-memory", tags=["conversations"])
+    @router.put(conv + "/working-memory", tags=["conversations"], **WRITE)
     async def update_working_memory(s: Write, conversation_id: str, body: m.WorkingMemoryIn) -> dict[str, Any]:
         """Append to (default) or replace the working memory; a stale ``expected_version`` is a 409."""
         wm = s.conversation(conversation_id).working_memory
         return (await wm.aupdate(body.content, body.mode, body.expected_version)).model_dump()
 
-    @router.delete(conv + "/working-memory", tags=["conversations"])
+    @router.delete(conv + "/working-memory", tags=["conversations"], **WRITE)
     async def clear_working_memory(s: Write, conversation_id: str) -> dict[str, Any]:
         return (await s.conversation(conversation_id).working_memory.aclear()).model_dump()
 
@@ -145,12 +149,12 @@ def build_router(mem: Memory, keys: KeyCache | None, replicas: int) -> APIRouter
         """The summary of the older history, or null."""
         return m.SummaryOut(summary=await s.conversation(conversation_id).asummary())
 
-    @router.post(conv + "/clear", tags=["conversations"], response_model=m.Counts)
+    @router.post(conv + "/clear", tags=["conversations"], response_model=m.Counts, **WRITE)
     async def clear(s: Write, conversation_id: str) -> m.Counts:
         """Delete every message so far (the conversation, its working memory and its seqs stay)."""
         return m.Counts(counts=await s.conversation(conversation_id).aclear())
 
-    @router.delete(conv, tags=["conversations"], response_model=m.Counts)
+    @router.delete(conv, tags=["conversations"], response_model=m.Counts, **WRITE)
     async def delete_conversation(s: Write, conversation_id: str) -> m.Counts:
         """Delete the conversation: messages, vectors, working memory, summary."""
         return m.Counts(counts=await s.conversation(conversation_id).adelete())
@@ -164,7 +168,7 @@ def build_router(mem: Memory, keys: KeyCache | None, replicas: int) -> APIRouter
         return m.ConversationsOut(conversations=list(page), total=page.total)
 
     # -- long-term entries ----------------------------------------------------------------------
-    @router.post(user + "/entries", tags=["entries"], response_model=m.EntriesAdded)
+    @router.post(user + "/entries", tags=["entries"], response_model=m.EntriesAdded, **WRITE)
     async def add_entries(s: Write, body: m.AddEntries) -> m.EntriesAdded:
         """Store entries (global, or in ``project_id``); the same id replaces an entry."""
         entries = [x.model_dump(exclude_none=True) for x in body.entries]
@@ -183,12 +187,12 @@ def build_router(mem: Memory, keys: KeyCache | None, replicas: int) -> APIRouter
         """Every entry of one scope (global, or P's alone), newest first."""
         return m.EntryList(memories=await s.service.alist_entries(s.app, s.user_id, project_id, limit))
 
-    @router.delete(user + "/entries", tags=["entries"], response_model=m.Counts)
+    @router.delete(user + "/entries", tags=["entries"], response_model=m.Counts, **WRITE)
     async def delete_entries(s: Write, ids: Annotated[list[str], Query()]) -> m.Counts:
         """Delete these entries, whatever their scope."""
         return m.Counts(counts=await s.service.adelete_entries_by_id(s.app, s.user_id, ids))
 
-    @router.post(user + "/entries/delete", tags=["entries"], response_model=m.Counts)
+    @router.post(user + "/entries/delete", tags=["entries"], response_model=m.Counts, **WRITE)
     async def delete_matching_entries(s: Write, body: m.EntryDeleteIn) -> m.Counts:
         """Entries containing every word of ``query``: global ones, or ``project_id``'s only."""
         if body.project_id is None:
@@ -196,21 +200,21 @@ def build_router(mem: Memory, keys: KeyCache | None, replicas: int) -> APIRouter
         counts = await s.service.adelete_entries_in_project(s.app, s.user_id, body.project_id, body.query)
         return m.Counts(counts=counts)
 
-    @router.delete(user + "/projects/{project_id}", tags=["entries"], response_model=m.Counts)
+    @router.delete(user + "/projects/{project_id}", tags=["entries"], response_model=m.Counts, **WRITE)
     async def delete_project(s: Write, project_id: str) -> m.Counts:
         return m.Counts(counts=await s.service.adelete_project(s.app, s.user_id, project_id))
 
-    @router.delete(user + "/sessions/{session_id}", tags=["entries"], response_model=m.Counts)
+    @router.delete(user + "/sessions/{session_id}", tags=["entries"], response_model=m.Counts, **WRITE)
     async def delete_session(s: Write, session_id: str) -> m.Counts:
         return m.Counts(counts=await s.service.adelete_session(s.app, s.user_id, session_id))
 
-    @router.delete(user, tags=["users"], response_model=DeletionReceipt)
+    @router.delete(user, tags=["users"], response_model=DeletionReceipt, **WRITE)
     async def delete_user(s: Write) -> DeletionReceipt:
         """Erase the user everywhere (conversations, entries, vectors, exports, caches): the receipt."""
         return await s.mem.adelete_user(app=s.app, user_id=s.user_id)
 
     # -- batches --------------------------------------------------------------------------------
-    @router.post("/apps/{app}/messages/batch", tags=["batches"], response_model=m.BatchAdded)
+    @router.post("/apps/{app}/messages/batch", tags=["batches"], response_model=m.BatchAdded, **WRITE)
     async def add_batch(request: Request, app: str, body: m.BatchAdd) -> m.BatchAdded:
         """Add to many conversations at once (one call per host)."""
         authorize(keys, request.headers, app, [item.user_id for item in body.items], write=True)
