@@ -30,6 +30,11 @@ class KeysHandle:
     def _ring(self) -> KeyRingClient:
         return self._mem._deployment.keyring()
 
+    def prepare(self) -> None:
+        """Start the key ring's actor now, without waiting for it (``memray serve`` does, so the
+        ring is this process's and starts while the replicas do)."""
+        self._mem._deployment.keyring()
+
     def create(
         self, app: str, user_id: str | None = None, read_only: bool = False, label: str | None = None
     ) -> tuple[str, KeyRecord]:

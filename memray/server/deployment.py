@@ -20,6 +20,7 @@ import signal
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ray import serve
@@ -30,7 +31,7 @@ from memray.facade.memory import Memory
 from memray.server.api import ServerSettings, build_app
 from memray.server.auth import KeyCache
 
-__all__ = ["MemrayIngress", "application", "deploy", "serve_forever", "APP_NAME"]
+__all__ = ["MemrayIngress", "application", "deploy", "run_application", "serve_forever", "APP_NAME"]
 
 APP_NAME = "memray"
 
@@ -66,22 +67,41 @@ def deploy(settings: ServerSettings, host: str, port: int) -> str:
     """Start Serve's HTTP proxy on ``host:port`` in the connected Ray and deploy the app there
     (waiting until its replicas are up); returns the base URL."""
     serve.start(http_options={"host": host, "port": port})
+    return run_application(settings, host, port)
+
+
+def run_application(settings: ServerSettings, host: str, port: int) -> str:
+    """Deploy the app on the running Serve (waiting until its replicas are up); the base URL."""
     serve.run(application(settings), name=APP_NAME, route_prefix="/", blocking=False)
     shown = f"[{host}]" if ":" in host else host
     return f"http://{shown}:{port}"
 
 
 def serve_forever(settings: ServerSettings, host: str, port: int, log: Any = print) -> int:
-    """``memray serve``: open, deploy, wait for Ctrl-C or SIGTERM, stop cleanly; exit status."""
+    """``memray serve``: open, deploy, wait for Ctrl-C or SIGTERM, stop cleanly; exit status.
+
+    Start-up overlaps what does not depend on the rest: once Ray is up, Serve's controller and
+    proxy start while the memray's actors do (and the key ring's actor while the replicas do)."""
+    from memray.runtime.actors import ensure_ray, shutdown_ray
+
     t0 = time.monotonic()
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
-    mem = memray.open(config=settings.config)
+    started_ray = ensure_ray(settings.config)
+    t_ray = time.monotonic()
+    mem: Memory | None = None
     try:
-        mem.keys.list()  # the key ring's actor belongs to this process, like the others
-        url = deploy(settings, host, port)
+        with ThreadPoolExecutor(1, thread_name_prefix="memray-serve-start") as pool:
+            proxy = pool.submit(serve.start, http_options={"host": host, "port": port})
+            mem = memray.open(config=settings.config)  # joins the Ray just started: its actors are this process's
+            mem.keys.prepare()
+            proxy.result()
+        t_open = time.monotonic()
+        url = run_application(settings, host, port)
+        t_app = time.monotonic()
         auth = "keys required (memray keys create)" if settings.auth else "NO AUTH (--no-auth)"
-        log(f"memray serve: ready in {time.monotonic() - t0:.1f} s on {url} ({auth}); REST {url}/v1, "
+        phases = f"Ray {t_ray - t0:.1f} s, actors and proxy {t_open - t_ray:.1f} s, replicas {t_app - t_open:.1f} s"
+        log(f"memray serve: ready in {t_app - t0:.1f} s ({phases}) on {url} ({auth}); REST {url}/v1, "
             f"MCP {url}/mcp, docs {url}/docs; Ctrl-C stops", file=sys.stderr, flush=True)  # fmt: skip
         while not stop.wait(0.5):
             pass
@@ -91,7 +111,10 @@ def serve_forever(settings: ServerSettings, host: str, port: int, log: Any = pri
             serve.delete(APP_NAME)
             serve.shutdown()  # type: ignore[no-untyped-call]
         finally:
-            mem.close()
+            if mem is not None:
+                mem.close(terminate=True)
+            if started_ray:
+                shutdown_ray()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
     return 0
