@@ -137,12 +137,14 @@ def span(name: str, attributes: Mapping[str, Any] | None = None, kind: str = "in
 
 
 def recording() -> bool:
-    """True when the current context holds a span that records (calls inside it are traced)."""
+    """True when the current context holds a sampled span (one of this process, or a caller's
+    carried here): calls inside it are traced."""
     if not state.on:
         return False
     from opentelemetry import trace
 
-    return bool(trace.get_current_span().is_recording())
+    context = trace.get_current_span().get_span_context()
+    return bool(context.is_valid and context.trace_flags.sampled)
 
 
 def carrier() -> dict[str, str] | None:
