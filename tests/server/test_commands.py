@@ -25,7 +25,9 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str],
     return code, out.splitlines(), err
 
 
-def test_keys_create_list_revoke_in_a_directory_no_server_holds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_keys_create_list_revoke_in_a_directory_no_server_holds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = str(tmp_path / "data")
     code, out, _ = run(capsys, "keys", "create", "--path", path, "--app", "acme", "--user", "ada", "--read-only")
     key = out[-1]

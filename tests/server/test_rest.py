@@ -71,7 +71,9 @@ def test_entries_projects_and_user_erasure(served: Served) -> None:
         assert sum(deleted["counts"].values()) >= 1
         assert http.request("DELETE", user + "/entries", params={"ids": added["ids"]}).status_code == 200
         assert http.post(user + "/entries/search", json={"query": "dark"}).json()["memories"] == []
-        http.post(user + "/conversations/c/messages", json={"messages": [{"role": "user", "content": "hi"}], "ack": "durable"})
+        http.post(
+            user + "/conversations/c/messages", json={"messages": [{"role": "user", "content": "hi"}], "ack": "durable"}
+        )
         receipt = http.delete(user).json()
         assert receipt["app"] == APP and receipt["user_id"] == "cleo" and receipt["counts"]["messages"] >= 1
     assert served.mem.verify_deleted(app=APP, user_id="cleo").clean
@@ -97,7 +99,10 @@ def test_errors_are_problem_details_naming_the_memray_error_and_field(served: Se
         assert bad.json()["error"] == "ValidationError" and bad.json()["field"] == "limit"
         missing = http.post(CONV + "/messages", json={"messages": [{"content": "no role"}]})
         assert missing.status_code == 422 and missing.json()["field"] == "body.messages.0.role"
-        control = http.post(f"/v1/apps/{APP}/users/a%07b/conversations/c/messages", json={"messages": [{"role": "user", "content": "x"}]})
+        control = http.post(
+            f"/v1/apps/{APP}/users/a%07b/conversations/c/messages",
+            json={"messages": [{"role": "user", "content": "x"}]},
+        )
         assert control.status_code == 422 and control.json()["error"] == "InvalidIdError"
         assert http.get("/healthz").json() == {"status": "ok"} and http.get("/readyz").status_code == 200
         assert "memray_http_requests_total" in http.get("/metrics").text

@@ -73,7 +73,11 @@ def test_a_request_is_one_trace_across_replica_hosts_shards_and_store(
             assert http.post(base + "/messages", json={"messages": [{"role": "user", "content": "tea in Lisbon"}]})
             assert http.post(base + "/context", json={"query": "tea"}).status_code == 200
             assert http.post(base + "/search", json={"query": "tea"}).status_code == 200
-        wanted = {"POST /v1/apps/{app}/users/{user_id}/conversations/{conversation_id}/context", "host context", "store"}
+        wanted = {
+            "POST /v1/apps/{app}/users/{user_id}/conversations/{conversation_id}/context",
+            "host context",
+            "store",
+        }
         deadline = time.monotonic() + 90
         names: set[str] = set()
         while time.monotonic() < deadline:  # spans arrive in batches (every few seconds per process)
