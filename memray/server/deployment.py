@@ -23,15 +23,26 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
 from ray import serve
 
 import memray
 from memray import tracing
+from memray.config import MemoryConfig
 from memray.facade.memory import Memory
 from memray.server.api import ServerSettings, build_app
 from memray.server.auth import KeyCache
 
-__all__ = ["MemrayIngress", "application", "deploy", "run_application", "serve_forever", "APP_NAME"]
+__all__ = [
+    "MemrayIngress",
+    "ServeArgs",
+    "build",
+    "application",
+    "deploy",
+    "run_application",
+    "serve_forever",
+    "APP_NAME",
+]
 
 APP_NAME = "memray"
 
@@ -54,6 +65,46 @@ class MemrayIngress:
         mem = getattr(self, "mem", None)
         if mem is not None and not mem.closed:
             mem.close(terminate=False)  # the actors belong to `memray serve`: flush and leave them
+
+
+class ServeArgs(BaseModel):
+    """The ``args`` of the application in a Serve config (``serve.yaml``: ``import_path:
+    memray.server.deployment:build``); ``address: auto`` makes the actors detached and shared."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str
+    address: str | None = "auto"
+    stores: int = 1
+    store_resource: str | None = None
+    hosts: int = 2
+    shards: int = 1
+    replicas: int = 1
+    auth: bool = True
+    max_body_bytes: int = 4 * 1024 * 1024
+    allowed_origins: list[str] = []
+    otlp_endpoint: str | None = None
+    mcp_app: str = "default"
+
+    def settings(self) -> ServerSettings:
+        config = MemoryConfig(
+            path=self.path,
+            mode="ray",
+            address=self.address,
+            stores=self.stores,
+            store_resource=self.store_resource,
+            hosts=self.hosts,
+            shards=self.shards,
+        )
+        origins = tuple(self.allowed_origins) or ServerSettings.allowed_origins
+        return ServerSettings(
+            config, self.replicas, self.auth, self.max_body_bytes, origins, self.otlp_endpoint, self.mcp_app
+        )
+
+
+def build(args: dict[str, Any]) -> Any:
+    """The application a Serve config names (``serve deploy serve.yaml``), from its ``args``."""
+    return application(ServeArgs.model_validate(args).settings())
 
 
 def application(settings: ServerSettings) -> Any:
