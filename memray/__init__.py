@@ -31,6 +31,7 @@ from memray.errors import (
 from memray.facade import (
     ConversationHandle,
     ConversationList,
+    KeysHandle,
     Memory,
     MemoryServiceHandle,
     ProjectView,
@@ -78,6 +79,7 @@ __all__ = [
     "Hit",
     "IndexConfig",
     "InvalidIdError",
+    "KeysHandle",
     "Memory",
     "MemoryConfig",
     "MemoryEntry",
