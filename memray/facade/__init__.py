@@ -1,6 +1,7 @@
 """The facade: what users hold. :func:`open` gives a :class:`Memory`; from it come
 :class:`ConversationHandle` (with its :class:`WorkingMemoryHandle`) and the long-term service's
-:class:`MemoryServiceHandle`, and the server's keys (:class:`KeysHandle`). Each call has a sync form and an ``a``-prefixed asyncio twin.
+:class:`MemoryServiceHandle`, and the server's keys (:class:`KeysHandle`). Each call has a sync
+form and an ``a``-prefixed asyncio twin.
 """
 
 from memray.facade.conversation import ConversationHandle
