@@ -30,7 +30,7 @@ import logging
 import os
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import ray
 from ray.exceptions import RayActorError, RayTaskError
@@ -47,16 +47,16 @@ from memray.index.recovery import RecoveringShard, ShardKeeper
 from memray.rpc.gate import PriorityGate
 from memray.rpc.ref import Placement, watched
 from memray.runtime.deploy import active_model, shard_embedder, shard_model, shard_path, store_label, store_roles
+from memray.runtime.join import RayAuth, running_memray
 from memray.service.client import KeyRingClient
 from memray.service.keys import KeyRing
 from memray.store.client import StoreClient
-from memray.store.database import check_not_in_use
 from memray.store.history import HistoryStore
 from memray.store.layout import check_stores, store_files
 from memray.store.partitions import StorePartitions
 from memray.tracing import state as _tracing
 
-__all__ = ["RayRef", "RayDeployment", "ensure_ray", "shutdown_ray", "named_ref"]
+__all__ = ["RayRef", "RayDeployment", "RayConnection", "ensure_ray", "shutdown_ray", "named_ref"]
 
 
 class RayRef:
@@ -132,33 +132,68 @@ def shutdown_ray() -> None:
     ray.shutdown()
 
 
-def ensure_ray(config: MemoryConfig) -> bool:
-    """Join ``config.address`` or start a local Ray; True if this call started it.
+class RayConnection(NamedTuple):
+    """What :func:`ensure_ray` did: the ``config`` to open memray with (a running memray's Ray,
+    namespace and shape when it joined one) and whether this call connected this process to Ray."""
+
+    config: MemoryConfig
+    connected: bool
+
+
+def ensure_ray(config: MemoryConfig) -> RayConnection:
+    """Connect this process to the Ray of ``config``'s memray: the Ray of the memray already
+    running on the data directory (:func:`~memray.runtime.join.running_memray`; joined with its
+    authentication, whatever Ray's mode), else ``config.address``, else a new local Ray.
 
     Call it from the main thread when there is one: Ray installs its SIGTERM handler there (and
     warns when it cannot). Unless ``config.verbose``, Ray logs only errors and actors' output
     stays in Ray's log files (``/tmp/ray/session_latest/logs``)."""
+    running = running_memray(config)  # raises, naming the holder, if a memray holds it that cannot be shared
+    if running is not None and config.address not in (None, running.address):
+        running = None  # another cluster was asked for: its store may live on another node
+    if running is not None:
+        config = running.joined(config)
     if ray.is_initialized():
-        return False
+        here = _gcs_address()
+        if running is not None and here != running.address:
+            raise StoreError(
+                f"cannot join {running.who}: this process is already connected to another Ray ({here}); "
+                "open it from a process not connected to Ray, or call ray.shutdown() first"
+            )
+        return RayConnection(config, False)
     kwargs: dict[str, Any] = {
         "namespace": config.namespace,
         "ignore_reinit_error": True,
         "log_to_driver": config.verbose,
         "logging_level": logging.INFO if config.verbose else logging.ERROR,
     }
-    if config.address:
+    if running is not None:
+        running.check_reachable()
+        if running.auth is not None:
+            _authenticate(running.auth.environment(os.environ, running.who))
+        ray.init(address=running.address, **kwargs)
+    elif config.address:
         ray.init(address=config.address, **kwargs)
     else:
-        # a Ray of our own cannot share a store another process holds: say so now, not after
-        # starting Ray and its actors (tens of seconds on a small machine)
-        for path in store_files(config):
-            check_not_in_use(path)
         # "local": a new Ray of our own, even where another one on this machine (`ray start`, a
         # test's Cluster) would otherwise be joined, and refuse num_cpus
         ray.init(address="local", num_cpus=config.num_cpus or os.cpu_count(), include_dashboard=False, **kwargs)
     if not config.verbose:
         _drop_ray_notices(_BY_DESIGN)
-    return True
+    return RayConnection(config, True)
+
+
+def _authenticate(environment: dict[str, str]) -> None:
+    """Set Ray's authentication ``environment`` (:meth:`RayAuth.environment`) for this process (and
+    the processes it starts). Ray reads these variables once, into a cached configuration and a
+    cached token: both are re-read, as Ray itself does when it turns token authentication on."""
+    if not environment:
+        return
+    from ray._raylet import AuthenticationTokenLoader, Config  # type: ignore[attr-defined]  # (not in the stubs)
+
+    os.environ.update(environment)
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
 
 
 #: Ray notices that memray's design triggers on purpose. The raylet warns once more than 4x its
@@ -224,11 +259,19 @@ class StoreActor(TracedActor, HistoryStore):
     creation — Ray would restart it over and over while callers wait — but answers every call
     with that StoreError, at once."""
 
-    def __init__(self, path: str, namespace: str = "") -> None:
+    def __init__(self, path: str, namespace: str = "", shape: dict[str, int] | None = None) -> None:
         super().__init__(path)
         self._gate = PriorityGate()
         self._open_error: StoreError | None = None
-        owner = {"mode": "ray", "role": "store actor", "address": _gcs_address(), "namespace": namespace}
+        # the record by which other processes find and join this memray (memray.runtime.join)
+        owner = {
+            "mode": "ray",
+            "role": "store actor",
+            "address": _gcs_address(),
+            "namespace": namespace,
+            "ray_auth": RayAuth.of_process().record(),
+            **(shape or {}),
+        }
         try:
             self.open(owner)
         except StoreError as exc:
@@ -372,8 +415,9 @@ class RayDeployment:
             _check_picklable(cfg.embedder.custom)
         dim, model_id = active_model(cfg)
         pin = {"resources": {cfg.store_resource: 1}} if cfg.store_resource else {}  # one unit per partition
+        shape = {"hosts": cfg.hosts, "shards": cfg.shards}  # recorded: a process that joins routes alike
         stores = [
-            self._actor(StoreActor, r, store_label(i, cfg.stores), (p, ns), max_concurrency=32, **pin)
+            self._actor(StoreActor, r, store_label(i, cfg.stores), (p, ns, shape), max_concurrency=32, **pin)
             for i, (r, p) in enumerate(zip(store_roles(cfg.stores), store_files(cfg)))
         ]
         names, shard_names = self.store_names(), [f"{self.prefix}:shard-{i}" for i in range(cfg.shards)]

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from memray.config import MemoryConfig
-from memray.errors import StoreError, ValidationError
+from memray.errors import ValidationError
 
 __all__ = ["add_parsers", "is_loopback"]
 
@@ -71,27 +71,26 @@ def _mcp(args: argparse.Namespace) -> int:
     import memray
     from memray.server.mcp import mcp_server
 
-    mode = "ray" if args.address else "inprocess"
-    with memray.open(config=_config(args, mode)) as mem:
+    with _open_here_or_join(args) as mem:
         asyncio.run(mcp_server(mem, None, args.app).run_stdio_async())
     return 0
 
 
-def _open_for_keys(args: argparse.Namespace) -> Any:
-    """The memray whose keys to manage: joined over ``--address`` when given, else opened here
-    (in-process) if no running memray holds the directory."""
+def _open_here_or_join(args: argparse.Namespace) -> Any:
+    """The memray of ``--path``: the running one if a server (any ray-mode memray) holds the
+    directory — joined with no address typed (:mod:`memray.runtime.join`) — or ``--address``'s;
+    else the directory opened here, in-process (no Ray started for a key or a desktop client)."""
     import memray
+    from memray.runtime.join import running_memray
 
-    if args.address:
-        return memray.open(config=_config(args, "ray").model_copy(update={"hosts": 1}))
-    try:
-        return memray.open(config=_config(args, "inprocess").model_copy(update={"hosts": 1}))
-    except StoreError as exc:
-        raise StoreError(f"{exc}; to manage the keys of a running server, pass its --address") from None
+    config = _config(args, "inprocess").model_copy(update={"hosts": 1})
+    if args.address or running_memray(config) is not None:
+        config = config.model_copy(update={"mode": "ray"})
+    return memray.open(config=config)
 
 
 def _keys(args: argparse.Namespace) -> int:
-    with _open_for_keys(args) as mem:
+    with _open_here_or_join(args) as mem:
         if args.action == "create":
             key, record = mem.keys.create(args.app, args.user, args.read_only, args.label)
             scope = f"app {record.app!r}" + (f", user {record.user_id!r}" if record.user_id else ", every user")
@@ -181,4 +180,8 @@ def add_parsers(sub: Any, formatter: type[argparse.HelpFormatter]) -> None:
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--path", default="./memray-data", help="the data directory")
-    parser.add_argument("--address", default=None, help="join the Ray cluster where memray runs (default: none)")
+    parser.add_argument(
+        "--address",
+        default=None,
+        help="the Ray cluster where memray runs (default: the one running on --path, if any, else none)",
+    )

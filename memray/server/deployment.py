@@ -16,6 +16,7 @@ started a local Ray, stops it: nothing it started is left running.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import signal
 import sys
 import threading
@@ -138,7 +139,9 @@ def serve_forever(settings: ServerSettings, host: str, port: int, log: Any = pri
     t0 = time.monotonic()
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
-    started_ray = ensure_ray(settings.config)
+    connection = ensure_ray(settings.config)  # joins the memray running on --path, if one does
+    settings = dataclasses.replace(settings, config=connection.config)
+    started_ray = connection.connected and not connection.config.address
     t_ray = time.monotonic()
     mem: Memory | None = None
     try:
@@ -163,7 +166,7 @@ def serve_forever(settings: ServerSettings, host: str, port: int, log: Any = pri
             serve.shutdown()  # type: ignore[no-untyped-call]
         finally:
             if mem is not None:
-                mem.close(terminate=True)
+                mem.close(terminate=started_ray)  # a memray this joined keeps its actors
             if started_ray:
                 shutdown_ray()
             for sig, handler in previous.items():
