@@ -68,7 +68,6 @@ def _mcp(args: argparse.Namespace) -> int:
     require()
     import asyncio
 
-    import memray
     from memray.server.mcp import mcp_server
 
     with _open_here_or_join(args) as mem:
