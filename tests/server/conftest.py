@@ -61,6 +61,8 @@ def served(ray_session: None, tmp_path_factory: pytest.TempPathFactory) -> Itera
     try:
         yield server
     finally:
-        serve.delete(APP_NAME)
-        serve.shutdown()
-        mem.close(terminate=True)
+        try:
+            serve.delete(APP_NAME)
+            serve.shutdown()
+        finally:
+            mem.close(terminate=True)
