@@ -7,10 +7,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from tests.server.conftest import APP, Served, served  # noqa: F401  (the shared Serve app fixture)
+from tests.support.serve import APP, Served
 
 
-def test_serve_load_times_search_and_add_beside_the_noop_floor(served: Served) -> None:  # noqa: F811
+def test_serve_load_times_search_and_add_beside_the_noop_floor(served: Served) -> None:
     from benchmarks import serve_load
 
     serve_load.seed(served.mem, argparse.Namespace(seed=3, conversations=3, messages=4))

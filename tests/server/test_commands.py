@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from memray.cli import main
-from tests.server.conftest import APP, Served, free_port
+from tests.support.serve import APP, Served, free_port
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str], str]:

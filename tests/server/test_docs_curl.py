@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.server.conftest import Served
+from tests.support.serve import Served
 
 ROOT = Path(__file__).resolve().parents[2]
 _BLOCK = re.compile(r"<!-- serve-test -->\n```bash\n(?P<code>.*?)```\n(?:\n```text\n(?P<out>.*?)```\n)?", re.S)

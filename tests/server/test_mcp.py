@@ -14,7 +14,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.server.conftest import APP, Served
+from tests.support.serve import APP, Served
 
 TOOLS = {"add_memory", "search_memories", "get_context", "list_memories", "delete_memory", "delete_all_memories"}
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.server.conftest import APP, Served
+from tests.support.serve import APP, Served
 
 CONV = f"/v1/apps/{APP}/users/ada/conversations/trip"
 

@@ -15,7 +15,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from tests.server.conftest import APP, OTHER, Served
+from tests.support.serve import APP, OTHER, Served
 
 SQLISH = ["' OR '1'='1", 'x"; DROP TABLE messages; --', "%' OR user_id LIKE '%"]
 

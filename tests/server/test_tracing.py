@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 import memray
-from tests.server.conftest import Served
+from tests.support.serve import Served
 
 
 class Receiver:

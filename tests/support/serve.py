@@ -1,6 +1,7 @@
-"""One real ``memray serve`` application for the server tests: Ray Serve on the test session's
-Ray, over a memray opened in Ray mode, with keys made through the facade; httpx talks to it over
-loopback. ``served`` is shared by the module's tests (Serve's proxy is one per Ray)."""
+"""One real ``memray serve`` application for the tests: Ray Serve on the test session's Ray, over a
+memray opened in Ray mode, with keys made through the facade; httpx talks to it over loopback.
+``served`` is one fixture for the whole session (registered in ``tests/conftest.py``): Serve's
+HTTP proxy is one per Ray, so the server tests and the load benchmark's smoke test share it."""
 
 from __future__ import annotations
 
