@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
@@ -26,6 +26,9 @@ from memray.facade.memory import Memory
 from memray.models import SearchRequest
 from memray.server.auth import AuthError, KeyCache, authorize, presented_key
 from memray.server.problems import problem
+
+if TYPE_CHECKING:
+    from memray.server.api import ServerSettings
 
 __all__ = ["build_mcp", "mcp_server"]
 
@@ -171,7 +174,7 @@ def mcp_server(mem: Memory, keys: KeyCache | None, default_app: str) -> MCPServe
 
 
 def build_mcp(
-    mem: Memory, keys: KeyCache | None, settings: Any
+    mem: Memory, keys: KeyCache | None, settings: ServerSettings
 ) -> tuple[Route, Callable[[], AbstractAsyncContextManager[None]]]:
     """The ``/mcp`` route (Streamable HTTP, stateless, JSON answers) and the context its session
     manager runs in (entered by the app's lifespan)."""

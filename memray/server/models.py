@@ -13,18 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memray.models import (
-    Context,
-    ConversationInfo,
-    ConversationOrder,
-    Hit,
-    MemoryResult,
-    Merge,
-    Message,
-    RetrievalMode,
-    Role,
-    Scope,
-)
+from memray.models import Context, ConversationInfo, Hit, MemoryResult, Merge, Message, RetrievalMode, Role, Scope
 from memray.service.keys import KeyRecord
 
 __all__ = [
@@ -151,12 +140,6 @@ class Counts(BaseModel):
 class ConversationsOut(BaseModel):
     conversations: list[ConversationInfo]
     total: int
-
-
-class ConversationsQuery(_In):
-    order: ConversationOrder = "updated_desc"
-    limit: int = 50
-    offset: int = 0
 
 
 class EntryIn(_In):

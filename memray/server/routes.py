@@ -1,5 +1,5 @@
 """The REST API under ``/v1``: every route calls the facade a library user calls (``memray.Memory``
-and its handles), through :class:`Scope`, after :func:`~memray.server.auth.authorize` let it in.
+and its handles), through :class:`UserScope`, after :func:`~memray.server.auth.authorize` let it in.
 
 Paths name what a call acts on — ``/v1/apps/{app}/users/{user_id}/...`` — and the key must
 reach it (its app; its user if it is bound to one; writes only if it may write). Batches carry a
@@ -9,7 +9,7 @@ durable and whether they are searchable yet (:class:`~memray.server.models.Messa
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -20,15 +20,15 @@ from memray.facade.conversation import ConversationHandle
 from memray.facade.memory import Memory
 from memray.facade.service import MemoryServiceHandle
 from memray.ids import ConversationKey
-from memray.models import DeletionReceipt, SearchRequest
+from memray.models import ConversationOrder, DeletionReceipt, SearchRequest
 from memray.server import models as m
 from memray.server.auth import KeyCache, Principal, authorize
 
-__all__ = ["build_router", "Scope"]
+__all__ = ["build_router", "UserScope"]
 
 
 @dataclass(frozen=True)
-class Scope:
+class UserScope:
     """One user of one app, as a route reaches it (after the key was checked)."""
 
     mem: Memory
@@ -74,15 +74,15 @@ WRITE: dict[str, Any] = {"openapi_extra": {"x-memray-write": True}}
 def build_router(mem: Memory, keys: KeyCache | None, replicas: int) -> APIRouter:
     """The ``/v1`` routes over ``mem``; ``keys`` None: no auth (``--no-auth``)."""
 
-    def scope(write: bool) -> Callable[..., Scope]:
-        def dependency(request: Request, app: str, user_id: str) -> Scope:
+    def scope(write: bool) -> Callable[..., Awaitable[UserScope]]:
+        async def dependency(request: Request, app: str, user_id: str) -> UserScope:  # async: no thread hop
             principal = authorize(keys, request.headers, app, [user_id], write)
-            return Scope(mem, app, user_id, principal)
+            return UserScope(mem, app, user_id, principal)
 
         return dependency
 
-    Read = Annotated[Scope, Depends(scope(False))]
-    Write = Annotated[Scope, Depends(scope(True))]
+    Read = Annotated[UserScope, Depends(scope(False))]
+    Write = Annotated[UserScope, Depends(scope(True))]
 
     router = APIRouter(prefix="/v1")
     user = "/apps/{app}/users/{user_id}"
@@ -161,10 +161,10 @@ def build_router(mem: Memory, keys: KeyCache | None, replicas: int) -> APIRouter
 
     @router.get(user + "/conversations", tags=["conversations"], response_model=m.ConversationsOut)
     async def list_conversations(
-        s: Read, order: str = "updated_desc", limit: int = 50, offset: int = 0
+        s: Read, order: ConversationOrder = "updated_desc", limit: int = 50, offset: int = 0
     ) -> m.ConversationsOut:
         """A page of the user's conversations."""
-        page = await s.mem.alist_conversations(s.user_id, s.app, order, limit, offset)  # type: ignore[arg-type]
+        page = await s.mem.alist_conversations(s.user_id, s.app, order, limit, offset)
         return m.ConversationsOut(conversations=list(page), total=page.total)
 
     # -- long-term entries ----------------------------------------------------------------------
