@@ -22,7 +22,6 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from memray.errors import MemrayError
 from memray.facade.keys import KeysHandle
 from memray.service.keys import KeyRecord, digest_of
 
@@ -103,8 +102,10 @@ class KeyCache:
         while True:
             try:
                 await self._apply_next(self._poll_s)
-            except MemrayError as exc:  # the ring is restarting: keep the last copy, ask again
-                log.warning("key ring unreachable (%s); retrying", exc)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the ring is restarting: keep the last copy, ask again
+                log.warning("key ring unreachable (%r); retrying", exc)
                 await asyncio.sleep(0.5)
 
 

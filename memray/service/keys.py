@@ -62,6 +62,9 @@ class KeyRing:
                 if self._records is None:
                     self._records = {r.key_id: KeyRecord(*r) for r in await self._store.api_keys(None)}
                     self._changed = asyncio.Condition()
+                    # past every version an earlier incarnation of the ring gave out (Ray may have
+                    # restarted it): a follower's next poll then fetches the keys as they are now
+                    self._version = time.time_ns() // 1000
         return self._records
 
     async def create(
