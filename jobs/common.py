@@ -90,7 +90,7 @@ def connect(config: MemoryConfig) -> tuple[Any, bool]:
     from memray.ids import stable_hash
     from memray.runtime.actors import ensure_ray
 
-    ensure_ray(config)  # quiet unless config.verbose; memray.open below then joins this Ray
+    config = ensure_ray(config).config  # a running memray's Ray, namespace and shape; quiet unless verbose
     role = "store" if config.stores == 1 else "store-0"  # the first history partition's actor
     name = f"memray:{stable_hash(config.root):016x}:{role}"
     try:

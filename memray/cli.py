@@ -1,5 +1,6 @@
 """The ``memray`` command line: ``memray demo``, ``memray stats PATH``, ``memray fork SRC DST``,
-``memray backfill ...``.
+``memray backfill ...``, ``memray serve``, ``memray mcp``, ``memray keys ...`` (the last three in
+:mod:`memray.server.commands`).
 
 Results go to stdout; progress (bars when stderr is a terminal, phase lines always) and errors go
 to stderr. A memray error (bad input, a store in use) is printed as one line with what to do, and
@@ -200,6 +201,9 @@ def build_parser() -> argparse.ArgumentParser:
         "summaries", help="bring every conversation's summary up to date", formatter_class=DefaultsHelpFormatter
     )
     backfill_summaries.build_parser(summaries).set_defaults(func=backfill_summaries.run_args)
+    from memray.server.commands import add_parsers
+
+    add_parsers(sub, DefaultsHelpFormatter)
     return parser
 
 

@@ -385,7 +385,8 @@ class ConversationHost:
         """Flush every conversation, drain the embedding pipeline, stop. Returns within
         ``timeout_s`` (default ``write_timeout_s``) plus a few seconds whatever the store does,
         with a report: ``unpersisted`` (acknowledged messages not durable, e.g. the store was
-        down), ``dead_letters`` (rejected since the last flush), ``error`` (why, or None)."""
+        down) and ``unpersisted_in`` (their conversations, at most 20), ``dead_letters``
+        (rejected since the last flush), ``error`` (why, or None)."""
         report: dict[str, Any] = {"host": self.host_id, "unpersisted": 0, "dead_letters": 0, "error": None}
         if self._closed or not self._started:
             self._closed = True
@@ -400,7 +401,9 @@ class ConversationHost:
             report["error"] = str(exc)
         except Exception as exc:
             report["error"] = f"{type(exc).__name__}: {exc}"
-        report["unpersisted"] = sum(len(c.buffer.unsettled()) for c in convs if not c.deleted)
+        unsettled = [(c.key, len(c.buffer.unsettled())) for c in convs if not c.deleted]
+        report["unpersisted"] = sum(n for _, n in unsettled)
+        report["unpersisted_in"] = [[k.app, k.user_id, k.conversation_id] for k, n in unsettled if n][:20]
         for c in convs:  # nothing keeps retrying after close
             c.stop()
         await self._pipeline.wait_idle(min(timeout, 30.0))

@@ -159,7 +159,7 @@ class PersistChain(Generic[T]):
         except TimeoutError:
             raise StoreError(
                 f"flush timed out after {timeout_s}s ({self.failures} failed writes, last: {self.last_error!r}); "
-                "the messages stay pending and are retried in the background"
+                "the messages stay pending, retried in the background while memray stays open"
             ) from self.last_error
         return self.last_durable_seq
 

@@ -119,8 +119,8 @@ class WritePath:
             if letters:
                 MESSAGES_LOST.inc(len(letters), {"host": str(self.host_id)})
                 log.warning(
-                    "host %d restarted: %d acknowledged messages in %d conversations were not yet durable "
-                    "and are lost; recorded as dead letters",
+                    "host %d: %d acknowledged messages in %d conversations were not yet durable when it last "
+                    "stopped (its process killed, or its actor restarted) and are lost; see Memory.dead_letters()",
                     self.host_id,
                     len(letters),
                     len({(d.app, d.user_id, d.conversation_id) for d in letters}),

@@ -21,10 +21,12 @@ from memray.arguments import check_count, check_limit, check_min_score, check_mo
 from memray.config import EmbedderConfig, MemoryConfig, RunMode
 from memray.conversation.note import WorkingMemorySpec
 from memray.conversation.recall import SearchResults
-from memray.errors import ValidationError
+from memray.errors import MemrayError, StoreError, ValidationError
 from memray.facade.access import SessionAccess
 from memray.facade.calls import ContextCall, SearchCall, context_read, reads_of, search_read
 from memray.facade.conversation import ConversationHandle
+from memray.facade.exit import hold, release
+from memray.facade.keys import KeysHandle
 from memray.facade.service import MemoryServiceHandle
 from memray.facade.session import ConversationList, Session, check_path, raise_unpersisted
 from memray.ids import ConversationKey, validate_id
@@ -46,6 +48,10 @@ from memray.store.deadletter import DeadLetter
 __all__ = ["open", "Memory"]
 
 T = TypeVar("T")
+
+#: What closing at exit may take beyond ``write_timeout_s`` (the flush's bound): the embedding
+#: pipeline's drain, the shards' snapshots, the store's checkpoint.
+EXIT_MARGIN_S = 10.0
 
 
 def open(
@@ -90,10 +96,21 @@ class Memory(SessionAccess):
     # -- lifecycle ------------------------------------------------------------------------
     def _start(self) -> Memory:
         check_path(self.config)
+        try:
+            return self._start_once()
+        except StoreError:
+            # two processes that opened a free data directory at once each started a Ray: the one
+            # whose store found the file locked stopped its Ray, and now joins the other's
+            if not (self._started_ray and _held_by_ray(self.config)):
+                raise
+            return self._start_once()
+
+    def _start_once(self) -> Memory:
         if self.config.mode == "ray":  # here, not on the loop's thread: Ray wants the main thread
             from memray.runtime.actors import ensure_ray
 
-            self._connected_ray = ensure_ray(self.config)
+            # joins the memray running on this path if there is one (its Ray, namespace and shape)
+            self._config, self._connected_ray = ensure_ray(self.config)
             self._started_ray = self._connected_ray and not self.config.address
         self._loop.start()
         try:
@@ -105,6 +122,7 @@ class Memory(SessionAccess):
 
                 shutdown_ray()
             raise
+        hold(self)  # closed at exit if the caller does not close it
         return self
 
     def close(self, terminate: bool | None = None) -> None:
@@ -116,14 +134,20 @@ class Memory(SessionAccess):
         In Ray mode the actors are killed if ``terminate`` (default: only when ``open`` started
         a local Ray itself; a driver that joined a running Ray leaves them to the others sharing
         them, and only disconnects).
+
+        A memray still open when the interpreter exits is closed then (:mod:`memray.facade.exit`).
         """
+        self._close(terminate)
+
+    def _close(self, terminate: bool | None, timeout_s: float | None = None) -> None:
         session = self._session
         if session is None:
             return
+        release(self)
         reports: list[dict[str, Any]] = []
         try:
             default = self._started_ray or self._owns_actors
-            reports = self._loop.run(session.stop(default if terminate is None else terminate))
+            reports = self._loop.run(session.stop(default if terminate is None else terminate), timeout_s)
         finally:
             self._config = session.config
             self._session = None
@@ -133,6 +157,21 @@ class Memory(SessionAccess):
 
                 shutdown_ray()  # stops a local Ray this driver started; only disconnects from a joined one
         raise_unpersisted(reports)
+
+    def _close_at_exit(self) -> str | None:
+        """:meth:`close`, its flush bounded by ``write_timeout_s`` and the whole by that plus
+        :data:`EXIT_MARGIN_S`; what went wrong, in words (None: nothing)."""
+        bound_s = self.config.write_timeout_s + EXIT_MARGIN_S
+        try:
+            self._close(None, bound_s)
+        except TimeoutError:
+            return (
+                f"closing took longer than {bound_s:g} s: what was acknowledged and not yet "
+                "durable is recorded as lost (Memory.dead_letters()) when it is next opened"
+            )
+        except Exception as exc:  # an exit hook reports, never raises
+            return str(exc) if isinstance(exc, MemrayError) else f"{type(exc).__name__}: {exc}"
+        return None
 
     async def aclose(self, terminate: bool | None = None) -> None:
         await asyncio.to_thread(self.close, terminate)
@@ -155,6 +194,12 @@ class Memory(SessionAccess):
         """The long-term memory service (SPEC §8): entries per app/user/project, search, deletes."""
         self._check_open()
         return MemoryServiceHandle(self)
+
+    @property
+    def keys(self) -> KeysHandle:
+        """The server's API keys (``memray serve``): create, list, revoke."""
+        self._check_open()
+        return KeysHandle(self)
 
     def conversation(
         self, user_id: str, conversation_id: str, app: str = "default", working_memory: WorkingMemorySpec | None = None
@@ -455,3 +500,14 @@ def _answers(answers: list[Answer[T]], return_exceptions: bool) -> list[Answer[T
             if isinstance(answer, BaseException):
                 raise answer
     return answers
+
+
+def _held_by_ray(config: MemoryConfig) -> bool:
+    """A ray-mode memray another process runs holds ``config``'s data directory (one that
+    cannot be joined does not count)."""
+    from memray.runtime.join import running_memray
+
+    try:
+        return running_memray(config) is not None
+    except StoreError:
+        return False

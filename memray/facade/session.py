@@ -279,14 +279,18 @@ def _calibration(config: MemoryConfig, embedder: Embedder | None) -> Calibration
 
 def raise_unpersisted(reports: list[dict[str, Any]]) -> None:
     """Raise StoreError if the hosts' close reports (:meth:`Session.stop`) say something
-    acknowledged was not made durable or was dead-lettered."""
+    acknowledged was not made durable or was dead-lettered, naming the conversations."""
     lost = sum(int(r.get("unpersisted", 0)) for r in reports)
     dead = sum(int(r.get("dead_letters", 0)) for r in reports)
     errors = [f"{r.get('host', '?')}: {r['error']}" for r in reports if r.get("error")]
     if lost or dead or errors:
+        where = ["/".join(key) for r in reports for key in r.get("unpersisted_in", [])]
+        named = f" in conversation(s) {', '.join(where)} (app/user/conversation)" if where else ""
+        dead_part = f" and {dead} were dead-lettered" if dead else ""
         raise StoreError(
-            f"closed, but {lost} acknowledged message(s) could not be made durable and {dead} were dead-lettered "
-            f"({'; '.join(errors)[:500]}); dead letters are listed by Memory.dead_letters() after reopening"
+            f"closed, but {lost} acknowledged message(s){named} could not be made durable{dead_part} "
+            f"({'; '.join(errors)[:500]}); they are listed by Memory.dead_letters() once the data directory "
+            "is opened again"
         )
 
 

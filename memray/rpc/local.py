@@ -9,6 +9,7 @@ synchronous facade submits its coroutines to, in both modes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import threading
 from collections.abc import Coroutine
@@ -104,22 +105,42 @@ class LoopThread:
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
     def run(self, coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
-        """Run ``coro`` on the loop and wait for it (never call from the loop's own thread)."""
+        """Run ``coro`` on the loop and wait for it (never call from the loop's own thread); past
+        ``timeout_s`` it is cancelled and TimeoutError raised."""
         if threading.current_thread() is self._thread:
             coro.close()
             raise RuntimeError("LoopThread.run called from its own loop; await the coroutine instead")
-        return self.submit(coro).result(timeout_s)
+        future = self.submit(coro)
+        try:
+            return future.result(timeout_s)
+        except TimeoutError:
+            future.cancel()
+            raise
 
     async def arun(self, coro: Coroutine[Any, Any, T]) -> T:
         """Await ``coro`` on the loop from another event loop."""
         return await asyncio.wrap_future(self.submit(coro))
 
     def stop(self) -> None:
+        """Cancel what still runs on the loop (each task may clean up, for at most a few
+        seconds), then stop the loop and its thread."""
         loop, thread = self._loop, self._thread
         if loop is None or thread is None:
             return
+        if thread.is_alive():
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(_cancel_tasks(5.0), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=10)
         loop.close()
         self._loop = None
         self._thread = None
+
+
+async def _cancel_tasks(timeout_s: float) -> None:
+    """Cancel every other task of the running loop and wait (at most ``timeout_s``) for them to end."""
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.wait(tasks, timeout=timeout_s)

@@ -25,17 +25,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import inspect
 import logging
 import os
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import ray
 from ray.exceptions import RayActorError, RayTaskError
 from ray.util import metrics as ray_metrics
 
-from memray import metrics
+from memray import metrics, tracing
 from memray.config import PLACEMENT_TIMEOUT_S, EmbedderConfig, IndexConfig, MemoryConfig
 from memray.conversation.client import HostClient
 from memray.conversation.host import ConversationHost
@@ -46,13 +47,16 @@ from memray.index.recovery import RecoveringShard, ShardKeeper
 from memray.rpc.gate import PriorityGate
 from memray.rpc.ref import Placement, watched
 from memray.runtime.deploy import active_model, shard_embedder, shard_model, shard_path, store_label, store_roles
+from memray.runtime.join import RayAuth, running_memray
+from memray.service.client import KeyRingClient
+from memray.service.keys import KeyRing
 from memray.store.client import StoreClient
-from memray.store.database import check_not_in_use
 from memray.store.history import HistoryStore
 from memray.store.layout import check_stores, store_files
 from memray.store.partitions import StorePartitions
+from memray.tracing import state as _tracing
 
-__all__ = ["RayRef", "RayDeployment", "ensure_ray", "shutdown_ray", "named_ref"]
+__all__ = ["RayRef", "RayDeployment", "RayConnection", "ensure_ray", "shutdown_ray", "named_ref"]
 
 
 class RayRef:
@@ -66,7 +70,11 @@ class RayRef:
 
     async def call(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
         try:
-            reply = getattr(self.handle, method).remote(*args, **kwargs).as_future(_internal=True)
+            if _tracing.on and (headers := tracing.carrier()) is not None:  # the actor continues the trace
+                remote = self.handle.traced_call.remote(headers, method, args, kwargs)
+            else:
+                remote = getattr(self.handle, method).remote(*args, **kwargs)
+            reply = remote.as_future(_internal=True)
             return await watched(reply, self.placement, self.label, self.placement_timeout_s)
         except RayTaskError as exc:
             cause = getattr(exc, "cause", None)
@@ -124,33 +132,68 @@ def shutdown_ray() -> None:
     ray.shutdown()
 
 
-def ensure_ray(config: MemoryConfig) -> bool:
-    """Join ``config.address`` or start a local Ray; True if this call started it.
+class RayConnection(NamedTuple):
+    """What :func:`ensure_ray` did: the ``config`` to open memray with (a running memray's Ray,
+    namespace and shape when it joined one) and whether this call connected this process to Ray."""
+
+    config: MemoryConfig
+    connected: bool
+
+
+def ensure_ray(config: MemoryConfig) -> RayConnection:
+    """Connect this process to the Ray of ``config``'s memray: the Ray of the memray already
+    running on the data directory (:func:`~memray.runtime.join.running_memray`; joined with its
+    authentication, whatever Ray's mode), else ``config.address``, else a new local Ray.
 
     Call it from the main thread when there is one: Ray installs its SIGTERM handler there (and
     warns when it cannot). Unless ``config.verbose``, Ray logs only errors and actors' output
     stays in Ray's log files (``/tmp/ray/session_latest/logs``)."""
+    running = running_memray(config)  # raises, naming the holder, if a memray holds it that cannot be shared
+    if running is not None and config.address not in (None, running.address):
+        running = None  # another cluster was asked for: its store may live on another node
+    if running is not None:
+        config = running.joined(config)
     if ray.is_initialized():
-        return False
+        here = _gcs_address()
+        if running is not None and here != running.address:
+            raise StoreError(
+                f"cannot join {running.who}: this process is already connected to another Ray ({here}); "
+                "open it from a process not connected to Ray, or call ray.shutdown() first"
+            )
+        return RayConnection(config, False)
     kwargs: dict[str, Any] = {
         "namespace": config.namespace,
         "ignore_reinit_error": True,
         "log_to_driver": config.verbose,
         "logging_level": logging.INFO if config.verbose else logging.ERROR,
     }
-    if config.address:
+    if running is not None:
+        running.check_reachable()
+        if running.auth is not None:
+            _authenticate(running.auth.environment(os.environ, running.who))
+        ray.init(address=running.address, **kwargs)
+    elif config.address:
         ray.init(address=config.address, **kwargs)
     else:
-        # a Ray of our own cannot share a store another process holds: say so now, not after
-        # starting Ray and its actors (tens of seconds on a small machine)
-        for path in store_files(config):
-            check_not_in_use(path)
         # "local": a new Ray of our own, even where another one on this machine (`ray start`, a
         # test's Cluster) would otherwise be joined, and refuse num_cpus
         ray.init(address="local", num_cpus=config.num_cpus or os.cpu_count(), include_dashboard=False, **kwargs)
     if not config.verbose:
         _drop_ray_notices(_BY_DESIGN)
-    return True
+    return RayConnection(config, True)
+
+
+def _authenticate(environment: dict[str, str]) -> None:
+    """Set Ray's authentication ``environment`` (:meth:`RayAuth.environment`) for this process (and
+    the processes it starts). Ray reads these variables once, into a cached configuration and a
+    cached token: both are re-read, as Ray itself does when it turns token authentication on."""
+    if not environment:
+        return
+    from ray._raylet import AuthenticationTokenLoader, Config  # type: ignore[attr-defined]  # (not in the stubs)
+
+    os.environ.update(environment)
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
 
 
 #: Ray notices that memray's design triggers on purpose. The raylet warns once more than 4x its
@@ -180,7 +223,34 @@ def _drop_ray_notices(notices: tuple[str, ...]) -> None:
     ray_worker.print_to_stdstream = print_unless_by_design
 
 
-class StoreActor(HistoryStore):
+class TracedActor:
+    """``traced_call``: a method call that continues its caller's trace (:mod:`memray.tracing`),
+    for the actors whose methods are synchronous (threaded actors)."""
+
+    def traced_call(self, headers: dict[str, str], method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        tracing.adopt(headers)
+        with tracing.attached(headers), tracing.span(_span_name(self, method), kind="server"):
+            return getattr(self, method)(*args, **kwargs)
+
+
+class TracedAsyncActor:
+    """:class:`TracedActor` for async actors (an async method makes Ray run every call on the
+    actor's event loop, so the two kinds cannot share one class)."""
+
+    async def traced_call(
+        self, headers: dict[str, str], method: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        tracing.adopt(headers)
+        with tracing.attached(headers), tracing.span(_span_name(self, method), kind="server"):
+            result = getattr(self, method)(*args, **kwargs)
+            return await result if inspect.isawaitable(result) else result
+
+
+def _span_name(actor: object, method: str) -> str:
+    return f"{type(actor).__name__.removesuffix('Actor').lower()} {method}"
+
+
+class StoreActor(TracedActor, HistoryStore):
     """Opens its file when the actor starts, and again when Ray restarts it. A threaded actor
     whose calls pass one at a time through a :class:`~memray.rpc.gate.PriorityGate`, each at the priority its
     :class:`~memray.store.client.StoreClient` method declares (see :func:`_gated`).
@@ -189,11 +259,19 @@ class StoreActor(HistoryStore):
     creation — Ray would restart it over and over while callers wait — but answers every call
     with that StoreError, at once."""
 
-    def __init__(self, path: str, namespace: str = "") -> None:
+    def __init__(self, path: str, namespace: str = "", shape: dict[str, int] | None = None) -> None:
         super().__init__(path)
         self._gate = PriorityGate()
         self._open_error: StoreError | None = None
-        owner = {"mode": "ray", "role": "store actor", "address": _gcs_address(), "namespace": namespace}
+        # the record by which other processes find and join this memray (memray.runtime.join)
+        owner = {
+            "mode": "ray",
+            "role": "store actor",
+            "address": _gcs_address(),
+            "namespace": namespace,
+            "ray_auth": RayAuth.of_process().record(),
+            **(shape or {}),
+        }
         try:
             self.open(owner)
         except StoreError as exc:
@@ -225,7 +303,7 @@ for _name in StoreClient.calls():  # every store method (tests/rpc/test_clients.
     setattr(StoreActor, _name, _gated(_name))
 
 
-class ShardActor(RecoveringShard):
+class ShardActor(TracedActor, RecoveringShard):
     """Loads its snapshot when the actor starts or restarts, then a :class:`ShardKeeper` thread
     brings it level with the store (searches degrade until then) and snapshots it every
     ``config.snapshot_every_s`` (see :mod:`memray.index.recovery` for why a thread)."""
@@ -258,7 +336,7 @@ class ShardActor(RecoveringShard):
         super().close()
 
 
-class HostActor(ConversationHost):
+class HostActor(TracedAsyncActor, ConversationHost):
     """A :class:`ConversationHost` given its store's and shards' actor names (see the module
     docstring): it looks them up when it starts or restarts."""
 
@@ -270,6 +348,13 @@ class HostActor(ConversationHost):
             partitions(stores, ns, bound_s),
             [ShardClient(named_ref(name, ns, f"shard {i}", bound_s)) for i, name in enumerate(shards)],
         )
+
+
+class KeyRingActor(TracedAsyncActor, KeyRing):
+    """The :class:`KeyRing`, given the name of the first history partition's actor (where the keys are)."""
+
+    def __init__(self, store: str, label: str, namespace: str, placement_timeout_s: float) -> None:
+        super().__init__(StoreClient(named_ref(store, namespace, label, placement_timeout_s)))
 
 
 def partitions(names: list[str], ns: str, placement_timeout_s: float = PLACEMENT_TIMEOUT_S) -> StorePartitions:
@@ -298,6 +383,7 @@ class RayDeployment:
     def __init__(self, config: MemoryConfig) -> None:
         self.config = config
         self.prefix = f"memray:{stable_hash(config.root):016x}"
+        self._keyring: KeyRingClient | None = None
 
     def store_names(self) -> list[str]:
         """The partitions' actor names, in order (for :func:`partitions` in a job's pool actors)."""
@@ -329,8 +415,9 @@ class RayDeployment:
             _check_picklable(cfg.embedder.custom)
         dim, model_id = active_model(cfg)
         pin = {"resources": {cfg.store_resource: 1}} if cfg.store_resource else {}  # one unit per partition
+        shape = {"hosts": cfg.hosts, "shards": cfg.shards}  # recorded: a process that joins routes alike
         stores = [
-            self._actor(StoreActor, r, store_label(i, cfg.stores), (p, ns), max_concurrency=32, **pin)
+            self._actor(StoreActor, r, store_label(i, cfg.stores), (p, ns, shape), max_concurrency=32, **pin)
             for i, (r, p) in enumerate(zip(store_roles(cfg.stores), store_files(cfg)))
         ]
         names, shard_names = self.store_names(), [f"{self.prefix}:shard-{i}" for i in range(cfg.shards)]
@@ -351,6 +438,17 @@ class RayDeployment:
         self.stores = StorePartitions([StoreClient(ref) for ref in stores])
         self.shards = [ShardClient(ref) for ref in shards]
         self.hosts = [HostClient(ref) for ref in hosts]
+
+    def keyring(self) -> KeyRingClient:
+        """The key ring's actor (named, like the others: every process of this memray reaches the
+        same one), created on first use."""
+        if self._keyring is None:
+            cfg = self.config
+            args = (self.store_names()[0], store_label(0, cfg.stores), cfg.namespace, cfg.placement_timeout_s)
+            ref = self._actor(KeyRingActor, "keys", "key ring", args)
+            self._refs.append(ref)
+            self._keyring = KeyRingClient(ref)
+        return self._keyring
 
     async def start(self) -> None:
         check_stores(self.config.root, self.config.stores)

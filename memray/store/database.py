@@ -10,6 +10,7 @@ import re
 import socket
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import duckdb
@@ -19,7 +20,7 @@ from memray.errors import ClosedError, MemrayError, StoreError
 from memray.files import atomic_write
 from memray.store.schema import DDL, MIGRATIONS
 
-__all__ = ["Database", "in_use_message", "check_not_in_use"]
+__all__ = ["Database", "Holder", "lock_holder", "check_not_in_use", "in_use_message", "read_owner"]
 
 
 class Database:
@@ -51,7 +52,7 @@ class Database:
             self._con = duckdb.connect(self.path)
         except duckdb.Error as exc:
             if "lock" in str(exc).lower():
-                raise StoreError(in_use_message(self.path, str(exc))) from None
+                raise StoreError(in_use_message(self.path, Holder.of(self.path, str(exc)))) from None
             raise StoreError(f"cannot open history store {self.path!r}: {exc}") from exc
         _remove(self._rewrite_path)
         _write_owner(self.path + ".owner", owner)
@@ -173,18 +174,76 @@ class Database:
         self._con = duckdb.connect(self.path)
 
 
-def check_not_in_use(path: str) -> None:
-    """Raise StoreError (naming the holder) if another process holds the history file at ``path``.
-    A read-only probe that takes milliseconds: a driver runs it before starting a Ray of its own,
-    which would otherwise take many seconds to find the file locked. Anything else (no file, this
-    process holding it) passes: the real open decides."""
+@dataclass(frozen=True)
+class Holder:
+    """The process that holds a history file's lock: its pid (DuckDB names it in the lock error,
+    None if it does not), the error's text, and the record it wrote next to the file when that
+    record is its own (``{}`` otherwise): mode, Ray address, namespace... (see :meth:`Database.open`)."""
+
+    pid: int | None
+    error: str
+    owner: dict[str, Any]
+
+    @classmethod
+    def of(cls, path: str, error: str) -> Holder:
+        pid = re.search(r"\(PID (\d+)\)", error)
+        holder = int(pid.group(1)) if pid else None
+        owner = read_owner(path)
+        return cls(holder, error, owner if owner and (holder is None or owner.get("pid") == holder) else {})
+
+    def describe(self) -> str:
+        """Who it is, for messages: "memray store actor pid 4242 on node-1 (mode=ray, since ..., Ray at ...)"."""
+        info = self.owner
+        if not info:
+            return f"process {self.pid}" if self.pid is not None else "another process"
+        who = (
+            f"memray {info.get('role', 'store')} pid {info.get('pid')} on {info.get('host')} "
+            f"(mode={info.get('mode', '?')}, since {info.get('since')}"
+        )
+        if info.get("address"):
+            return f"{who}, Ray at {info['address']}, namespace {info.get('namespace')!r})"
+        return who + ")"
+
+
+def lock_holder(path: str, wait_s: float = 2.0) -> Holder | None:
+    """The process holding the history file at ``path``, or None if no other process does (no
+    file, or this process holding it: the real open decides). A read-only probe that takes
+    milliseconds. A holder that has just taken the lock writes its record right after: the
+    probe waits for it (at most ``wait_s``), so a record left by an earlier holder is never
+    taken for the current one's."""
     if not os.path.exists(path):
-        return
+        return None
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            duckdb.connect(path, read_only=True).close()
+            return None
+        except duckdb.Error as exc:
+            if "lock" not in str(exc).lower():
+                return None
+            holder = Holder.of(path, str(exc))
+        if holder.owner or holder.pid is None or time.monotonic() >= deadline:
+            return holder
+        time.sleep(0.02)  # its record is being written
+
+
+def check_not_in_use(path: str) -> None:
+    """Raise StoreError (naming the holder, :func:`in_use_message`) if another process holds the
+    history file at ``path`` (:func:`lock_holder`)."""
+    holder = lock_holder(path)
+    if holder is not None:
+        raise StoreError(in_use_message(path, holder))
+
+
+def read_owner(path: str) -> dict[str, Any]:
+    """The record the last process to open the history file at ``path`` wrote next to it (``{}``
+    if none can be read)."""
     try:
-        duckdb.connect(path, read_only=True).close()
-    except duckdb.Error as exc:
-        if "lock" in str(exc).lower():
-            raise StoreError(in_use_message(path, str(exc))) from None
+        with open(path + ".owner", encoding="utf-8") as f:
+            info = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return info if isinstance(info, dict) else {}
 
 
 def _write_owner(path: str, owner: dict[str, Any] | None) -> None:
@@ -198,28 +257,24 @@ def _write_owner(path: str, owner: dict[str, Any] | None) -> None:
         atomic_write(path, lambda f: f.write(json.dumps(info).encode()))
 
 
-def in_use_message(path: str, error: str) -> str:
+def in_use_message(path: str, holder: Holder) -> str:
     """What to tell a process that finds the history file locked: by whom, and what to do."""
-    pid = re.search(r"\(PID (\d+)\)", error)
-    who = f"process {pid.group(1)}" if pid else "another process"
-    try:
-        with open(path + ".owner", encoding="utf-8") as f:
-            info: dict[str, Any] = json.load(f)
-    except (OSError, ValueError):
-        info = {}
-    if info and (pid is None or str(info.get("pid")) == pid.group(1)):
-        who = (
-            f"memray {info.get('role', 'store')} pid {info.get('pid')} on {info.get('host')} "
-            f"(mode={info.get('mode', '?')}, since {info.get('since')}"
-        )
-        who += f", Ray at {info['address']}, namespace {info.get('namespace')!r})" if info.get("address") else ")"
-    hint = "close that memray first, or open another path"
-    if info.get("address"):
+    info = holder.owner
+    if info.get("mode") == "ray":
         hint = (
-            f"to share it, open with address={info['address']!r} and namespace={info.get('namespace')!r} "
-            f"(it then joins that Ray and its actors); or close that memray first, or open another path"
+            f"to share it, open it with mode='ray' (the default) and no address (or address={info.get('address')!r}) "
+            "on this machine: memray then joins that Ray and its actors; or close that memray first, or open "
+            "another path"
         )
-    return f"the data directory {os.path.dirname(path)!r} is in use by {who}: its history store is locked; {hint}"
+    elif info:
+        hint = (
+            "a memray in one process cannot be shared: close it first (or open it there with mode='ray', "
+            "which others then join), or open another path"
+        )
+    else:
+        hint = "stop that process first, or open another path"
+    where = os.path.dirname(path)
+    return f"the data directory {where!r} is in use by {holder.describe()}: its history store is locked; {hint}"
 
 
 def _literal(s: str) -> str:
