@@ -228,20 +228,37 @@ class Sink:
 
 
 class AsyncSink:
-    """:class:`Sink` as an async actor (like a ``ConversationHost``: many calls in flight)."""
+    """:class:`Sink` as an async actor (like a ``ConversationHost``: many calls in flight).
+    ``hold(reply)`` keeps an answer that ``answer(...)`` then returns, so a floor's call carries
+    the bytes memray's call carries both ways."""
+
+    def __init__(self) -> None:
+        self.held: Any = None
 
     async def noop(self, *args: Any) -> int:
         return 0
+
+    async def hold(self, reply: Any) -> None:
+        self.held = reply
+
+    async def answer(self, *args: Any) -> Any:
+        return self.held
 
     async def ping(self) -> bool:
         return True
 
 
 class SinkClient(Client):
-    """Typed calls to an :class:`AsyncSink` (the floor's stand-in for a host)."""
+    """Typed calls to an :class:`AsyncSink` (the floor's stand-in for a host or a shard)."""
 
     async def noop(self, *args: Any) -> int:
         return await self._call("noop", *args)  # type: ignore[no-any-return]
+
+    async def hold(self, reply: Any) -> None:
+        await self._call("hold", reply)
+
+    async def answer(self, *args: Any) -> Any:
+        return await self._call("answer", *args)
 
     async def ping(self) -> bool:
         return await self._call("ping")  # type: ignore[no-any-return]

@@ -14,6 +14,11 @@ each ``--queries`` times (p50/p95/p99 ms):
 - ``hydrate``: turning a search's hits into ``Hit`` objects;
 - ``context_extras``: the store's answer for one conversation (cached) and, as ``_uncached``,
   the two DuckDB statements it answered with before;
+- ``asearch`` / ``asearch_many_of_one`` and ``acontext`` / ``acontext_many_of_one``: from one
+  caller's event loop, one at a time, alternately, the single async call (which goes through
+  the caller-side coalescer, :mod:`memray.facade.coalesce`) and the explicit batch of that one
+  call: ``coalescing_added_ms`` is the difference of their p50s, what coalescing costs at one
+  client;
 - ``raw``: numpy exact top-k + BM25 over the conversation's very vectors and texts
   (:mod:`benchmarks._raw`; the query vector precomputed, as in ``recall_latency``).
 
@@ -36,6 +41,8 @@ APP = "bench"
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     import memray
+    from memray.conversation.reads import SearchRead
+    from memray.conversation.recall import _Found
     from memray.ids import conversation_namespace
     from memray.store import conversations as conv_sql
 
@@ -79,16 +86,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         parts: dict[str, Any] = {
             "search": pct_ms(time_floor(len(qs), lambda i: convs[qs[i][0]].search(qs[i][1]))),
             "context": pct_ms(time_floor(len(qs), lambda i: convs[qs[i][0]].context(qs[i][1]))),
-            "loop_search": pct_ms(on_loop(lambda i: recall.search(convs[qs[i][0]].key, qs[i][1], 5))),
+            "loop_search": pct_ms(on_loop(lambda i: recall.search(SearchRead(convs[qs[i][0]].key, qs[i][1], 5)))),
             "hop": pct_ms(time_floor(len(qs), lambda i: mem._run(noop()))),
             "embed_query": pct_ms(time_calls(len(qs), lambda i: uncached.embed([qs[i][1]]))),
             "shard_search": pct_ms(on_loop(shard_search)),
-            "hydrate": pct_ms(on_loop(lambda i: recall._hydrate(hits[i], {}))),
+            "hydrate": pct_ms(on_loop(lambda i: recall._hydrate_many([_Found(hits[i], {}, False, None)]))),
             "context_extras": pct_ms(time_floor(len(qs), lambda i: store.context_extras([one[i]]))),
             "context_extras_uncached": pct_ms(
                 time_floor(len(qs), lambda i: conv_sql.context_extras(store._db, [one[i]]))
             ),
         }
+        parts.update(_coalescing(mem, convs, qs))
         vectors = [uncached.embed(ts) for ts in texts]
         raws = [(RawExact(v), RawBm25(ts)) for v, ts in zip(vectors, texts)]
         qv = uncached.embed([q for _, q in qs])
@@ -104,9 +112,40 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     floor = parts["raw"]["p50_ms"]
     return {
         **parts,
+        "coalescing_added_ms": {
+            kind: round(parts[kind]["p50_ms"] - parts[f"{kind}_many_of_one"]["p50_ms"], 4)
+            for kind in ("asearch", "acontext")
+        },
         "ratio_search_to_raw": ratio(parts["search"]["p50_ms"], floor),
         "ratio_context_to_raw": ratio(parts["context"]["p50_ms"], floor),
     }
+
+
+def _coalescing(mem: Any, convs: list[Any], qs: list[tuple[int, str]]) -> dict[str, Any]:
+    """One caller loop, one call at a time: each single async call against the explicit batch
+    of that one call, alternately (see the module docstring)."""
+    import memray
+
+    async def go() -> dict[str, list[float]]:
+        loop = asyncio.get_running_loop()
+        out: dict[str, list[float]] = {}
+        calls = {
+            "asearch": lambda c, q: convs[c].asearch(q),
+            "asearch_many_of_one": lambda c, q: mem.asearch_many([memray.SearchCall(convs[c], q)]),
+            "acontext": lambda c, q: convs[c].acontext(q),
+            "acontext_many_of_one": lambda c, q: mem.acontext_many([memray.ContextCall(convs[c], q)]),
+        }
+        for c, q in qs[:10]:  # warm-up
+            for call in calls.values():
+                await call(c, q)
+        for c, q in qs:
+            for name, call in calls.items():
+                t0 = loop.time()
+                await call(c, q)
+                out.setdefault(name, []).append(loop.time() - t0)
+        return out
+
+    return {name: pct_ms(lat) for name, lat in asyncio.run(go()).items()}
 
 
 async def _shard_hits(recall: Any, key: Any, q: str) -> Any:

@@ -64,7 +64,8 @@ def observations(rng: random.Random, agents: list[str], tick: int) -> dict[str, 
 
 
 def step(mem: memray.Memory, agents: list[str], tick: int, rng: random.Random, news: str | None = None) -> int:
-    """One simulated hour: observe (one add_many for the whole town), then plan. Returns adds."""
+    """One simulated hour: observe, recall and plan, each as one batch for the whole town
+    (``add_many``, ``search_many``, ``add_many``). Returns adds."""
     now = START + timedelta(hours=tick)
     seen = observations(rng, agents, tick)
     if news is not None:
@@ -78,22 +79,28 @@ def step(mem: memray.Memory, agents: list[str], tick: int, rng: random.Random, n
         ]
         batch.append((mem.conversation(user_id=name, conversation_id="stream", app="town"), msgs))
     mem.add_many(batch)
-    for name in agents:
-        stream = mem.conversation(user_id=name, conversation_id="stream", app="town")
-        recalled = stream.search(
-            f"what should {name} do at {PLACES[tick % len(PLACES)]}", limit=3, scoring=Scoring.stream(now=now)
-        )
-        focus = recalled[0].message.text if recalled else "nothing in particular"
-        stream.add(
-            {
-                "role": "assistant",
-                "content": f"plan: keep in mind that {focus}",
-                "sim_time": now,
-                "importance": 0.3,
-                "agent_id": name,
-                "sub_agent_id": "planner",
-            }
-        )
+    streams = [stream for stream, _ in batch]
+    recalled = mem.search_many(  # the whole town's recall: one call per shard
+        [
+            memray.SearchCall(
+                stream, f"what should {name} do at {PLACES[tick % len(PLACES)]}", 3, scoring=Scoring.stream(now=now)
+            )
+            for name, stream in zip(agents, streams)
+        ]
+    )
+    plans = []
+    for name, stream, hits in zip(agents, streams, recalled):
+        focus = hits[0].message.text if hits else "nothing in particular"
+        plan = {
+            "role": "assistant",
+            "content": f"plan: keep in mind that {focus}",
+            "sim_time": now,
+            "importance": 0.3,
+            "agent_id": name,
+            "sub_agent_id": "planner",
+        }
+        plans.append((stream, [plan]))
+    mem.add_many(plans)
     return sum(len(m) for _, m in batch) + len(agents)
 
 

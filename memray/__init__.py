@@ -29,11 +29,14 @@ from memray.errors import (
     ValidationError,
 )
 from memray.facade import (
+    ContextCall,
     ConversationHandle,
     ConversationList,
+    KeysHandle,
     Memory,
     MemoryServiceHandle,
     ProjectView,
+    SearchCall,
     WorkingMemoryHandle,
     open,
 )
@@ -64,6 +67,7 @@ __all__ = [
     "ClosedError",
     "ConflictError",
     "Context",
+    "ContextCall",
     "ConversationHandle",
     "ConversationInfo",
     "ConversationKey",
@@ -78,6 +82,7 @@ __all__ = [
     "Hit",
     "IndexConfig",
     "InvalidIdError",
+    "KeysHandle",
     "Memory",
     "MemoryConfig",
     "MemoryEntry",
@@ -91,6 +96,7 @@ __all__ = [
     "ProjectView",
     "ReasoningPart",
     "Scoring",
+    "SearchCall",
     "SearchMemoryResponse",
     "SearchRequest",
     "SearchResults",

@@ -27,6 +27,7 @@ from typing import cast, get_args, overload
 
 from memray.errors import ValidationError
 from memray.models import ConversationOrder, Merge, RetrievalMode, Role, Scope
+from memray.validation import check_text
 
 __all__ = [
     "check_limit",
@@ -140,6 +141,7 @@ def check_roles(value: object) -> list[str] | None:
 def check_query(value: object) -> str:
     if not isinstance(value, str):
         raise ValidationError("query", value, f"must be a string, got {type(value).__name__}")
+    check_text("query", value)  # a lone surrogate: the caller's bug, not a degraded search
     return value
 
 

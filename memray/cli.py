@@ -1,5 +1,6 @@
 """The ``memray`` command line: ``memray demo [PATH]``, ``memray stats PATH``, ``memray fork SRC DST``,
-``memray backfill embeddings|summaries PATH ...``.
+``memray backfill embeddings|summaries PATH ...``, ``memray serve``, ``memray mcp``, ``memray keys ...``
+(the last three in :mod:`memray.server.commands`).
 
 The data directory is every command's first argument (:func:`add_data_dir`; ``--path`` is still
 taken, with a deprecation note); a path that is not a data directory is a one-line error.
@@ -255,6 +256,9 @@ def build_parser() -> argparse.ArgumentParser:
         description=backfill_summaries.__doc__.split("\n\n")[0] if backfill_summaries.__doc__ else None,
     )
     backfill_summaries.build_parser(summaries).set_defaults(func=backfill_summaries.run_args)
+    from memray.server.commands import add_parsers
+
+    add_parsers(sub, DefaultsHelpFormatter, add_data_dir)
     return parser
 
 

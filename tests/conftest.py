@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.openai_server import FakeOpenAIServer
+from tests.support.serve import served  # noqa: F401  (the Serve app the server tests share)
 
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 

@@ -1,4 +1,4 @@
-"""The layout: dependencies point one way, only the actors module imports Ray, modules stay small.
+"""The layout: dependencies point one way, only the actors module (and the Serve app) imports Ray.
 
 Read from the source (every import statement, at any depth, ``TYPE_CHECKING`` ones included),
 so a new import that points up a layer, closes a loop between packages or brings ``ray`` into a
@@ -20,10 +20,20 @@ import memray
 ROOT = Path(memray.__file__).resolve().parent
 MODULES = sorted(m.name for m in pkgutil.walk_packages(memray.__path__, "memray."))
 RAY_MODULE = "memray.runtime.actors"
+#: The Ray Serve application: it makes the replicas (actors) and drives Serve, so it imports ray too.
+SERVE_MODULE = "memray.server.deployment"
 
 #: The architecture, bottom to top: a part may import its own layer and the layers below it.
 LAYERS: list[set[str]] = [
-    {"memray.errors", "memray.files", "memray.text", "memray.validation", "memray.metrics", "memray.progress"},
+    {
+        "memray.errors",
+        "memray.files",
+        "memray.text",
+        "memray.validation",
+        "memray.metrics",
+        "memray.progress",
+        "memray.tracing",
+    },
     {"memray.ids", "memray.models", "memray.config", "memray.arguments", "memray.scoring"},
     {"memray.rpc"},  # call plumbing: refs, the event-loop thread, coalescing, the typed-client base
     {"memray.store"},
@@ -33,7 +43,7 @@ LAYERS: list[set[str]] = [
     {"memray.service"},
     {"memray.runtime"},  # deployments: the cores in-process or as Ray actors
     {"memray.facade"},
-    {"memray", "memray.integrations", "memray.simulation", "memray.stats", "memray.cli"},
+    {"memray", "memray.integrations", "memray.simulation", "memray.stats", "memray.cli", "memray.server"},
 ]
 
 
@@ -98,11 +108,11 @@ def test_every_import_points_down_the_layers() -> None:
 
 def test_only_the_actors_module_imports_ray() -> None:
     importers = [m for m in MODULES if any(t == "ray" or t.startswith("ray.") for t in imports(m))]
-    assert importers == [RAY_MODULE]
+    assert importers == [RAY_MODULE, SERVE_MODULE]
 
 
 def test_every_module_but_the_actors_imports_without_ray() -> None:
-    cores = [m for m in MODULES if m != RAY_MODULE]
+    cores = [m for m in MODULES if m not in (RAY_MODULE, SERVE_MODULE)]
     code = textwrap.dedent(
         f"""
         import sys
@@ -124,8 +134,8 @@ def test_every_module_but_the_actors_imports_without_ray() -> None:
 
 
 def test_no_module_is_near_800_lines() -> None:
-    """A module holds one idea; one near 800 lines wants a split (house style). A smaller number
-    would split modules unnaturally."""
+    """A module holds one idea; one near 800 lines wants a split (the house style). The old
+    400-line limit is withdrawn: code is never compressed or split unnaturally to meet a number."""
     sizes = {m: len(path_of(m).read_text().splitlines()) for m in MODULES}
     assert len(sizes) > 50
     assert {m: n for m, n in sizes.items() if n > 750} == {}

@@ -34,3 +34,21 @@ def test_too_few_turns_measure_no_recall(tmp_path):
         report = asyncio.run(simulate(mem, agents=3, turns=FIRST_QUESTION, progress=False))
     assert report.recall_questions == 0 and report.recall_hit_rate is None
     assert "recall not measured" in summary_line(report)
+
+
+def test_the_verification_finds_missing_moved_and_unexpected_messages(tmp_path):
+    from memray.simulation import _verify
+
+    with memray.open(str(tmp_path), mode="inprocess", hosts=2, shards=1) as mem:
+        convs = [mem.conversation(user_id=f"a{i}", conversation_id="main") for i in range(5)]
+        acked = {c.key: {} for c in convs}
+        for c in convs:
+            for n, seq in zip(("x", "y", "z"), c.add([{"id": n, "role": "user", "content": n} for n in "xyz"])):
+                acked[c.key][n] = seq
+        mem.flush()
+        assert asyncio.run(_verify(mem, acked)) == (0, 0)
+        acked[convs[0].key]["never-added"] = 4  # missing
+        acked[convs[1].key]["x"] = 9  # stored at another seq
+        del acked[convs[2].key]["y"]  # in the store, not acknowledged
+        del acked[convs[3].key]["x"]  # the oldest row: still read (one row past what was acknowledged)
+        assert asyncio.run(_verify(mem, acked)) == (2, 2)

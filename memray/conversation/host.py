@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from typing import Any
+from typing import Any, cast
 
 from memray.config import EmbedderConfig, MemoryConfig
 from memray.conversation.core import Conversation, matches, overlay
@@ -25,7 +25,7 @@ from memray.conversation.ledger import AckLedger
 from memray.conversation.removal import MessageRemoval
 from memray.conversation.summarizer import build_summarizer
 from memray.conversation.summary import SummaryKeeper
-from memray.conversation.tail import Tail, TailKeeper
+from memray.conversation.tail import RecentAnswers, Tail, TailKeeper
 from memray.conversation.title import Titler
 from memray.conversation.writes import WritePath
 from memray.embedding.active import resolve_config
@@ -242,8 +242,19 @@ class ConversationHost:
     async def recent_many(self, requests: list[tuple[ConversationKey, int]]) -> list[tuple[list[Message], Tail]]:
         """The most recent ``limit`` messages of many conversations, each with its read-your-writes
         tail (context() calls, batched)."""
-        recent = await asyncio.gather(*(self.messages(key, limit) for key, limit in requests))
-        return [(msgs, self._tail(key)) for msgs, (key, _) in zip(recent, requests)]
+        convs = await self._get_many([key for key, _ in requests])
+        out: list[tuple[list[Message], Tail] | None] = [None] * len(requests)
+        slow = []  # conversations whose recent messages the buffer alone does not hold
+        for i, (conv, (key, limit)) in enumerate(zip(convs, requests)):
+            if conv.covers(None, limit):
+                out[i] = (MessageList(conv.buffer.recent()[-limit:]), self._tail(key))
+            else:
+                slow.append(i)
+        if slow:
+            recent = await asyncio.gather(*(self.messages(*requests[i]) for i in slow))
+            for i, msgs in zip(slow, recent):
+                out[i] = (msgs, self._tail(requests[i][0]))
+        return RecentAnswers(cast(list[tuple[list[Message], Tail]], out))  # pickles as one block of columns
 
     def _tail(self, key: ConversationKey) -> Tail:
         """The read-your-writes tail of a conversation (:mod:`memray.conversation.tail`): the

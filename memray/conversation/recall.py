@@ -25,14 +25,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from memray.conversation.client import HostClient
 from memray.conversation.context import assemble
 from memray.conversation.instructions import render_instructions
+from memray.conversation.reads import ContextRead, SearchRead
 from memray.conversation.tail import Tail, score_tail, support_neighbours
 from memray.conversation.working_memory import WorkingMemory
 from memray.conversation.written import Tails, Written
@@ -41,13 +42,13 @@ from memray.ids import ConversationKey, Namespace, conversation_namespace
 from memray.index.base import ShardHit
 from memray.index.columns import columns_of
 from memray.index.fusion import hit_order, rank
+from memray.index.search import NamespaceSearch, ShardSearch, UserSearch
 from memray.metrics import DEGRADED_RECALLS, SEARCH_LATENCY
-from memray.models import Context, Hit, Merge, Message, RetrievalMode, Scope
-from memray.rpc.batch import Coalescer
+from memray.models import Context, Hit, Message, RetrievalMode, Scope
+from memray.rpc.batch import Answer, Coalescer, unwrap
 from memray.scoring import Stream, Window
-from memray.store.base import WMScope
 from memray.store.partitions import StorePartitions
-from memray.store.rows import row_to_message
+from memray.store.rows import payload_message, row_to_message
 
 if TYPE_CHECKING:
     from memray.index.router import RouterResult, ShardRouter
@@ -62,6 +63,35 @@ class SearchResults(list[Hit]):
 
     degraded: bool = False
     reason: str | None = None
+
+
+_NOT_ASKED = LookupError("not asked")  # a placeholder every slot of a batch's answer overwrites
+
+#: The most reads one coalesced batch of single calls carries.
+MAX_BATCH = 65536
+
+
+_Refs = dict[tuple[str, str, str, str], Message]
+
+
+class _Found(NamedTuple):
+    """One search's hits (the shard's, merged with its read-your-writes tail) before they are
+    messages, and whether and why it was degraded."""
+
+    hits: list[ShardHit]
+    from_tail: dict[tuple[Namespace, str], Message]
+    degraded: bool
+    reason: str | None
+
+
+class _Searched(NamedTuple):
+    """One search of a batch, as far as the shard's answer: what was asked and what came back."""
+
+    key: ConversationKey
+    scope: Scope
+    encoded: Encoded
+    request: ShardSearch
+    result: RouterResult
 
 
 class Recall:
@@ -84,28 +114,31 @@ class Recall:
         self.before_search: Callable[[], None] | None = None
         #: What this process added and has not seen indexed (searches find it).
         self.written = Written()
-        self._recent_batches: dict[str, Coalescer[tuple[ConversationKey, int], tuple[list[Message], Tail]]] = {}
         #: The newest recent messages context() keeps even when the summary covers them
         #: (``SummarizerConfig.keep_messages``; the facade sets it).
         self.keep_messages = 6
-        self._extras_batch: Coalescer[tuple[ConversationKey, WMScope], tuple[str | None, str | None, int]] = Coalescer(
-            lambda requests: self._store.context_extras(requests)
-        )
+        # single calls running at the same time are answered as one batch
+        self._contexts: Coalescer[ContextRead, Answer[Context]] = Coalescer(self.context_many, MAX_BATCH)
+        self._searches: Coalescer[SearchRead, Answer[SearchResults]] = Coalescer(self.search_many, MAX_BATCH)
 
     # -- search -----------------------------------------------------------------------------
-    async def search(
-        self,
-        key: ConversationKey,
-        query: str,
-        limit: int,
-        min_score: float | None = None,
-        mode: RetrievalMode | None = None,
-        scope: Scope = "conversation",
-        stream: Stream | None = None,
-        window: Window | None = None,
-    ) -> SearchResults:
-        """``stream``: memory-stream scoring; ``window``: time bounds (:mod:`memray.scoring`)."""
-        return await self._search(key, query, limit, min_score, mode, scope, None, stream, window)
+    async def search(self, read: SearchRead) -> SearchResults:
+        """One search; those running at the same time are answered together (:meth:`search_many`)."""
+        return unwrap(await self._searches.get(read))
+
+    async def search_many(self, reads: list[SearchRead]) -> list[Answer[SearchResults]]:
+        """Many searches with one ``search_many`` call per shard, answered in order; each answer
+        is what :meth:`search` would return, or the error it would raise."""
+        t0 = time.perf_counter()
+        encoded = await self._encode_many([(r.query, r.mode) for r in reads])
+        requests = [
+            self._request(r.key, r.scope, r.query, r.limit, r.min_score, e, r.stream, r.window, False)
+            for r, e in zip(reads, encoded)
+        ]
+        results = await self._router.search_many(requests)
+        searched = [_Searched(r.key, r.scope, e, q, res) for r, e, q, res in zip(reads, encoded, requests, results)]
+        tails = [self.written.seen(r.key, res.held) for r, res in zip(reads, results)]
+        return await self._hydrate_many(self._found(searched, tails, t0))
 
     async def search_app(
         self,
@@ -120,66 +153,83 @@ class Recall:
         """Every conversation of ``app`` (all users): fans out to every shard, merges the top
         ``limit``. Sees what is indexed (no read-your-writes tail: that would ask every host)."""
         t0 = time.perf_counter()
-        encoded = await self._encode(query, mode)
+        (encoded,) = await self._encode_many([(query, mode)])
         result = await self._router.search_app(app, "conv", encoded.query(query, limit, min_score, (), stream, window))
-        out = SearchResults(await self._hydrate(result.hits, {}))
-        return _finish(out, result.degraded, result.reason, encoded.failed, "app", t0)
+        reason = "; ".join(r for r in (encoded.failed, result.reason) if r) or None
+        _count(result.degraded, "app", t0)
+        found = _Found(result.hits, {}, result.degraded or encoded.failed is not None, reason)
+        (hits,) = await self._hydrate_many([found])
+        return unwrap(hits)
 
-    async def _encode(self, query: str, mode: RetrievalMode | None) -> Encoded:
+    async def _encode_many(self, queries: list[tuple[str, RetrievalMode | None]]) -> list[Encoded]:
         if self.before_search is not None:
             self.before_search()
-        return await self.encoder.encode(query, mode or self._mode)
+        return await self.encoder.encode_many([(text, mode or self._mode) for text, mode in queries])
 
-    async def _search(
+    def _request(
         self,
         key: ConversationKey,
-        query: str,
-        limit: int,
-        min_score: float | None,
-        mode: RetrievalMode | None,
         scope: Scope,
-        host_tail: Awaitable[Tail] | None,
-        stream: Stream | None = None,
-        window: Window | None = None,
-    ) -> SearchResults:
-        """A search; its read-your-writes tail is this process's unseen writes (``host_tail``
-        None), or the conversation's host's tail (context())."""
-        t0 = time.perf_counter()
-        encoded = await self._encode(query, mode)
+        query: str,
+        k: int,
+        min_score: float | None,
+        encoded: Encoded,
+        stream: Stream | None,
+        window: Window | None,
+        host_tail: bool,
+    ) -> ShardSearch:
+        """The shard search of one read. It watches the conversations this process wrote to and
+        has not seen indexed; with ``host_tail`` (context()) the conversation's host's tail covers
+        the conversation itself, whoever wrote to it."""
         unseen = self.written.unseen(key, scope)
-        if host_tail is not None:  # the host's tail covers this conversation, whoever wrote to it
+        if host_tail:
             unseen[key] = {}
         watch = tuple((conversation_namespace(k), tuple(seq for seq, _ in mine.values())) for k, mine in unseen.items())
-        request = encoded.query(query, limit, min_score, watch, stream, window)
+        request = encoded.query(query, k, min_score, watch, stream, window)
+        if scope == "conversation":
+            return NamespaceSearch([conversation_namespace(key)], request)
+        return UserSearch(key.app, key.user_id, "conv", request)
 
-        def run() -> Awaitable[RouterResult]:
-            if scope == "conversation":
-                return self._router.search([conversation_namespace(key)], request)
-            return self._router.search_user(key.app, key.user_id, "conv", request)
+    def _found(
+        self, searched: list[_Searched], tails: list[Tails], t0: float, failures: Sequence[str | None] | None = None
+    ) -> list[Answer[_Found]]:
+        """Each search's hits merged with its read-your-writes ``tails`` (``failures``: why a
+        search's tail could not be had, which degrades it); its latency and degradation counted."""
+        out: list[Answer[_Found]] = []
+        for n, (s, tail) in enumerate(zip(searched, tails)):
+            try:
+                hits, from_tail = self._merge(s.result.hits, tail, s.encoded, s.request.query, s.result.stats)
+            except Exception as exc:
+                out.append(exc)
+                continue
+            failure = failures[n] if failures is not None else None
+            reason = "; ".join(r for r in (s.encoded.failed, s.result.reason, failure) if r) or None
+            degraded = s.result.degraded or failure is not None
+            _count(degraded, s.scope, t0)
+            out.append(_Found(hits, from_tail, degraded or s.encoded.failed is not None, reason))
+        return out
 
-        tail_failure = None
-        if host_tail is None:
-            result = await run()
-            tails = self.written.seen(key, result.held)
-        else:
-            answered, got = await asyncio.gather(run(), host_tail, return_exceptions=True)
-            if isinstance(answered, BaseException):
-                raise answered
-            result = answered
-            if isinstance(got, BaseException):
-                if not isinstance(got, Exception):
-                    raise got
-                tail_failure = f"messages not yet indexed were not searched (their host failed: {got})"
-            elif got.stamp > result.stamps.get(conversation_namespace(key), 0):
-                result = await run()  # the host saw an upsert confirmed that the shard's answer predates
-            tails = self.written.seen(key, result.held)
-            tails.pop(key, None)
-            if not isinstance(got, BaseException):
-                tails[key] = got
-        hits, from_tail = self._merge(result.hits, tails, encoded, request, result.stats)
-        out = SearchResults(await self._hydrate(hits, from_tail))
-        reason = "; ".join(r for r in (result.reason, tail_failure) if r) or None
-        return _finish(out, result.degraded or tail_failure is not None, reason, encoded.failed, scope, t0)
+    async def _hydrate_many(self, found: list[Answer[_Found]]) -> list[Answer[SearchResults]]:
+        """Each search's hits as :class:`Hit` objects (messages from :func:`_message`), or the
+        error that kept it from them."""
+        refs, failed = await self._payloadless(found)
+        out: list[Answer[SearchResults]] = []
+        for f in found:
+            if isinstance(f, BaseException):
+                out.append(f)
+                continue
+            error = _failure(f, failed)
+            if error is not None:
+                out.append(error)
+                continue
+            hits = SearchResults(
+                Hit(message=m, score=h.score, conversation_id=h.namespace.scope)
+                for h in f.hits
+                if (m := _message(h, f.from_tail, refs)) is not None  # a hit deleted meanwhile is dropped
+            )
+            hits.degraded, hits.reason = f.degraded, f.reason
+            out.append(hits)
+        return out
 
     def _merge(
         self, hits: list[ShardHit], tails: Tails, encoded: Encoded, request: Any, stats: Any
@@ -224,94 +274,178 @@ class Recall:
         merged.sort(key=hit_order)
         return merged[: request.k], from_tail
 
-    async def _hydrate(self, hits: list[ShardHit], from_tail: dict[tuple[Namespace, str], Message]) -> list[Hit]:
-        """Hits as messages: from the tail, from the shard's payload, or from the store where it
-        has none (one store call per user whose hits lack a payload)."""
+    async def _payloadless(
+        self, found: Sequence[Answer[_Found] | None]
+    ) -> tuple[_Refs, dict[tuple[str, str], Exception]]:
+        """The messages of hits the shard holds without a payload (a shard rebuilt from the store
+        keeps none) and not from a tail, read from the store: one call per user for the whole
+        batch. Returns them by (app, user, conversation, id), and the users whose call failed."""
         missing: dict[tuple[str, str], list[tuple[str, str]]] = {}
-        for h in hits:
-            if not h.payload and (Namespace(*h.namespace), h.doc_id) not in from_tail:
-                missing.setdefault((h.namespace.app, h.namespace.user_id), []).append((h.namespace.scope, h.doc_id))
-        by_ref: dict[tuple[str, str, str, str], Message] = {}
-        for (app, user_id), refs in missing.items():
-            for r in await self._store.fetch_messages(app, user_id, refs):
-                by_ref[(app, user_id, r.conversation_id, r.id)] = row_to_message(r)
-        out = []
-        for h in hits:
-            ns = Namespace(*h.namespace)
-            msg = from_tail.get((ns, h.doc_id))
-            if msg is None:
-                msg = (
-                    Message.model_validate_json(h.payload)
-                    if h.payload
-                    else by_ref.get((ns.app, ns.user_id, ns.scope, h.doc_id))
-                )
-            if msg is not None:  # a hit deleted meanwhile is dropped
-                out.append(Hit(message=msg, score=h.score, conversation_id=ns.scope))
-        return out
+        for f in found:
+            if f is not None and not isinstance(f, BaseException):
+                for h in f.hits:
+                    if not h.payload and (h.namespace, h.doc_id) not in f.from_tail:
+                        missing.setdefault((h.namespace.app, h.namespace.user_id), []).append(
+                            (h.namespace.scope, h.doc_id)
+                        )
+        refs: _Refs = {}
+        failed: dict[tuple[str, str], Exception] = {}
+        if not missing:
+            return refs, failed
+        users = list(missing)
+        rows = await asyncio.gather(
+            *(self._store.fetch_messages(app, user_id, missing[(app, user_id)]) for app, user_id in users),
+            return_exceptions=True,
+        )
+        for (app, user_id), got in zip(users, rows):
+            if isinstance(got, BaseException):
+                if not isinstance(got, Exception):
+                    raise got
+                failed[(app, user_id)] = got
+                continue
+            for r in got:
+                refs[(app, user_id, r.conversation_id, r.id)] = row_to_message(r)
+        return refs, failed
 
     # -- context ----------------------------------------------------------------------------
-    def _recent(self, host: HostClient, key: ConversationKey, limit: int) -> Awaitable[tuple[list[Message], Tail]]:
-        """The host's recent messages and tail, batched with the other context() calls to that host."""
-        batch = self._recent_batches.get(host.label)
-        if batch is None:
+    async def context(self, read: ContextRead) -> Context:
+        """One context; those running at the same time are answered together (:meth:`context_many`)."""
+        return unwrap(await self._contexts.get(read))
 
-            async def fetch(requests: list[tuple[ConversationKey, int]]) -> list[tuple[list[Message], Tail]]:
-                return [(msgs, Tail(*tail)) for msgs, tail in await host.recent_many(requests)]
+    async def context_many(self, reads: list[ContextRead]) -> list[Answer[Context]]:
+        """Many contexts with one call per host (recent messages and tails), one to the store
+        (summaries and working memories) and one per shard (the recalls), answered in order; each
+        answer is what :meth:`context` would return, or the error it would raise (its host
+        failed: a context cannot be made without its recent messages)."""
+        recent = asyncio.ensure_future(self._recent_many([(r.key, r.limit) for r in reads]))
+        extras = asyncio.ensure_future(self._extras_many(reads))
+        try:
+            found = await self._recall_many(reads, recent)
+            got, summaries = await recent, await extras
+            refs, failed = await self._payloadless(found)
+        finally:  # cancelled, or a BaseException: nothing left running
+            for task in (recent, extras):
+                if not task.done():
+                    task.cancel()
+        out: list[Answer[Context]] = []
+        for r, got_recent, extra, f in zip(reads, got, summaries, found):
+            if isinstance(got_recent, BaseException):
+                out.append(got_recent)
+                continue
+            if got_recent[0]:
+                self.written.confirmed(r.key, got_recent[1], got_recent[0][-1].seq or 0)
+            summary, block, through = (None, None, 0) if isinstance(extra, BaseException) else extra
+            recent_msgs = self._uncovered(got_recent[0], through)
+            reasons: list[str] = []
+            recalled: list[Message] = []
+            failure: BaseException | None = None  # why the recall failed (a single call: degraded)
+            if isinstance(f, BaseException):
+                failure = f
+            elif f is not None:
+                failure = _failure(f, failed)
+            if failure is not None:
+                reasons.append(f"recall failed: {failure!r}")
+            elif f is not None and not isinstance(f, BaseException):
+                seen = {m.id for m in recent_msgs}
+                chosen = [h for h in f.hits if h.doc_id not in seen and _holds(h, f.from_tail, refs)]
+                recalled = [m for h in chosen[: r.semantic_limit] if (m := _message(h, f.from_tail, refs)) is not None]
+                if f.reason:
+                    reasons.append(f.reason)
+            if isinstance(extra, BaseException):
+                reasons.append(f"summary/working memory unavailable: {extra!r}")
+            ctx = assemble(recent_msgs, recalled, r.merge, summary, block, r.token_budget)
+            if failure is not None or isinstance(extra, BaseException):
+                DEGRADED_RECALLS.inc(1, {"scope": "context"})  # (a degraded search counted itself)
+            if reasons or (f is not None and not isinstance(f, BaseException) and f.degraded):
+                ctx = ctx.model_copy(update={"degraded": True, "reason": "; ".join(reasons) or None})
+            out.append(ctx)
+        return out
 
-            batch = self._recent_batches[host.label] = Coalescer(fetch)
-        return batch.get((key, limit))
-
-    async def context(
-        self,
-        host: HostClient,
-        key: ConversationKey,
-        wm: WorkingMemory,
-        query: str | None,
-        limit: int = 10,
-        semantic_limit: int = 5,
-        merge: Merge = "append",
-        scope: Scope = "conversation",
-        token_budget: int | None = None,
-        mode: RetrievalMode | None = None,
-        min_score: float | None = None,
-        stream: Stream | None = None,
-    ) -> Context:
-        recent_call = asyncio.ensure_future(self._recent(host, key, limit))
-        extras_call = self._extras(key, wm)
-        if not query or semantic_limit <= 0:
-            (only_recent, _), (summary_text, note, through) = await asyncio.gather(recent_call, extras_call)
-            return assemble(self._uncovered(only_recent, through), [], merge, summary_text, note, token_budget)
-
-        async def host_tail() -> Tail:  # the conversation's tail comes with its recent messages
-            return (await recent_call)[1]
-
-        recall_call = self._search(key, query, semantic_limit + limit, min_score, mode, scope, host_tail(), stream)
-        got_recent, extras, recalled = await asyncio.gather(
-            recent_call, extras_call, recall_call, return_exceptions=True
-        )
-        if isinstance(got_recent, BaseException):
-            raise got_recent
-        summary, block, through = (None, None, 0) if isinstance(extras, BaseException) else extras
-        recent = self._uncovered(got_recent[0], through)
-        degraded, reason = False, None
-        hits: list[Message] = []
-        if isinstance(recalled, BaseException):
-            degraded, reason = True, f"recall failed: {recalled!r}"
-        else:
-            seen = {m.id for m in recent}
-            hits = [h.message for h in recalled if h.message.id not in seen][:semantic_limit]
-            degraded, reason = recalled.degraded, recalled.reason
-        if isinstance(extras, BaseException):
-            degraded, reason = (
-                True,
-                (reason + "; " if reason else "") + f"summary/working memory unavailable: {extras!r}",
+    async def _recall_many(
+        self, reads: list[ContextRead], recent: asyncio.Future[list[Answer[tuple[list[Message], Tail]]]]
+    ) -> list[Answer[_Found] | None]:
+        """The recall of each context that searches (None for the others): its search, merged
+        with the conversation's tail from its host's answer (``recent``)."""
+        at = [i for i, r in enumerate(reads) if r.recalls]
+        out: list[Answer[_Found] | None] = [None] * len(reads)
+        if not at:
+            return out
+        t0 = time.perf_counter()
+        asked = [reads[i] for i in at]
+        encoded = await self._encode_many([(r.query or "", r.mode) for r in asked])
+        requests = [
+            self._request(
+                r.key, r.scope, r.query or "", r.semantic_limit + r.limit, r.min_score, e, r.stream, None, True
             )
-        ctx = assemble(recent, hits, merge, summary, block, token_budget)
-        if isinstance(recalled, BaseException) or isinstance(
-            extras, BaseException
-        ):  # (a degraded search counted itself)
-            DEGRADED_RECALLS.inc(1, {"scope": "context"})
-        return ctx.model_copy(update={"degraded": degraded, "reason": reason})
+            for r, e in zip(asked, encoded)
+        ]
+        results = await self._router.search_many(requests)
+        got = await recent
+        tails_of = [got[i] for i in at]
+        # a shard answer older than the indexing its host has seen confirmed is asked again
+        stale = [
+            n
+            for n, (r, res, t) in enumerate(zip(asked, results, tails_of))
+            if not isinstance(t, BaseException) and t[1].stamp > res.stamps.get(conversation_namespace(r.key), 0)
+        ]
+        if stale:
+            for n, res in zip(stale, await self._router.search_many([requests[n] for n in stale])):
+                results[n] = res
+        searched: list[_Searched] = []
+        tails: list[Tails] = []
+        failures: list[str | None] = []
+        for r, e, q, res, t in zip(asked, encoded, requests, results, tails_of):
+            searched.append(_Searched(r.key, r.scope, e, q, res))
+            tail = self.written.seen(r.key, res.held, skip=r.key)  # the host's tail covers the conversation
+            if isinstance(t, BaseException):
+                failures.append(f"messages not yet indexed were not searched (their host failed: {t})")
+            else:
+                tail[r.key] = t[1]
+                failures.append(None)
+            tails.append(tail)
+        for i, f in zip(at, self._found(searched, tails, t0, failures)):
+            out[i] = f
+        return out
+
+    async def _recent_many(
+        self, requests: list[tuple[ConversationKey, int]]
+    ) -> list[Answer[tuple[list[Message], Tail]]]:
+        """The recent messages and tail of each conversation: one ``recent_many`` per host."""
+        by_host: dict[str, tuple[HostClient, list[int]]] = {}
+        for i, (key, _) in enumerate(requests):
+            host = self._host_for(key)
+            by_host.setdefault(host.label, (host, []))[1].append(i)
+        calls = await asyncio.gather(
+            *(host.recent_many([requests[i] for i in idx]) for host, idx in by_host.values()), return_exceptions=True
+        )
+        out: list[Answer[tuple[list[Message], Tail]]] = [_NOT_ASKED] * len(requests)
+        for (_, idx), got in zip(by_host.values(), calls):
+            if isinstance(got, BaseException) and not isinstance(got, Exception):
+                raise got
+            for n, i in enumerate(idx):
+                out[i] = got if isinstance(got, BaseException) else (got[n][0], Tail(*got[n][1]))
+        return out
+
+    async def _extras_many(self, reads: list[ContextRead]) -> list[Answer[tuple[str | None, str | None, int]]]:
+        """The summary text, the working-memory block (None when there is none) and the seq the
+        summary covers through, of each conversation: one store call for them all."""
+        try:
+            rows = await self._store.context_extras([(r.key, r.wm.scope) for r in reads])
+        except Exception as exc:
+            return [exc] * len(reads)
+        out: list[Answer[tuple[str | None, str | None, int]]] = []
+        for r, (summary, raw, through) in zip(reads, rows):
+            block = None
+            if raw is not None:
+                try:
+                    wm = WorkingMemory(self._store, r.key.app, r.key.user_id, r.key.conversation_id, r.wm)
+                    note = wm.value_of(raw, 0)
+                    block = render_instructions(r.wm, note.text) if note.content is not None else None
+                except Exception as exc:
+                    out.append(exc)
+                    continue
+            out.append((summary, block, int(through)))
+        return out
 
     def _uncovered(self, recent: list[Message], through: int) -> list[Message]:
         """``recent`` without the messages the summary covers (seq <= ``through``): the summary
@@ -322,22 +456,37 @@ class Recall:
         keep = len(recent) - self.keep_messages
         return [m for i, m in enumerate(recent) if i >= keep or (m.seq or 0) > through]
 
-    async def _extras(self, key: ConversationKey, wm: WorkingMemory) -> tuple[str | None, str | None, int]:
-        """The summary text, the working-memory block (None when there is none) and the seq the
-        summary covers through: one store call for all the context() calls running at once (see
-        :class:`Coalescer`)."""
-        summary, raw, through = await self._extras_batch.get((key, wm.spec.scope))
-        note = wm.value_of(raw, 0)
-        block = render_instructions(wm.spec, note.text) if note.content is not None else None
-        return summary, block, int(through)
 
-
-def _finish(
-    out: SearchResults, degraded: bool, reason: str | None, failed: str | None, scope: str, t0: float
-) -> SearchResults:
-    reasons = [r for r in (failed, reason) if r]
-    out.degraded, out.reason = degraded or failed is not None, "; ".join(reasons) or None
+def _count(degraded: bool, scope: str, t0: float) -> None:
+    """Record a search's latency (from ``t0``) and, if degraded by a shard or a tail, that."""
     SEARCH_LATENCY.observe(time.perf_counter() - t0, {"scope": scope})
     if degraded:
         DEGRADED_RECALLS.inc(1, {"scope": scope})
-    return out
+
+
+def _message(hit: ShardHit, from_tail: dict[tuple[Namespace, str], Message], refs: _Refs) -> Message | None:
+    """The message of a hit: from its tail, its payload or the store (None: deleted meanwhile)."""
+    msg = from_tail.get((hit.namespace, hit.doc_id))
+    if msg is not None:
+        return msg
+    if hit.payload:
+        return payload_message(hit.payload)
+    ns = hit.namespace
+    return refs.get((ns.app, ns.user_id, ns.scope, hit.doc_id))
+
+
+def _holds(hit: ShardHit, from_tail: dict[tuple[Namespace, str], Message], refs: _Refs) -> bool:
+    """Whether :func:`_message` finds the hit's message (without building it)."""
+    ns = hit.namespace
+    return bool(hit.payload) or (ns, hit.doc_id) in from_tail or (ns.app, ns.user_id, ns.scope, hit.doc_id) in refs
+
+
+def _failure(found: _Found, failed: dict[tuple[str, str], Exception]) -> Exception | None:
+    """The store error that kept one of ``found``'s hits from being read, if any."""
+    if failed:
+        for h in found.hits:
+            if not h.payload and (h.namespace, h.doc_id) not in found.from_tail:
+                error = failed.get((h.namespace.app, h.namespace.user_id))
+                if error is not None:
+                    return error
+    return None

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -26,19 +26,56 @@ from memray.index.fusion import hybrid_score, lexical_score, neighbour_support, 
 from memray.index.lexical import Bm25Stats, bm25, ideal_bm25
 from memray.index.search import Query
 from memray.models import Message
-from memray.models.wire import MessageList
+from memray.models.wire import MessageList, decode_messages, encode_messages
 from memray.text import index_terms
 
 if TYPE_CHECKING:
     from memray.conversation.core import Conversation
     from memray.embedding.pipeline import PendingItem
 
-__all__ = ["Tail", "TailKeeper", "score_tail", "support_neighbours"]
+__all__ = ["Tail", "TailKeeper", "RecentAnswers", "score_tail", "support_neighbours"]
 
 
 class Tail(NamedTuple):
     messages: list[Message]  # acknowledged, not confirmed indexed, in seq order
     stamp: int  # the newest indexing stamp confirmed for the conversation (0: none yet)
+
+
+class RecentAnswers(list[tuple[list[Message], Tail]]):
+    """A host's answer to ``recent_many``: each conversation's recent messages and tail. It
+    pickles as one block of columns (:mod:`memray.models.wire`) holding each message once: a
+    tail's messages are mostly among the recent ones, and one block for thousands of
+    conversations costs less than two lists of columns for each."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        flat: list[Message] = []
+        at: dict[int, int] = {}
+
+        def refs(msgs: list[Message]) -> list[int]:
+            out = []
+            for m in msgs:
+                i = at.get(id(m))
+                if i is None:
+                    i = at[id(m)] = len(flat)
+                    flat.append(m)
+                out.append(i)
+            return out
+
+        recent = [refs(msgs) for msgs, _ in self]
+        tails = [refs(tail.messages) for _, tail in self]
+        columns = encode_messages(flat)
+        if columns is None:  # not plain JSON: the objects themselves
+            return (RecentAnswers, (list(self),))
+        return (_recent_answers, (columns, recent, tails, [tail.stamp for _, tail in self]))
+
+
+def _recent_answers(
+    columns: tuple[list[Any], ...], recent: list[list[int]], tails: list[list[int]], stamps: list[int]
+) -> RecentAnswers:
+    flat = decode_messages(columns)
+    return RecentAnswers(
+        ([flat[i] for i in r], Tail([flat[i] for i in t], stamp)) for r, t, stamp in zip(recent, tails, stamps)
+    )
 
 
 class TailKeeper:

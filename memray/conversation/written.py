@@ -63,6 +63,26 @@ class Written:
         self._count -= gone
         return gone
 
+    def confirmed(self, key: ConversationKey, tail: Tail, last_seq: int) -> None:
+        """Forget what this process wrote to ``key`` that its host says is indexed: ``tail`` is
+        what the host had not seen indexed when it answered, ``last_seq`` the newest seq it held
+        then (a message this process added after that answer is kept: the host had not seen it).
+        context() learns this from the host's answer, so agents that only ask for contexts keep
+        nothing here once their messages are indexed."""
+        convs = self._by_user.get((key.app, key.user_id), {})
+        mine = convs.get(key)
+        if not mine:
+            return
+        unindexed = {m.id for m in tail.messages}
+        gone = [mid for mid, (seq, _) in mine.items() if seq <= last_seq and mid not in unindexed]
+        for mid in gone:
+            del mine[mid]
+        self._count -= len(gone)
+        if not mine:
+            del convs[key]
+            if not convs:
+                del self._by_user[(key.app, key.user_id)]
+
     def count_user(self, app: str, user_id: str) -> int:
         """Messages of the user this process holds for read-your-writes (0 after an erasure)."""
         return sum(len(mine) for mine in self._by_user.get((app, user_id), {}).values())
@@ -75,8 +95,11 @@ class Written:
             return {key: convs[key]} if key in convs else {}
         return dict(convs)
 
-    def seen(self, key: ConversationKey, held: dict[Namespace, list[int]]) -> Tails:
-        """Forget what the shard said it holds; the tails of what it does not."""
+    def seen(
+        self, key: ConversationKey, held: dict[Namespace, list[int]], skip: ConversationKey | None = None
+    ) -> Tails:
+        """Forget what the shard said it holds; the tails of what it does not (but ``skip``'s:
+        context() has that conversation's tail from its host)."""
         convs = self._by_user.get((key.app, key.user_id), {})
         tails: Tails = {}
         for ns, seqs in held.items():
@@ -89,10 +112,10 @@ class Written:
                 for mid in [m for m, (seq, _) in mine.items() if seq in indexed]:
                     del mine[mid]
                     self._count -= 1
-            if mine:
-                tails[k] = Tail([m.model_copy(update={"seq": seq}) for seq, m in mine.values()], 0)
-            else:
+            if not mine:
                 del convs[k]
+            elif k != skip:
+                tails[k] = Tail([m.model_copy(update={"seq": seq}) for seq, m in mine.values()], 0)
         if not convs:
             self._by_user.pop((key.app, key.user_id), None)
         return tails

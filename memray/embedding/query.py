@@ -69,20 +69,39 @@ class QueryEncoder:
         self._embedder, self._calibration, self._batch = embedder, calibration, None
 
     async def encode(self, text: str, mode: Mode) -> Encoded:
-        embedder, calibration = self._embedder, self._calibration  # one model for this query
-        if embedder is None or mode == "lexical":
-            return Encoded("lexical", None, None, calibration, None)
+        (encoded,) = await self.encode_many([(text, mode)])
+        return encoded
+
+    async def encode_many(self, queries: list[tuple[str, Mode]]) -> list[Encoded]:
+        """Each ``(text, mode)`` embedded (or not) for one search, in order. The distinct texts
+        that need a vector are embedded in one call: a tick's agents often ask alike."""
+        embedder, calibration = self._embedder, self._calibration  # one model for these queries
+        lexical = Encoded("lexical", None, None, calibration, None)
+        if embedder is None:
+            return [lexical] * len(queries)
+        texts = list(dict.fromkeys(text for text, mode in queries if mode != "lexical"))
+        if not texts:
+            return [lexical] * len(queries)
+        vectors: Any
         try:
-            if getattr(embedder, "recomputable", False):  # microseconds: no thread hop, no batch
-                vector = embedder.embed([text])[0]
+            if getattr(embedder, "recomputable", False):  # microseconds a text: no thread hop
+                vectors = embedder.embed(texts)
+            elif len(texts) == 1:  # concurrent single searches share one batch
+                vectors = [await self._batched(embedder).get(texts[0])]
             else:
-                vector = await self._batched(embedder).get(text)
+                vectors = await asyncio.to_thread(embedder.embed, texts)
         except Exception as exc:  # the embedder is down or misconfigured: lexical only, flagged
             reason = str(exc) if isinstance(exc, EmbeddingError) else f"{type(exc).__name__}: {exc}"
-            return Encoded(
+            failed = Encoded(
                 "lexical", None, None, calibration, f"query embedding failed, lexical results only: {reason}"
             )
-        return Encoded(mode, vector, embedder.model_id, calibration, None)
+            return [lexical if mode == "lexical" else failed for _, mode in queries]
+        by_text = dict(zip(texts, vectors))
+        model_id = embedder.model_id
+        return [
+            lexical if mode == "lexical" else Encoded(mode, by_text[text], model_id, calibration, None)
+            for text, mode in queries
+        ]
 
     def _batched(self, embedder: Embedder) -> Coalescer[str, Any]:
         batch = self._batch

@@ -1,9 +1,13 @@
 """The facade: what users hold. :func:`open` gives a :class:`Memory`; from it come
 :class:`ConversationHandle` (with its :class:`WorkingMemoryHandle`) and the long-term service's
-:class:`MemoryServiceHandle`. Each call has a sync form and an ``a``-prefixed asyncio twin.
+:class:`MemoryServiceHandle`, and the server's keys (:class:`KeysHandle`). Each call has a sync
+form and an ``a``-prefixed asyncio twin; :class:`ContextCall` and :class:`SearchCall` are the
+requests of ``mem.context_many`` / ``mem.search_many``.
 """
 
+from memray.facade.calls import ContextCall, SearchCall
 from memray.facade.conversation import ConversationHandle
+from memray.facade.keys import KeysHandle
 from memray.facade.memory import Memory, open
 from memray.facade.project import ProjectView
 from memray.facade.service import MemoryServiceHandle
@@ -18,4 +22,7 @@ __all__ = [
     "WorkingMemoryHandle",
     "MemoryServiceHandle",
     "ProjectView",
+    "ContextCall",
+    "SearchCall",
+    "KeysHandle",
 ]

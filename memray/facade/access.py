@@ -9,17 +9,20 @@ from __future__ import annotations
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from memray import tracing
 from memray.conversation.client import HostClient
 from memray.conversation.recall import Recall
 from memray.embedding.base import Embedder
 from memray.embedding.query import QueryEncoder
 from memray.errors import ClosedError
+from memray.facade.coalesce import CallerBatches
 from memray.facade.session import Session
 from memray.ids import ConversationKey
 from memray.index.router import ShardRouter
 from memray.rpc.local import LoopThread
 from memray.runtime.deploy import Deployment
 from memray.service.longterm import MemoryService
+from memray.tracing import state as _tracing
 
 __all__ = ["SessionAccess"]
 
@@ -30,6 +33,8 @@ class SessionAccess:
     def __init__(self) -> None:
         self._loop = LoopThread()
         self._session: Session | None = None
+        #: Concurrent single async calls of a caller's loop, sent as one batch (memray.facade.coalesce).
+        self._calls = CallerBatches(self)
 
     @property
     def closed(self) -> bool:
@@ -76,10 +81,14 @@ class SessionAccess:
         if self._session is None:
             coro.close()  # never started: no "coroutine was never awaited" warning
             raise ClosedError()
+        if _tracing.on:  # the loop thread does not share this thread's context: carry the trace
+            coro = tracing.carried(coro)
         return self._loop.run(coro)
 
     async def _arun(self, coro: Coroutine[Any, Any, T]) -> T:
         if self._session is None:
             coro.close()
             raise ClosedError()
+        if _tracing.on:
+            coro = tracing.carried(coro)
         return await self._loop.arun(coro)

@@ -8,25 +8,16 @@ from __future__ import annotations
 from collections.abc import Coroutine, Iterable
 from typing import TYPE_CHECKING, Any
 
-from memray.arguments import (
-    check_count,
-    check_limit,
-    check_merge,
-    check_min_score,
-    check_mode,
-    check_query,
-    check_roles,
-    check_scope,
-    check_seq,
-)
+from memray.arguments import check_limit, check_roles, check_seq
 from memray.conversation.client import HostClient
 from memray.conversation.note import WorkingMemorySpec
 from memray.conversation.recall import SearchResults
 from memray.errors import ValidationError
+from memray.facade.calls import ContextCall, SearchCall, context_read, search_read
 from memray.facade.working_memory import WorkingMemoryHandle
 from memray.ids import ConversationKey, validate_id
 from memray.models import Context, ConversationInfo, DeletionProof, Merge, Message, MessageInput, RetrievalMode, Scope
-from memray.scoring import Scoring, SimTime, Window, stream_of, window
+from memray.scoring import Scoring, SimTime, Window, window
 
 if TYPE_CHECKING:
     from memray.facade.memory import Memory
@@ -62,7 +53,12 @@ class ConversationHandle:
     async def aadd(
         self, messages: Iterable[MessageInput] | MessageInput, durable: bool = False, block: bool = True
     ) -> list[int]:
-        return await self._mem._arun(self._mem._add(self.key, self._mem._coerce(messages), durable, block))
+        """:meth:`add`'s twin. Concurrent ``aadd`` calls of one event loop (``durable=False``,
+        ``block=True``) go to the hosts as one ``add_many`` (docs/batching.md)."""
+        msgs = self._mem._coerce(messages)
+        if not durable and block:
+            return await self._mem._calls.add(self.key, msgs)
+        return await self._mem._arun(self._mem._add(self.key, msgs, durable, block))
 
     def flush(self) -> None:
         self._mem._run(self._host.flush(self.key))
@@ -156,8 +152,10 @@ class ConversationHandle:
         ``scoring=Scoring.stream(now=...)`` ranks the relevant ones by recency, importance and
         relevance (README "Simulations"); ``after``/``before`` keep simulation times in
         ``[after, before)``, ``created_after``/``created_before`` creation times."""
-        bounds = window(after, before, created_after, created_before)
-        return self._mem._run(self._search(query, limit, min_score, mode, scope, scoring, bounds))
+        call = SearchCall(
+            self, query, limit, min_score, mode, scope, scoring, after, before, created_after, created_before
+        )
+        return self._mem._run(self._mem._recall.search(search_read(call)))
 
     async def asearch(
         self,
@@ -173,29 +171,12 @@ class ConversationHandle:
         created_after: SimTime | None = None,
         created_before: SimTime | None = None,
     ) -> SearchResults:
-        bounds = window(after, before, created_after, created_before)
-        return await self._mem._arun(self._search(query, limit, min_score, mode, scope, scoring, bounds))
-
-    def _search(
-        self,
-        query: str,
-        limit: int,
-        min_score: float | None,
-        mode: RetrievalMode | None,
-        scope: Scope,
-        scoring: Scoring | None,
-        bounds: Window | None,
-    ) -> Coroutine[Any, Any, SearchResults]:
-        return self._mem._recall.search(
-            self.key,
-            check_query(query),
-            check_limit(limit, 5),
-            check_min_score(min_score),
-            check_mode(mode),
-            check_scope(scope),
-            stream_of(scoring),
-            bounds,
+        """:meth:`search`'s twin. Concurrent ``asearch`` calls of one event loop are answered
+        as one batch (docs/batching.md)."""
+        call = SearchCall(
+            self, query, limit, min_score, mode, scope, scoring, after, before, created_after, created_before
         )
+        return await self._mem._calls.search(search_read(call))
 
     def context(
         self,
@@ -215,9 +196,8 @@ class ConversationHandle:
         "Scores"); a query about nothing in the history recalls nothing. ``scoring`` ranks the
         recalled ones (as in :meth:`search`). Recent messages the summary already covers are
         left out (the summary stands for them), the newest ``keep_messages`` always stay."""
-        return self._mem._run(
-            self._context(query, limit, semantic_limit, merge, scope, token_budget, mode, min_score, scoring)
-        )
+        call = ContextCall(self, query, limit, semantic_limit, merge, scope, token_budget, mode, min_score, scoring)
+        return self._mem._run(self._mem._recall.context(context_read(call)))
 
     async def acontext(
         self,
@@ -232,40 +212,10 @@ class ConversationHandle:
         *,
         scoring: Scoring | None = None,
     ) -> Context:
-        return await self._mem._arun(
-            self._context(query, limit, semantic_limit, merge, scope, token_budget, mode, min_score, scoring)
-        )
-
-    def _context(
-        self,
-        query: str | None,
-        limit: int,
-        semantic_limit: int,
-        merge: Merge,
-        scope: Scope,
-        token_budget: int | None,
-        mode: RetrievalMode | None,
-        min_score: float | None,
-        scoring: Scoring | None,
-    ) -> Coroutine[Any, Any, Context]:
-        if query is not None:
-            check_query(query)
-        if token_budget is not None:
-            check_limit(token_budget, None, "token_budget", none_means="no budget")
-        return self._mem._recall.context(
-            self._host,
-            self.key,
-            self.working_memory._core,
-            query,
-            check_limit(limit, 10),
-            check_count(semantic_limit, "semantic_limit"),
-            check_merge(merge),
-            check_scope(scope),
-            token_budget,
-            check_mode(mode),
-            check_min_score(min_score),
-            stream_of(scoring),
-        )
+        """:meth:`context`'s twin. Concurrent ``acontext`` calls of one event loop are answered
+        as one batch (docs/batching.md)."""
+        call = ContextCall(self, query, limit, semantic_limit, merge, scope, token_budget, mode, min_score, scoring)
+        return await self._mem._calls.context(context_read(call))
 
     # deletes
     def delete_messages(self, ids: Iterable[str]) -> dict[str, int]:

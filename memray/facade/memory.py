@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine, Iterable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 from memray.arguments import check_count, check_limit, check_min_score, check_mode, check_order, check_query
 from memray.config import EmbedderConfig, MemoryConfig, RunMode
@@ -23,12 +23,15 @@ from memray.conversation.note import WorkingMemorySpec
 from memray.conversation.recall import SearchResults
 from memray.errors import MemrayError, StoreError, ValidationError
 from memray.facade.access import SessionAccess
+from memray.facade.calls import ContextCall, SearchCall, context_read, reads_of, search_read
 from memray.facade.conversation import ConversationHandle
 from memray.facade.exit import hold, release
+from memray.facade.keys import KeysHandle
 from memray.facade.service import MemoryServiceHandle
 from memray.facade.session import ConversationList, Session, check_path, raise_unpersisted
 from memray.ids import ConversationKey, validate_id
 from memray.models import (
+    Context,
     ConversationOrder,
     DeletionProof,
     DeletionReceipt,
@@ -37,6 +40,7 @@ from memray.models import (
     RetrievalMode,
     coerce_message,
 )
+from memray.rpc.batch import Answer
 from memray.runtime.fork import check_fork_path
 from memray.scoring import Scoring, SimTime, Window, stream_of, window
 from memray.store.deadletter import DeadLetter
@@ -199,6 +203,12 @@ class Memory(SessionAccess):
         self._check_open()
         return MemoryServiceHandle(self)
 
+    @property
+    def keys(self) -> KeysHandle:
+        """The server's API keys (``memray serve``): create, list, revoke."""
+        self._check_open()
+        return KeysHandle(self)
+
     def conversation(
         self, user_id: str, conversation_id: str, app: str = "default", working_memory: WorkingMemorySpec | None = None
     ) -> ConversationHandle:
@@ -282,6 +292,64 @@ class Memory(SessionAccess):
         return await self._arun(self._check_open().export(root))
 
     # -- reads ------------------------------------------------------------------------------
+    @overload
+    def context_many(
+        self, calls: Iterable[ContextCall], return_exceptions: Literal[False] = False
+    ) -> list[Context]: ...
+    @overload
+    def context_many(self, calls: Iterable[ContextCall], return_exceptions: bool) -> list[Answer[Context]]: ...
+    def context_many(
+        self, calls: Iterable[ContextCall], return_exceptions: bool = False
+    ) -> list[Context] | list[Answer[Context]]:
+        """Many ``conv.context()`` calls at once (``memray.ContextCall(conv, query, ...)``, the
+        same arguments), with one call per host, one to the store and one per shard for them all.
+        Answers in order, each what that ``context()`` would return at this point (read-your-writes
+        included). Every call is checked first: a bad argument raises before anything runs,
+        naming it (``calls[3].limit``). A call that would raise (its host failed) raises after the
+        batch ran; with ``return_exceptions=True`` its error takes its place instead."""
+        reads = reads_of(calls, ContextCall, context_read)
+        return _answers(self._run(self._recall.context_many(reads)), return_exceptions)
+
+    @overload
+    async def acontext_many(
+        self, calls: Iterable[ContextCall], return_exceptions: Literal[False] = False
+    ) -> list[Context]: ...
+    @overload
+    async def acontext_many(self, calls: Iterable[ContextCall], return_exceptions: bool) -> list[Answer[Context]]: ...
+    async def acontext_many(
+        self, calls: Iterable[ContextCall], return_exceptions: bool = False
+    ) -> list[Context] | list[Answer[Context]]:
+        reads = reads_of(calls, ContextCall, context_read)
+        return _answers(await self._arun(self._recall.context_many(reads)), return_exceptions)
+
+    @overload
+    def search_many(
+        self, calls: Iterable[SearchCall], return_exceptions: Literal[False] = False
+    ) -> list[SearchResults]: ...
+    @overload
+    def search_many(self, calls: Iterable[SearchCall], return_exceptions: bool) -> list[Answer[SearchResults]]: ...
+    def search_many(
+        self, calls: Iterable[SearchCall], return_exceptions: bool = False
+    ) -> list[SearchResults] | list[Answer[SearchResults]]:
+        """Many ``conv.search()`` calls at once (``memray.SearchCall(conv, query, ...)``), with
+        one call per shard for them all; answers and errors as in :meth:`context_many`."""
+        reads = reads_of(calls, SearchCall, search_read)
+        return _answers(self._run(self._recall.search_many(reads)), return_exceptions)
+
+    @overload
+    async def asearch_many(
+        self, calls: Iterable[SearchCall], return_exceptions: Literal[False] = False
+    ) -> list[SearchResults]: ...
+    @overload
+    async def asearch_many(
+        self, calls: Iterable[SearchCall], return_exceptions: bool
+    ) -> list[Answer[SearchResults]]: ...
+    async def asearch_many(
+        self, calls: Iterable[SearchCall], return_exceptions: bool = False
+    ) -> list[SearchResults] | list[Answer[SearchResults]]:
+        reads = reads_of(calls, SearchCall, search_read)
+        return _answers(await self._arun(self._recall.search_many(reads)), return_exceptions)
+
     def dead_letters(self, app: str | None = None, user_id: str | None = None, limit: int = 100) -> list[DeadLetter]:
         """Messages that were acknowledged but could not be stored (``kind="rejected"``: the
         store refused them; ``"lost"``: not yet durable when their host was killed), newest first.
@@ -431,6 +499,15 @@ class Memory(SessionAccess):
 
     async def averify_deleted(self, *, user_id: str, app: str = "default") -> DeletionProof:
         return await self._arun(self._check_open().verify(app, user_id))
+
+
+def _answers(answers: list[Answer[T]], return_exceptions: bool) -> list[Answer[T]]:
+    """A batch's answers; unless ``return_exceptions``, the first error among them raised."""
+    if not return_exceptions:
+        for answer in answers:
+            if isinstance(answer, BaseException):
+                raise answer
+    return answers
 
 
 def _held_by_ray(config: MemoryConfig) -> bool:

@@ -28,6 +28,7 @@ from memray.ids import ConversationKey
 from memray.index.router import ShardRouter
 from memray.models import ConversationInfo, ConversationOrder, DeletionProof, DeletionReceipt, Message
 from memray.models.wire import MessageBatch
+from memray.rpc.batch import Answer
 from memray.runtime.deploy import Deployment, LocalDeployment
 from memray.runtime.fork import fork_deployment
 from memray.service.longterm import MemoryService
@@ -118,6 +119,35 @@ class Session:
     ) -> list[list[int]]:
         """One call per host; the seqs per input item, in input order. Hosts that refuse their
         part (backpressure) make it raise :class:`Backpressure` naming the items not written."""
+        parts, results = await self._add_parts(batch, durable, block)
+        DeadLetterError.raise_gathered([r for r in results if not isinstance(r, Backpressure)])
+        refused = sorted(i for idx, got in zip(parts, results) if isinstance(got, Backpressure) for i in idx)
+        if refused:
+            first = next(r for r in results if isinstance(r, Backpressure))
+            raise Backpressure(first.host, first.pending, first.bound, first.waited_s, refused)
+        out: list[list[int]] = [[] for _ in batch]
+        for idx, got in zip(parts, results):
+            if not isinstance(got, BaseException):  # (none is left: raised above)
+                for i, seqs in zip(idx, got):
+                    out[i] = seqs
+        return out
+
+    async def add_each(self, batch: list[tuple[ConversationKey, list[Message]]]) -> list[Answer[list[int]]]:
+        """:meth:`add_many` (not durable, waiting for room) answering each item on its own: its
+        seqs, or the error of its host's part (the coalesced adds of many callers,
+        :mod:`memray.facade.coalesce`)."""
+        parts, results = await self._add_parts(batch, False, True)
+        out: list[Answer[list[int]]] = [[] for _ in batch]
+        for idx, got in zip(parts, results):
+            for n, i in enumerate(idx):
+                out[i] = got if isinstance(got, BaseException) else got[n]
+        return out
+
+    async def _add_parts(
+        self, batch: list[tuple[ConversationKey, list[Message]]], durable: bool, block: bool
+    ) -> tuple[list[list[int]], list[list[list[int]] | BaseException]]:
+        """One ``add_many`` per host: the items each host got, and its answer or error. What a
+        host acknowledged is kept for this process's read-your-writes."""
         hosts = self.hosts
         groups: dict[int, list[int]] = {}
         for i, (key, _) in enumerate(batch):
@@ -128,20 +158,14 @@ class Session:
             *(hosts[h].add_many(wire([batch[i] for i in idx]), durable, block=block) for h, idx in groups.items()),
             return_exceptions=True,
         )
-        out: list[list[int]] = [[] for _ in batch]
-        refused: list[int] = []
         for idx, got in zip(groups.values(), results):
-            if isinstance(got, Backpressure):
-                refused += idx
-            elif not isinstance(got, BaseException):
-                for i, s in zip(idx, got):
-                    out[i] = s
-                    self.recall.written.add(batch[i][0], batch[i][1], s)
-        DeadLetterError.raise_gathered([r for r in results if not isinstance(r, Backpressure)])
-        if refused:
-            first = next(r for r in results if isinstance(r, Backpressure))
-            raise Backpressure(first.host, first.pending, first.bound, first.waited_s, sorted(refused))
-        return out
+            if isinstance(got, BaseException):
+                if not isinstance(got, Exception):
+                    raise got
+                continue
+            for i, seqs in zip(idx, got):
+                self.recall.written.add(batch[i][0], batch[i][1], seqs)
+        return list(groups.values()), results
 
     async def flush(self) -> None:
         """Make everything acknowledged durable on every host. Raises the dead letters of every

@@ -14,7 +14,8 @@ result is flagged ``degraded`` with a reason naming the shard.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Iterable, Iterator
+from itertools import repeat
 from typing import Any, NamedTuple, TypeVar
 
 from memray.ids import Namespace, user_hash
@@ -95,31 +96,62 @@ class ShardRouter:
     async def search(self, namespaces: list[Namespace], query: Query) -> RouterResult:
         """Search ``namespaces`` (normally one user's, hence one shard). ``query.model_id``: the
         query vector's model (shards answer from that model's indexes only; see VectorShard.search)."""
-        groups = self._group(namespaces, lambda ns: ns)
-        return await self._gather({s: NamespaceSearch(part, query) for s, part in groups.items()}, query)
+        return await self._gather(self._fanout(NamespaceSearch(namespaces, query)), query)
 
     async def search_user(self, app: str, user_id: str, kind: str, query: Query) -> RouterResult:
         """Search every namespace of one user and ``kind``: one shard."""
-        return await self._gather({self.shard_of(app, user_id): UserSearch(app, user_id, kind, query)}, query)
+        return await self._gather(self._fanout(UserSearch(app, user_id, kind, query)), query)
 
     async def search_app(self, app: str, kind: str, query: Query) -> RouterResult:
         """Search every namespace of ``app`` and ``kind`` on every shard; merge the top ``k``."""
-        return await self._gather({s: AppSearch(app, kind, query) for s in range(len(self.shards))}, query)
+        return await self._gather(self._fanout(AppSearch(app, kind, query)), query)
 
-    async def _search_on(self, shard: int, request: ShardSearch) -> ShardReply:
+    async def search_many(self, requests: list[ShardSearch]) -> list[RouterResult]:
+        """Many searches (each as :meth:`search`, :meth:`search_user` or :meth:`search_app` would
+        make it) with one ``search_many`` call per shard they touch, answered in order. A shard
+        that fails degrades the searches that touched it, as a single search would be."""
+        fanouts = [self._fanout(request) for request in requests]
+        by_shard: dict[int, list[ShardSearch]] = {}
+        for fanout in fanouts:
+            for s, part in fanout.items():
+                by_shard.setdefault(s, []).append(part)
+        order = list(by_shard)
+        calls = await asyncio.gather(*(self.shards[s].search_many(by_shard[s]) for s in order), return_exceptions=True)
+        replies: dict[int, Iterator[ShardReply | BaseException]] = {}
+        for s, got in zip(order, calls):
+            if isinstance(got, BaseException) and not isinstance(got, Exception):
+                raise got  # CancelledError, KeyboardInterrupt: not a shard failure
+            replies[s] = iter(got) if not isinstance(got, BaseException) else repeat(got)
+        out = []
+        for request, fanout in zip(requests, fanouts):
+            shards = list(fanout)
+            out.append(self._combine(shards, [_reply(next(replies[s])) for s in shards], request.query))
+        return out
+
+    def _fanout(self, request: ShardSearch) -> dict[int, ShardSearch]:
+        """The part of ``request`` each shard answers."""
+        if isinstance(request, NamespaceSearch):
+            groups = self._group(request.namespaces, lambda ns: ns)
+            return {s: NamespaceSearch(part, request.query) for s, part in groups.items()}
+        if isinstance(request, UserSearch):
+            return {self.shard_of(request.app, request.user_id): request}
+        return {s: request for s in range(len(self.shards))}
+
+    async def _search_on(self, shard: int, request: ShardSearch) -> ShardReply | BaseException:
         """One search on ``shard``, batched with the searches other callers make at the same time
-        into one ``search_many`` actor call."""
+        into one ``search_many`` actor call (its error returned, not raised)."""
         batch = self._batches.get(shard)
         if batch is None:
             batch = self._batches[shard] = Coalescer(self.shards[shard].search_many, max_batch=256)
-        result = await batch.get(request)
-        if isinstance(result, BaseException):
-            raise result
-        return ShardReply(*result)
+        return _reply(await batch.get(request))
 
     async def _gather(self, calls: dict[int, ShardSearch], query: Query) -> RouterResult:
         order = list(calls)
         results = await asyncio.gather(*(self._search_on(s, calls[s]) for s in order), return_exceptions=True)
+        return self._combine(order, results, query)
+
+    def _combine(self, order: list[int], results: list[ShardReply | BaseException], query: Query) -> RouterResult:
+        """One search's answer from the replies (or errors) of the shards in ``order``."""
         hits: list[ShardHit] = []
         stats: list[Bm25Stats] = []
         stamps: dict[Namespace, int] = {}
@@ -139,6 +171,11 @@ class ShardRouter:
                     held.setdefault(Namespace(*ns), []).extend(seqs)
         reason = "; ".join(failures) if failures else None
         floor = query.min_score if query.stream is None else 0.0  # a stream score is not a relevance: shards applied it
-        return RouterResult(
-            top_hits(hits, query.k, floor), bool(failures), reason, Bm25Stats.merge(stats), stamps, held
-        )
+        merged = stats[0] if len(stats) == 1 else Bm25Stats.merge(stats)  # (one shard: nothing to merge)
+        return RouterResult(top_hits(hits, query.k, floor), bool(failures), reason, merged, stamps, held)
+
+
+def _reply(result: ShardReply | BaseException) -> ShardReply | BaseException:
+    """A shard's answer to one search of a ``search_many`` call: its reply (rebuilt as a
+    :class:`ShardReply`: Ray returns plain tuples) or its error."""
+    return result if isinstance(result, BaseException) else ShardReply(*result)

@@ -9,12 +9,24 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Generic, TypeVar
+from typing import Generic, TypeAlias, TypeVar
 
-__all__ = ["Coalescer"]
+__all__ = ["Coalescer", "Answer", "unwrap"]
 
 K = TypeVar("K")
 V = TypeVar("V")
+T = TypeVar("T")
+
+#: What a batched call answers for each of its requests: the answer, or the error that request
+#: alone would have raised (the others are answered all the same).
+Answer: TypeAlias = T | BaseException
+
+
+def unwrap(answer: Answer[T]) -> T:
+    """One request's answer from a batch: its value, or its error raised."""
+    if isinstance(answer, BaseException):
+        raise answer
+    return answer
 
 
 class Coalescer(Generic[K, V]):

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import inspect
 import logging
 import os
 import re
@@ -35,7 +36,7 @@ import ray
 from ray.exceptions import RayActorError, RayTaskError
 from ray.util import metrics as ray_metrics
 
-from memray import metrics
+from memray import metrics, tracing
 from memray.config import PLACEMENT_TIMEOUT_S, EmbedderConfig, IndexConfig, MemoryConfig
 from memray.conversation.client import HostClient
 from memray.conversation.host import ConversationHost
@@ -47,10 +48,13 @@ from memray.rpc.gate import PriorityGate
 from memray.rpc.ref import Placement, watched
 from memray.runtime.deploy import active_model, shard_embedder, shard_model, shard_path, store_label, store_roles
 from memray.runtime.join import RayAuth, running_memray
+from memray.service.client import KeyRingClient
+from memray.service.keys import KeyRing
 from memray.store.client import StoreClient
 from memray.store.history import HistoryStore
 from memray.store.layout import check_stores, store_files
 from memray.store.partitions import StorePartitions
+from memray.tracing import state as _tracing
 
 __all__ = ["RayRef", "RayDeployment", "RayConnection", "ensure_ray", "shutdown_ray", "ray_is_up", "named_ref"]
 
@@ -66,7 +70,11 @@ class RayRef:
 
     async def call(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
         try:
-            reply = getattr(self.handle, method).remote(*args, **kwargs).as_future(_internal=True)
+            if _tracing.on and (headers := tracing.carrier()) is not None:  # the actor continues the trace
+                remote = self.handle.traced_call.remote(headers, method, args, kwargs)
+            else:
+                remote = getattr(self.handle, method).remote(*args, **kwargs)
+            reply = remote.as_future(_internal=True)
             return await watched(reply, self.placement, self.label, self.placement_timeout_s)
         except RayTaskError as exc:
             cause = getattr(exc, "cause", None)
@@ -221,7 +229,34 @@ def _drop_ray_notices(notices: tuple[str, ...]) -> None:
     ray_worker.print_to_stdstream = print_unless_by_design
 
 
-class StoreActor(HistoryStore):
+class TracedActor:
+    """``traced_call``: a method call that continues its caller's trace (:mod:`memray.tracing`),
+    for the actors whose methods are synchronous (threaded actors)."""
+
+    def traced_call(self, headers: dict[str, str], method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        tracing.adopt(headers)
+        with tracing.attached(headers), tracing.span(_span_name(self, method), kind="server"):
+            return getattr(self, method)(*args, **kwargs)
+
+
+class TracedAsyncActor:
+    """:class:`TracedActor` for async actors (an async method makes Ray run every call on the
+    actor's event loop, so the two kinds cannot share one class)."""
+
+    async def traced_call(
+        self, headers: dict[str, str], method: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        tracing.adopt(headers)
+        with tracing.attached(headers), tracing.span(_span_name(self, method), kind="server"):
+            result = getattr(self, method)(*args, **kwargs)
+            return await result if inspect.isawaitable(result) else result
+
+
+def _span_name(actor: object, method: str) -> str:
+    return f"{type(actor).__name__.removesuffix('Actor').lower()} {method}"
+
+
+class StoreActor(TracedActor, HistoryStore):
     """Opens its file when the actor starts, and again when Ray restarts it. A threaded actor
     whose calls pass one at a time through a :class:`~memray.rpc.gate.PriorityGate`, each at the priority its
     :class:`~memray.store.client.StoreClient` method declares (see :func:`_gated`).
@@ -274,7 +309,7 @@ for _name in StoreClient.calls():  # every store method (tests/rpc/test_clients.
     setattr(StoreActor, _name, _gated(_name))
 
 
-class ShardActor(RecoveringShard):
+class ShardActor(TracedActor, RecoveringShard):
     """Loads its snapshot when the actor starts or restarts, then a :class:`ShardKeeper` thread
     brings it level with the store (searches degrade until then) and snapshots it every
     ``config.snapshot_every_s`` (see :mod:`memray.index.recovery` for why a thread)."""
@@ -307,7 +342,7 @@ class ShardActor(RecoveringShard):
         super().close()
 
 
-class HostActor(ConversationHost):
+class HostActor(TracedAsyncActor, ConversationHost):
     """A :class:`ConversationHost` given its store's and shards' actor names (see the module
     docstring): it looks them up when it starts or restarts."""
 
@@ -319,6 +354,13 @@ class HostActor(ConversationHost):
             partitions(stores, ns, bound_s),
             [ShardClient(named_ref(name, ns, f"shard {i}", bound_s)) for i, name in enumerate(shards)],
         )
+
+
+class KeyRingActor(TracedAsyncActor, KeyRing):
+    """The :class:`KeyRing`, given the name of the first history partition's actor (where the keys are)."""
+
+    def __init__(self, store: str, label: str, namespace: str, placement_timeout_s: float) -> None:
+        super().__init__(StoreClient(named_ref(store, namespace, label, placement_timeout_s)))
 
 
 def partitions(names: list[str], ns: str, placement_timeout_s: float = PLACEMENT_TIMEOUT_S) -> StorePartitions:
@@ -347,6 +389,7 @@ class RayDeployment:
     def __init__(self, config: MemoryConfig) -> None:
         self.config = config
         self.prefix = f"memray:{stable_hash(config.root):016x}"
+        self._keyring: KeyRingClient | None = None
 
     def store_names(self) -> list[str]:
         """The partitions' actor names, in order (for :func:`partitions` in a job's pool actors)."""
@@ -401,6 +444,17 @@ class RayDeployment:
         self.stores = StorePartitions([StoreClient(ref) for ref in stores])
         self.shards = [ShardClient(ref) for ref in shards]
         self.hosts = [HostClient(ref) for ref in hosts]
+
+    def keyring(self) -> KeyRingClient:
+        """The key ring's actor (named, like the others: every process of this memray reaches the
+        same one), created on first use."""
+        if self._keyring is None:
+            cfg = self.config
+            args = (self.store_names()[0], store_label(0, cfg.stores), cfg.namespace, cfg.placement_timeout_s)
+            ref = self._actor(KeyRingActor, "keys", "key ring", args)
+            self._refs.append(ref)
+            self._keyring = KeyRingClient(ref)
+        return self._keyring
 
     async def start(self) -> None:
         check_stores(self.config.root, self.config.stores)

@@ -17,6 +17,7 @@ from memray.errors import DeadLetterError
 from memray.index.client import ShardClient
 from memray.index.recompute import Recompute
 from memray.rpc.local import LocalRef
+from memray.service.client import KeyRingClient
 from memray.store.client import StoreClient
 from memray.store.layout import check_stores, store_files
 from memray.store.partitions import StorePartitions
@@ -76,6 +77,10 @@ class Deployment(Protocol):
     shards: list[ShardClient]
     hosts: list[HostClient]
 
+    def keyring(self) -> KeyRingClient:
+        """The client of the server's key ring (:mod:`memray.service.keys`), made on first use."""
+        ...
+
     async def start(self) -> None: ...
     async def stop(self, terminate: bool) -> list[dict[str, Any]]:
         """Flush (and with ``terminate`` stop every core), within a bound; returns the hosts'
@@ -114,6 +119,14 @@ class LocalDeployment:
         host_refs = [LocalRef(h, f"host {i}") for i, h in enumerate(self._hosts)]
         self.hosts = [HostClient(ref) for ref in host_refs]
         self._refs = [*store_refs, *shard_refs, *host_refs]
+        self._keyring: KeyRingClient | None = None
+
+    def keyring(self) -> KeyRingClient:
+        if self._keyring is None:
+            from memray.service.keys import KeyRing
+
+            self._keyring = KeyRingClient(LocalRef(KeyRing(self.stores.clients[0]), "key ring"))
+        return self._keyring
 
     async def start(self) -> None:
         check_stores(self.config.root, self.config.stores)

@@ -17,6 +17,7 @@ from memray.rpc.client import Client, background, short_read, urgent
 from memray.scoring import Window
 from memray.store.base import ConversationSnapshot, IndexRow, SummaryState, WMScope
 from memray.store.deadletter import CommitResult, DeadLetter
+from memray.store.keys import KeyRecord
 from memray.store.messages import Correction
 from memray.store.rows import EmbeddingRow, EntryRow, MessageRow
 
@@ -104,6 +105,16 @@ class StoreClient(Client):
 
     async def fetch_messages(self, app: str, user_id: str, refs: list[tuple[str, str]]) -> list[MessageRow]:
         return await self._call("fetch_messages", app, user_id, refs)
+
+    # -- the server's API keys --------------------------------------------------------------
+    async def put_api_key(self, record: KeyRecord) -> None:
+        return await self._call("put_api_key", record)
+
+    async def api_keys(self, app: str | None = None) -> list[KeyRecord]:
+        return await self._call("api_keys", app)
+
+    async def revoke_api_key(self, key_id: str, at: float) -> bool:
+        return await self._call("revoke_api_key", key_id, at)
 
     # -- conversations -------------------------------------------------------------------
     async def create_conversation(

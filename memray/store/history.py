@@ -21,13 +21,14 @@ from typing import Any, cast
 from memray.ids import ConversationKey, Namespace
 from memray.models import ConversationOrder
 from memray.scoring import Window
-from memray.store import census, deadletter, entries, export, items, messages, refs, removal
+from memray.store import census, deadletter, entries, export, items, keys, messages, refs, removal
 from memray.store import conversations as conv
 from memray.store.base import ConversationSnapshot, IndexRow, SummaryState, WMScope
 from memray.store.database import Database
 from memray.store.deadletter import CommitResult, DeadLetter
 from memray.store.extras import Extras, ExtrasCache
 from memray.store.fork import fork_database
+from memray.store.keys import KeyRecord
 from memray.store.messages import Correction
 from memray.store.rows import EmbeddingRow, EntryRow, MessageRow
 
@@ -306,6 +307,19 @@ class HistoryStore:
     def delete_entries(self, app: str, user_id: str, ids: list[str]) -> int:
         """Delete entries and their vectors; returns entries deleted. Durable on return."""
         return entries.delete_entries(self._db, app, user_id, ids)
+
+    # -- the server's API keys (kept by the first partition) -----------------------------
+    def put_api_key(self, record: KeyRecord) -> None:
+        """Store a new key's record (its digest, never the key). Durable on return."""
+        keys.put_key(self._db, KeyRecord(*record))
+
+    def api_keys(self, app: str | None = None) -> list[KeyRecord]:
+        """Every key record (of ``app`` when given), revoked ones included, oldest first."""
+        return keys.list_keys(self._db, app)
+
+    def revoke_api_key(self, key_id: str, at: float) -> bool:
+        """Mark the key revoked at ``at``; False if no live key has that id. Durable on return."""
+        return keys.revoke_key(self._db, key_id, at)
 
     # -- forks ----------------------------------------------------------------------------
     def fork_to(self, dst: str) -> dict[str, int]:

@@ -8,6 +8,7 @@ from typing import Any, NamedTuple, cast
 
 from memray.ids import ConversationKey, Namespace
 from memray.models import DataPart, MemoryEntry, Message, Part, ReasoningPart, Role, TextPart, ToolPart
+from memray.models.wire import construct
 
 __all__ = [
     "MessageRow",
@@ -16,6 +17,7 @@ __all__ = [
     "message_to_row",
     "row_to_message",
     "message_payload",
+    "payload_message",
     "entry_to_row",
     "row_to_entry",
 ]
@@ -110,6 +112,36 @@ def message_payload(row: MessageRow) -> str:
         f'{{"id":{json.dumps(row.id, ensure_ascii=False)},"role":"{row.role}","parts":{row.parts_json},'
         f'"created_at":{row.created_at!r},"metadata":{row.metadata_json},"seq":{row.seq}{extra}}}'
     )
+
+
+def payload_message(payload: str) -> Message:
+    """The message a payload (:func:`message_payload`, a shard hit's JSON) holds, constructed
+    without validating it again: it was validated on its way into memray. A payload of another
+    shape (an old snapshot's) is validated as usual."""
+    data = json.loads(payload)
+    try:
+        parts = []
+        for p in data["parts"]:
+            cls = _PART_TYPES[p["type"]]
+            if p.keys() != _ALL_FIELDS[cls]:
+                raise KeyError(p["type"])
+            parts.append(construct(cls, p, _ALL_FIELDS[cls]))
+        get = data.get
+        values = {
+            "id": data["id"],
+            "role": data["role"],
+            "parts": parts,
+            "created_at": data["created_at"],
+            "metadata": get("metadata") or {},
+            "seq": get("seq"),
+            "sim_time": get("sim_time"),
+            "importance": get("importance"),
+            "agent_id": get("agent_id"),
+            "sub_agent_id": get("sub_agent_id"),
+        }
+    except (KeyError, TypeError):
+        return Message.model_validate(data)
+    return construct(Message, values, _ALL_FIELDS[Message])
 
 
 def row_to_message(row: MessageRow) -> Message:

@@ -75,6 +75,10 @@ DDL = (
         app VARCHAR NOT NULL, user_id VARCHAR NOT NULL, conversation_id VARCHAR NOT NULL,
         id VARCHAR NOT NULL, seq BIGINT NOT NULL, kind VARCHAR NOT NULL, error VARCHAR NOT NULL,
         payload VARCHAR NOT NULL, recorded_at DOUBLE NOT NULL, user_hash BIGINT NOT NULL)""",
+    # the server's API keys (memray.store.keys): a SHA-256 digest of each key, never the key
+    """CREATE TABLE IF NOT EXISTS api_keys (
+        key_id VARCHAR NOT NULL, digest VARCHAR NOT NULL, app VARCHAR NOT NULL, user_id VARCHAR,
+        read_only BOOLEAN NOT NULL, label VARCHAR, created_at DOUBLE NOT NULL, revoked_at DOUBLE)""",
 )
 
 #: Columns added after the first release, applied on every open (idempotent): a data directory

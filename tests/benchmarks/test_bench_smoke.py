@@ -139,6 +139,11 @@ def test_benchmark_prints_one_json_line_with_its_floor(name: str, tmp_path: Path
         assert result["memory"]["conversations_loaded"] > 0
         assert result["raw_floor"]["calls_ms"] > 0 and result["raw_floor"]["arrow_insert_ms"] > 0
         assert result["tick_ratio_to_raw_floor"] is not None
+        floor = result["batched_floor"]
+        assert floor["calls_ms"] > 0 and floor["raw_scoring_ms"] > 0 and floor["calls"] == 2 * 2 + 2 + 2
+        assert result["tick_ratio_to_batched_floor"] is not None and result["ticks_per_s"] > 0
+        assert result["coalescing"]["context_many"]["n"] == 3 and result["coalescing"]["ratio_p50"] is not None
+        assert result["resident"]["after_run_mib"] > 0
 
 
 def test_write_path_micro_times_the_old_and_the_new_way() -> None:
@@ -155,3 +160,6 @@ def test_read_path_micro_times_each_part_against_the_raw_floor() -> None:
     assert all(result[part]["n"] == 8 and result[part]["p50_ms"] > 0 for part in parts)
     assert result["context_extras"]["n"] == 8 and result["context_extras_uncached"]["p50_ms"] > 0
     assert result["ratio_search_to_raw"] is not None and result["ratio_context_to_raw"] is not None
+    for kind in ("asearch", "acontext"):
+        assert result[kind]["n"] == 8 and result[f"{kind}_many_of_one"]["n"] == 8
+        assert isinstance(result["coalescing_added_ms"][kind], float)

@@ -11,6 +11,7 @@ from memray.conversation.buffer import MessageBuffer
 from memray.conversation.client import HostClient
 from memray.conversation.core import Conversation
 from memray.conversation.persist import PersistChain
+from memray.conversation.reads import ContextRead, SearchRead
 from memray.conversation.recall import Recall
 from memray.conversation.tail import Tail, TailKeeper, score_tail
 from memray.embedding.calibration import Calibration
@@ -87,14 +88,13 @@ class FakeRouter:
     def __init__(self) -> None:
         self.calls = 0
 
-    async def search(self, namespaces: list[Any], query: Query) -> RouterResult:
+    async def search_many(self, requests: list[Any]) -> list[RouterResult]:
         self.calls += 1
         if self.calls == 1:
-            return RouterResult([], False, None, Bm25Stats(1, 3, {}), {NS: 3}, {NS: []})
+            return [RouterResult([], False, None, Bm25Stats(1, 3, {}), {NS: 3}, {NS: []}) for _ in requests]
         payload = msg(4, "the code word is tangerine").model_dump_json()
-        return RouterResult(
-            [ShardHit(NS, "m4", 0.9, 4.0, payload)], False, None, Bm25Stats(2, 6, {"tangerin": 1}), {NS: 5}, {NS: []}
-        )
+        hit = ShardHit(NS, "m4", 0.9, 4.0, payload)
+        return [RouterResult([hit], False, None, Bm25Stats(2, 6, {"tangerin": 1}), {NS: 5}, {NS: []}) for _ in requests]
 
 
 class ConfirmedHost:
@@ -112,18 +112,12 @@ class NoExtras:
 
 
 def test_a_shard_answer_older_than_the_hosts_confirmation_is_asked_again() -> None:
-    from memray.conversation.working_memory import WorkingMemory, WorkingMemorySpec
-
     router = FakeRouter()
     host = HostClient(LocalRef(ConfirmedHost(), "host 0"))
     store = StorePartitions([StoreClient(LocalRef(NoExtras(), "store"))])
     recall = Recall(QueryEncoder(None, Calibration(1.0, 0.0)), router, store, "hybrid", lambda key: host)  # type: ignore[arg-type]
 
-    async def go() -> Any:
-        wm = WorkingMemory(store, KEY.app, KEY.user_id, KEY.conversation_id, WorkingMemorySpec())
-        return await recall.context(host, KEY, wm, "tangerine", limit=1, semantic_limit=2)
-
-    ctx = asyncio.run(go())
+    ctx = asyncio.run(recall.context(ContextRead(KEY, "tangerine", limit=1, semantic_limit=2)))
     assert router.calls == 2 and ctx.recalled_ids == ["m4"]
 
 
@@ -136,9 +130,11 @@ def test_a_search_finds_what_this_process_wrote_until_the_shard_holds_it() -> No
             self.held: list[int] = []
             self.watched: list[Any] = []
 
-        async def search(self, namespaces: list[Any], query: Query) -> RouterResult:
-            self.watched.append(query.watch)
-            return RouterResult([], False, None, Bm25Stats(0, 0, {}), {NS: 0}, {NS: list(self.held)})
+        async def search_many(self, requests: list[Any]) -> list[RouterResult]:
+            self.watched += [r.query.watch for r in requests]
+            return [
+                RouterResult([], False, None, Bm25Stats(0, 0, {}), {NS: 0}, {NS: list(self.held)}) for _ in requests
+            ]
 
     shard = Shard()
     host = HostClient(LocalRef(ConfirmedHost(), "host 0"))
@@ -146,10 +142,28 @@ def test_a_search_finds_what_this_process_wrote_until_the_shard_holds_it() -> No
     recall.written.add(
         KEY, [msg(0, "the parcel code is zebra"), msg(0, "no text").model_copy(update={"parts": []})], [7, 8]
     )
-    hits = asyncio.run(recall.search(KEY, "parcel code", 3))
+    hits = asyncio.run(recall.search(SearchRead(KEY, "parcel code", 3)))
     assert [h.message.id for h in hits] == ["m0"] and hits[0].message.seq == 7
     assert shard.watched[-1] == ((NS, (7,)),)  # the message without text is not kept
     shard.held = [7]
-    assert list(asyncio.run(recall.search(KEY, "parcel code", 3))) == []  # held: the shard answers (here: nothing)
-    asyncio.run(recall.search(KEY, "parcel code", 3))
+    assert (
+        list(asyncio.run(recall.search(SearchRead(KEY, "parcel code", 3)))) == []
+    )  # held: the shard answers (here: nothing)
+    asyncio.run(recall.search(SearchRead(KEY, "parcel code", 3)))
     assert shard.watched[-1] == ()  # forgotten once the shard held it
+
+
+def test_what_a_host_says_is_indexed_is_forgotten_but_not_what_it_had_not_seen() -> None:
+    """context() hands the host's answer to Written: messages the host held (seq up to its newest)
+    and no longer has in its tail are indexed; one added after the host answered is kept."""
+    from memray.conversation.written import Written
+
+    written = Written()
+    written.add(KEY, [msg(0, "one"), msg(1, "two")], [1, 2])
+    written.confirmed(KEY, Tail([msg(1, "two")], 0), last_seq=2)
+    assert written.count_user(KEY.app, KEY.user_id) == 1  # "two" is not indexed yet
+    written.add(KEY, [msg(2, "three")], [3])
+    written.confirmed(KEY, Tail([], 0), last_seq=2)  # an answer from before "three" arrived
+    assert written.count_user(KEY.app, KEY.user_id) == 1
+    written.confirmed(KEY, Tail([], 0), last_seq=3)
+    assert written.count_user(KEY.app, KEY.user_id) == 0 and written.unseen(KEY, "user") == {}

@@ -23,6 +23,8 @@ from memray.conversation.host import ConversationHost
 from memray.index.client import ShardClient
 from memray.index.recovery import RecoveringShard
 from memray.rpc.client import Client, Priority
+from memray.service.client import KeyRingClient
+from memray.service.keys import KeyRing
 from memray.store.client import StoreClient
 from memray.store.history import HistoryStore
 
@@ -30,6 +32,7 @@ PAIRS: list[tuple[type[Client], type]] = [
     (StoreClient, HistoryStore),
     (ShardClient, RecoveringShard),
     (HostClient, ConversationHost),
+    (KeyRingClient, KeyRing),
 ]
 IDS = [client.__name__ for client, _ in PAIRS]
 

@@ -87,6 +87,17 @@ def test_lifecycle_answers_and_a_closed_store_opens_again(store: StoreClient, ke
     assert [r.id for r in run(store.get_messages(key))] == ["m1"]
 
 
+def test_api_keys_are_stored_listed_and_revoked(store: StoreClient) -> None:
+    from memray.store.keys import KeyRecord
+
+    record = KeyRecord("k1", "d" * 64, "acme", "ada", True, "ci", 1.0)
+    run(store.put_api_key(record))
+    run(store.put_api_key(record._replace(key_id="k2", app="other", user_id=None, read_only=False)))
+    assert [r.key_id for r in run(store.api_keys("acme"))] == ["k1"] and len(run(store.api_keys(None))) == 2
+    assert run(store.revoke_api_key("k1", 2.0)) is True and run(store.revoke_api_key("k1", 3.0)) is False
+    assert run(store.api_keys("acme"))[0] == record._replace(revoked_at=2.0)
+
+
 def test_message_writes_and_reads_keep_seq_order_and_every_filter(store: StoreClient, key: ConversationKey) -> None:
     assert run(store.append_messages(rows(key, 3, role="user"))) == []
     result = run(store.commit_messages([msg(4, key, role="assistant", metadata={"tag": "x"}), msg(5, key)]))

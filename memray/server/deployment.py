@@ -1,0 +1,174 @@
+"""The Ray Serve application, and the ``memray serve`` process around it.
+
+:class:`MemrayIngress` is a Serve deployment whose replicas each open the memray of the data
+directory in Ray mode: the actors are named (:mod:`memray.runtime.actors`), so every replica
+reaches the same store, hosts and shards, and ``--replicas`` scales the HTTP side alone. Each
+replica answers with the app of :func:`memray.server.api.build_app` (FastAPI, built once the
+memray is open: Serve's ``__serve_build_asgi_app__``).
+
+:func:`serve` is ``memray serve``: it opens the memray (starting a local Ray, or joining
+``--address``), so its process owns the actors and the key ring; starts Serve's HTTP proxy on
+``--host``/``--port``; deploys the application; and waits for Ctrl-C (or SIGTERM), then deletes
+the application, shuts Serve down, closes the memray (flushing everything acknowledged) and, if it
+started a local Ray, stops it: nothing it started is left running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import signal
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+from ray import serve
+
+import memray
+from memray import tracing
+from memray.config import MemoryConfig
+from memray.facade.memory import Memory
+from memray.server.api import ServerSettings, build_app
+from memray.server.auth import KeyCache
+
+__all__ = [
+    "MemrayIngress",
+    "ServeArgs",
+    "build",
+    "application",
+    "deploy",
+    "run_application",
+    "serve_forever",
+    "APP_NAME",
+]
+
+APP_NAME = "memray"
+
+
+@serve.deployment(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=256)
+@serve.ingress()
+class MemrayIngress:
+    """One replica: the memray opened in Ray mode (joining the running actors), its key cache."""
+
+    async def __init__(self, settings: ServerSettings) -> None:  # type: ignore[misc]  # Serve awaits it
+        self.settings = settings
+        tracing.configure(settings.otlp_endpoint)
+        self.mem: Memory = await asyncio.to_thread(memray.open, config=settings.config)
+        self.keys = KeyCache(self.mem.keys) if settings.auth else None
+
+    def __serve_build_asgi_app__(self) -> Any:
+        return build_app(self.mem, self.keys, self.settings)
+
+    def __del__(self) -> None:
+        mem = getattr(self, "mem", None)
+        if mem is not None and not mem.closed:
+            mem.close(terminate=False)  # the actors belong to `memray serve`: flush and leave them
+
+
+class ServeArgs(BaseModel):
+    """The ``args`` of the application in a Serve config (``serve.yaml``: ``import_path:
+    memray.server.deployment:build``); ``address: auto`` makes the actors detached and shared."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str
+    address: str | None = "auto"
+    stores: int = 1
+    store_resource: str | None = None
+    hosts: int = 2
+    shards: int = 1
+    replicas: int = 1
+    auth: bool = True
+    max_body_bytes: int = 4 * 1024 * 1024
+    allowed_origins: list[str] = []
+    otlp_endpoint: str | None = None
+    mcp_app: str = "default"
+
+    def settings(self) -> ServerSettings:
+        config = MemoryConfig(
+            path=self.path,
+            mode="ray",
+            address=self.address,
+            stores=self.stores,
+            store_resource=self.store_resource,
+            hosts=self.hosts,
+            shards=self.shards,
+        )
+        origins = tuple(self.allowed_origins) or ServerSettings.allowed_origins
+        return ServerSettings(
+            config, self.replicas, self.auth, self.max_body_bytes, origins, self.otlp_endpoint, self.mcp_app
+        )
+
+
+def build(args: dict[str, Any]) -> Any:
+    """The application a Serve config names (``serve deploy serve.yaml``), from its ``args``."""
+    return application(ServeArgs.model_validate(args).settings())
+
+
+def application(settings: ServerSettings) -> Any:
+    """The bound Serve application (``serve.run`` it, or name it in a Serve config)."""
+    return MemrayIngress.options(  # type: ignore[attr-defined]  # a serve Deployment
+        num_replicas=settings.replicas
+    ).bind(settings)
+
+
+def deploy(settings: ServerSettings, host: str, port: int) -> str:
+    """Start Serve's HTTP proxy on ``host:port`` in the connected Ray and deploy the app there
+    (waiting until its replicas are up); returns the base URL."""
+    serve.start(http_options={"host": host, "port": port})
+    return run_application(settings, host, port)
+
+
+def run_application(settings: ServerSettings, host: str, port: int) -> str:
+    """Deploy the app on the running Serve (waiting until its replicas are up); the base URL."""
+    serve.run(application(settings), name=APP_NAME, route_prefix="/", blocking=False)
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
+
+
+def serve_forever(settings: ServerSettings, host: str, port: int, log: Any = print) -> int:
+    """``memray serve``: open, deploy, wait for Ctrl-C or SIGTERM, stop cleanly; exit status.
+
+    Start-up overlaps what does not depend on the rest: once Ray is up, Serve's controller and
+    proxy start while the memray's actors do (and the key ring's actor while the replicas do)."""
+    from memray.runtime.actors import ensure_ray, shutdown_ray
+
+    t0 = time.monotonic()
+    stop = threading.Event()
+    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+    connection = ensure_ray(settings.config)  # joins the memray running on PATH, if one does
+    settings = dataclasses.replace(settings, config=connection.config)
+    started_ray = connection.connected and not connection.config.address
+    t_ray = time.monotonic()
+    mem: Memory | None = None
+    try:
+        with ThreadPoolExecutor(1, thread_name_prefix="memray-serve-start") as pool:
+            proxy = pool.submit(serve.start, http_options={"host": host, "port": port})
+            mem = memray.open(config=settings.config)  # joins the Ray just started: its actors are this process's
+            mem.keys.prepare()
+            proxy.result()
+        t_open = time.monotonic()
+        url = run_application(settings, host, port)
+        t_app = time.monotonic()
+        auth = "keys required (memray keys create)" if settings.auth else "NO AUTH (--no-auth)"
+        phases = f"Ray {t_ray - t0:.1f} s, actors and proxy {t_open - t_ray:.1f} s, replicas {t_app - t_open:.1f} s"
+        log(f"memray serve: ready in {t_app - t0:.1f} s ({phases}) on {url} ({auth}); REST {url}/v1, "
+            f"MCP {url}/mcp, docs {url}/docs; Ctrl-C stops", file=sys.stderr, flush=True)  # fmt: skip
+        while not stop.wait(0.5):
+            pass
+        log("memray serve: stopping", file=sys.stderr, flush=True)
+    finally:
+        try:
+            serve.delete(APP_NAME)
+            serve.shutdown()  # type: ignore[no-untyped-call]
+        finally:
+            if mem is not None:
+                mem.close(terminate=started_ray)  # a memray this joined keeps its actors
+            if started_ray:
+                shutdown_ray()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+    return 0

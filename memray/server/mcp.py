@@ -1,0 +1,224 @@
+"""memray as MCP tools (the official ``mcp`` SDK's ``MCPServer``), over Streamable HTTP at ``/mcp``
+and over stdio (``memray mcp``).
+
+The tools call the facade the REST routes call. Each checks the request's key as a REST route
+does (:func:`~memray.server.auth.authorize`): the app is the key's (or the server's ``mcp_app``
+when auth is off), ``user_id`` must be the key's user when it is bound to one, and a read-only
+key cannot call a tool that writes or deletes. Over HTTP the endpoint is stateless (every POST
+stands alone, so any replica answers it) and answers JSON; it refuses a request without a valid
+key (401) and one whose ``Origin`` is not allowed (403) before the SDK sees it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Annotated, Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import Field
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from memray.facade.memory import Memory
+from memray.models import SearchRequest
+from memray.server.auth import AuthError, KeyCache, authorize, presented_key
+from memray.server.problems import problem
+
+if TYPE_CHECKING:
+    from memray.server.api import ServerSettings
+
+__all__ = ["build_mcp", "mcp_server"]
+
+UserId = Annotated[str, Field(description="the user whose memories these are (required)")]
+ConversationId = Annotated[
+    str | None,
+    Field(
+        description="a conversation of that user: the tool then acts on its messages; omit it for long-term memories"
+    ),
+]
+ProjectId = Annotated[str | None, Field(description="a project of the user's long-term memories (optional)")]
+
+INSTRUCTIONS = (
+    "memray keeps what users said across conversations. Call search_memories before answering "
+    "anything that may depend on the past; call add_memory to keep a durable fact or preference; "
+    "get_context assembles a conversation's recent and recalled messages for a prompt."
+)
+
+
+def mcp_server(mem: Memory, keys: KeyCache | None, default_app: str) -> MCPServer:
+    """The tools over ``mem``. ``keys`` None: no key checks (stdio, or ``--no-auth``)."""
+    server = MCPServer("memray", instructions=INSTRUCTIONS)
+
+    def scope(ctx: Context, user_id: str, write: bool) -> str:
+        """The app the call acts on, once the key may reach ``user_id`` there."""
+        if keys is None:
+            return default_app
+        headers = ctx.headers or {}
+        who = keys.principal(presented_key(headers) or "")
+        app = who.app if who is not None and who.app is not None else default_app
+        try:
+            authorize(keys, headers, app, [user_id], write)
+        except AuthError as exc:
+            raise PermissionError(exc.detail) from None
+        return app
+
+    @server.tool()
+    async def add_memory(
+        user_id: UserId,
+        content: Annotated[str, Field(description="the text to remember")],
+        ctx: Context,
+        conversation_id: ConversationId = None,
+        role: Annotated[
+            str, Field(description="with conversation_id: who said it (user, assistant, system, tool)")
+        ] = "user",
+        project_id: ProjectId = None,
+    ) -> dict[str, Any]:
+        """Remember something. With conversation_id, append it to that conversation as a message
+        (returns its seq); without, store it as a long-term memory of the user (returns its id)."""
+        app = scope(ctx, user_id, write=True)
+        if conversation_id is not None:
+            seqs = await mem.conversation(user_id, conversation_id, app).aadd({"role": role, "content": content})
+            return {"seqs": seqs, "durable": False, "in_context": True}
+        ids = await mem.memory_service.aadd_entries(app, user_id, [{"content": content}], project_id)
+        return {"ids": ids, "durable": True, "searchable": True}
+
+    @server.tool()
+    async def search_memories(
+        user_id: UserId,
+        query: Annotated[str, Field(description="what to look for, in plain words")],
+        ctx: Context,
+        conversation_id: ConversationId = None,
+        limit: Annotated[int, Field(ge=1, le=100, description="at most this many results")] = 5,
+        min_score: Annotated[float | None, Field(ge=0, le=1, description="only results scoring this or more")] = None,
+        project_id: ProjectId = None,
+    ) -> dict[str, Any]:
+        """Find the memories relevant to query, best first, each with a score in [0, 1]. With
+        conversation_id, search that conversation's messages; else the user's long-term memories
+        (global ones, plus project_id's when given). Nothing relevant: an empty list."""
+        app = scope(ctx, user_id, write=False)
+        if conversation_id is not None:
+            hits = await mem.conversation(user_id, conversation_id, app).asearch(query, limit, min_score)
+            found = [{"id": h.message.id, "seq": h.message.seq, "text": h.message.text, "score": h.score} for h in hits]
+            return {"results": found, "degraded": hits.degraded}
+        request = SearchRequest(
+            query=query, user_id=user_id, app_name=app, limit=limit, min_score=min_score, project_id=project_id
+        )
+        response = await mem.memory_service.asearch(request)
+        memories = [{"id": r.entry.id, "text": r.entry.text, "score": r.score} for r in response.memories]
+        return {"results": memories, "degraded": response.degraded}
+
+    @server.tool()
+    async def get_context(
+        user_id: UserId,
+        conversation_id: Annotated[str, Field(description="the conversation to build a prompt for")],
+        ctx: Context,
+        query: Annotated[str | None, Field(description="the next question, to recall older messages about it")] = None,
+        limit: Annotated[int, Field(ge=1, le=200, description="recent messages to include")] = 10,
+        semantic_limit: Annotated[int, Field(ge=0, le=50, description="older relevant messages to recall")] = 5,
+    ) -> dict[str, Any]:
+        """What the next prompt of a conversation needs: its recent messages, older ones relevant
+        to query, its summary and its working memory."""
+        app = scope(ctx, user_id, write=False)
+        context = await mem.conversation(user_id, conversation_id, app).acontext(query, limit, semantic_limit)
+        return context.model_dump(mode="json")
+
+    @server.tool()
+    async def list_memories(
+        user_id: UserId,
+        ctx: Context,
+        conversation_id: ConversationId = None,
+        project_id: ProjectId = None,
+        limit: Annotated[int, Field(ge=1, le=1000, description="at most this many, the newest")] = 20,
+    ) -> dict[str, Any]:
+        """List memories, newest last for a conversation's messages, newest first for long-term
+        memories (global ones, or project_id's alone)."""
+        app = scope(ctx, user_id, write=False)
+        if conversation_id is not None:
+            messages = await mem.conversation(user_id, conversation_id, app).amessages(limit)
+            return {"memories": [{"id": x.id, "seq": x.seq, "role": x.role, "text": x.text} for x in messages]}
+        entries = await mem.memory_service.alist_entries(app, user_id, project_id, limit)
+        return {"memories": [{"id": r.entry.id, "text": r.entry.text, "project_id": r.project_id} for r in entries]}
+
+    @server.tool()
+    async def delete_memory(
+        user_id: UserId,
+        memory_id: Annotated[str, Field(description="the id search_memories or list_memories gave")],
+        ctx: Context,
+        conversation_id: ConversationId = None,
+    ) -> dict[str, Any]:
+        """Delete one memory: a message of conversation_id, or a long-term memory of the user."""
+        app = scope(ctx, user_id, write=True)
+        if conversation_id is not None:
+            return {"deleted": await mem.conversation(user_id, conversation_id, app).adelete_messages([memory_id])}
+        return {"deleted": await mem.memory_service.adelete_entries_by_id(app, user_id, [memory_id])}
+
+    @server.tool()
+    async def delete_all_memories(
+        user_id: UserId, ctx: Context, conversation_id: ConversationId = None, project_id: ProjectId = None
+    ) -> dict[str, Any]:
+        """Delete many memories at once. With conversation_id: every message of that conversation;
+        with project_id: every long-term memory of that project; with neither: EVERYTHING memray
+        holds about the user (an erasure, with a receipt of what was removed). Cannot be undone."""
+        app = scope(ctx, user_id, write=True)
+        if conversation_id is not None:
+            return {"deleted": await mem.conversation(user_id, conversation_id, app).aclear()}
+        if project_id is not None:
+            return {"deleted": await mem.memory_service.adelete_project(app, user_id, project_id)}
+        receipt = await mem.adelete_user(app=app, user_id=user_id)
+        return {"deleted": receipt.counts}
+
+    return server
+
+
+def build_mcp(
+    mem: Memory, keys: KeyCache | None, settings: ServerSettings
+) -> tuple[Route, Callable[[], AbstractAsyncContextManager[None]]]:
+    """The ``/mcp`` route (Streamable HTTP, stateless, JSON answers) and the context its session
+    manager runs in (entered by the app's lifespan)."""
+    server = mcp_server(mem, keys, settings.mcp_app)
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)  # Origin: checked below
+    server.streamable_http_app(
+        streamable_http_path="/mcp",
+        stateless_http=True,
+        json_response=True,
+        max_request_body_size=settings.max_body_bytes,
+        transport_security=security,
+    )
+    from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+
+    guarded = Guard(StreamableHTTPASGIApp(server.session_manager), keys, settings.allowed_origins)
+    return Route("/mcp", endpoint=guarded, methods=["GET", "POST", "DELETE"]), server.session_manager.run
+
+
+class Guard:
+    """401 without a valid key, 403 for an ``Origin`` not allowed (a browser page on another
+    site: the DNS-rebinding attack the MCP spec warns about), else the MCP app."""
+
+    def __init__(self, app: ASGIApp, keys: KeyCache | None, origins: tuple[str, ...]) -> None:
+        self.app = app
+        self.keys = keys
+        self.origins = origins
+
+    def _origin_allowed(self, origin: str) -> bool:
+        return any(origin == o or origin.startswith(o + ":") for o in self.origins)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        origin = headers.get("origin")
+        refusal: tuple[int, str] | None = None
+        if origin and not self._origin_allowed(origin):
+            refusal = (403, f"Origin {origin!r} is not allowed (memray serve --allow-origin)")
+        elif self.keys is not None:
+            key = presented_key(headers)
+            if key is None or self.keys.principal(key) is None:
+                refusal = (401, "no valid key: send Authorization: Bearer KEY or X-API-Key: KEY")
+        if refusal is None:
+            return await self.app(scope, receive, send)
+        status, detail = refusal
+        body, extra = problem(status, "AuthError", detail)
+        await JSONResponse(body, status_code=status, headers=extra, media_type="application/problem+json")(
+            scope, receive, send
+        )

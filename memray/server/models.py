@@ -1,0 +1,245 @@
+"""The REST API's request and response bodies (pydantic; they make the OpenAPI schema).
+
+Responses reuse memray's own records where they fit (:class:`~memray.models.Message`,
+:class:`~memray.models.Context`, :class:`~memray.models.Hit`, :class:`~memray.models.MemoryResult`,
+:class:`~memray.models.DeletionReceipt`, :class:`~memray.models.ConversationInfo`). Requests are
+described here for the schema and passed on to the facade, which validates them as it validates a
+library caller's arguments (so a bad field gets the same memray error, and the same 422, either way).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memray.models import Context, ConversationInfo, Hit, MemoryResult, Merge, Message, RetrievalMode, Role, Scope
+from memray.service.keys import KeyRecord
+
+__all__ = [
+    "Ack",
+    "MessageIn",
+    "AddMessages",
+    "MessagesAdded",
+    "MessageList",
+    "SearchIn",
+    "SearchOut",
+    "ContextIn",
+    "ContextOut",
+    "WorkingMemoryIn",
+    "SummaryOut",
+    "Counts",
+    "ConversationsOut",
+    "EntryIn",
+    "AddEntries",
+    "EntriesAdded",
+    "EntrySearchIn",
+    "EntrySearchOut",
+    "EntryList",
+    "EntryDeleteIn",
+    "BatchAddItem",
+    "BatchAdd",
+    "BatchAdded",
+    "BatchSearchItem",
+    "BatchSearch",
+    "BatchSearchOut",
+    "KeyOut",
+    "Problem",
+]
+
+#: ``buffered``: answered once the host holds the messages with their seqs (durable within the
+#: debounce, ~0.2 s, plus one group commit); ``durable``: answered after the store committed them.
+Ack = Literal["buffered", "durable"]
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class MessageIn(_In):
+    """A message to add: ``content`` is a string or a list of parts (text, reasoning, tool, data)."""
+
+    role: Role
+    content: str | list[dict[str, Any]]
+    id: str | None = Field(None, description="re-adding an id updates that message (its seq stays)")
+    metadata: dict[str, Any] | None = None
+    created_at: float | None = None
+    sim_time: float | None = None
+    importance: float | None = Field(None, ge=0.0, le=1.0)
+    agent_id: str | None = None
+    sub_agent_id: str | None = None
+
+
+class AddMessages(_In):
+    messages: list[MessageIn] = Field(min_length=1)
+    ack: Ack = "buffered"
+
+
+class MessagesAdded(BaseModel):
+    """What an add guarantees, said per write (README "Read-your-writes")."""
+
+    seqs: list[int] = Field(description="the messages' seqs, in the order given")
+    durable: bool = Field(description="committed to the store before this answer (ack=durable)")
+    in_context: bool = Field(
+        True, description="context() of this conversation finds them now, through any replica (always true)"
+    )
+    searchable: bool = Field(
+        description="a search through this server finds them now (lexically at once): true when the "
+        "server runs one replica; with several, a search on another replica finds them once indexed (~0.2-1 s)"
+    )
+
+
+class MessageList(BaseModel):
+    messages: list[Message]
+
+
+class SearchIn(_In):
+    query: str
+    limit: int = 5
+    min_score: float | None = None
+    mode: RetrievalMode | None = None
+    scope: Scope = "conversation"
+
+
+class SearchOut(BaseModel):
+    hits: list[Hit]
+    degraded: bool = False
+    reason: str | None = None
+
+
+class ContextIn(_In):
+    query: str | None = None
+    limit: int = 10
+    semantic_limit: int = 5
+    merge: Merge = "append"
+    scope: Scope = "conversation"
+    token_budget: int | None = None
+    mode: RetrievalMode | None = None
+    min_score: float | None = None
+
+
+ContextOut = Context
+
+
+class WorkingMemoryIn(_In):
+    content: str
+    mode: Literal["append", "replace"] = "append"
+    expected_version: int | None = None
+
+
+class SummaryOut(BaseModel):
+    summary: str | None
+
+
+class Counts(BaseModel):
+    """What a delete removed, per store (``messages``, ``embeddings``, ``vectors``, ``export_rows``...)."""
+
+    counts: dict[str, int]
+
+
+class ConversationsOut(BaseModel):
+    conversations: list[ConversationInfo]
+    total: int
+
+
+class EntryIn(_In):
+    content: str | list[dict[str, Any]]
+    id: str | None = None
+    author: str = "user"
+    timestamp: float | None = None
+    metadata: dict[str, Any] | None = None
+    sim_time: float | None = None
+    importance: float | None = Field(None, ge=0.0, le=1.0)
+
+
+class AddEntries(_In):
+    entries: list[EntryIn] = Field(min_length=1)
+    project_id: str | None = None
+    session_id: str | None = Field(None, description="tag them with a session (delete it as one)")
+
+
+class EntriesAdded(BaseModel):
+    ids: list[str]
+    durable: bool = Field(True, description="entries are committed before the answer (always true)")
+    searchable: bool = Field(
+        True, description="indexed before the answer (lexically at once if the embedder failed): always true"
+    )
+
+
+class EntrySearchIn(_In):
+    query: str
+    limit: int | None = None
+    min_score: float | None = None
+    project_id: str | None = Field(None, description="None: global entries only; P: global plus P's")
+    mode: RetrievalMode | None = None
+
+
+class EntrySearchOut(BaseModel):
+    memories: list[MemoryResult]
+    degraded: bool = False
+    reason: str | None = None
+
+
+class EntryList(BaseModel):
+    memories: list[MemoryResult]
+
+
+class EntryDeleteIn(_In):
+    """Entries containing every word of ``query``: global ones, or ``project_id``'s only."""
+
+    query: str
+    project_id: str | None = None
+
+
+class BatchAddItem(_In):
+    user_id: str
+    conversation_id: str
+    messages: list[MessageIn] = Field(min_length=1)
+
+
+class BatchAdd(_In):
+    items: list[BatchAddItem] = Field(min_length=1)
+    ack: Ack = "buffered"
+
+
+class BatchAdded(BaseModel):
+    results: list[MessagesAdded]
+
+
+class BatchSearchItem(SearchIn):
+    user_id: str
+    conversation_id: str
+
+
+class BatchSearch(_In):
+    searches: list[BatchSearchItem] = Field(min_length=1)
+
+
+class BatchSearchOut(BaseModel):
+    results: list[SearchOut]
+
+
+class KeyOut(BaseModel):
+    key_id: str
+    app: str
+    user_id: str | None
+    read_only: bool
+    label: str | None
+    created_at: float
+    revoked_at: float | None
+
+    @classmethod
+    def of(cls, record: KeyRecord) -> KeyOut:
+        return cls(**{k: v for k, v in record._asdict().items() if k != "digest"})
+
+
+class Problem(BaseModel):
+    """An error, as RFC 9457 problem details; ``error`` names the memray error, ``field`` the
+    field at fault (for a validation error)."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+    error: str
+    field: str | None = None

@@ -1,0 +1,78 @@
+"""memray's errors as HTTP answers: RFC 9457 problem details naming the memray error and the field.
+
+==========================  =====  ==================================================
+``ValidationError``         422    ``field`` names the field; nothing was written
+``NotFoundError``           404
+``ConflictError``           409    a stale ``expected_version``: re-read, retry
+``Backpressure``            429    ``Retry-After``: nothing (or only part of a batch) was written
+``UnavailableError``        503    ``Retry-After``: an actor is down (it is restarted)
+``StoreError``              503    the store failed or is unreachable
+``EmbeddingError``          503
+``ClosedError``             503    the server is stopping
+any other ``MemrayError``   500
+==========================  =====  ==================================================
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memray.errors import (
+    Backpressure,
+    ClosedError,
+    ConflictError,
+    EmbeddingError,
+    MemrayError,
+    NotFoundError,
+    StoreError,
+    UnavailableError,
+    ValidationError,
+)
+
+__all__ = ["problem", "status_of", "RETRY_AFTER_S"]
+
+#: What ``Retry-After`` says on 429 and 503 (seconds): about one persist cycle, or an actor restart.
+RETRY_AFTER_S = {429: 1, 503: 2}
+
+_STATUS: list[tuple[type[MemrayError], int]] = [
+    (ValidationError, 422),
+    (NotFoundError, 404),
+    (ConflictError, 409),
+    (Backpressure, 429),
+    (UnavailableError, 503),
+    (StoreError, 503),
+    (EmbeddingError, 503),
+    (ClosedError, 503),
+]
+
+_TITLES = {401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 409: "Conflict", 413: "Content Too Large",
+           422: "Unprocessable Content", 429: "Too Many Requests", 500: "Internal Server Error",
+           503: "Service Unavailable"}  # fmt: skip
+
+
+def status_of(exc: MemrayError) -> int:
+    return next((status for cls, status in _STATUS if isinstance(exc, cls)), 500)
+
+
+def problem(status: int, error: str, detail: str, field: str | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+    """The body and headers of a problem answer."""
+    body: dict[str, Any] = {
+        "type": "about:blank",
+        "title": _TITLES.get(status, "Error"),
+        "status": status,
+        "detail": detail,
+        "error": error,
+        "field": field,
+    }
+    headers = {"Retry-After": str(RETRY_AFTER_S[status])} if status in RETRY_AFTER_S else {}
+    if status == 401:
+        headers["WWW-Authenticate"] = 'Bearer realm="memray"'
+    return body, headers
+
+
+def of_error(exc: MemrayError) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """Status, body and headers for a memray error."""
+    status = status_of(exc)
+    field = exc.field if isinstance(exc, ValidationError) else None
+    body, headers = problem(status, type(exc).__name__, str(exc), field)
+    return status, body, headers

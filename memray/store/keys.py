@@ -1,0 +1,48 @@
+"""The ``api_keys`` table: the server's keys, each bound to an app (and maybe a user), stored as
+a SHA-256 digest of the key (``memray.service.keys`` makes and checks them; the key itself is
+shown once, when it is made, and never stored). Revoking keeps the row with ``revoked_at`` set,
+so ``memray keys list`` still shows what a revoked key could reach."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from memray.store.database import Database
+
+__all__ = ["KeyRecord", "put_key", "list_keys", "revoke_key"]
+
+
+class KeyRecord(NamedTuple):
+    key_id: str  # public: what list and revoke name the key by
+    digest: str  # hex SHA-256 of the whole key
+    app: str
+    user_id: str | None  # None: every user of the app
+    read_only: bool
+    label: str | None
+    created_at: float
+    revoked_at: float | None = None
+
+
+_COLUMNS = ", ".join(KeyRecord._fields)
+
+
+def put_key(db: Database, record: KeyRecord) -> None:
+    """Store a new key. Durability: committed on return."""
+    with db.transaction(bump=False):
+        db.sql(f"INSERT INTO api_keys ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", list(record))
+
+
+def list_keys(db: Database, app: str | None = None) -> list[KeyRecord]:
+    """Every key (of ``app`` when given), revoked ones included, oldest first."""
+    where, params = ("WHERE app = ?", [app]) if app is not None else ("", [])
+    rows = db.sql(f"SELECT {_COLUMNS} FROM api_keys {where} ORDER BY created_at, key_id", params).fetchall()
+    return [KeyRecord(*r) for r in rows]
+
+
+def revoke_key(db: Database, key_id: str, at: float) -> bool:
+    """Mark the key revoked; False if no live key has that id. Durability: committed on return."""
+    with db.transaction(bump=False):
+        changed = db.count(
+            "UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL RETURNING 1", [at, key_id]
+        )
+    return changed > 0

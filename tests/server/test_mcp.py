@@ -1,0 +1,112 @@
+"""The official MCP client session calling every tool: over Streamable HTTP at ``/mcp`` of the
+real Serve app (with keys), and over stdio against ``memray mcp DIR`` in a subprocess."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx2
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.support.serve import APP, Served
+
+TOOLS = {"add_memory", "search_memories", "get_context", "list_memories", "delete_memory", "delete_all_memories"}
+
+
+async def exercise(session: ClientSession, user: str) -> dict[str, Any]:
+    """Every tool once, on ``user``'s memories; what each answered."""
+    await session.initialize()
+    listed = {t.name: t for t in (await session.list_tools()).tools}
+    assert TOOLS <= set(listed)
+    assert all(listed[n].description and listed[n].input_schema["required"] for n in TOOLS)
+
+    async def call(name: str, **arguments: Any) -> Any:
+        result = await session.call_tool(name, {"user_id": user, **arguments})
+        assert not result.is_error, (name, result.content)
+        return result.structured_content
+
+    out = {"entry": await call("add_memory", content="I prefer window seats on trains")}
+    await call("add_memory", content="Book the 9:15 to Porto", conversation_id="c1")
+    out["search"] = await call("search_memories", query="window seats")
+    out["conv_search"] = await call("search_memories", query="Porto", conversation_id="c1")
+    out["context"] = await call("get_context", conversation_id="c1", query="which train?")
+    out["list"] = await call("list_memories")
+    out["delete"] = await call("delete_memory", memory_id=out["entry"]["ids"][0])
+    out["after_delete"] = await call("search_memories", query="window seats")
+    out["clear"] = await call("delete_all_memories", conversation_id="c1")
+    out["erase"] = await call("delete_all_memories")
+    return out
+
+
+def check(out: dict[str, Any]) -> None:
+    assert [r["text"] for r in out["search"]["results"]] == ["I prefer window seats on trains"]
+    assert out["conv_search"]["results"][0]["text"] == "Book the 9:15 to Porto"
+    assert "Book the 9:15 to Porto" in str(out["context"]["messages"])
+    assert len(out["list"]["memories"]) == 1
+    assert out["after_delete"]["results"] == []
+
+
+def over_http(served: Served, key: str | None, body: Callable[[ClientSession], Awaitable[Any]]) -> Any:
+    async def run() -> Any:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        async with httpx2.AsyncClient(headers=headers, timeout=60.0) as http:
+            async with streamable_http_client(served.url + "/mcp", http_client=http) as (read, write):
+                async with ClientSession(read, write) as session:
+                    return await body(session)
+
+    return asyncio.run(run())
+
+
+def test_every_tool_over_streamable_http(served: Served) -> None:
+    out = over_http(served, served.keys["admin"], lambda s: exercise(s, "mcp-user"))
+    check(out)
+    assert served.mem.verify_deleted(app=APP, user_id="mcp-user").clean
+
+
+def test_tools_enforce_the_key_whatever_the_arguments(served: Served) -> None:
+    served.mem.memory_service.add_entry(APP, "bob", {"content": "bob's locker is 12"})
+
+    async def attempts(session: ClientSession) -> list[Any]:
+        await session.initialize()
+        return [
+            await session.call_tool("search_memories", {"user_id": "bob", "query": "locker"}),
+            await session.call_tool("add_memory", {"user_id": "bob", "content": "x"}),
+            await session.call_tool("delete_all_memories", {"user_id": "bob"}),
+        ]
+
+    for key in ("ada", "reader"):  # ada's key on bob; a read-only key on writes
+        results = over_http(served, served.keys[key], attempts)
+        expected = [True, True, True] if key == "ada" else [False, True, True]
+        assert [r.is_error for r in results] == expected
+        assert "12" not in str(results[0].content) or key == "reader"
+    # the other app's key sees globex's (empty) bob, never acme's
+    other = over_http(served, served.keys["other"], attempts)
+    assert "12" not in str(other[0].content)
+    assert [r.entry.text for r in served.mem.memory_service.list_entries(APP, "bob")] == ["bob's locker is 12"]
+
+
+def test_http_mcp_refuses_no_key_and_a_foreign_origin(served: Served) -> None:
+    import httpx
+
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    accept = {"Accept": "application/json, text/event-stream"}
+    assert httpx.post(served.url + "/mcp", json=ping, headers=accept).status_code == 401
+    evil = {**accept, "Authorization": f"Bearer {served.keys['admin']}", "Origin": "http://evil.example"}
+    assert httpx.post(served.url + "/mcp", json=ping, headers=evil).status_code == 403
+
+
+def test_every_tool_over_stdio(tmp_path: Path) -> None:
+    params = StdioServerParameters(command=sys.executable, args=["-m", "memray.cli", "mcp", str(tmp_path / "data")])
+
+    async def run() -> Any:
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                return await exercise(session, "desk")
+
+    check(asyncio.run(run()))
