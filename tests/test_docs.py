@@ -34,12 +34,13 @@ def test_every_code_block_is_an_example_or_says_why_not() -> None:
 
 
 def test_only_examples_that_cannot_run_here_are_skipped() -> None:
-    """A skip says why the example cannot run here, or names the test that runs it."""
+    """A skip says why the example cannot run here (a fragment, or it needs what this machine has
+    not), or names the test that runs it."""
     for chain in CHAINS:
         if chain.skip is None:
             continue
         runner = re.search(r"(tests/\S+\.py) runs this", chain.skip)
-        assert re.search(r"cluster|API key|network|GPU|endpoint", chain.skip) or (
+        assert re.search(r"cluster|API key|network|GPU|endpoint|fragment", chain.skip) or (
             runner and (ROOT / runner.group(1)).is_file()
         ), f"{chain.where}: {chain.skip!r} is not a reason it cannot run here"
 
