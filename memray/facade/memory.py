@@ -26,7 +26,7 @@ from memray.facade.access import SessionAccess
 from memray.facade.conversation import ConversationHandle
 from memray.facade.service import MemoryServiceHandle
 from memray.facade.session import ConversationList, Session, check_path, raise_unpersisted
-from memray.ids import ConversationKey, validate_id
+from memray.ids import ConversationKey, validate_id, validate_optional_id
 from memray.models import (
     ConversationOrder,
     DeletionProof,
@@ -249,6 +249,8 @@ class Memory(SessionAccess):
         return await self._arun(self._dead_letters(app, user_id, limit))
 
     async def _dead_letters(self, app: str | None, user_id: str | None, limit: int) -> list[DeadLetter]:
+        validate_optional_id("app", app)
+        validate_optional_id("user_id", user_id)
         return [DeadLetter(*r) for r in await self._deployment.stores.dead_letters(app, user_id, limit)]
 
     def stats(self) -> list[dict[str, Any]]:
