@@ -86,10 +86,6 @@ def _samples(mem: memray.Memory, tmp: Path) -> dict[str, Callable[[], Any]]:
     }
 
 
-#: Methods not walked, and why (none of them takes an id).
-NOT_WALKED = {"close", "aclose", "fork", "afork"}
-
-
 def _objects(mem: memray.Memory) -> Iterator[tuple[str, Any]]:
     conv = mem.conversation(user_id="u", conversation_id="c", app="app")
     svc = mem.memory_service
@@ -120,7 +116,7 @@ def _wrong(param: inspect.Parameter) -> list[Any]:
 def _calls(mem: memray.Memory, tmp: Path) -> Iterator[tuple[str, Callable[..., Any], inspect.Signature]]:
     for owner, obj in _objects(mem):
         for name, fn in inspect.getmembers(obj, callable):
-            if name.startswith("_") or name in NOT_WALKED or inspect.isclass(fn):
+            if name.startswith("_") or inspect.isclass(fn):
                 continue
             try:
                 sig = inspect.signature(fn)
