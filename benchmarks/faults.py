@@ -12,6 +12,8 @@ Scenarios (``--scenarios``, comma-separated; all by default), all on one memray 
 - ``paused_store``: a durable add of 100 messages reaches a store paused with ``SIGSTOP``, its
   host is killed, the store resumes and commits the orphaned batch, the facade's retry answers
   (:func:`host_killed_while_store_paused`);
+- ``fork_open``: ``fork()`` while writers add to the source, the fork opened in-process here while
+  the source runs in Ray, both written at once (:func:`fork_under_writes`);
 - ``store_durable`` / ``store_buffered``: the HistoryStore actor killed mid-ingest;
 - ``shard_ingest``: a VectorShard killed mid-ingest; after ``wait_indexed()`` every stored vector
   must be in its shard and every message findable by vector and lexically;
@@ -59,7 +61,7 @@ INGEST = (
     "store_buffered",
     "shard_ingest",
 )
-SCENARIOS = (*INGEST, "paused_store", "shard_search", "reopen")
+SCENARIOS = (*INGEST, "paused_store", "fork_open", "shard_search", "reopen")
 
 
 def open_memory(path: str, hosts: int = 2, shards: int = 2, namespace: str = "memray-faults") -> Any:
@@ -273,6 +275,77 @@ def host_killed_while_store_paused(mem: Any, batch: int = 100, timeout_s: float 
     }
 
 
+def fork_under_writes(mem: Any, path: str, conversations: int = 20, threads: int = 4) -> dict[str, Any]:
+    """Fork while ``threads`` threads add to ``conversations`` conversations, open the fork in
+    this process in-process (the source runs in Ray), and write both at once. ``acked``: the
+    messages acknowledged before ``fork()`` was called; each must be in the fork at its seq
+    (``stored``, ``seq_mismatch``, ``lost``); ``duplicated``: ids or seqs the fork holds twice;
+    ``stall_s``: the longest add to the source while the fork ran; ``branch_written``: the fork's
+    own adds, none of which may reach the source (``leaked``)."""
+    from memray.models import Message, TextPart
+
+    app = "faults-fork"
+    convs = [mem.conversation(user_id=f"u{c}", conversation_id="c", app=app) for c in range(conversations)]
+    acked: dict[str, int] = {}  # message id -> seq
+    spans: list[tuple[float, float]] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def write(mine: list[int]) -> None:
+        n = 0
+        while not stop.is_set():
+            for c in mine:
+                msg = Message(role="user", parts=[TextPart(text=f"trunk {c} goes on: note zf{c}x{n}")])
+                t0 = time.monotonic()
+                seqs = convs[c].add(msg)
+                with lock:
+                    spans.append((t0, time.monotonic()))
+                    acked[msg.id] = seqs[0]
+            n += 1
+
+    writers = [threading.Thread(target=write, args=(list(range(t, conversations, threads)),)) for t in range(threads)]
+    for w in writers:
+        w.start()
+    _wait_for(lambda: len(acked) >= 5 * conversations, 120, "the writers to warm up")
+    with lock:
+        before = dict(acked)
+    t0 = time.monotonic()
+    branch = mem.fork(path, mode="inprocess")
+    fork_s = time.monotonic() - t0
+    stored: dict[str, int] = {}
+    duplicated = leaked = written = 0
+    try:
+        forked = [branch.conversation(user_id=f"u{c}", conversation_id="c", app=app) for c in range(conversations)]
+        for c, conv in enumerate(forked):  # while the source's writers go on
+            conv.add([{"role": "user", "content": f"branch {c} diverges: note zb{c}x{i}"} for i in range(5)])
+        stop.set()
+        for w in writers:
+            w.join()
+        for conv in (*convs, *forked):
+            conv.flush()
+        for source, conv in zip(convs, forked):
+            msgs = conv.messages()
+            duplicated += 2 * len(msgs) - len({m.id for m in msgs}) - len({m.seq for m in msgs})
+            written += sum(1 for m in msgs if m.text.startswith("branch"))
+            stored.update((m.id, m.seq or 0) for m in msgs if m.text.startswith("trunk"))
+            leaked += sum(1 for m in source.messages() if m.text.startswith("branch"))
+    finally:
+        branch.close()
+    during = [end - start for start, end in spans if end >= t0 and start <= t0 + fork_s]
+    log(f"fork: {len(before)} acknowledged before it, {fork_s:.2f}s; {written} written to the branch")
+    return {
+        "acked": len(before),
+        "stored": sum(1 for i in before if i in stored),
+        "seq_mismatch": sum(1 for i, s in before.items() if i in stored and stored[i] != s),
+        "lost": sum(1 for i in before if i not in stored),
+        "duplicated": duplicated,
+        "stall_s": round(max(during, default=0.0), 2),
+        "fork_s": round(fork_s, 2),
+        "branch_written": written,
+        "leaked": leaked,
+    }
+
+
 def _wait_for(done: Callable[[], bool], timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while not done():
@@ -397,7 +470,7 @@ def reopen_across_modes(mem: Any, path: str, reopen: Callable[[str, str], Any]) 
 
 
 def _apps(m: Any) -> list[str]:
-    return [f"faults-{s}" for s in INGEST] + ["faults-search", "faults-paused"]
+    return [f"faults-{s}" for s in INGEST] + ["faults-search", "faults-paused", "faults-fork"]
 
 
 def _users(m: Any, app: str) -> list[str]:
@@ -454,6 +527,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 )
             elif name == "paused_store":
                 results[name] = host_killed_while_store_paused(mem)
+            elif name == "fork_open":
+                results[name] = fork_under_writes(mem, tempfile.mkdtemp(prefix="memray-faults-fork-"))
             elif name == "shard_search":
                 results[name] = searches_under_fault(mem)
             else:
