@@ -44,7 +44,7 @@ from memray.ids import stable_hash
 from memray.index.client import ShardClient
 from memray.index.recovery import RecoveringShard, ShardKeeper
 from memray.rpc.gate import PriorityGate
-from memray.rpc.ref import Placement, watched
+from memray.rpc.ref import Liveness, Placement, watched
 from memray.runtime.deploy import active_model, shard_embedder, shard_model, shard_path, store_label, store_roles
 from memray.store.client import StoreClient
 from memray.store.database import check_not_in_use
@@ -59,17 +59,22 @@ T = TypeVar("T")
 
 class RayRef:
     """An :class:`~memray.rpc.ref.ActorRef` to a Ray actor. A call whose actor Ray has had on no
-    node for ``placement_timeout_s`` raises UnavailableError (:func:`~memray.rpc.ref.watched`)."""
+    node for ``placement_timeout_s`` — or, for a memray actor (``probe``: it answers
+    :meth:`Probed.alive`), whose process has answered nothing that long — raises
+    UnavailableError (:func:`~memray.rpc.ref.watched`)."""
 
-    def __init__(self, handle: Any, label: str, placement_timeout_s: float = PLACEMENT_TIMEOUT_S) -> None:
+    def __init__(
+        self, handle: Any, label: str, placement_timeout_s: float = PLACEMENT_TIMEOUT_S, probe: bool = False
+    ) -> None:
         self.handle = handle
         self.label = label
         self.placement_timeout_s = placement_timeout_s
+        self.liveness = Liveness(self._alive) if probe else None
 
     async def call(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
         try:
             reply = getattr(self.handle, method).remote(*args, **kwargs).as_future(_internal=True)
-            return await watched(reply, self.placement, self.label, self.placement_timeout_s)
+            return await watched(reply, self.placement, self.label, self.placement_timeout_s, liveness=self.liveness)
         except RayTaskError as exc:
             cause = getattr(exc, "cause", None)
             if isinstance(cause, BaseException):
@@ -87,6 +92,9 @@ class RayRef:
             return where.stranded(ray.cluster_resources()) if where is not None else ""  # type: ignore[no-untyped-call]
         except Exception:  # the control plane did not answer: Ray's own words only
             return ""
+
+    async def _alive(self) -> None:
+        await self.handle.alive.remote()  # (an ObjectRef's future: cancelling it is safe)
 
     async def placement(self) -> Placement | None:
         """Where Ray has the actor: one read of the control plane's actor table (0.6–0.8 ms p50 here)."""
@@ -124,8 +132,21 @@ def _retrieved(reply: asyncio.Future[Any]) -> None:
 
 
 def named_ref(name: str, namespace: str, label: str, placement_timeout_s: float = PLACEMENT_TIMEOUT_S) -> RayRef:
-    """A :class:`RayRef` to the named actor ``name`` (looked up in this process)."""
-    return RayRef(ray.get_actor(name, namespace=namespace), label, placement_timeout_s)
+    """A :class:`RayRef` to the named memray actor ``name`` (looked up in this process)."""
+    return RayRef(ray.get_actor(name, namespace=namespace), label, placement_timeout_s, probe=True)
+
+
+#: The concurrency group of :meth:`Probed.alive`: a thread (or, in an async actor, an event loop)
+#: of its own in every memray actor, so a busy actor answers its probes beside its calls.
+PROBE = "probe"
+
+
+class Probed:
+    """What every memray actor answers on :data:`PROBE` (the call watch's liveness probe)."""
+
+    @ray.method(concurrency_group=PROBE)
+    def alive(self) -> bool:
+        return True
 
 
 def _ray_metric(
@@ -199,7 +220,7 @@ def _drop_ray_notices(notices: tuple[str, ...]) -> None:
     ray_worker.print_to_stdstream = print_unless_by_design
 
 
-class StoreActor(HistoryStore):
+class StoreActor(Probed, HistoryStore):
     """Opens its file when the actor starts, and again when Ray restarts it. A threaded actor
     whose calls pass one at a time through a :class:`~memray.rpc.gate.PriorityGate`, each at the priority its
     :class:`~memray.store.client.StoreClient` method declares (see :func:`_gated`).
@@ -244,7 +265,7 @@ for _name in StoreClient.calls():  # every store method (tests/rpc/test_clients.
     setattr(StoreActor, _name, _gated(_name))
 
 
-class ShardActor(RecoveringShard):
+class ShardActor(Probed, RecoveringShard):
     """Loads its snapshot when the actor starts or restarts, then a :class:`ShardKeeper` thread
     brings it level with the store (searches degrade until then) and snapshots it every
     ``config.snapshot_every_s`` (see :mod:`memray.index.recovery` for why a thread)."""
@@ -280,6 +301,10 @@ class ShardActor(RecoveringShard):
 class HostActor(ConversationHost):
     """A :class:`ConversationHost` given its store's and shards' actor names (see the module
     docstring): it looks them up when it starts or restarts."""
+
+    @ray.method(concurrency_group=PROBE)
+    async def alive(self) -> bool:  # (an async actor's probe: on an event loop of its own)
+        return True
 
     def __init__(self, host_id: int, config: MemoryConfig, stores: list[str], shards: list[str]) -> None:
         ns, bound_s = config.namespace, config.placement_timeout_s
@@ -339,8 +364,9 @@ class RayDeployment:
 
     def _actor(self, cls: type, role: str, label: str, args: tuple[Any, ...], **options: Any) -> RayRef:
         """The named actor ``role`` of ``cls`` (created, or the running one: ``get_if_exists``)."""
-        handle: Any = ray.remote(cls).options(**self._options(role, **options)).remote(*args)
-        return RayRef(handle, label, self.config.placement_timeout_s)
+        actor: Any = ray.remote(concurrency_groups={PROBE: 1})(cls)  # type: ignore[call-overload]
+        handle = actor.options(**self._options(role, **options)).remote(*args)
+        return RayRef(handle, label, self.config.placement_timeout_s, probe=True)
 
     def create(self) -> None:
         cfg, ns = self.config, self.config.namespace
