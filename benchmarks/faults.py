@@ -8,6 +8,12 @@ Scenarios (``--scenarios``, comma-separated; all by default), all on one memray 
 - ``none_durable``: the same ingest with no fault (the floor the others are read against);
 - ``host_durable`` / ``host_buffered``: a ConversationHost killed mid-ingest, adds with
   ``durable=True`` / ``durable=False``;
+- ``host_add_many``: the same kill, the adds made by ``Memory.add_many`` (durable);
+- ``paused_store``: a durable add of 100 messages reaches a store paused with ``SIGSTOP``, its
+  host is killed, the store resumes and commits the orphaned batch, the facade's retry answers
+  (:func:`host_killed_while_store_paused`);
+- ``fork_open``: ``fork()`` while writers add to the source, the fork opened in-process here while
+  the source runs in Ray, both written at once (:func:`fork_under_writes`);
 - ``store_durable`` / ``store_buffered``: the HistoryStore actor killed mid-ingest;
 - ``shard_ingest``: a VectorShard killed mid-ingest; after ``wait_indexed()`` every stored vector
   must be in its shard and every message findable by vector and lexically;
@@ -22,7 +28,8 @@ must equal ``lost``), ``lost_max_age_s`` (age of the oldest lost message at the 
 debounce window bounds it), ``duplicated`` (ids or seqs stored twice), ``seq_mismatch`` (stored
 with another seq than the one returned), ``seq_reused`` (a lost message's seq held by another
 message), ``gaps`` (seqs neither stored nor dead-lettered), ``recovery_s`` (kill → the actor
-answers again), ``caller_errors`` (what ``add`` raised, by type), ``add_p99_ms`` / ``add_max_ms``.
+answers again), ``stall_s`` (how long the fault held up the adds it caught: see
+:func:`add_figures`), ``caller_errors`` (what ``add`` raised, by type), ``add_ms`` / ``add_max_ms``.
 Prints one JSON line; ``--plot`` draws acknowledged vs stored vs lost per scenario.
 """
 
@@ -45,8 +52,16 @@ from benchmarks.fault_checks import index_figures, stored_against_acked
 
 __all__ = ["SCENARIOS", "ingest_under_fault", "searches_under_fault", "reopen_across_modes", "open_memory", "main"]
 
-INGEST = ("none_durable", "host_durable", "host_buffered", "store_durable", "store_buffered", "shard_ingest")
-SCENARIOS = (*INGEST, "shard_search", "reopen")
+INGEST = (
+    "none_durable",
+    "host_durable",
+    "host_add_many",
+    "host_buffered",
+    "store_durable",
+    "store_buffered",
+    "shard_ingest",
+)
+SCENARIOS = (*INGEST, "paused_store", "fork_open", "shard_search", "reopen")
 
 
 def open_memory(path: str, hosts: int = 2, shards: int = 2, namespace: str = "memray-faults") -> Any:
@@ -107,13 +122,15 @@ def ingest_under_fault(
     from memray.errors import DeadLetterError
     from memray.models import Message, TextPart
 
-    target, durable = scenario.split("_")[0], scenario.endswith("durable")  # target: host, store, shard or none
+    target = scenario.split("_")[0]  # host, store, shard or none
+    durable = scenario.endswith(("durable", "add_many"))
+    many = scenario.endswith("add_many")  # Memory.add_many, one conversation per call, as a driver batches
     app = f"faults-{scenario}"
     convs = [mem.conversation(user_id=f"u{c % users}", conversation_id=f"c{c}", app=app) for c in range(conversations)]
     total = conversations * messages
     acked: dict[tuple[int, str], tuple[int, float]] = {}  # (conversation, id) -> (seq, acked at)
     errors: Counter[str] = Counter()
-    lat: list[float] = []
+    spans: list[tuple[float, float]] = []  # (start, end) of every add
     lock = threading.Lock()
     done = threading.Event()
     kill: dict[str, float] = {}
@@ -130,14 +147,18 @@ def ingest_under_fault(
                 ]
                 t0 = time.monotonic()
                 try:
-                    seqs = convs[c].add(msgs, durable=durable)
+                    if many:
+                        seqs = mem.add_many([(convs[c], msgs)], durable=durable)[0]
+                    else:
+                        seqs = convs[c].add(msgs, durable=durable)
                 except Exception as exc:  # counted: what callers saw
                     with lock:
                         errors[type(exc).__name__] += 1
+                        spans.append((t0, time.monotonic()))
                     continue
                 now = time.monotonic()
                 with lock:
-                    lat.append(now - t0)
+                    spans.append((t0, now))
                     for m, s in zip(msgs, seqs):
                         acked[(c, m.id)] = (s, now)
 
@@ -183,10 +204,163 @@ def ingest_under_fault(
         "hosts_lost_on_restart": lost_stat,
         "wall_s": round(wall, 2),
         "caller_errors": dict(errors),
-        "add_ms": pct_ms(lat),
-        "add_max_ms": round(max(lat, default=0) * 1000, 1),
+        **add_figures(spans, kill),
         **({"wait_indexed": indexed, **index_figures(mem, app, convs)} if indexed is not None else {}),
     }
+
+
+def add_figures(spans: list[tuple[float, float]], kill: dict[str, float]) -> dict[str, Any]:
+    """Latency of the adds (``spans``: start and end of each) and ``stall_s``: how long the
+    fault held up the adds it caught — those in flight at the kill or begun before the actor
+    answered again — from the kill (or their start, if later) to their answer. With no fault:
+    the longest add of the run (the floor the stalls are read against)."""
+    lat = [end - start for start, end in spans]
+    if "at" in kill:
+        at, back = kill["at"], kill["at"] + kill["recovery_s"]
+        caught = [end - max(start, at) for start, end in spans if end >= at and start <= back]
+    else:
+        caught = lat
+    return {
+        "add_ms": pct_ms(lat),
+        "add_max_ms": round(max(lat, default=0) * 1000, 1),
+        "stall_s": round(max(caught, default=0.0), 2),
+    }
+
+
+def host_killed_while_store_paused(mem: Any, batch: int = 100, timeout_s: float = 120.0) -> dict[str, Any]:
+    """A retried durable add whose first attempt reached a paused store. A conversation holds
+    one message; its store partition is paused (``SIGSTOP``) while a durable add of ``batch``
+    messages reaches it; the host is killed (``SIGKILL``); the store resumes (``SIGCONT``) and
+    commits the orphaned batch for nobody; the facade's retry is answered by the restarted host.
+    Every seq the add returns must be the stored one. ``stall_s``: resume → answer."""
+    from memray.models import Message, TextPart
+
+    dep = mem._deployment
+    conv = mem.conversation(user_id="paused", conversation_id="c", app="faults-paused")
+    conv.add({"role": "user", "content": "the one message before the pause"}, durable=True)
+    host = dep.hosts[conv.key.route(len(dep.hosts))]
+    host_pid, store_pid = _pid(mem, host), _pid(mem, dep.stores.of_key(conv.key))
+    msgs = [Message(role="user", parts=[TextPart(text=f"paused batch message {i}")]) for i in range(batch)]
+    answer: dict[str, Any] = {}
+
+    def add() -> None:
+        try:
+            answer["seqs"] = conv.add(msgs, durable=True)
+        except Exception as exc:  # counted: what the caller saw
+            answer["error"] = f"{type(exc).__name__}: {exc}"
+        answer["at"] = time.monotonic()
+
+    os.kill(store_pid, signal.SIGSTOP)
+    try:
+        caller = threading.Thread(target=add)
+        caller.start()
+        _wait_for(lambda: mem._run(host.stats())["writing"] >= batch, timeout_s, "the batch's commit to be sent")
+        os.kill(host_pid, signal.SIGKILL)
+        _wait_for(lambda: not _alive(host_pid), timeout_s, f"host process {host_pid} to die")
+    finally:
+        os.kill(store_pid, signal.SIGCONT)
+    resumed = time.monotonic()
+    caller.join(timeout_s)
+    stored = {r.id: r.seq for r in mem._run(dep.stores.get_messages(conv.key))}
+    seqs = dict(zip((m.id for m in msgs), answer.get("seqs", [])))
+    log(f"paused store, killed host: {answer.get('error') or f'{len(seqs)} acknowledged'}")
+    return {
+        "acked": len(seqs),
+        "stored": sum(1 for i in seqs if i in stored),
+        "seq_mismatch": sum(1 for i, s in seqs.items() if i in stored and stored[i] != s),
+        "lost": sum(1 for i in seqs if i not in stored),
+        "duplicated": len(stored.values()) - len(set(stored.values())),
+        "stall_s": round(answer["at"] - resumed, 2) if "at" in answer else None,
+        "caller_error": answer.get("error"),
+    }
+
+
+def fork_under_writes(mem: Any, path: str, conversations: int = 20, threads: int = 4) -> dict[str, Any]:
+    """Fork while ``threads`` threads add to ``conversations`` conversations, open the fork in
+    this process in-process (the source runs in Ray), and write both at once. ``acked``: the
+    messages acknowledged before ``fork()`` was called; each must be in the fork at its seq
+    (``stored``, ``seq_mismatch``, ``lost``); ``duplicated``: ids or seqs the fork holds twice;
+    ``stall_s``: the longest add to the source while the fork ran; ``branch_written``: the fork's
+    own adds, none of which may reach the source (``leaked``)."""
+    from memray.models import Message, TextPart
+
+    app = "faults-fork"
+    convs = [mem.conversation(user_id=f"u{c}", conversation_id="c", app=app) for c in range(conversations)]
+    acked: dict[str, int] = {}  # message id -> seq
+    spans: list[tuple[float, float]] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def write(mine: list[int]) -> None:
+        n = 0
+        while not stop.is_set():
+            for c in mine:
+                msg = Message(role="user", parts=[TextPart(text=f"trunk {c} goes on: note zf{c}x{n}")])
+                t0 = time.monotonic()
+                seqs = convs[c].add(msg)
+                with lock:
+                    spans.append((t0, time.monotonic()))
+                    acked[msg.id] = seqs[0]
+            n += 1
+
+    writers = [threading.Thread(target=write, args=(list(range(t, conversations, threads)),)) for t in range(threads)]
+    for w in writers:
+        w.start()
+    _wait_for(lambda: len(acked) >= 5 * conversations, 120, "the writers to warm up")
+    with lock:
+        before = dict(acked)
+    t0 = time.monotonic()
+    branch = mem.fork(path, mode="inprocess")
+    fork_s = time.monotonic() - t0
+    stored: dict[str, int] = {}
+    duplicated = leaked = written = 0
+    try:
+        forked = [branch.conversation(user_id=f"u{c}", conversation_id="c", app=app) for c in range(conversations)]
+        for c, conv in enumerate(forked):  # while the source's writers go on
+            conv.add([{"role": "user", "content": f"branch {c} diverges: note zb{c}x{i}"} for i in range(5)])
+        stop.set()
+        for w in writers:
+            w.join()
+        for conv in (*convs, *forked):
+            conv.flush()
+        for source, conv in zip(convs, forked):
+            msgs = conv.messages()
+            duplicated += 2 * len(msgs) - len({m.id for m in msgs}) - len({m.seq for m in msgs})
+            written += sum(1 for m in msgs if m.text.startswith("branch"))
+            stored.update((m.id, m.seq or 0) for m in msgs if m.text.startswith("trunk"))
+            leaked += sum(1 for m in source.messages() if m.text.startswith("branch"))
+    finally:
+        branch.close()
+    during = [end - start for start, end in spans if end >= t0 and start <= t0 + fork_s]
+    log(f"fork: {len(before)} acknowledged before it, {fork_s:.2f}s; {written} written to the branch")
+    return {
+        "acked": len(before),
+        "stored": sum(1 for i in before if i in stored),
+        "seq_mismatch": sum(1 for i, s in before.items() if i in stored and stored[i] != s),
+        "lost": sum(1 for i in before if i not in stored),
+        "duplicated": duplicated,
+        "stall_s": round(max(during, default=0.0), 2),
+        "fork_s": round(fork_s, 2),
+        "branch_written": written,
+        "leaked": leaked,
+    }
+
+
+def _wait_for(done: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"waited {timeout_s} s for {what}")
+        time.sleep(0.01)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a killed process its parent has not reaped yet does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def searches_under_fault(
@@ -296,7 +470,7 @@ def reopen_across_modes(mem: Any, path: str, reopen: Callable[[str, str], Any]) 
 
 
 def _apps(m: Any) -> list[str]:
-    return [f"faults-{s}" for s in INGEST] + ["faults-search"]
+    return [f"faults-{s}" for s in INGEST] + ["faults-search", "faults-paused", "faults-fork"]
 
 
 def _users(m: Any, app: str) -> list[str]:
@@ -304,6 +478,8 @@ def _users(m: Any, app: str) -> list[str]:
         from memray.ids import user_hash
 
         return [u for u in (f"su{i}" for i in range(1000)) if user_hash(app, u) % len(m._deployment.shards) == 0]
+    if app == "faults-paused":
+        return ["paused"]
     return [f"u{i}" for i in range(50)]
 
 
@@ -349,6 +525,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 results[name] = ingest_under_fault(
                     mem, name, args.conversations, args.messages, args.batch, args.threads, args.kill_at
                 )
+            elif name == "paused_store":
+                results[name] = host_killed_while_store_paused(mem)
+            elif name == "fork_open":
+                results[name] = fork_under_writes(mem, tempfile.mkdtemp(prefix="memray-faults-fork-"))
             elif name == "shard_search":
                 results[name] = searches_under_fault(mem)
             else:

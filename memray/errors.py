@@ -156,14 +156,17 @@ class SummaryError(MemrayError):
 
 
 class UnavailableError(MemrayError):
-    """An actor is down. ``component`` names it (e.g. ``"shard 3"``)."""
+    """An actor is down. ``component`` names it (e.g. ``"shard 3"``). ``waited_s``: how long
+    memray waited on it before giving up (0.0: Ray said at once that it is down, e.g. while it
+    restarts; more: it stayed on no node, or silent, past ``placement_timeout_s``)."""
 
-    def __init__(self, component: str, detail: str = "") -> None:
+    def __init__(self, component: str, detail: str = "", waited_s: float = 0.0) -> None:
         message = f"{component} unavailable"
         if detail:
             message += f": {detail}"
         super().__init__(message)
         self.component = component
+        self.waited_s = waited_s
 
 
 class Backpressure(MemrayError):

@@ -24,6 +24,7 @@ from memray.errors import InvalidIdError
 __all__ = [
     "MAX_ID_CHARS",
     "validate_id",
+    "validate_optional_id",
     "validate_project_id",
     "encode_key",
     "stable_hash",
@@ -65,6 +66,11 @@ def validate_id(field: str, value: object) -> str:
                 "decode the id properly, or replace what cannot be encoded: s.encode('utf-8', 'replace').decode()",
             )
     return value
+
+
+def validate_optional_id(field: str, value: object) -> str | None:
+    """``value`` if it is None (the id is not given) or a valid id; else InvalidIdError naming ``field``."""
+    return None if value is None else validate_id(field, value)
 
 
 def validate_project_id(project_id: object) -> str:

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -127,6 +128,116 @@ def test_a_fork_taken_while_agents_write_is_one_point_in_time(source, tmp_path):
         assert rows == len(stored) and (stale, extra) == (0, 0)  # ...each as the fork's store has it
     finally:
         fork.close()
+
+
+class Writer:
+    """A thread adding numbered messages to one conversation until stopped (what is acknowledged
+    is in ``acked``, in order)."""
+
+    def __init__(self, conv: memray.ConversationHandle, name: str) -> None:
+        self.conv, self.name = conv, name
+        self.acked: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run)
+
+    def _run(self) -> None:
+        n = 0
+        while not self._stop.is_set():
+            mid = f"{self.name}-{n}"
+            self.conv.add({"id": mid, "role": "user", "content": f"the {self.name} goes on: entry {n}"})
+            self.acked.append(mid)
+            n += 1
+
+    def start(self, warm: int = 10) -> Writer:
+        self._thread.start()
+        deadline = time.monotonic() + 120
+        while len(self.acked) < warm:  # wait on state: some messages acknowledged
+            assert self._thread.is_alive() and time.monotonic() < deadline, "the writer does not write"
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> list[str]:
+        self._stop.set()
+        self._thread.join(120)
+        self.conv.flush()
+        return self.acked
+
+
+def check_branches(trunk: Writer, before: list[str], branch: Writer, fork: memray.Memory) -> None:
+    """The fork holds what the trunk acknowledged before the fork (a prefix of what it wrote, at
+    the same seqs) and its own writes; the trunk holds none of the branch's, and each finds only
+    its own words."""
+    forked = fork.conversation(user_id=trunk.conv.key.user_id, conversation_id=trunk.conv.key.conversation_id)
+    got = forked.messages()
+    from_trunk = [m.id for m in got if m.id.startswith("trunk")]
+    assert from_trunk == trunk.acked[: len(from_trunk)] and len(from_trunk) >= len(before)
+    assert [m.id for m in got if m.id.startswith("branch")] == branch.acked
+    assert [m.seq for m in got] == list(range(1, len(got) + 1))
+    source = trunk.conv.messages()
+    assert [m.id for m in source] == trunk.acked and [m.seq for m in source[: len(from_trunk)]] == [
+        m.seq for m in got[: len(from_trunk)]
+    ]
+    assert [h.message.id for h in forked.search("the branch goes on", limit=1)][0].startswith("branch")
+    assert all(h.message.id.startswith("trunk") for h in trunk.conv.search("the branch goes on", limit=3))
+
+
+CROSS = [
+    pytest.param("ray", "inprocess", {}, id="ray-to-inprocess", marks=pytest.mark.ray),
+    pytest.param("ray", "ray", {"namespace": "memray-branch"}, id="ray-to-ray-namespace", marks=pytest.mark.ray),
+    pytest.param("inprocess", "ray", {"namespace": "memray-branch"}, id="inprocess-to-ray", marks=pytest.mark.ray),
+]
+
+
+@pytest.mark.parametrize(("source_mode", "fork_mode", "options"), CROSS)
+def test_a_fork_opens_in_another_mode_while_its_source_runs_and_both_are_written(
+    ray_session: None, tmp_path: Path, source_mode: str, fork_mode: str, options: dict[str, str]
+) -> None:
+    source = memray.open(str(tmp_path / "source"), mode=source_mode, hosts=1, shards=1, debounce_ms=10)
+    try:
+        trunk = Writer(source.conversation(user_id="ada", conversation_id="town"), "trunk").start()
+        before = list(trunk.acked)  # acknowledged before fork() was called
+        fork = source.fork(str(tmp_path / "branch"), mode=fork_mode, **options)  # type: ignore[arg-type]
+        try:
+            assert fork.config.mode == fork_mode and fork.config.namespace == options.get("namespace", "memray")
+            branch = Writer(fork.conversation(user_id="ada", conversation_id="town"), "branch").start()
+            branch.stop(), trunk.stop()  # both written at once until here
+            check_branches(trunk, before, branch, fork)
+        finally:
+            fork.close()
+    finally:
+        source.close(terminate=True)
+
+
+@pytest.mark.ray
+def test_a_fork_opens_in_another_process_while_its_source_runs_and_writes(ray_session: None, tmp_path: Path) -> None:
+    """``fork_to`` copies without opening: another process opens the fork (here in-process) and
+    writes it while the source, in Ray mode, keeps writing."""
+    source = memray.open(str(tmp_path / "source"), mode="ray", hosts=1, shards=1, debounce_ms=10)
+    try:
+        trunk = Writer(source.conversation(user_id="ada", conversation_id="town"), "trunk").start()
+        before = list(trunk.acked)
+        info = source.fork_to(str(tmp_path / "branch"))
+        assert info["path"] == str(tmp_path / "branch")
+        script = (
+            "import json, sys, memray\n"
+            "with memray.open(sys.argv[1], mode='inprocess', hosts=1, shards=1) as fork:\n"
+            "    conv = fork.conversation(user_id='ada', conversation_id='town')\n"
+            "    conv.add([{'id': f'branch-{n}', 'role': 'user', 'content': f'the branch goes on: entry {n}'}"
+            " for n in range(5)], durable=True)\n"
+            "    print(json.dumps([m.id for m in conv.messages()]))\n"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", script, str(tmp_path / "branch")], capture_output=True, text=True, timeout=300
+        )
+        assert out.returncode == 0, out.stderr
+        in_branch = json.loads(out.stdout.strip().splitlines()[-1])
+        trunk.stop()
+        from_trunk = [i for i in in_branch if i.startswith("trunk")]
+        assert from_trunk == trunk.acked[: len(from_trunk)] and len(from_trunk) >= len(before)
+        assert in_branch[len(from_trunk) :] == [f"branch-{n}" for n in range(5)]
+        assert not [m for m in trunk.conv.messages() if m.id.startswith("branch")]
+    finally:
+        source.close(terminate=True)
 
 
 def test_fork_refuses_a_path_inside_the_source_or_not_empty(tmp_path):

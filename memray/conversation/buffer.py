@@ -51,6 +51,11 @@ class MessageBuffer:
         return len(self._pending)
 
     @property
+    def writing_count(self) -> int:
+        """Messages drained into a write whose commit has not answered yet."""
+        return len(self._inflight)
+
+    @property
     def settled(self) -> bool:
         """Nothing pending or in flight: every message held is durable."""
         return not self._pending and not self._inflight

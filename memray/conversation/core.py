@@ -44,6 +44,7 @@ class Conversation:
         "tail",
         "failed",
         "lost",
+        "corrected",
         "unindexed",
         "indexed_stamp",
     )
@@ -71,6 +72,7 @@ class Conversation:
         self.tail: asyncio.Future[None] | None = None  # the last add waiting to assign seqs (ordered)
         self.failed: list[DeadLetter] | None = None  # dead letters not yet reported to a flush
         self.lost: dict[str, int] | None = None  # id -> seq acknowledged before a restart, not stored
+        self.corrected = 0  # ids the store kept under another seq than the one given here (see WritePath)
         self.unindexed: dict[str, Message] | None = None  # the read-your-writes tail (memray.conversation.tail)
         self.indexed_stamp = 0
 
@@ -123,8 +125,14 @@ class Conversation:
     def add(self, messages: list[Message], known: dict[str, int] | None = None) -> list[int]:
         """Merge ``messages`` into the buffer, assigning seqs to new ids; schedule persistence.
         ``known``: ids the buffer does not hold that already have a seq (stored, or acknowledged
-        before a restart) keep it, so a re-added or retried message is never given a second seq."""
+        before a restart) keep it, so a re-added or retried message is never given a second seq.
+
+        Seqs are settled per message: an id the buffer holds when the call starts keeps its seq
+        even if the call's earlier messages push it out of the window before its turn."""
         chain = self.chain
+        held = {m.id: stored.seq or 0 for m in messages if (stored := self.buffer.get(m.id)) is not None}
+        if held:
+            known = {**held, **known} if known else held
         seqs = []
         for msg in messages:
             seq = None
@@ -147,9 +155,11 @@ class Conversation:
 
     def needs_lookup(self, messages: list[Message], retried: bool) -> list[str]:
         """Ids of ``messages`` that may already have a seq in the store: not held in the buffer,
-        in a conversation the buffer does not hold whole, and either named by the caller (a
-        re-add) or sent again by a retried call. Memray's own new ids need no lookup."""
-        if self.whole and not self.buffer.evicted:
+        and either sent again by a retried call, or named by the caller (a re-add) in a
+        conversation the buffer does not hold whole. Memray's own new ids need no lookup. A
+        retry always asks: what its first attempt wrote may have reached the store after this
+        host loaded the conversation (the store has it, or a ``lost`` dead letter with its seq)."""
+        if not retried and self.whole and not self.buffer.evicted:
             return []
         return [
             m.id

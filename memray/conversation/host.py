@@ -176,10 +176,9 @@ class ConversationHost:
         """Add to many conversations in one call (admitted whole); seqs per conversation, in order."""
         batch = batch.decode() if isinstance(batch, MessageBatch) else batch
         by_key = {c.key: c for c in await self._get_many([k for k, _ in batch])}
-        out = await self._writes.assign([(by_key[k], msgs) for k, msgs in batch], retried, block)
-        if durable:
-            await self._writes.flush_all(list(by_key.values()), self.config.write_timeout_s)
-        return out
+        work = [(by_key[k], msgs) for k, msgs in batch]
+        out = await self._writes.assign(work, retried, block)
+        return await self._writes.durable(work, out) if durable else out
 
     async def flush(
         self, key: ConversationKey | None = None, timeout_s: float | None = None, report: bool = True
@@ -362,6 +361,7 @@ class ConversationHost:
             "pid": os.getpid(),
             "conversations": len(self._conversations),
             "pending": sum(c.buffer.pending_count for c in self._conversations.values()),
+            "writing": sum(c.buffer.writing_count for c in self._conversations.values()),
             "commits": self._writes.committer.commits,
             "rows": self._writes.committer.rows,
             "embedded": self._pipeline.embedded,

@@ -6,13 +6,26 @@ drains every due conversation → group commit (one store transaction per partit
 them, :mod:`.commit`) → embedding pipeline (vectors after the durable write) → shards. Summaries
 are folded in the background once the unsummarised history passes the trigger.
 
-Seq integrity: the seq an ``add`` returns is the seq stored, and a seq once acknowledged is never
-given to another message. An id the buffer does not hold may already have a seq — a re-added old
-message, or a call retried after its host died — so the host asks the store first (only when it
-can be so: see :meth:`Conversation.needs_lookup`), and the adds of that conversation wait their
-turn behind it. A host that restarts resolves its ledger against the store before it serves
-(:meth:`WritePath.resolve_ledger`): acknowledged messages the store lacks are recorded as ``lost``
-dead letters, their seqs kept.
+Seq integrity — the seq an ``add`` returns is the seq stored, and a seq once acknowledged is
+never given to another message, across host kills and a store that stalls — rests on four rules:
+
+1. Per message, not per call: an id keeps the seq it already has — the buffer's (as the call
+   found it: the call's own earlier messages may push it out of the window), or the store's,
+   asked for the ids the buffer does not hold that may have one (a retried call: always; a
+   caller-named id: unless the buffer holds the whole conversation;
+   :meth:`Conversation.needs_lookup`). The adds of one conversation take turns (``conv.tail``);
+   when its turn comes, an add asks again for ids that left the buffer while it waited.
+2. The store answers with the seq an id was *given* (:func:`memray.store.messages.assigned_seqs`):
+   its message's, or its dead letter's (acknowledged, then lost in a restart).
+3. Ledger before write: an add appends its ``(id, seq)`` pairs to the ledger with no await
+   between giving the seqs and the append, so no row can reach the store that the ledger lacks.
+   A host that restarts resolves its ledger against the store before it serves
+   (:meth:`WritePath.resolve_ledger`): acknowledged messages the store lacks are recorded as
+   ``lost`` dead letters with their seqs — which rule 2 then returns to a retry, whether the dead
+   host's orphaned commit lands before that retry, after it, or never.
+4. The store is the arbiter: a commit of an id it already holds keeps the stored seq (the first
+   commit of an id wins) and says so; a durable add then answers with the stored seqs
+   (:meth:`WritePath.durable`), and a buffered one, which answered already, is logged.
 
 No wedge: rows the store rejects are dead-lettered (:mod:`memray.store.deadletter`) and
 reported to the conversation's next ``flush`` (or durable add) as a
@@ -43,6 +56,7 @@ from memray.metrics import DEAD_LETTERS, MESSAGES_LOST, LagRecorder
 from memray.models import Message
 from memray.rpc.batch import Coalescer
 from memray.store.deadletter import DeadLetter
+from memray.store.messages import Correction
 from memray.store.partitions import StorePartitions
 from memray.store.rows import MessageRow, message_payload, message_to_row
 from memray.text import estimate_tokens
@@ -64,6 +78,10 @@ class _Drained(NamedTuple):
     ids: list[str]
     rows: list[MessageRow]
     broken: list[DeadLetter]
+
+
+def _pairs(msgs: list[Message], seqs: list[int]) -> list[tuple[str, int]]:
+    return [(m.id, s) for m, s in zip(msgs, seqs)]
 
 
 class WritePath:
@@ -99,7 +117,9 @@ class WritePath:
         self.admission = Admission(
             host_id, config.max_unpersisted, lambda: lag.pending, self.hurry, config.write_timeout_s
         )
-        self._lookup: Coalescer[tuple[ConversationKey, list[str]], dict[str, int]] = Coalescer(store.stored_seqs, 4096)
+        self._lookup: Coalescer[tuple[ConversationKey, list[str]], dict[str, int]] = Coalescer(
+            store.assigned_seqs, 4096
+        )
         self.dead_letters = 0
 
     async def resolve_ledger(self) -> list[DeadLetter]:
@@ -179,34 +199,44 @@ class WritePath:
         needs = [c.needs_lookup(msgs, retried) for c, msgs in work]
         slow = [i for i, (c, _) in enumerate(work) if needs[i] or c.tail is not None]
         out: list[list[int]] = [[] for _ in work]
-        if not slow:
+        if not slow:  # no await from the first seq to the ledger: nothing is written before it
             for i, (c, msgs) in enumerate(work):
                 out[i] = c.add(msgs, c.lost)
-        else:
-            loop = asyncio.get_running_loop()
-            queued: list[tuple[int, asyncio.Future[None] | None, asyncio.Future[None]]] = []
-            for i, (c, msgs) in enumerate(work):
-                if i in slow:
-                    fut: asyncio.Future[None] = loop.create_future()
-                    queued.append((i, c.tail, fut))
-                    c.tail = fut
-                else:
-                    out[i] = c.add(msgs, c.lost)
-            try:
-                found = await asyncio.gather(*(self._stored(work[i][0].key, needs[i]) for i, _, _ in queued))
-                for (i, prev, fut), stored in zip(queued, found):
-                    if prev is not None:
-                        await prev
-                    conv, msgs = work[i]
-                    out[i] = conv.add(msgs, {**(conv.lost or {}), **stored})
+            self._ledger.append((c.key, _pairs(msgs, seqs)) for (c, msgs), seqs in zip(work, out))
+            return out
+        loop = asyncio.get_running_loop()
+        queued: list[tuple[int, asyncio.Future[None] | None, asyncio.Future[None]]] = []
+        for i, (c, msgs) in enumerate(work):
+            if i in slow:
+                fut: asyncio.Future[None] = loop.create_future()
+                queued.append((i, c.tail, fut))
+                c.tail = fut
+            else:
+                out[i] = c.add(msgs, c.lost)
+        self._ledger.append((c.key, _pairs(msgs, out[i])) for i, (c, msgs) in enumerate(work) if i not in slow)
+        try:
+            found = await asyncio.gather(*(self._stored(work[i][0].key, needs[i]) for i, _, _ in queued))
+            for (i, prev, fut), stored in zip(queued, found):
+                conv, msgs = work[i]
+                if prev is not None:
+                    await prev
+                # while it waited, ids of this add may have left the buffer (the adds before it,
+                # a commit that settled them): ask for those too, until none is left to ask for
+                asked = set(needs[i])
+                while later := [m for m in conv.needs_lookup(msgs, retried) if m not in asked]:
+                    asked.update(later)
+                    stored = {**stored, **await self._stored(conv.key, later)}
+                # no await from here to the ledger: a write may start at the next one, and
+                # whatever can reach the store must be in the ledger a restarted host resolves
+                out[i] = conv.add(msgs, {**(conv.lost or {}), **stored})
+                self._ledger.append([(conv.key, _pairs(msgs, out[i]))])
+                fut.set_result(None)
+        finally:
+            for i, _, fut in queued:
+                if not fut.done():
                     fut.set_result(None)
-            finally:
-                for i, _, fut in queued:
-                    if not fut.done():
-                        fut.set_result(None)
-                    if work[i][0].tail is fut:
-                        work[i][0].tail = None
-        self._ledger.append((c.key, [(m.id, s) for m, s in zip(msgs, seqs)]) for (c, msgs), seqs in zip(work, out))
+                if work[i][0].tail is fut:
+                    work[i][0].tail = None
         return out
 
     async def _stored(self, key: ConversationKey, ids: list[str]) -> dict[str, int]:
@@ -293,6 +323,8 @@ class WritePath:
         rejected = [*broken, *outcome.rejected]
         bad = {d.id for d in broken} | set(outcome.rejected_ids)
         corrected = {c.id: c for c in outcome.corrections}
+        if corrected:
+            self._corrected(conv, msgs, corrected)
         gone = bad | set(corrected) | (conv.outside or set()).intersection(ids)
         for mid in gone:  # dead-lettered, or held by the store under an older seq: out of the tail
             conv.buffer.discard(mid)
@@ -308,6 +340,32 @@ class WritePath:
         self._after_commit(conv, rows)
         kept = [m.seq or 0 for m in msgs if m.id not in corrected]
         return max(kept) if kept else conv.durable_seq
+
+    def _corrected(self, conv: Conversation, msgs: list[Message], corrected: dict[str, Correction]) -> None:
+        """The store already held some of ``msgs`` under another seq and kept it (it is the
+        arbiter: the first commit of an id wins). A durable add waiting on them returns the
+        store's seqs (:meth:`durable`); a buffered add has answered already, so say so."""
+        conv.corrected += len(corrected)
+        given = {m.id: m.seq for m in msgs}
+        log.warning(
+            "%d message(s) of %s were given seqs the store had given otherwise; stored seqs kept: %s",
+            len(corrected),
+            conv.key,
+            "; ".join(f"{i!r} {given.get(i)} -> {c.seq}" for i, c in list(corrected.items())[:3]),
+        )
+
+    async def durable(self, work: list[tuple[Conversation, list[Message]]], seqs: list[list[int]]) -> list[list[int]]:
+        """Make ``work`` (conversations with the messages an add gave ``seqs``) durable, and
+        return the seqs as stored: if a commit found one of its ids already stored under
+        another seq while it waited, the store's word is read back for its ids."""
+        before = [c.corrected for c, _ in work]
+        await self.flush_all(list({c.key: c for c, _ in work}.values()), self.config.write_timeout_s)
+        changed = [i for i, (c, _) in enumerate(work) if c.corrected != before[i]]
+        if changed:
+            found = await self._store.stored_seqs([(work[i][0].key, [m.id for m in work[i][1]]) for i in changed])
+            for i, stored in zip(changed, found):
+                seqs[i] = [stored.get(m.id, s) for m, s in zip(work[i][1], seqs[i])]
+        return seqs
 
     def _dead_lettered(self, conv: Conversation, letters: list[DeadLetter]) -> None:
         conv.report(letters)

@@ -29,7 +29,7 @@ from memray.facade.exit import hold, release
 from memray.facade.keys import KeysHandle
 from memray.facade.service import MemoryServiceHandle
 from memray.facade.session import ConversationList, Session, check_path, raise_unpersisted
-from memray.ids import ConversationKey, validate_id
+from memray.ids import ConversationKey, validate_id, validate_optional_id
 from memray.models import (
     Context,
     ConversationOrder,
@@ -61,7 +61,12 @@ def open(
     ``embedder=`` takes an :class:`~memray.config.EmbedderConfig`, or your own embedder: any
     object with ``model_id``, ``dim`` and ``embed(texts)``, or a plain function
     ``list[str] -> array`` (:mod:`memray.embedding.custom`)."""
-    base = config or MemoryConfig()
+    return Memory(_configured(config or MemoryConfig(), path, mode, overrides))._start()
+
+
+def _configured(base: MemoryConfig, path: str | None, mode: RunMode | None, overrides: dict[str, Any]) -> MemoryConfig:
+    """``base`` with ``path``, ``mode`` and ``overrides`` (options of :func:`open`) applied,
+    validated as a whole."""
     updates = dict(overrides)
     if "embedder" in updates and not isinstance(updates["embedder"], (EmbedderConfig, dict)):
         from memray.embedding.custom import check_custom
@@ -71,8 +76,7 @@ def open(
         updates["path"] = path
     if mode is not None:
         updates["mode"] = mode
-    cfg = MemoryConfig.model_validate({**base.model_dump(), **updates})
-    return Memory(cfg)._start()
+    return MemoryConfig.model_validate({**base.model_dump(), **updates})
 
 
 class Memory(SessionAccess):
@@ -363,6 +367,8 @@ class Memory(SessionAccess):
         return await self._arun(self._dead_letters(app, user_id, limit))
 
     async def _dead_letters(self, app: str | None, user_id: str | None, limit: int) -> list[DeadLetter]:
+        validate_optional_id("app", app)
+        validate_optional_id("user_id", user_id)
         return [DeadLetter(*r) for r in await self._deployment.stores.dead_letters(app, user_id, limit)]
 
     def stats(self) -> list[dict[str, Any]]:
@@ -463,23 +469,37 @@ class Memory(SessionAccess):
         )
 
     # -- forks ----------------------------------------------------------------------------
-    def fork(self, path: str) -> Memory:
+    def fork(self, path: str, mode: RunMode | None = None, **options: Any) -> Memory:
         """A consistent copy of this whole memray at one point in time, taken while agents keep
-        writing, opened as an independent memray at ``path`` (same mode and configuration).
-        Everything acknowledged before the call is in it; see :mod:`memray.runtime.fork` and
-        README "Forks" for the guarantee. Close the fork when done; ``fork_info`` has timings."""
+        writing, opened as an independent memray at ``path``: with this memray's configuration,
+        or in ``mode`` and with ``options`` changed (any option of :func:`open`: ``namespace=``
+        runs it in another Ray namespace). Both can be written at once. Everything acknowledged
+        before the call is in it; see :mod:`memray.runtime.fork` and README "Forks" for the
+        guarantee. Close the fork when done; ``fork_info`` has timings. To open it elsewhere —
+        another process, another Ray — :meth:`fork_to` copies without opening."""
         target = check_fork_path(self.config.root, path)
-        info = self._run(self._check_open().fork(target))
-        return self._open_fork(target, info)
+        config = _configured(self.config, target, mode, options)  # a bad option fails before the copy
+        return self._open_fork(config, self.fork_to(target))
 
-    async def afork(self, path: str) -> Memory:
+    async def afork(self, path: str, mode: RunMode | None = None, **options: Any) -> Memory:
         target = check_fork_path(self.config.root, path)
-        info = await self._arun(self._check_open().fork(target))
-        return await asyncio.to_thread(self._open_fork, target, info)
+        config = _configured(self.config, target, mode, options)
+        return await asyncio.to_thread(self._open_fork, config, await self.afork_to(target))
 
-    def _open_fork(self, target: str, info: dict[str, Any]) -> Memory:
-        fork = Memory(self.config.model_copy(update={"path": target}))
-        fork._owns_actors = self.config.address is None
+    def fork_to(self, path: str) -> dict[str, Any]:
+        """Fork into the new data directory ``path`` (as :meth:`fork` does) without opening it:
+        ``memray.open(path, ...)`` then opens it in any mode, in any process, while this memray
+        runs. Returns the timings and sizes :meth:`fork` puts in ``fork_info``."""
+        target = check_fork_path(self.config.root, path)
+        return self._run(self._check_open().fork(target))
+
+    async def afork_to(self, path: str) -> dict[str, Any]:
+        target = check_fork_path(self.config.root, path)
+        return await self._arun(self._check_open().fork(target))
+
+    def _open_fork(self, config: MemoryConfig, info: dict[str, Any]) -> Memory:
+        fork = Memory(config)
+        fork._owns_actors = config.address is None
         fork.fork_info = info
         return fork._start()
 

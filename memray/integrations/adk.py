@@ -38,7 +38,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from memray.errors import MissingExtraError
-from memray.ids import validate_project_id
+from memray.ids import validate_id, validate_optional_id, validate_project_id
 from memray.models import MemoryEntry, MemoryResult, SearchRequest
 
 try:
@@ -77,7 +77,7 @@ class MemrayMemoryService(BaseMemoryService):
 
     def with_project_id(self, project_id: str) -> MemrayMemoryService:
         """The same memory, scoped to ``project_id``: adds go there, searches see global + it."""
-        return MemrayMemoryService(self._mem, project_id, self.limit, self.min_score)
+        return MemrayMemoryService(self._mem, validate_project_id(project_id), self.limit, self.min_score)
 
     @property
     def _svc(self) -> MemoryServiceHandle:
@@ -85,6 +85,8 @@ class MemrayMemoryService(BaseMemoryService):
 
     # -- writes -----------------------------------------------------------------------------
     async def add_session_to_memory(self, session: Session) -> None:
+        _scope(session.app_name, session.user_id)
+        validate_id("session.id", session.id)
         entries = events_to_entries(session.events)
         if self.project_id is None:
             await self._svc.aadd_session(session.app_name, session.user_id, session.id, entries)
@@ -102,6 +104,8 @@ class MemrayMemoryService(BaseMemoryService):
         session_id: str | None = None,
         custom_metadata: Mapping[str, object] | None = None,
     ) -> None:
+        _scope(app_name, user_id)
+        validate_optional_id("session_id", session_id)
         entries = events_to_entries(events, custom_metadata)
         await self._svc.aadd_entries(app_name, user_id, entries, self.project_id, session_id)
 
@@ -131,13 +135,16 @@ class MemrayMemoryService(BaseMemoryService):
         custom_metadata: Mapping[str, object] | None = None,
     ) -> None:
         """Add ADK memories to ``project_id`` (None: global), whatever this service's project."""
+        _scope(app_name, user_id)
+        validate_optional_id("project_id", project_id)
         entries = [_from_adk(m, custom_metadata) for m in memories]
         await self._svc.aadd_entries(app_name, user_id, entries, project_id)
 
     async def delete_memory(self, *, app_name: str, user_id: str, memory_id: str | None = None) -> None:
-        if not memory_id:
+        _scope(app_name, user_id)
+        if memory_id is None or memory_id == "":  # no memory named: nothing to delete
             return
-        found = await self._svc.aget_entries(app_name, user_id, [memory_id])
+        found = await self._svc.aget_entries(app_name, user_id, [validate_id("memory_id", memory_id)])
         if found and found[0].project_id == self.project_id:
             await self._svc.adelete_entries_by_id(app_name, user_id, [memory_id])
 
@@ -149,6 +156,8 @@ class MemrayMemoryService(BaseMemoryService):
         self, *, app_name: str, user_id: str, query: str, project_id: str | None
     ) -> SearchMemoryResponse:
         """Search global entries plus ``project_id``'s (None: global only), best first."""
+        _scope(app_name, user_id)
+        validate_optional_id("project_id", project_id)
         request = SearchRequest(
             query=query,
             user_id=user_id,
@@ -161,6 +170,12 @@ class MemrayMemoryService(BaseMemoryService):
         if response.degraded:
             log.warning("memray search degraded: %s", response.reason)
         return SearchMemoryResponse(memories=[_to_adk(r) for r in response.memories])
+
+
+def _scope(app_name: object, user_id: object) -> None:
+    """ADK names memray's app ``app_name``: an error names the argument the caller passed."""
+    validate_id("app_name", app_name)
+    validate_id("user_id", user_id)
 
 
 def events_to_entries(

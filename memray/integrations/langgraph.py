@@ -58,7 +58,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from memray.errors import MissingExtraError
+from memray.errors import InvalidIdError, MissingExtraError
 from memray.ids import validate_id
 from memray.models import MemoryEntry, MemoryResult
 from memray.text import tokenize
@@ -270,6 +270,9 @@ class MemrayStore(BaseStore):
 # -- encoding -------------------------------------------------------------------------------------
 def _check(op: Op) -> None:
     validate_op_namespace(op)
+    key = getattr(op, "key", "")  # a get's, put's or delete's item key (hashed into the entry id: any str)
+    if not isinstance(key, str):
+        raise InvalidIdError("key", key, f"must be a string, got {type(key).__name__}")
     if isinstance(op, PutOp):
         if not op.namespace:
             raise InvalidNamespaceError("Namespace cannot be empty.")

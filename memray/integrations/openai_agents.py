@@ -32,6 +32,7 @@ import json
 from typing import TYPE_CHECKING, Any, cast
 
 from memray.errors import MissingExtraError, ValidationError
+from memray.ids import validate_id
 from memray.models import DataPart, Message, Part, Role, TextPart, new_id
 
 try:
@@ -70,7 +71,7 @@ class MemraySession:
         session_settings: SessionSettings | None = None,
         durable: bool = False,
     ) -> None:
-        self.session_id = session_id
+        self.session_id = validate_id("session_id", session_id)  # (the conversation id, named as the caller named it)
         self.session_settings = session_settings or SessionSettings()
         self.durable = durable
         self._conversation = memory.conversation(user_id=user_id, conversation_id=session_id, app=app)

@@ -7,22 +7,27 @@ mode it is an actor method call. Cores never import ``ray``.
 
 A Ray call to an actor that Ray cannot place on any node (it lost its node and no other offers
 the resources it asks for, or the cluster never had them) would wait for ever: Ray queues it until
-the actor exists. :func:`watched` bounds that wait without cutting long calls: once a call has
-run for :data:`WATCH_GRACE_S` it asks where the actor is every :data:`WATCH_EVERY_S`, and fails
-the call with :class:`~memray.errors.UnavailableError` only once the actor has had no process for
-``MemoryConfig.placement_timeout_s``. A live actor busy with a long call (a flush, a big commit,
-a re-embedding step) has a process, so its calls are never cut.
+the actor exists. So would a call to an actor Ray has placed whose process answers nothing: stopped
+(``SIGSTOP``), hung, or on a node cut off that Ray has not declared dead yet. :func:`watched`
+bounds both waits without cutting long calls: once a call has run for :data:`WATCH_GRACE_S` it
+asks, every :data:`WATCH_EVERY_S`, where the actor is and — when it is placed — whether its process
+answers a probe (:class:`Liveness`: a call the actor serves on a thread of its own, beside any
+busy call), and fails the call with :class:`~memray.errors.UnavailableError` once the actor has had
+no process, or its process has answered nothing, for ``MemoryConfig.placement_timeout_s``. A live
+actor busy with a long call (a flush, a big commit, a re-embedding step) has a process that
+answers its probes, so its calls are never cut.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["ActorRef", "RetryingRef", "Placement", "watched", "WATCH_GRACE_S", "WATCH_EVERY_S"]
+__all__ = ["ActorRef", "RetryingRef", "Placement", "Liveness", "watched", "WATCH_GRACE_S", "WATCH_EVERY_S"]
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -79,8 +84,8 @@ class RetryingRef:
         while True:
             try:
                 return await self.ref.call(method, *args, **kwargs)
-            except UnavailableError:
-                if loop.time() + delay > deadline:
+            except UnavailableError as exc:
+                if exc.waited_s or loop.time() + delay > deadline:  # (a watch that gave up waited its bound)
                     raise
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
@@ -125,6 +130,31 @@ def _listed(resources: Mapping[str, float]) -> str:
     return ", ".join(f"{k}: {v:g}" for k, v in sorted(resources.items()))
 
 
+class Liveness:
+    """When an actor's process last answered a probe (``probe()``: a call it serves on a thread
+    of its own, so a busy actor answers too). Shared by every watched call to the actor: one
+    probe in flight at a time, however many calls wait on it."""
+
+    def __init__(self, probe: Callable[[], Awaitable[object]]) -> None:
+        self._probe = probe
+        self.answered_at = -math.inf  # loop time of the last answer
+        self._asking: asyncio.Task[None] | None = None
+
+    def ask(self) -> None:
+        """Send a probe, unless one is on its way (its answer moves :attr:`answered_at`)."""
+        loop = asyncio.get_running_loop()
+        if self._asking is None or self._asking.done() or self._asking.get_loop() is not loop:
+            self._asking = loop.create_task(self._ask())
+
+    async def _ask(self) -> None:
+        try:
+            await self._probe()
+        except Exception as exc:  # dead, restarting: no answer (the call itself will say so)
+            log.debug("probe unanswered: %r", exc)
+            return
+        self.answered_at = asyncio.get_running_loop().time()
+
+
 async def watched(
     reply: asyncio.Future[T],
     placement: Callable[[], Awaitable[Placement | None]],
@@ -132,19 +162,26 @@ async def watched(
     bound_s: float,
     grace_s: float = WATCH_GRACE_S,
     every_s: float = WATCH_EVERY_S,
+    liveness: Liveness | None = None,
 ) -> T:
-    """``reply``'s result, unless its actor has had no process for ``bound_s`` while it waited.
+    """``reply``'s result, unless its actor has had no process — or, with ``liveness``, its
+    process has answered nothing — for ``bound_s`` while it waited.
 
     ``placement()`` says where the actor is (None when it cannot tell: never a reason to cut a
     call). A call answered within ``grace_s`` costs one timer, armed and cancelled; a longer one
-    asks then, and every ``every_s``. A call whose actor is placed waits as long as it takes.
-    Raises :class:`~memray.errors.UnavailableError` naming ``label``, the actor's state and what
-    to do; ``reply`` is cancelled then."""
+    asks then, and every ``every_s`` (and probes the actor while it is placed). A call whose
+    actor is placed and answers its probes waits as long as it takes. Raises
+    :class:`~memray.errors.UnavailableError` naming ``label``, the actor's state and what to do
+    (``waited_s``: how long); ``reply`` is cancelled then."""
     loop = asyncio.get_running_loop()
     gave_up: list[Exception] = []
     watch: list[asyncio.Task[None]] = []
+    started = loop.time()
     timer = loop.call_later(
-        grace_s, lambda: watch.append(loop.create_task(_watch(reply, placement, label, bound_s, every_s, gave_up)))
+        grace_s,
+        lambda: watch.append(
+            loop.create_task(_watch(reply, placement, label, bound_s, every_s, gave_up, liveness, started))
+        ),
     )
     try:
         return await reply
@@ -165,24 +202,48 @@ async def _watch(
     bound_s: float,
     every_s: float,
     gave_up: list[Exception],
+    liveness: Liveness | None,
+    started: float,
 ) -> None:
-    """Cancel ``reply`` (saying why in ``gave_up``) once its actor has been unplaced ``bound_s``."""
+    """Cancel ``reply`` (saying why in ``gave_up``) once its actor has been unplaced for
+    ``bound_s``, or alive (its ``__init__`` done) with a process that answered no probe for
+    ``bound_s`` (the clock starts when this watch first sees it alive: an actor that spent the
+    bound starting up is not silent)."""
     from memray.errors import UnavailableError
 
     loop = asyncio.get_running_loop()
     unplaced_since: float | None = None
+    alive_since: float | None = None
     while not reply.done():
         where = await _placement(placement, label)
         now = loop.time()
-        if where is None or where.placed:
-            unplaced_since = None
-        else:
+        if where is not None and not where.placed:
+            alive_since = None
             unplaced_since = now if unplaced_since is None else unplaced_since
             if now - unplaced_since >= bound_s:
-                gave_up.append(UnavailableError(label, where.why(now - unplaced_since)))
+                gave_up.append(UnavailableError(label, where.why(now - unplaced_since), waited_s=now - started))
                 reply.cancel()
                 return
+        elif liveness is not None and where is not None and where.state == "ALIVE":
+            unplaced_since = None
+            liveness.ask()
+            alive_since = now if alive_since is None else alive_since
+            silent_s = now - max(liveness.answered_at, alive_since)
+            if silent_s >= bound_s:
+                gave_up.append(UnavailableError(label, _silent(silent_s), waited_s=now - started))
+                reply.cancel()
+                return
+        else:  # placed and starting, or cannot tell: never a reason to cut
+            unplaced_since = alive_since = None
         await asyncio.sleep(every_s)
+
+
+def _silent(silent_s: float) -> str:
+    return (
+        f"Ray has it alive, but its process has answered nothing for {silent_s:.1f} s (stopped or hung, or its "
+        "node cut off), so the call may never run, or run once it answers. A busy actor answers beside its "
+        "calls: if it does not come back, kill its process and Ray restarts it"
+    )
 
 
 async def _placement(placement: Callable[[], Awaitable[Placement | None]], label: str) -> Placement | None:

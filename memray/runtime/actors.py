@@ -30,7 +30,7 @@ import logging
 import os
 import re
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import ray
 from ray.exceptions import RayActorError, RayTaskError
@@ -45,7 +45,7 @@ from memray.ids import stable_hash
 from memray.index.client import ShardClient
 from memray.index.recovery import RecoveringShard, ShardKeeper
 from memray.rpc.gate import PriorityGate
-from memray.rpc.ref import Placement, watched
+from memray.rpc.ref import Liveness, Placement, watched
 from memray.runtime.deploy import active_model, shard_embedder, shard_model, shard_path, store_label, store_roles
 from memray.runtime.join import RayAuth, running_memray
 from memray.service.client import KeyRingClient
@@ -56,17 +56,33 @@ from memray.store.layout import check_stores, store_files
 from memray.store.partitions import StorePartitions
 from memray.tracing import state as _tracing
 
-__all__ = ["RayRef", "RayDeployment", "RayConnection", "ensure_ray", "shutdown_ray", "ray_is_up", "named_ref"]
+__all__ = [
+    "RayRef",
+    "RayDeployment",
+    "RayConnection",
+    "ensure_ray",
+    "shutdown_ray",
+    "ray_is_up",
+    "named_ref",
+    "never_cancelled",
+]
+
+T = TypeVar("T")
 
 
 class RayRef:
     """An :class:`~memray.rpc.ref.ActorRef` to a Ray actor. A call whose actor Ray has had on no
-    node for ``placement_timeout_s`` raises UnavailableError (:func:`~memray.rpc.ref.watched`)."""
+    node for ``placement_timeout_s`` — or, for a memray actor (``probe``: it answers
+    :meth:`Probed.alive`), whose process has answered nothing that long — raises
+    UnavailableError (:func:`~memray.rpc.ref.watched`)."""
 
-    def __init__(self, handle: Any, label: str, placement_timeout_s: float = PLACEMENT_TIMEOUT_S) -> None:
+    def __init__(
+        self, handle: Any, label: str, placement_timeout_s: float = PLACEMENT_TIMEOUT_S, probe: bool = False
+    ) -> None:
         self.handle = handle
         self.label = label
         self.placement_timeout_s = placement_timeout_s
+        self.liveness = Liveness(self._alive) if probe else None
 
     async def call(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -75,7 +91,7 @@ class RayRef:
             else:
                 remote = getattr(self.handle, method).remote(*args, **kwargs)
             reply = remote.as_future(_internal=True)
-            return await watched(reply, self.placement, self.label, self.placement_timeout_s)
+            return await watched(reply, self.placement, self.label, self.placement_timeout_s, liveness=self.liveness)
         except RayTaskError as exc:
             cause = getattr(exc, "cause", None)
             if isinstance(cause, BaseException):
@@ -94,11 +110,14 @@ class RayRef:
         except Exception:  # the control plane did not answer: Ray's own words only
             return ""
 
+    async def _alive(self) -> None:
+        await self.handle.alive.remote()  # (an ObjectRef's future: cancelling it is safe)
+
     async def placement(self) -> Placement | None:
         """Where Ray has the actor: one read of the control plane's actor table (0.6–0.8 ms p50 here)."""
         actor_id = self.handle._actor_id
         gcs: Any = getattr(ray._private.worker.global_worker, "gcs_client")  # noqa: B009 (not in Ray's stubs)
-        found = await gcs.async_get_all_actor_info(actor_id=actor_id, timeout=5)
+        found = await never_cancelled(gcs.async_get_all_actor_info(actor_id=actor_id, timeout=5))
         info = found.get(actor_id)
         if info is None:
             return None
@@ -112,9 +131,39 @@ class RayRef:
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # Ray colours its error text for terminals
 
 
+async def never_cancelled(reply: asyncio.Future[T]) -> T:
+    """Await ``reply``, a future Ray's GCS client completes from its own thread, without ever
+    cancelling it. Ray asserts that such a future is still pending when its answer arrives
+    (``_raylet.assign_and_decrement_fut``, which also drops the reference it holds): a caller
+    that gave up and cancelled it made Ray print ``Exception ignored in:
+    'ray._raylet.assign_and_decrement_fut'`` / ``AssertionError`` (and leak the future). A
+    caller cancelled here stops waiting; the answer lands later, unread. (An ``ObjectRef``'s
+    future needs none of this: Ray skips one that is done.)"""
+    reply.add_done_callback(_retrieved)
+    return await asyncio.shield(reply)
+
+
+def _retrieved(reply: asyncio.Future[Any]) -> None:
+    if not reply.cancelled():
+        reply.exception()  # an error nobody waits for any more is not logged as "never retrieved"
+
+
 def named_ref(name: str, namespace: str, label: str, placement_timeout_s: float = PLACEMENT_TIMEOUT_S) -> RayRef:
-    """A :class:`RayRef` to the named actor ``name`` (looked up in this process)."""
-    return RayRef(ray.get_actor(name, namespace=namespace), label, placement_timeout_s)
+    """A :class:`RayRef` to the named memray actor ``name`` (looked up in this process)."""
+    return RayRef(ray.get_actor(name, namespace=namespace), label, placement_timeout_s, probe=True)
+
+
+#: The concurrency group of :meth:`Probed.alive`: a thread (or, in an async actor, an event loop)
+#: of its own in every memray actor, so a busy actor answers its probes beside its calls.
+PROBE = "probe"
+
+
+class Probed:
+    """What every memray actor answers on :data:`PROBE` (the call watch's liveness probe)."""
+
+    @ray.method(concurrency_group=PROBE)
+    def alive(self) -> bool:
+        return True
 
 
 def _ray_metric(
@@ -256,7 +305,7 @@ def _span_name(actor: object, method: str) -> str:
     return f"{type(actor).__name__.removesuffix('Actor').lower()} {method}"
 
 
-class StoreActor(TracedActor, HistoryStore):
+class StoreActor(Probed, TracedActor, HistoryStore):
     """Opens its file when the actor starts, and again when Ray restarts it. A threaded actor
     whose calls pass one at a time through a :class:`~memray.rpc.gate.PriorityGate`, each at the priority its
     :class:`~memray.store.client.StoreClient` method declares (see :func:`_gated`).
@@ -309,7 +358,7 @@ for _name in StoreClient.calls():  # every store method (tests/rpc/test_clients.
     setattr(StoreActor, _name, _gated(_name))
 
 
-class ShardActor(TracedActor, RecoveringShard):
+class ShardActor(Probed, TracedActor, RecoveringShard):
     """Loads its snapshot when the actor starts or restarts, then a :class:`ShardKeeper` thread
     brings it level with the store (searches degrade until then) and snapshots it every
     ``config.snapshot_every_s`` (see :mod:`memray.index.recovery` for why a thread)."""
@@ -342,7 +391,15 @@ class ShardActor(TracedActor, RecoveringShard):
         super().close()
 
 
-class HostActor(TracedAsyncActor, ConversationHost):
+class ProbedAsync:
+    """:class:`Probed` for async actors: the probe on an event loop of its own."""
+
+    @ray.method(concurrency_group=PROBE)
+    async def alive(self) -> bool:
+        return True
+
+
+class HostActor(ProbedAsync, TracedAsyncActor, ConversationHost):
     """A :class:`ConversationHost` given its store's and shards' actor names (see the module
     docstring): it looks them up when it starts or restarts."""
 
@@ -356,7 +413,7 @@ class HostActor(TracedAsyncActor, ConversationHost):
         )
 
 
-class KeyRingActor(TracedAsyncActor, KeyRing):
+class KeyRingActor(ProbedAsync, TracedAsyncActor, KeyRing):
     """The :class:`KeyRing`, given the name of the first history partition's actor (where the keys are)."""
 
     def __init__(self, store: str, label: str, namespace: str, placement_timeout_s: float) -> None:
@@ -412,8 +469,9 @@ class RayDeployment:
 
     def _actor(self, cls: type, role: str, label: str, args: tuple[Any, ...], **options: Any) -> RayRef:
         """The named actor ``role`` of ``cls`` (created, or the running one: ``get_if_exists``)."""
-        handle: Any = ray.remote(cls).options(**self._options(role, **options)).remote(*args)
-        return RayRef(handle, label, self.config.placement_timeout_s)
+        actor: Any = ray.remote(concurrency_groups={PROBE: 1})(cls)  # type: ignore[call-overload]
+        handle = actor.options(**self._options(role, **options)).remote(*args)
+        return RayRef(handle, label, self.config.placement_timeout_s, probe=True)
 
     def create(self) -> None:
         cfg, ns = self.config, self.config.namespace

@@ -48,7 +48,7 @@ from memray.arguments import check_query
 from memray.embedding.pipeline import EmbeddingPipeline, PendingItem
 from memray.embedding.query import QueryEncoder
 from memray.errors import ValidationError
-from memray.ids import entry_namespace, validate_id, validate_project_id
+from memray.ids import entry_namespace, validate_id, validate_optional_id, validate_project_id
 from memray.index.columns import columns_of
 from memray.models import RetrievalMode
 from memray.service.entries import EntryInput, coerce_entries, entry_matches, entry_payload
@@ -108,12 +108,13 @@ class MemoryService(EntryReader):
     async def add_session(self, app: str, user_id: str, session_id: str, entries: Iterable[EntryInput]) -> list[str]:
         """Store a session's entries as global memories, replacing what the session held before.
         Returns the ids stored."""
-        return await self._add(app, user_id, entries, session_id, None, replace=True)
+        return await self._add(app, user_id, entries, validate_id("session_id", session_id), None, replace=True)
 
     async def add_session_to_project(
         self, app: str, user_id: str, session_id: str, project_id: str, entries: Iterable[EntryInput]
     ) -> list[str]:
         """Like :meth:`add_session`, with the entries scoped to ``project_id``."""
+        session_id = validate_id("session_id", session_id)
         return await self._add(app, user_id, entries, session_id, validate_project_id(project_id), replace=True)
 
     async def add_entry(self, app: str, user_id: str, entry: EntryInput) -> str:
@@ -135,6 +136,9 @@ class MemoryService(EntryReader):
         """Store several entries at once, globally or in ``project_id``, each replacing a stored
         entry with the same id. ``session_id`` tags them with a session (``delete_session``
         removes them) without replacing what the session stored before. Returns their ids."""
+        validate_id("app", app)  # (no entries to store is no reason to take bad ids)
+        validate_id("user_id", user_id)
+        validate_optional_id("session_id", session_id)
         parsed = coerce_entries(entries)
         if not parsed:
             return []
@@ -152,8 +156,7 @@ class MemoryService(EntryReader):
     ) -> list[str]:
         validate_id("app", app)
         validate_id("user_id", user_id)
-        if session_id is not None:
-            validate_id("session_id", session_id)
+        validate_optional_id("session_id", session_id)
         parsed = coerce_entries(entries)
         if not parsed and not replace:
             raise ValidationError("entry", None, "no entry given")

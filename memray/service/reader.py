@@ -146,9 +146,10 @@ class EntryReader:
         validate_id("app", app)
         validate_id("user_id", user_id)
         n = check_limit(limit, DEFAULT_LIMIT)
+        project = None if project_id is None else validate_project_id(project_id)  # (before a call is made)
         calls = [self._store.list_entries(app, user_id, None, None, False, n)]
-        if project_id is not None:
-            calls.append(self._store.list_entries(app, user_id, validate_project_id(project_id), None, False, n))
+        if project is not None:
+            calls.append(self._store.list_entries(app, user_id, project, None, False, n))
         rows = [r for part in await asyncio.gather(*calls) for r in part]
         rows.sort(key=lambda r: (r.timestamp, r.id), reverse=True)
         return [unscored(r) for r in rows[:n]]

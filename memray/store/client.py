@@ -72,6 +72,9 @@ class StoreClient(Client):
     async def stored_seqs(self, requests: list[tuple[ConversationKey, list[str]]]) -> list[dict[str, int]]:
         return await self._call("stored_seqs", requests)
 
+    async def assigned_seqs(self, requests: list[tuple[ConversationKey, list[str]]]) -> list[dict[str, int]]:
+        return await self._call("assigned_seqs", requests)
+
     async def count_dead_letters(self) -> dict[str, int]:
         return await self._call("count_dead_letters")
 

@@ -110,6 +110,11 @@ class HistoryStore:
         """Per ``(conversation, ids)``: ``{id: stored seq}`` of the ids the store holds."""
         return messages.stored_seqs(self._db, requests)
 
+    def assigned_seqs(self, requests: list[tuple[ConversationKey, list[str]]]) -> list[dict[str, int]]:
+        """Per ``(conversation, ids)``: ``{id: seq}`` of the ids that have one — stored, or
+        dead-lettered (see :func:`.messages.assigned_seqs`)."""
+        return messages.assigned_seqs(self._db, requests)
+
     def count_dead_letters(self) -> dict[str, int]:
         """``{"rejected": n, "lost": m}``: dead letters of each kind."""
         return deadletter.count(self._db)

@@ -16,7 +16,15 @@ from memray.store.database import Database
 from memray.store.rows import MessageRow
 from memray.store.schema import MESSAGE_COLUMNS, ROLES, message_batch
 
-__all__ = ["append_messages", "get_messages", "fetch_messages", "stored_seqs", "json_equal", "Correction"]
+__all__ = [
+    "append_messages",
+    "get_messages",
+    "fetch_messages",
+    "stored_seqs",
+    "assigned_seqs",
+    "json_equal",
+    "Correction",
+]
 
 
 class Correction(NamedTuple):
@@ -244,9 +252,22 @@ def fetch_messages(db: Database, app: str, user_id: str, refs: list[tuple[str, s
 
 
 def stored_seqs(db: Database, requests: Sequence[tuple[ConversationKey, Sequence[str]]]) -> list[dict[str, int]]:
-    """For each ``(conversation, ids)``: the stored seq of each id the store holds (a host asks
-    before giving a seq to an id it does not hold in memory, so a re-added or retried message
-    keeps its seq). One query for all requests."""
+    """For each ``(conversation, ids)``: the stored seq of each id the store holds. One query
+    for all requests."""
+    return _seqs(db, requests, letters=False)
+
+
+def assigned_seqs(db: Database, requests: Sequence[tuple[ConversationKey, Sequence[str]]]) -> list[dict[str, int]]:
+    """For each ``(conversation, ids)``: the seq each id was given — its stored message's, or
+    its dead letter's (acknowledged and lost in a host restart, or rejected: that seq is the
+    id's, and a retry that stores it after all must keep it). A host asks before giving a seq
+    to an id it does not hold in memory, so a re-added or retried message keeps its seq."""
+    return _seqs(db, requests, letters=db.dead_letters_possible)
+
+
+def _seqs(
+    db: Database, requests: Sequence[tuple[ConversationKey, Sequence[str]]], letters: bool
+) -> list[dict[str, int]]:
     if not requests:
         return []
     cols: tuple[list[Any], ...] = ([], [], [], [], [])
@@ -269,6 +290,9 @@ def stored_seqs(db: Database, requests: Sequence[tuple[ConversationKey, Sequence
     db.con.register("_ask", wanted)
     try:
         rows = db.sql(f"SELECT b.n, b.id, m.seq FROM messages m JOIN _ask b ON {_KEY}").fetchall()
+        if letters:
+            lettered = f"SELECT b.n, b.id, d.seq FROM dead_letters d JOIN _ask b ON {_KEY.replace('m.', 'd.')}"
+            rows = db.sql(lettered).fetchall() + rows  # (a stored message wins)
     finally:
         db.con.unregister("_ask")
     for n, i, seq in rows:

@@ -152,6 +152,9 @@ class StorePartitions:
     async def stored_seqs(self, requests: list[tuple[ConversationKey, list[str]]]) -> list[dict[str, int]]:
         return await self._in_order(requests, lambda r: _key_user(r[0]), lambda c, part: c.stored_seqs(part))
 
+    async def assigned_seqs(self, requests: list[tuple[ConversationKey, list[str]]]) -> list[dict[str, int]]:
+        return await self._in_order(requests, lambda r: _key_user(r[0]), lambda c, part: c.assigned_seqs(part))
+
     async def count_dead_letters(self) -> dict[str, int]:
         return _sum_counts(await self._all(lambda c: c.count_dead_letters()))
 

@@ -94,3 +94,45 @@ def test_ledgers_of_hosts_that_no_longer_exist_are_resolved_too(tmp_path) -> Non
         with pytest.raises(memray.DeadLetterError):
             conv.flush()
     assert not (tmp_path / "shrunk" / "hosts" / "host-2.ledger").exists()
+
+
+def test_a_retry_returns_the_stored_seq_of_every_message_of_its_batch(mem: memray.Memory) -> None:
+    """The store committed the whole batch but the caller never heard back (its host died): the
+    restarted host loads the conversation's last ``buffer_window`` messages, asks the store for
+    the others, and the retry's earlier messages must not push the later ones out of the buffer
+    before their seqs are read (per message, not per call)."""
+    conv = mem.conversation(user_id="u", conversation_id="c")
+    conv.add([msg("first")], durable=True)
+    batch = [msg(f"m{i}") for i in range(10)]  # 10 > window 4
+    dep = mem._deployment
+    assert mem._run(mem._host_for(conv.key).add(conv.key, batch, True)) == list(range(2, 12))
+    fresh = ConversationHost(0, mem.config, dep.stores, dep.shards)  # the host died after the commit
+    try:
+        assert mem._run(fresh.add(conv.key, batch, True, retried=True)) == list(range(2, 12))
+        assert mem._run(fresh.add(conv.key, [msg("next")], True)) == [12]
+        held = stored(mem, conv)
+        assert [held[m.id] for m in batch] == list(range(2, 12)) and len(held) == 12
+    finally:
+        mem._run(fresh.close())
+
+
+def test_a_readd_of_a_whole_old_stretch_keeps_every_seq(mem: memray.Memory) -> None:
+    """Caller-chosen ids re-added in one call longer than the window: none gets a second seq."""
+    conv = mem.conversation(user_id="u", conversation_id="c")
+    conv.add([msg(f"m{i}", f"id{i}") for i in range(1, 11)], durable=True)
+    again = [msg(f"m{i} edited", f"id{i}") for i in range(1, 11)]
+    assert conv.add(again) == list(range(1, 11))
+    conv.flush()
+    assert stored(mem, conv) == {f"id{i}": i for i in range(1, 11)}
+
+
+def test_a_durable_add_returns_the_seq_the_store_keeps(mem: memray.Memory) -> None:
+    """The store is the arbiter of an id's seq (the first commit of an id wins). A message the
+    host cannot know is stored — the caller sends one of its own messages again, unnamed and not
+    as a retry, after it left the buffer — gets a seq the store then corrects: a durable add
+    answers with the stored one."""
+    conv = mem.conversation(user_id="u", conversation_id="c")
+    first = [msg(f"m{i}") for i in range(10)]  # memray's own ids: never looked up on a first send
+    assert conv.add(first, durable=True) == list(range(1, 11))
+    assert conv.add(first[0], durable=True) == [1]
+    assert stored(mem, conv)[first[0].id] == 1

@@ -14,7 +14,8 @@ import pytest
 
 from benchmarks.faults import ingest_under_fault, open_memory, reopen_across_modes, searches_under_fault
 
-pytestmark = pytest.mark.ray
+# an exception escaping into Ray's own callbacks (an unraisable one) fails the run, not just a warning
+pytestmark = [pytest.mark.ray, pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")]
 
 SCALE = int(os.environ.get("MEMRAY_FAULT_SCALE", "1"))
 # 40 messages per conversation: more than a host's buffer window (32), so a retried add must ask

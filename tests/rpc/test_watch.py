@@ -1,6 +1,8 @@
-"""`watched`: a call whose actor Ray has on no node fails within the bound; a long call on a
-placed actor is never cut. The actor's placement comes from a scripted function (Ray's control
-plane in ``RayRef``; ``tests/runtime/test_unplaced.py`` runs the real thing on a cluster)."""
+"""`watched`: a call whose actor Ray has on no node, or whose placed process has stopped
+answering, fails within the bound; a long call on a live actor is never cut. The actor's
+placement comes from a scripted function (Ray's control plane in ``RayRef``;
+``tests/runtime/test_unplaced.py`` runs the real thing on a cluster), its liveness from a
+scripted probe (``tests/faults/test_bounds.py`` stops real processes)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from typing import Any
 import pytest
 
 from memray.errors import UnavailableError
-from memray.rpc.ref import Placement, watched
+from memray.rpc.ref import Liveness, Placement, watched
 
 FAST = {"grace_s": 0.001, "every_s": 0.001}  # checks as often as the loop allows: the tests wait on them
 UNPLACED = Placement("PENDING_CREATION", False, {"memray_store": 1.0})
@@ -42,6 +44,18 @@ class Where:
         if isinstance(answer, Exception):
             raise answer
         return answer
+
+
+class Probe:
+    """A liveness probe that answers (``answers``) or never does, counting the probes sent."""
+
+    def __init__(self, answers: bool) -> None:
+        self.answers, self.sent = answers, 0
+
+    async def __call__(self) -> None:
+        self.sent += 1
+        if not self.answers:
+            await asyncio.Event().wait()  # a stopped process: the probe waits for ever
 
 
 async def finish_after(reply: asyncio.Future[str], where: Where, checks: int) -> None:
@@ -92,6 +106,31 @@ async def test_a_long_call_to_a_placed_actor_is_not_cut(answers: tuple[Placement
     finisher = asyncio.create_task(finish_after(reply, where, checks=50))
     assert await watched(reply, where, "host 0", bound_s=0.0, **FAST) == "done"  # a bound of 0 would cut at once
     await finisher
+
+
+@run
+async def test_a_long_call_to_a_placed_actor_that_answers_its_probes_is_not_cut() -> None:
+    reply: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    where, probe = Where(ALIVE), Probe(answers=True)
+    finisher = asyncio.create_task(finish_after(reply, where, checks=50))
+    assert await watched(reply, where, "shard 0", bound_s=0.01, liveness=Liveness(probe), **FAST) == "done"
+    await finisher
+    assert probe.sent >= 2  # asked while it ran: busy, but alive
+
+
+@run
+async def test_a_call_to_a_placed_actor_that_stopped_answering_fails_once_the_bound_has_passed() -> None:
+    """Ray has the actor ALIVE on its node, but its process answers nothing (SIGSTOP, hung, a
+    node cut off that Ray has not declared dead yet): the call is cut, naming it."""
+    reply: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    liveness = Liveness(Probe(answers=False))
+    with pytest.raises(UnavailableError) as raised:
+        await watched(reply, Where(ALIVE), "shard 1", bound_s=0.05, liveness=liveness, **FAST)
+    message = str(raised.value)
+    assert message.startswith("shard 1 unavailable: Ray has it alive, but its process has answered nothing for ")
+    assert raised.value.waited_s >= 0.05
+    assert reply.cancelled()
+    assert str(pickle.loads(pickle.dumps(raised.value))) == message
 
 
 @run

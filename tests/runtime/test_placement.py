@@ -96,3 +96,33 @@ def test_a_long_call_on_a_live_actor_is_not_cut_by_the_bound(ray_session: None) 
         assert seen[-1] == Placement("ALIVE", True, {})
     finally:
         ray.kill(ref.handle)
+
+
+def test_a_placement_read_given_up_leaves_ray_nothing_to_complain_about(ray_session: None) -> None:
+    """A call's watch is cancelled when its answer comes, maybe while it reads where its actor is.
+    Ray completes that read's future from its own thread and asserts the future is still pending
+    (``_raylet.assign_and_decrement_fut``): cancelling it made Ray print ``Exception ignored in:
+    'ray._raylet.assign_and_decrement_fut'`` / ``AssertionError`` (an unraisable exception)."""
+    import sys
+
+    import ray
+
+    live = RayRef(ray.remote(AsyncSink).options(num_cpus=0).remote(), "sink")
+    unraisable: list[str] = []
+    hook = sys.unraisablehook
+    sys.unraisablehook = lambda u: unraisable.append(f"{u.exc_type.__name__} in {u.object!r}")
+
+    async def give_up_reads() -> None:
+        for _ in range(20):
+            read = asyncio.get_running_loop().create_task(live.placement())
+            await asyncio.sleep(0)  # the read is sent
+            read.cancel()
+        for _ in range(20):  # the replies to the reads given up came back before these
+            await live.placement()
+
+    try:
+        asyncio.run(give_up_reads())
+    finally:
+        sys.unraisablehook = hook
+        ray.kill(live.handle)
+    assert not unraisable, unraisable

@@ -116,6 +116,7 @@ def test_message_writes_and_reads_keep_seq_order_and_every_filter(store: StoreCl
     )
     assert [r.id for r in fetched] == ["m5", "m1"]
     assert run(store.stored_seqs([(key, ["m2", "m9"])])) == [{"m2": 2}]
+    assert run(store.assigned_seqs([(key, ["m2", "m9"])])) == [{"m2": 2}]
     snap = run(store.load_conversation(key, 2))
     assert (snap.exists, snap.last_seq, [r.seq for r in snap.recent]) == (True, 5, [4, 5])
     other = ConversationKey(key.app, key.user_id, "never")

@@ -59,6 +59,8 @@ def test_resolve_acknowledged_records_only_what_is_missing(store: HistoryStore) 
     assert [(d.id, d.seq, d.kind) for d in lost] == [("m3", 3, "lost"), ("m4", 4, "lost")]
     assert store.get_conversation(KEY)["last_seq"] == 4  # type: ignore[index]
     assert store.stored_seqs([(KEY, ["m1", "m3", "zz"])]) == [{"m1": 1}]
+    # the seq a lost id was given stays its own: a retry that brings it after all keeps it
+    assert store.assigned_seqs([(KEY, ["m1", "m3", "zz"])]) == [{"m1": 1, "m3": 3}]
     store.commit_messages([msg(3)])  # a retried add brought m3 after all
     assert {d.id for d in store.dead_letters()} == {"m4"}
 
