@@ -26,21 +26,21 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from memray.conversation.client import HostClient
 from memray.conversation.context import assemble
 from memray.conversation.instructions import render_instructions
-from memray.conversation.tail import Tail, score_tail, support_neighbours
+from memray.conversation.tail import Tail, TailSearch, score_tails
 from memray.conversation.working_memory import WorkingMemory
 from memray.conversation.written import Tails, Written
 from memray.embedding.query import Encoded, QueryEncoder
 from memray.ids import ConversationKey, Namespace, conversation_namespace
 from memray.index.base import ShardHit
-from memray.index.columns import columns_of
-from memray.index.fusion import hit_order, rank
+from memray.index.lexical import Bm25Stats
+from memray.index.search import Query
 from memray.metrics import DEGRADED_RECALLS, SEARCH_LATENCY
 from memray.models import Context, Hit, Merge, Message, RetrievalMode, Scope
 from memray.rpc.batch import Coalescer
@@ -182,47 +182,20 @@ class Recall:
         return _finish(out, result.degraded or tail_failure is not None, reason, encoded.failed, scope, t0)
 
     def _merge(
-        self, hits: list[ShardHit], tails: Tails, encoded: Encoded, request: Any, stats: Any
+        self, hits: list[ShardHit], tails: Tails, encoded: Encoded, request: Query, stats: Bm25Stats
     ) -> tuple[list[ShardHit], dict[tuple[Namespace, str], Message]]:
-        """The shard's hits and the tails' scored messages, best ``request.k`` first. A message in
-        a tail is newer than (or absent from) the shard's copy: the tail's version wins."""
-        pending = [(conversation_namespace(k), m) for k, t in tails.items() for m in t.messages]
+        """The shard's hits and the tails' messages scored as the shard would (one batch of the
+        scoring kernel, :func:`~memray.conversation.tail.score_tails`), best ``request.k`` first.
+        A message in a tail is newer than (or absent from) the shard's copy: the tail's version wins."""
+        pending = [(conversation_namespace(k), t.messages) for k, t in tails.items() if t.messages]
         if not pending:
             return hits, {}
-        msgs = [m for _, m in pending]
         vectors = None
         embedder = self.encoder.embedder
         if encoded.vector is not None and embedder is not None and getattr(embedder, "recomputable", False):
-            vectors = np.asarray(embedder.embed([m.text for m in msgs]), dtype=np.float32)
-        relevance = score_tail(msgs, request, stats, vectors)
-        from_tail = {(ns, m.id): m for ns, m in pending}
-        merged = [h for h in hits if (Namespace(*h.namespace), h.doc_id) not in from_tail]
-        if self._neighbour_weight > 0.0:  # as the shard does (memray.index.fusion), before stream ranking
-            for ns in {ns for ns, _ in pending}:
-                at = [n for n, (n_ns, _) in enumerate(pending) if n_ns == ns]
-                known = {
-                    int(h.recency): h.score for h in merged if Namespace(*h.namespace) == ns and request.stream is None
-                }
-                for n, score in zip(
-                    at,
-                    support_neighbours(
-                        [msgs[n].seq or 0 for n in at], [relevance[n] for n in at], known, self._neighbour_weight
-                    ),
-                ):
-                    relevance[n] = score
-        columns = np.array([columns_of(m.created_at, m.sim_time, m.importance) for m in msgs], dtype=np.float64)
-        scores = rank(
-            np.array(relevance, dtype=np.float64),
-            columns.reshape(-1, 3),
-            request.min_score,
-            request.stream,
-            request.window,
-        )
-        for (ns, msg), score in zip(pending, scores.tolist()):
-            if score == score:  # NaN: not a hit (outside the window, or under the relevance floor)
-                merged.append(ShardHit(ns, msg.id, score, float(msg.seq or 0), ""))
-        merged.sort(key=hit_order)
-        return merged[: request.k], from_tail
+            vectors = np.asarray(embedder.embed([m.text for _, msgs in pending for m in msgs]), dtype=np.float32)
+        merged = score_tails([TailSearch(request, stats, hits, pending, vectors)], self._neighbour_weight)[0]
+        return merged, {(ns, m.id): m for ns, msgs in pending for m in msgs}
 
     async def _hydrate(self, hits: list[ShardHit], from_tail: dict[tuple[Namespace, str], Message]) -> list[Hit]:
         """Hits as messages: from the tail, from the shard's payload, or from the store where it
