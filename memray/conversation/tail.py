@@ -102,9 +102,8 @@ class TailSource:
         rows = [columns_of(msgs[n].created_at, msgs[n].sim_time, msgs[n].importance) for n in labels.tolist()]
         return np.array(rows, dtype=np.float64).reshape(-1, 3)
 
-    def hit(self, label: int, score: float) -> ShardHit:
-        msg = self.messages[label]
-        return ShardHit(self.namespace, msg.id, score, float(msg.seq or 0), "")
+    def hit(self, label: int, score: float, recency: float) -> ShardHit:
+        return ShardHit(self.namespace, self.messages[label].id, score, recency, "")
 
 
 class TailSearch(NamedTuple):

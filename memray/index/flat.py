@@ -134,10 +134,10 @@ class FlatView:
             out[mine] = self.spaces[uid].columns.rows(self.label[slots[mine]])
         return out
 
-    def hit(self, slot: int, score: float) -> ShardHit:
+    def hit(self, slot: int, score: float, recency: float) -> ShardHit:
         space = self.spaces[int(self.uid[slot])]
         doc = space.docs[int(self.label[slot])]
-        return ShardHit(space.namespace, doc, score, float(self.rec[slot]), space.payload.get(doc, ""))
+        return ShardHit(space.namespace, doc, score, recency, space.payload.get(doc, ""))
 
     def adjacent(self) -> tuple[np.ndarray, np.ndarray]:
         """By slot: the slot of the message at seq - 1 and at seq + 1 in its conversation (-1:

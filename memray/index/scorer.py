@@ -47,7 +47,7 @@ import numpy as np
 from memray.index.base import ShardHit
 from memray.index.exact import ExactIndex
 from memray.index.hnsw import HnswIndex
-from memray.index.lexical import Bm25Stats, LexicalIndex, ideal_bm25
+from memray.index.lexical import Bm25Stats, LexicalIndex, bm25_idf
 from memray.index.search import Query
 from memray.scoring import SECONDS_PER_HOUR, Stream, Window
 from memray.text import index_terms
@@ -104,8 +104,8 @@ class Source(Protocol):
         """``float64[len(labels), 3]``: created_at, sim_time, importance (NaN: none)."""
         ...
 
-    def hit(self, label: int, score: float) -> ShardHit:
-        """The hit of ``label`` scoring ``score``."""
+    def hit(self, label: int, score: float, recency: float) -> ShardHit:
+        """The hit of ``label`` scoring ``score`` (``recency`` is ``rec[label]``)."""
         ...
 
 
@@ -192,6 +192,7 @@ class _Plan(NamedTuple):
     k: int
     terms: list[str]
     stats: Bm25Stats
+    idf: list[float]  # of each term, under ``stats``
     ideal: float  # inf when it has no terms (L is then 0)
     vector: np.ndarray | None  # unit, finite (None: no vector part)
     threshold: float  # the query's (V is 0 when it is not below 1)
@@ -253,7 +254,8 @@ def _plan(at: int, search: Search, vector: np.ndarray | None) -> _Plan | None:
     else:
         own = (source.lexical.stats(terms) for source in sources)
         stats = Bm25Stats.merge(own if search.base is None else (search.base, *own))
-    ideal = ideal_bm25(terms, stats) if terms else 0.0
+    idf = [bm25_idf(stats.docs, stats.df.get(term, 0)) for term in terms]  # (as ideal_bm25)
+    ideal = sum(idf)
     depth = max(query.k, HYBRID_DEPTH if query.stream is None else STREAM_DEPTH)
     lexical_weight, vector_weight = _weights(query)
     return _Plan(
@@ -262,6 +264,7 @@ def _plan(at: int, search: Search, vector: np.ndarray | None) -> _Plan | None:
         query.k,
         terms,
         stats,
+        idf,
         ideal if ideal > 0.0 else math.inf,
         vector,
         float(query.threshold),
@@ -283,7 +286,7 @@ def score(searches: Sequence[Search], neighbour_weight: float) -> list[Scored]:
         plan = _plan(i, search, vector)
         if plan is not None:
             plans.append(plan)
-    for block in _blocks(plans):
+    for block in _blocks(plans) if len(plans) > 1 else (plans,) if plans else ():
         for plan, scored in zip(block, _Block(block, neighbour_weight).results()):
             out[plan.at] = scored
     return out
@@ -291,9 +294,6 @@ def score(searches: Sequence[Search], neighbour_weight: float) -> list[Scored]:
 
 def _blocks(plans: list[_Plan]) -> Iterator[list[_Plan]]:
     """``plans`` in blocks of at most :data:`BLOCK_ITEMS` labels (a bigger search alone)."""
-    if len(plans) == 1:
-        yield plans
-        return
     block: list[_Plan] = []
     size = 0
     for plan in plans:
@@ -389,7 +389,7 @@ class _Block:
             search = plan.search
             outside = search.outside
             for n, source in enumerate(search.sources):
-                postings = source.lexical.postings(plan.terms, plan.stats) if plan.terms else []
+                postings = source.lexical.postings(plan.terms, plan.stats, plan.idf) if plan.terms else []
                 index = source.vectors_of(search.retired) if plan.vector is not None else None
                 if index is not None and not len(index):
                     index = None
@@ -407,11 +407,13 @@ class _Block:
         if len(self.pairs) > 1:
             sizes = [pair.size for pair in self.pairs]
             self.shift = np.repeat(np.array([pair.offset for pair in self.pairs], dtype=np.int64), sizes)
-            if not self.one:
-                self.owner_of = np.repeat(np.array([pair.owner for pair in self.pairs], dtype=np.int64), sizes)
+            if not self.one:  # (and one more: the 0 past the last entry)
+                owners = np.array([pair.owner for pair in self.pairs] + [0], dtype=np.int64)
+                self.owner_of = np.repeat(owners, sizes + [1])
 
     def spread(self, values: list[float]) -> Any:
-        """One value per search: a scalar for a block of one, else spread over the entries."""
+        """One value per search: a scalar for a block of one, else spread over the entries (and
+        the 0 past the last)."""
         return values[0] if self.one else np.array(values)[self.owner_of]
 
     def placed(self, parts: list[tuple[int, np.ndarray]]) -> np.ndarray:
@@ -424,8 +426,8 @@ class _Block:
 
     # -- the parts ---------------------------------------------------------------------
     def lexical(self) -> np.ndarray | None:
-        """``L`` of every entry: BM25 under its search's statistics (one ``bincount``) over the
-        search's ideal (None: no entry shares a term)."""
+        """``L`` of every entry and a 0 past the last: BM25 under its search's statistics (one
+        ``bincount``) over the search's ideal (None: no entry shares a term)."""
         where: list[tuple[int, np.ndarray]] = []
         base: list[np.ndarray] = []
         idf: list[float] = []
@@ -440,15 +442,15 @@ class _Block:
             weight = idf[0] * base[0]
         else:
             weight = np.repeat(np.array(idf), [len(b) for b in base]) * np.concatenate(base)
-        bm25: np.ndarray = np.bincount(self.placed(where), weight, minlength=self.total)
+        bm25: np.ndarray = np.bincount(self.placed(where), weight, minlength=self.total + 1)
         np.divide(bm25, self.spread([plan.ideal for plan in self.plans]), out=bm25)  # (BM25 >= 0: 0 stays 0)
         np.minimum(bm25, 1.0, out=bm25)
         return bm25
 
     def vector(self) -> np.ndarray | None:
-        """``V`` of every entry (None: no entry has one): each exact index times the vectors of
-        the searches that read it, the HNSW candidates compared one by one, then one
-        :func:`vector_scores` for all."""
+        """``V`` of every entry and a 0 past the last (None: no entry has one): each exact index
+        times the vectors of the searches that read it, the HNSW candidates compared one by one,
+        then one :func:`vector_scores` for all."""
         where: list[tuple[int, np.ndarray]] = []
         sims: list[np.ndarray] = []
         owners: list[_Plan] = []
@@ -478,7 +480,7 @@ class _Block:
                 owners.append(pair.plan)
         if not sims:
             return None
-        vec = np.zeros(self.total)
+        vec = np.zeros(self.total + 1)
         if len(sims) == 1:
             vec[self.placed(where)] = vector_scores(sims[0], owners[0].threshold)
             return vec
@@ -539,16 +541,16 @@ class _Block:
                 else self.spread([p.vector_weight for p in plans]) * vec
             )
         else:
-            fused = np.zeros(self.total)
+            fused = np.zeros(self.total + 1)
         near = self.neighbours()
         outside = [pair for pair in self.pairs if pair.outside is not None]
         if near is None and not outside:
-            return fused
+            return fused[:-1]
         if near is None:
             best = np.zeros(self.total)
         else:
-            padded = np.append(fused, 0.0)  # entry -1 reads the 0 at the end
-            best = np.maximum(padded[near[0]], padded[near[1]])
+            best = np.maximum(fused[near[0]], fused[near[1]])  # entry -1 reads the 0 at the end
+        fused = fused[:-1]
         for pair in outside:
             span = slice(pair.offset, pair.offset + pair.size)
             best[span] = np.maximum(best[span], pair.outside[pair.entry_labels()])  # type: ignore[index]
@@ -576,8 +578,9 @@ class _Block:
             if self.one:
                 keep = relevance >= floors[0]
             else:
-                strict = self.spread([f is None for f in floors])
-                keep = np.where(strict, relevance > 0.0, relevance >= self.spread([f or 0.0 for f in floors]))
+                strict = self.spread([f is None for f in floors])[:-1]
+                floor = self.spread([f or 0.0 for f in floors])[:-1]
+                keep = np.where(strict, relevance > 0.0, relevance >= floor)
             keep &= rec == rec  # (NaN: no item)
         final = relevance
         for pair in pairs:
@@ -610,7 +613,7 @@ class _Block:
             take = min(k, len(places))
             while take < len(places) and scores[take] == scores[take - 1] and recencies[take] == recencies[take - 1]:
                 take += 1  # tied with the k-th: the final order breaks those ties by doc id
-            places, scores = places[:take], scores[:take]
+            places, scores, recencies = places[:take], scores[:take], recencies[:take]
             tied = {0} if len(set(zip(scores, recencies))) < take else set()
         else:
             k_of = np.array([plan.k for plan in plans], dtype=np.int64)
@@ -621,18 +624,22 @@ class _Block:
             kept, owner, score, recency = kept[chosen], owner[chosen], score[chosen], recency[chosen]
             same = (owner[1:] == owner[:-1]) & (score[1:] == score[:-1]) & (recency[1:] == recency[:-1])
             tied = set(owner[1:][same].tolist())  # searches whose order needs the doc ids
-            places, scores = kept.tolist(), score.tolist()
+            places, scores, recencies = kept.tolist(), score.tolist(), recency.tolist()
         pairs = self.pairs
-        if len(pairs) == 1:
-            pair_of = [0] * len(places)
+        if len(pairs) == 1:  # one search of one source
+            source, labels = pairs[0].source, pairs[0].labels
+            if labels is not None:
+                places = labels[places].tolist()
+            hits = [[source.hit(label, s, r) for label, s, r in zip(places, scores, recencies)]]
         else:
             starts = np.array([pair.offset for pair in pairs], dtype=np.int64)
-            pair_of = (np.searchsorted(starts, places, side="right") - 1).tolist()
-        hits: list[list[ShardHit]] = [[] for _ in plans]
-        for p, entry, s in zip(pair_of, places, scores):
-            pair = pairs[p]
-            at = entry - pair.offset
-            hits[pair.owner].append(pair.source.hit(at if pair.labels is None else int(pair.labels[at]), s))
+            hits = [[] for _ in plans]
+            for p, entry, s, r in zip(
+                (np.searchsorted(starts, places, side="right") - 1).tolist(), places, scores, recencies
+            ):
+                pair = pairs[p]
+                at = entry - pair.offset
+                hits[pair.owner].append(pair.source.hit(at if pair.labels is None else int(pair.labels[at]), s, r))
         out = []
         for i, (found, plan) in enumerate(zip(hits, plans)):
             if i in tied:

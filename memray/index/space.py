@@ -127,9 +127,9 @@ class Space:
     def columns_of(self, labels: np.ndarray) -> np.ndarray:
         return self.columns.rows(labels)
 
-    def hit(self, label: int, score: float) -> ShardHit:
+    def hit(self, label: int, score: float, recency: float) -> ShardHit:
         doc = self.docs[label]
-        return ShardHit(self.namespace, doc, score, float(self.rec[label]), self.payload.get(doc, ""))
+        return ShardHit(self.namespace, doc, score, recency, self.payload.get(doc, ""))
 
     def remove(self, doc_id: str) -> bool:
         label = self.labels.pop(doc_id, None)

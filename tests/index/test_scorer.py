@@ -344,8 +344,8 @@ class Rows:
     def columns_of(self, labels: np.ndarray) -> np.ndarray:
         return np.full((len(labels), 3), np.nan)
 
-    def hit(self, label: int, score: float) -> ShardHit:
-        return ShardHit(Namespace("a", "u", "entry", ""), f"d{label}", score, float(label))
+    def hit(self, label: int, score: float, recency: float) -> ShardHit:
+        return ShardHit(Namespace("a", "u", "entry", ""), f"d{label}", score, recency)
 
 
 @pytest.mark.parametrize("threshold", [1.0, 1.5, NAN, 0.5])
