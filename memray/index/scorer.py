@@ -29,11 +29,13 @@ support, floor, window, stream and top ``k`` as a fixed number of numpy calls fo
 batch; :class:`ShardHit` tuples are built for the hits returned, nothing else. With a batch of
 one, the per-search values stay Python floats that numpy broadcasts.
 
-A segment holds every label of its source (*dense*), or, for an HNSW index, only its
-*candidates*: the items sharing a query term, the ``depth`` nearest by vector (every item of
-the window, compared exactly, when the search has one), the neighbours of those (compared
-exactly), and, with no floor, the ``k`` newest items (stream scoring with no floor: every item).
-An HNSW source's vector part is therefore approximate beyond that depth, and only there.
+A segment holds every label of its source (*dense*), or only its *candidates*: for an HNSW
+index, the items sharing a query term, the ``depth`` nearest by vector (every item of the
+window, compared exactly, when the search has one) and the neighbours of those (compared
+exactly); for a large source (:data:`SPARSE_ABOVE`) searched without a vector part, the items
+sharing a term and their neighbours; and, with no floor, the ``k`` newest items (stream scoring
+with no floor: every item). An HNSW source's vector part is therefore approximate beyond that
+depth, and only there.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ __all__ = [
     "HYBRID_DEPTH",
     "STREAM_DEPTH",
     "BLOCK_ITEMS",
+    "SPARSE_ABOVE",
     "NO_STATS",
 ]
 
@@ -75,6 +78,9 @@ HYBRID_DEPTH = 50
 STREAM_DEPTH = 200
 #: The most segment entries scored in one block: a batch's memory stays bounded.
 BLOCK_ITEMS = 1 << 20
+#: A source with more labels than this is scored over its candidates (not every label) when the
+#: search has no vector part there: its lexical hits are few next to its size.
+SPARSE_ABOVE = 4096
 #: The statistics of a search that reads nothing.
 NO_STATS = Bm25Stats(0, 0, {})
 
@@ -280,7 +286,7 @@ def score(searches: Sequence[Search], neighbour_weight: float) -> list[Scored]:
     ``neighbour_weight`` is ``IndexConfig.neighbour_weight``. A search that finds nothing
     whatever is held (``k <= 0``, no source, vector mode without a usable vector) gets no hits
     and :data:`NO_STATS`."""
-    out = [Scored([], NO_STATS)] * len(searches)
+    out = [Scored([], NO_STATS) for _ in searches]
     plans = []
     for i, (search, vector) in enumerate(zip(searches, _unit_vectors(searches))):
         plan = _plan(i, search, vector)
@@ -347,32 +353,35 @@ def _newest(source: Source, k: int, window: Window | None) -> np.ndarray:
 
 
 def _candidates(
-    plan: _Plan, source: Source, index: HnswIndex, postings: list[tuple[np.ndarray, np.ndarray, float]], linked: bool
-) -> tuple[np.ndarray, np.ndarray]:
-    """The entries (labels) of an HNSW source's segment and those of them whose vectors are
-    compared (module docstring)."""
+    plan: _Plan,
+    source: Source,
+    index: HnswIndex | None,
+    postings: list[tuple[np.ndarray, np.ndarray, float]],
+    linked: bool,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """The entries (labels) of a sparse segment — an HNSW source's, or a large source's with no
+    vector part — and those of them whose vectors are compared (module docstring)."""
     query, vector = plan.search.query, plan.vector
-    assert vector is not None
-    probe = [labs for labs, _, _ in postings]
-    if query.window is None:
-        found, _ = index.search(vector, plan.depth)
-        probe.append(found[0])
-    else:  # every item of the window, compared exactly
-        live = np.flatnonzero(~np.isnan(source.rec))
-        probe.append(live[in_window(source.columns_of(live), query.window)])
-    probed = np.unique(np.concatenate(probe))
-    if linked and len(probed):
+    found = [labs for labs, _, _ in postings]
+    if index is not None and vector is not None:
+        if query.window is None:
+            found.append(index.search(vector, plan.depth)[0][0])
+        else:  # every item of the window, compared exactly
+            live = np.flatnonzero(~np.isnan(source.rec))
+            found.append(live[in_window(source.columns_of(live), query.window)])
+    labels = np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
+    if linked and len(labels):
         before, after = source.adjacent()
-        near = np.concatenate([probed, before[probed], after[probed]])
-        probed = np.unique(near[near >= 0])
-    labels = probed
+        near = np.concatenate([labels, before[labels], after[labels]])
+        labels = np.unique(near[near >= 0])
+    probe = labels if index is not None else None
     if plan.floor is not None and plan.floor <= 0.0:  # no floor: items scoring 0 are hits too
         if query.stream is not None:
             rest = np.flatnonzero(~np.isnan(source.rec))  # recency and importance rank them all
         else:
             rest = _newest(source, query.k, query.window)
-        labels = np.union1d(probed, rest)
-    return labels, probed
+        labels = np.union1d(labels, rest)
+    return labels, probe
 
 
 class _Block:
@@ -390,12 +399,12 @@ class _Block:
             outside = search.outside
             for n, source in enumerate(search.sources):
                 postings = source.lexical.postings(plan.terms, plan.stats, plan.idf) if plan.terms else []
-                index = source.vectors_of(search.retired) if plan.vector is not None else None
+                index = source.vectors_of(search.retired) if plan.vector is not None and plan.threshold < 1.0 else None
                 if index is not None and not len(index):
-                    index = None
+                    index = None  # (and no cosine can pass a threshold of 1 or more)
                 labels = probe = None
                 size = len(source.rec)
-                if isinstance(index, HnswIndex):
+                if isinstance(index, HnswIndex) or (index is None and size > SPARSE_ABOVE):
                     linked = source.linked and neighbour_weight > 0.0
                     labels, probe = _candidates(plan, source, index, postings, linked)
                     size = len(labels)
@@ -457,8 +466,6 @@ class _Block:
         readers: dict[int, tuple[ExactIndex, list[_Pair]]] = {}
         for pair in self.pairs:
             index = pair.vectors
-            if not pair.plan.threshold < 1.0:
-                continue  # no cosine can pass it (NaN neither): V is 0
             if isinstance(index, ExactIndex):
                 readers.setdefault(id(index), (index, []))[1].append(pair)
             elif isinstance(index, HnswIndex) and pair.probe is not None and pair.plan.vector is not None:

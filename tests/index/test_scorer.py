@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from memray.config import IndexConfig
 from memray.conversation.tail import TailSearch, score_tails
 from memray.ids import Namespace
-from memray.index import IndexItem, VectorShard
+from memray.index import IndexItem, VectorShard, scorer
 from memray.index.base import ShardHit, normalise
-from memray.index.scorer import Search, score
+from memray.index.scorer import SPARSE_ABOVE, Search, score
 from memray.index.search import AppSearch, NamespaceSearch, Query, ShardSearch, UserSearch
 from memray.models import Message
 from memray.scoring import Stream, Window
@@ -203,6 +203,7 @@ def requests(draw: Any) -> tuple[ShardSearch, ref.Ask]:
     searches=st.lists(requests(), min_size=1, max_size=6),
     hnsw=st.booleans(),
     flat_hnsw=st.booleans(),
+    sparse=st.booleans(),
     neighbour_weight=st.sampled_from([0.0, 0.2, 0.6]),
 )
 def test_every_shard_search_path_scores_as_the_reference(
@@ -211,6 +212,7 @@ def test_every_shard_search_path_scores_as_the_reference(
     searches: list[tuple[ShardSearch, ref.Ask]],
     hnsw: bool,
     flat_hnsw: bool,
+    sparse: bool,
     neighbour_weight: float,
 ) -> None:
     everything = [item for part in corpus for item in part]
@@ -231,14 +233,19 @@ def test_every_shard_search_path_scores_as_the_reference(
     gone = [(item.namespace, item.doc_id) for n, item in enumerate(everything) if n in deleted]
     if gone:
         shard.delete(gone)
-    batch = shard.search_many([request for request, _ in searches])
-    for (request, ask), together in zip(searches, batch):
+    if sparse:  # every source searched without a vector part scored over its candidates
+        scorer.SPARSE_ABOVE = 0
+    try:
+        batch = shard.search_many([request for request, _ in searches])
+        alone = [shard.search_many([request])[0] for request, _ in searches]
+    finally:
+        scorer.SPARSE_ABOVE = SPARSE_ABOVE
+    for (request, ask), together, one in zip(searches, batch, alone):
         want = ref.search(scope(request, live), ask, neighbour_weight)
-        alone = shard.search_many([request])[0]
-        assert not isinstance(together, Exception) and not isinstance(alone, Exception)
+        assert not isinstance(together, Exception) and not isinstance(one, Exception)
         same(together.hits, want, (request, "batch"))
-        same(alone.hits, want, (request, "alone"))
-        assert all(h.payload == f'"{h.doc_id}"' for h in alone.hits)
+        same(one.hits, want, (request, "alone"))
+        assert all(h.payload == f'"{h.doc_id}"' for h in one.hits)
 
 
 # -- the read-your-writes tail ------------------------------------------------------------------
