@@ -84,15 +84,18 @@ class TailSource:
         for n, m in enumerate(messages):
             self.lexical.add(str(n), m.text)
         self._vectors = None if vectors is None or not len(vectors) else ExactIndex.of(vectors)
+        self._adjacent: tuple[np.ndarray, np.ndarray] | None = None
 
     def adjacent(self) -> tuple[np.ndarray, np.ndarray]:
-        before = np.full(len(self.rec), -1, dtype=np.int64)
-        after = before.copy()
-        order = np.argsort(self.rec, kind="stable")
-        step = np.flatnonzero(np.diff(self.rec[order]) == 1.0)
-        after[order[step]] = order[step + 1]
-        before[order[step + 1]] = order[step]
-        return before, after
+        if self._adjacent is None:
+            before = np.full(len(self.rec), -1, dtype=np.int64)
+            after = before.copy()
+            order = np.argsort(self.rec, kind="stable")
+            step = np.flatnonzero(np.diff(self.rec[order]) == 1.0)
+            after[order[step]] = order[step + 1]
+            before[order[step + 1]] = order[step]
+            self._adjacent = (before, after)
+        return self._adjacent
 
     def vectors_of(self, retired: bool) -> ExactIndex | None:
         return self._vectors

@@ -52,7 +52,6 @@ class FlatView:
         self.uid = np.zeros(0, dtype=np.int64)  # by slot
         self.label = np.zeros(0, dtype=np.int64)
         self.rec = np.zeros(0)  # recency by slot, NaN: no item
-        self.has_vector = np.zeros(0, dtype=bool)  # by slot
         self.next_slot = 0
         self.vectors: ExactIndex | HnswIndex = ExactIndex(dim)
         self.lexical = LexicalIndex(int)
@@ -71,7 +70,6 @@ class FlatView:
                 rec = np.full(cap, np.nan)
                 rec[: len(self.rec)] = self.rec
                 self.rec = rec
-                self.has_vector = np.append(self.has_vector, np.zeros(cap - len(self.has_vector), dtype=bool))
             self.uid[slot], self.label[slot] = space.uid, label
             self.spaces[space.uid] = space
         return slot
@@ -87,7 +85,6 @@ class FlatView:
         if labels is not None and vectors is not None and len(labels):
             slots = np.array([self._slot(space, int(x)) for x in labels], dtype=np.int64)
             self.vectors.add(slots, vectors)
-            self.has_vector[slots] = True
         self._adjacent = None
 
     def add_space(self, space: Space) -> None:
@@ -99,7 +96,6 @@ class FlatView:
         slot = self.slots.get(space.uid, {}).pop(label, None)
         if slot is not None:
             self.rec[slot] = np.nan
-            self.has_vector[slot] = False
             self.lexical.delete(str(slot))
             self.vectors.delete(np.array([slot], dtype=np.int64))
             self._adjacent = None
@@ -110,7 +106,6 @@ class FlatView:
         self.spaces.pop(space.uid, None)
         for slot in slots.values():
             self.rec[slot] = np.nan
-            self.has_vector[slot] = False
             self.lexical.delete(str(slot))
         if slots:
             self.vectors.delete(np.fromiter(slots.values(), dtype=np.int64, count=len(slots)))
