@@ -59,7 +59,7 @@ from benchmarks._raw import raw_search_floors
 from memray.embedding.factory import build_embedder
 from memray.ids import ConversationKey, conversation_namespace, user_hash
 from memray.index.exact import ExactIndex
-from memray.index.fusion import top_hits
+from memray.index.scorer import top_hits
 from memray.index.search import Mode, Query
 from memray.index.shard import VectorShard
 from memray.runtime.deploy import shard_path

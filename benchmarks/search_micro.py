@@ -1,5 +1,5 @@
 """Search inside one shard, against the raw floor over the same vectors and texts: the
-micro-benchmark behind the array scoring of :mod:`memray.index.search` and the app-wide flat
+micro-benchmark behind the scoring kernel (:mod:`memray.index.scorer`) and the app-wide flat
 index of :mod:`memray.index.flat`.
 
     python -m benchmarks.search_micro --n 1000 --namespaces 1 --queries 300
@@ -14,10 +14,11 @@ asked in the default hybrid mode with the hash embedder's calibration:
 - ``app``: ``VectorShard.search_app`` over every conversation, against ``raw_app`` (numpy + BM25
   over all of them) and ``raw_app_numpy`` (the vector part alone).
 
-- ``many``: batches of ``--batch`` (a list of sizes) conversation searches (each its query's conversation, as a
-  tick's agents send them) through ``VectorShard.search_many`` (scored together,
-  :mod:`memray.index.batch`), against ``many_one_by_one`` (``VectorShard.search`` per search, what
-  ``search_many`` did before) and ``raw_many`` (the raw floor of each search, summed);
+- ``many``: batches of ``--batch`` (a list of sizes) conversation searches (each its query's
+  conversation, as a tick's agents send them) through ``VectorShard.search_many`` (one batch of
+  the kernel), against ``one_by_one`` (``VectorShard.search`` per search: batches of one) and
+  ``raw`` (the raw floor of each search, summed); ``many_cpu_us_per_search`` is the process CPU
+  time of the batched calls per search (steadier than wall time on a busy machine);
 - ``shapes`` (``--shapes MxLxD,...``: M searches, each over its own namespace of L vectors of
   dim D, held as the shard holds them, one matrix per namespace): the ways to score them all,
   per batch: ``loop`` (one matrix-vector product per namespace), ``concat`` (gather into one
@@ -25,7 +26,9 @@ asked in the default hybrid mode with the hash embedder's calibration:
   block, one batched matmul), and ``floor``: the batched matmul over a block already built (the
   same vectors in one array: what no gather costs). The loop won every shape measured.
 
-Prints one JSON line (p50/p95/p99 in ms and the ratios of p50s).
+Prints one JSON line (p50/p95/p99 in ms and the ratios of p50s). Run it with
+``OPENBLAS_NUM_THREADS=1`` to compare trees: OpenBLAS's second thread makes a large matrix-vector
+product swing 10x on a loaded 2-core machine (``docs/scoring.md``).
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from __future__ import annotations
 import argparse
 import random
 import tempfile
+import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -81,12 +86,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         pair[0].topk(qv[i], args.k)
         pair[1].topk(qs[i], args.k)
 
+    def conversation(i: int) -> Any:
+        return shard.search([namespaces[conv_of[asked[i]]]], queries[i])
+
     out = {
-        "conversation": pct_ms(
-            time_floor(len(qs), lambda i: shard.search([namespaces[conv_of[asked[i]]]], queries[i]))
-        ),
+        "conversation": pct_ms(time_floor(len(qs), conversation)),
+        "conversation_cpu_us": cpu_us(len(qs), conversation),
         "raw_conversation": pct_ms(time_floor(len(qs), lambda i: both(raw[conv_of[asked[i]]], i))),
         "app": pct_ms(time_floor(len(qs), lambda i: shard.search_app(APP, "conv", queries[i]))),
+        "app_cpu_us": cpu_us(len(qs), lambda i: shard.search_app(APP, "conv", queries[i])),
         "raw_app": pct_ms(time_floor(len(qs), lambda i: both(everything, i))),
         "raw_app_numpy": pct_ms(time_floor(len(qs), lambda i: everything[0].topk(qv[i], args.k))),
     }
@@ -99,6 +107,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         row["one_by_one"] = pct_ms(time_floor(len(batches), lambda b: [shard.search(*r) for r in requests[b]]))
         row["raw"] = pct_ms(time_floor(len(batches), lambda b: [both(raw[conv_of[asked[i]]], i) for i in batches[b]]))
         row["many_us_per_search"] = round(row["many"]["p50_ms"] * 1000.0 / size, 1)
+        row["many_cpu_us_per_search"] = round(cpu_us(len(batches), lambda b: shard.search_many(requests[b])) / size, 1)
         row["many_p50_to_one_by_one"] = ratio(row["many"]["p50_ms"], row["one_by_one"]["p50_ms"])
         row["many_p50_to_raw"] = ratio(row["many"]["p50_ms"], row["raw"]["p50_ms"])
         return row
@@ -109,6 +118,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     out["app_p50_to_raw"] = ratio(out["app"]["p50_ms"], out["raw_app"]["p50_ms"])
     out["app_p50_to_raw_numpy"] = ratio(out["app"]["p50_ms"], out["raw_app_numpy"]["p50_ms"])
     return out
+
+
+def cpu_us(calls: int, fn: Callable[[int], Any]) -> float:
+    """Process CPU time (µs) per call of ``calls`` sequential calls ``fn(i)``."""
+    start = time.process_time()
+    for i in range(calls):
+        fn(i)
+    return round((time.process_time() - start) / max(1, calls) * 1e6, 1)
 
 
 def shape_floors(m: int, length: int, dim: int, repeats: int = 7) -> dict[str, Any]:

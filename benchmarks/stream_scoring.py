@@ -40,7 +40,7 @@ from benchmarks._raw import RawBm25, RawExact, time_floor
 from memray import Scoring
 from memray.embedding.factory import build_embedder
 from memray.ids import conversation_namespace, user_hash
-from memray.index.fusion import stream_scores
+from memray.index.scorer import stream_scores
 from memray.index.shard import VectorShard
 from memray.runtime.deploy import shard_path
 from memray.scoring import Stream

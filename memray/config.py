@@ -163,7 +163,7 @@ class IndexConfig(_Config):
     # (memray.embedding.calibration: 0.03 for the hash embedder, 0.42 for MiniLM)
     vector_weight: float | None = Field(None, ge=0.0, le=1.0)
     # how much a relevant neighbouring message (seq +- 1) raises a relevant message's score
-    # (memray.index.fusion); 0.2 took LoCoMo recall@10 from 0.64 to 0.67 (hash embedder)
+    # (memray.index.scorer); 0.2 took LoCoMo recall@10 from 0.64 to 0.67 (hash embedder)
     neighbour_weight: float = Field(0.2, ge=0.0, le=1.0)
     # namespaces with fewer vectors are searched exactly (numpy), larger ones through HNSW;
     # 5000 = measured p50 crossover at dim 256, ef 128 (python -m benchmarks.index_crossover)

@@ -8,7 +8,7 @@ datetime is refused: its meaning depends on the machine's time zone. Values come
 
 **Importance** is a number in [0, 1] the agent or an LLM assigns (a 1–10 rating divided by 10).
 
-**Scoring** says how a search ranks relevant items (the formula: :mod:`memray.index.fusion`):
+**Scoring** says how a search ranks relevant items (the formula: :mod:`memray.index.scorer`):
 ``Scoring()`` ranks by relevance (the default), ``Scoring.stream(now=..., ...)`` by the
 generative-agents memory stream (recency, importance, relevance, with the experiment's weights).
 
@@ -127,7 +127,7 @@ def window(
 
 @dataclass(frozen=True)
 class Scoring:
-    """How a search ranks the items that are relevant (formula: :mod:`memray.index.fusion`).
+    """How a search ranks the items that are relevant (formula: :mod:`memray.index.scorer`).
 
     ``Scoring()`` (``kind="relevance"``): by relevance, as always. ``Scoring.stream(...)``: by
     ``(w_rec * recency + w_imp * importance + w_rel * relevance) / (w_rec + w_imp + w_rel)``,

@@ -26,7 +26,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -34,14 +34,12 @@ from memray.conversation.client import HostClient
 from memray.conversation.context import assemble
 from memray.conversation.instructions import render_instructions
 from memray.conversation.reads import ContextRead, SearchRead
-from memray.conversation.tail import Tail, score_tail, support_neighbours
+from memray.conversation.tail import Tail, TailSearch, score_tails
 from memray.conversation.working_memory import WorkingMemory
 from memray.conversation.written import Tails, Written
 from memray.embedding.query import Encoded, QueryEncoder
 from memray.ids import ConversationKey, Namespace, conversation_namespace
 from memray.index.base import ShardHit
-from memray.index.columns import columns_of
-from memray.index.fusion import hit_order, rank
 from memray.index.search import NamespaceSearch, ShardSearch, UserSearch
 from memray.metrics import DEGRADED_RECALLS, SEARCH_LATENCY
 from memray.models import Context, Hit, Message, RetrievalMode, Scope
@@ -195,13 +193,12 @@ class Recall:
     ) -> list[Answer[_Found]]:
         """Each search's hits merged with its read-your-writes ``tails`` (``failures``: why a
         search's tail could not be had, which degrades it); its latency and degradation counted."""
+        try:
+            merged = self._merge(searched, tails)
+        except Exception as exc:  # the tails could not be scored (the embedder failed): no search can answer
+            return [exc] * len(searched)
         out: list[Answer[_Found]] = []
-        for n, (s, tail) in enumerate(zip(searched, tails)):
-            try:
-                hits, from_tail = self._merge(s.result.hits, tail, s.encoded, s.request.query, s.result.stats)
-            except Exception as exc:
-                out.append(exc)
-                continue
+        for n, (s, (hits, from_tail)) in enumerate(zip(searched, merged)):
             failure = failures[n] if failures is not None else None
             reason = "; ".join(r for r in (s.encoded.failed, s.result.reason, failure) if r) or None
             degraded = s.result.degraded or failure is not None
@@ -232,47 +229,37 @@ class Recall:
         return out
 
     def _merge(
-        self, hits: list[ShardHit], tails: Tails, encoded: Encoded, request: Any, stats: Any
-    ) -> tuple[list[ShardHit], dict[tuple[Namespace, str], Message]]:
-        """The shard's hits and the tails' scored messages, best ``request.k`` first. A message in
-        a tail is newer than (or absent from) the shard's copy: the tail's version wins."""
-        pending = [(conversation_namespace(k), m) for k, t in tails.items() for m in t.messages]
-        if not pending:
-            return hits, {}
-        msgs = [m for _, m in pending]
-        vectors = None
+        self, searched: list[_Searched], tails: list[Tails]
+    ) -> list[tuple[list[ShardHit], dict[tuple[Namespace, str], Message]]]:
+        """Each search's shard hits and its tails' messages scored as the shard would, best ``k``
+        first: the tails of the whole batch in one call of the scoring kernel
+        (:func:`~memray.conversation.tail.score_tails`). A message in a tail is newer than (or
+        absent from) the shard's copy: the tail's version wins."""
+        out: list[tuple[list[ShardHit], dict[tuple[Namespace, str], Message]]] = [(s.result.hits, {}) for s in searched]
+        scored: list[int] = []
+        batch: list[TailSearch] = []
+        for n, (s, tail) in enumerate(zip(searched, tails)):
+            pending = [(conversation_namespace(k), t.messages) for k, t in tail.items() if t.messages]
+            if pending:
+                scored.append(n)
+                out[n] = (s.result.hits, {(ns, m.id): m for ns, msgs in pending for m in msgs})
+                batch.append(TailSearch(s.request.query, s.result.stats, s.result.hits, pending))
+        if not batch:
+            return out
         embedder = self.encoder.embedder
-        if encoded.vector is not None and embedder is not None and getattr(embedder, "recomputable", False):
-            vectors = np.asarray(embedder.embed([m.text for m in msgs]), dtype=np.float32)
-        relevance = score_tail(msgs, request, stats, vectors)
-        from_tail = {(ns, m.id): m for ns, m in pending}
-        merged = [h for h in hits if (Namespace(*h.namespace), h.doc_id) not in from_tail]
-        if self._neighbour_weight > 0.0:  # as the shard does (memray.index.fusion), before stream ranking
-            for ns in {ns for ns, _ in pending}:
-                at = [n for n, (n_ns, _) in enumerate(pending) if n_ns == ns]
-                known = {
-                    int(h.recency): h.score for h in merged if Namespace(*h.namespace) == ns and request.stream is None
-                }
-                for n, score in zip(
-                    at,
-                    support_neighbours(
-                        [msgs[n].seq or 0 for n in at], [relevance[n] for n in at], known, self._neighbour_weight
-                    ),
-                ):
-                    relevance[n] = score
-        columns = np.array([columns_of(m.created_at, m.sim_time, m.importance) for m in msgs], dtype=np.float64)
-        scores = rank(
-            np.array(relevance, dtype=np.float64),
-            columns.reshape(-1, 3),
-            request.min_score,
-            request.stream,
-            request.window,
-        )
-        for (ns, msg), score in zip(pending, scores.tolist()):
-            if score == score:  # NaN: not a hit (outside the window, or under the relevance floor)
-                merged.append(ShardHit(ns, msg.id, score, float(msg.seq or 0), ""))
-        merged.sort(key=hit_order)
-        return merged[: request.k], from_tail
+        if embedder is not None and getattr(embedder, "recomputable", False):  # one embed call for the batch
+            wanted = [i for i, n in enumerate(scored) if searched[n].encoded.vector is not None]
+            texts = [m.text for i in wanted for _, msgs in batch[i].tails for m in msgs]
+            if texts:
+                vectors = np.asarray(embedder.embed(texts), dtype=np.float32)
+                start = 0
+                for i in wanted:
+                    size = sum(len(msgs) for _, msgs in batch[i].tails)
+                    batch[i] = batch[i]._replace(vectors=vectors[start : start + size])
+                    start += size
+        for n, hits in zip(scored, score_tails(batch, self._neighbour_weight)):
+            out[n] = (hits, out[n][1])
+        return out
 
     async def _payloadless(
         self, found: Sequence[Answer[_Found] | None]

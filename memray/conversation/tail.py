@@ -4,9 +4,10 @@ An ``add`` is acknowledged once its messages are in the host's buffer; they reac
 shard later (debounce, group commit, embedding). So that a ``search`` or ``context`` right after
 an ``add`` still finds them, each conversation keeps its **tail**: the messages acknowledged and
 not yet confirmed indexed (:class:`TailKeeper`, in the host). A search asks the host for the tail
-while the shard searches (concurrently: no extra latency), and scores the tail itself with the
-BM25 statistics the shard returns (:func:`score_tail`), lexically, and by vector too when the
-embedder is :attr:`~memray.embedding.base.Embedder.recomputable` (the hash embedder: microseconds).
+while the shard searches (concurrently: no extra latency), and scores the tail itself through the
+same scoring kernel as the shard, with the BM25 statistics the shard returns
+(:func:`score_tails`), lexically, and by vector too when the embedder is
+:attr:`~memray.embedding.base.Embedder.recomputable` (the hash embedder: microseconds).
 
 The race this closes: a message confirmed indexed *after* the shard answered but *before* the
 host did would be in neither answer. Every host upsert carries an increasing **stamp**; the shard
@@ -16,24 +17,26 @@ confirmed. If the shard's is older, the shard is asked again (it has applied the
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from memray.index.fusion import hybrid_score, lexical_score, neighbour_support, vector_score
-from memray.index.lexical import Bm25Stats, bm25, ideal_bm25
+from memray.ids import Namespace
+from memray.index.base import ShardHit
+from memray.index.columns import columns_of
+from memray.index.exact import ExactIndex
+from memray.index.lexical import Bm25Stats, LexicalIndex
+from memray.index.scorer import Search, hit_order, score
 from memray.index.search import Query
 from memray.models import Message
 from memray.models.wire import MessageList, decode_messages, encode_messages
-from memray.text import index_terms
 
 if TYPE_CHECKING:
     from memray.conversation.core import Conversation
     from memray.embedding.pipeline import PendingItem
 
-__all__ = ["Tail", "TailKeeper", "RecentAnswers", "score_tail", "support_neighbours"]
+__all__ = ["Tail", "TailKeeper", "RecentAnswers", "TailSource", "TailSearch", "score_tails"]
 
 
 class Tail(NamedTuple):
@@ -104,39 +107,98 @@ class TailKeeper:
         return Tail(MessageList(msgs), conv.indexed_stamp)  # pickles as columns (memray.models.wire)
 
 
-def score_tail(messages: list[Message], query: Query, stats: Bm25Stats, vectors: np.ndarray | None) -> list[float]:
-    """The score of each of ``messages`` for ``query``, by the rules of
-    :mod:`memray.index.fusion`, with BM25 statistics ``stats`` (the shard's, for the same
-    namespaces) plus these messages. ``vectors``: their L2-normalised vectors of the query's
-    model, or None to score them lexically only."""
-    terms = list(dict.fromkeys(index_terms(query.text))) if query.mode != "vector" else []
-    counts = [dict(Counter(index_terms(m.text))) for m in messages]
-    merged = stats.with_docs(counts, terms) if terms else stats
-    ideal = ideal_bm25(terms, merged)
-    qvec = None
-    if vectors is not None and query.vector is not None:
-        qvec = np.asarray(query.vector, dtype=np.float32).reshape(-1)
-        qvec = qvec / (np.linalg.norm(qvec) or 1.0)
+class TailSource:
+    """One conversation's tail as the scoring kernel reads it (a
+    :class:`~memray.index.scorer.Source`): its messages, labelled by their place in the list."""
+
+    linked = True  # conversation messages: neighbour support by seq
+
+    def __init__(self, namespace: Namespace, messages: Sequence[Message], vectors: np.ndarray | None) -> None:
+        self.namespace = namespace
+        self.messages = messages
+        self.rec = np.array([float(m.seq or 0) for m in messages])
+        self.lexical = LexicalIndex(int)
+        for n, m in enumerate(messages):
+            self.lexical.add(str(n), m.text)
+        self._vectors = None if vectors is None or not len(vectors) else ExactIndex.of(vectors)
+        self._adjacent: tuple[np.ndarray, np.ndarray] | None = None
+
+    def adjacent(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._adjacent is None:
+            before = np.full(len(self.rec), -1, dtype=np.int64)
+            after = before.copy()
+            order = np.argsort(self.rec, kind="stable")
+            step = np.flatnonzero(np.diff(self.rec[order]) == 1.0)
+            after[order[step]] = order[step + 1]
+            before[order[step + 1]] = order[step]
+            self._adjacent = (before, after)
+        return self._adjacent
+
+    def vectors_of(self, retired: bool) -> ExactIndex | None:
+        return self._vectors
+
+    def columns_of(self, labels: np.ndarray) -> np.ndarray:
+        msgs = self.messages
+        rows = [columns_of(msgs[n].created_at, msgs[n].sim_time, msgs[n].importance) for n in labels.tolist()]
+        return np.array(rows, dtype=np.float64).reshape(-1, 3)
+
+    def hit(self, label: int, score: float, recency: float) -> ShardHit:
+        return ShardHit(self.namespace, self.messages[label].id, score, recency, "")
+
+
+class TailSearch(NamedTuple):
+    """The read-your-writes part of one search: what the shard answered, and the messages it may
+    lack, to score as it would have."""
+
+    query: Query  # as sent to the shard
+    stats: Bm25Stats  # the shard's (ShardReply.stats): of the namespaces searched, for the query's terms
+    hits: Sequence[ShardHit]  # the shard's best ``query.k``
+    tails: Sequence[tuple[Namespace, Sequence[Message]]]  # per conversation, its tail's messages
+    vectors: np.ndarray | None = None  # L2-normalised vectors of every tail message (in order) of the
+    #                                    query's model; None: the tails are scored lexically only
+
+
+def score_tails(searches: Sequence[TailSearch], neighbour_weight: float) -> list[list[ShardHit]]:
+    """Each search's hits with its tails' messages scored in, best ``query.k`` first, by
+    :func:`memray.index.scorer.score` (all the searches' tails in one batch). A tail message is
+    scored as the shard scores what it holds, with BM25 statistics of the namespaces searched
+    plus the tails' messages; its neighbours (seq -+ 1) are the other tail messages and the
+    shard's hits (without stream scoring, whose hit scores are not relevances). A message in a
+    tail is newer than (or absent from) the shard's copy: the tail's version replaces it."""
+    batch: list[Search] = []
+    kept: list[list[ShardHit]] = []
+    for one in searches:
+        replaced = {(ns, m.id) for ns, msgs in one.tails for m in msgs}
+        hits = [h for h in one.hits if (Namespace(*h.namespace), h.doc_id) not in replaced]
+        kept.append(hits)
+        sources: list[TailSource] = []
+        start = 0
+        for ns, msgs in one.tails:
+            vectors = None if one.vectors is None else one.vectors[start : start + len(msgs)]
+            sources.append(TailSource(ns, msgs, vectors))
+            start += len(msgs)
+        outside = _outside(sources, hits) if neighbour_weight > 0.0 and one.query.stream is None else ()
+        batch.append(Search(one.query, sources, base=one.stats, outside=outside))
     out = []
-    for n, tf in enumerate(counts):
-        lexical = lexical_score(bm25(tf, sum(tf.values()), terms, merged), ideal) if terms else 0.0
-        vec = (
-            vector_score(float(vectors[n] @ qvec), query.threshold) if qvec is not None and vectors is not None else 0.0
-        )
-        if query.mode == "lexical":
-            out.append(lexical)
-        elif query.mode == "vector":
-            out.append(vec)
-        else:
-            out.append(hybrid_score(lexical, vec, query.vector_weight))
+    for hits, scored, one in zip(kept, score(batch, neighbour_weight), searches):
+        merged = hits + scored.hits
+        merged.sort(key=hit_order)
+        out.append(merged[: max(0, one.query.k)])
     return out
 
 
-def support_neighbours(seqs: list[int], scores: list[float], known: dict[int, float], weight: float) -> list[float]:
-    """``scores`` of tail messages (by ``seqs``, one conversation) with neighbour support
-    (:func:`memray.index.fusion.neighbour_support`): a neighbour's score comes from the tail
-    itself or from ``known`` (the shard's scores of that conversation's messages by seq)."""
-    by_seq = {**known, **dict(zip(seqs, scores))}
-    return [
-        neighbour_support(s, max(by_seq.get(q - 1, 0.0), by_seq.get(q + 1, 0.0)), weight) for q, s in zip(seqs, scores)
-    ]
+def _outside(sources: list[TailSource], hits: list[ShardHit]) -> list[np.ndarray | None]:
+    """Per tail, by label: the best score of the message's neighbours among the shard's hits."""
+    known: dict[Namespace, dict[float, float]] = {}
+    for h in hits:
+        known.setdefault(Namespace(*h.namespace), {})[h.recency] = h.score
+    out: list[np.ndarray | None] = []
+    for source in sources:
+        scores = known.get(source.namespace)
+        if not scores:
+            out.append(None)
+            continue
+        out.append(
+            np.array([max(scores.get(seq - 1.0, 0.0), scores.get(seq + 1.0, 0.0)) for seq in source.rec.tolist()])
+        )
+    return out

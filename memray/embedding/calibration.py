@@ -3,7 +3,7 @@ similarity is worth in a hybrid score.
 
 Cosine similarity has no fixed meaning across models: unrelated sentences score around 0.2 with
 the 256-dim hash embedder and 0.3 with MiniLM, related ones 0.2-0.5 and 0.3-0.7. A hit found by
-vector similarity is relevant on its own (see :mod:`memray.index.fusion`) only if its cosine
+vector similarity is relevant on its own (see :mod:`memray.index.scorer`) only if its cosine
 beats what unrelated texts reach with *that* model. :func:`calibrate` measures it: it embeds
 :data:`CORPUS` (160 short chat-like sentences in 40 unrelated topics, written for this purpose)
 and returns the 99th percentile of the cosine over every pair of sentences from different
@@ -15,9 +15,17 @@ for the hash embedder (calibrated: 0.208) and 0.345 for all-MiniLM-L6-v2 (calibr
 
 The same corpus says how much the similarity can be trusted: the share of *same-topic* pairs
 whose cosine passes the threshold (hash embedder: 1.7%, MiniLM: 21%). Twice that share, at most
-0.5, is the embedder's **vector weight** in a hybrid score (:mod:`memray.index.fusion`): the
+0.5, is the embedder's **vector weight** in a hybrid score (:mod:`memray.index.scorer`): the
 hash embedder's similarity, which barely separates related from unrelated sentences, weighs 0.03
 against the words; MiniLM's 0.42.
+
+An embedder whose similarity puts no same-topic pair above its threshold — a constant or
+one-hot function (the threshold is then 1: every unrelated pair has cosine 1), all-zero vectors
+(every cosine 0) — **does not separate unrelated texts**: its vectors are ignored. The
+calibration is then ``IGNORED`` (threshold 1, no cosine passes it; weight 0, hybrid is lexical),
+recorded with the reason and the measured threshold, and said once with a
+:class:`CalibrationWarning` (and in the log at every open). Searches stay lexical; a search in
+vector mode answers lexically and says why (:mod:`memray.embedding.query`).
 
 The calibration is recorded with the model: ``<root>/calibration.json`` maps each ``model_id``
 to it, so a data directory calibrates each model once (an OpenAI-compatible endpoint is asked for
@@ -29,15 +37,28 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import time
+import warnings
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from memray.files import atomic_write
 
-__all__ = ["CORPUS", "QUANTILE", "DEFAULT", "CALIBRATION_FILE", "Calibration", "calibrate", "calibration_of"]
+__all__ = [
+    "CORPUS",
+    "QUANTILE",
+    "DEFAULT",
+    "IGNORED",
+    "DOES_NOT_SEPARATE",
+    "CALIBRATION_FILE",
+    "Calibration",
+    "CalibrationWarning",
+    "calibrate",
+    "calibration_of",
+]
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +72,24 @@ class Calibration(NamedTuple):
     threshold: float  # cosine above which a vector hit is relevant
     vector_weight: float  # the share of the vector score in a hybrid score
 
+    @property
+    def ignores_vectors(self) -> bool:
+        """No cosine can pass the threshold: searches are lexical (no embedder, or one that does
+        not separate unrelated texts)."""
+        return not self.threshold < 1.0
+
 
 #: Used while a model cannot be calibrated (its endpoint is down); not recorded.
 DEFAULT = Calibration(0.3, 0.2)
+#: The calibration of an embedder whose vectors are ignored (module docstring).
+IGNORED = Calibration(1.0, 0.0)
+DOES_NOT_SEPARATE = "this embedder does not separate unrelated texts — vector scores are ignored"
+
+
+class CalibrationWarning(UserWarning):
+    """An embedder's vectors are ignored: its calibration found they do not separate unrelated
+    texts (:mod:`memray.embedding.calibration`)."""
+
 
 #: Topic -> sentences. Sentences of one topic may be related; of two topics, they are not.
 CORPUS: dict[str, tuple[str, ...]] = {
@@ -302,7 +338,14 @@ CORPUS: dict[str, tuple[str, ...]] = {
 
 def calibrate(embedder: Any) -> Calibration:
     """The threshold that :data:`QUANTILE` of cross-topic pairs of :data:`CORPUS` stay below, and
-    the vector weight from the share of same-topic pairs above it (module docstring)."""
+    the vector weight from the share of same-topic pairs above it (module docstring);
+    :data:`IGNORED` for an embedder that does not separate unrelated texts."""
+    return _measure(embedder)[0]
+
+
+def _measure(embedder: Any) -> tuple[Calibration, float]:
+    """The calibration, and the threshold as measured (before an embedder that does not separate
+    unrelated texts is ignored)."""
     from memray.embedding.cache import CachedEmbedder
 
     if isinstance(embedder, CachedEmbedder):  # 160 calibration sentences would only crowd the cache
@@ -316,23 +359,35 @@ def calibrate(embedder: Any) -> Calibration:
     same = topic[:, None] == topic[None, :]
     threshold = float(np.quantile(sims[~same], QUANTILE))
     related = sims[same & ~np.eye(len(texts), dtype=bool)]
-    return Calibration(round(threshold, 4), round(min(0.5, 2.0 * float(np.mean(related > threshold))), 4))
+    share = float(np.mean(related > threshold))
+    if not (math.isfinite(threshold) and threshold < 1.0 and share > 0.0):
+        return IGNORED, threshold
+    return Calibration(round(threshold, 4), round(min(0.5, 2.0 * share), 4)), threshold
 
 
 def calibration_of(root: str | None, embedder: Any) -> Calibration:
     """The calibration of ``embedder``: the one recorded for its ``model_id`` under ``root``, else
     measured now and recorded (durably: temp file, fsync, rename). A model that cannot embed
-    right now (endpoint down) gets :data:`DEFAULT` for this run, and is calibrated on a later open."""
+    right now (endpoint down) gets :data:`DEFAULT` for this run, and is calibrated on a later open.
+    A model whose vectors are ignored is said so: a :class:`CalibrationWarning` when it is
+    measured, the log at every open."""
     path = os.path.join(root, CALIBRATION_FILE) if root else None
     records = _read(path)
     known = records.get(embedder.model_id)
     if known is not None and known.get("version") == _VERSION:
-        return Calibration(float(known["threshold"]), float(known["vector_weight"]))
+        recorded = Calibration(float(known["threshold"]), float(known["vector_weight"]))
+        if known.get("ignored"):
+            log.warning("%s: %s (recorded in %s)", embedder.model_id, known["ignored"], path)
+        return recorded
     try:
-        calibration = calibrate(embedder)
+        calibration, measured = _measure(embedder)
     except Exception as exc:  # the endpoint is down, the model did not load: try again next open
         log.warning("could not calibrate %s (%s); using %s until it can be", embedder.model_id, exc, DEFAULT)
         return DEFAULT
+    ignored = DOES_NOT_SEPARATE if calibration == IGNORED else None
+    if ignored:
+        message = f"{embedder.model_id}: {ignored} (its unrelated text pairs reach cosine {measured:.4g})"
+        warnings.warn(message, CalibrationWarning, stacklevel=2)
     if path is not None:
         records[embedder.model_id] = {
             "version": _VERSION,
@@ -340,6 +395,7 @@ def calibration_of(root: str | None, embedder: Any) -> Calibration:
             "quantile": QUANTILE,
             "pairs": _pairs(),
             "calibrated_at": time.time(),
+            **({"ignored": ignored, "measured_threshold": measured} if ignored else {}),
         }
         os.makedirs(os.path.dirname(path), exist_ok=True)
         atomic_write(path, lambda fh: fh.write(json.dumps(records, indent=1, sort_keys=True).encode()))

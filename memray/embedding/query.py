@@ -5,8 +5,10 @@ throughput of one by one; a recomputable embedder, microseconds a text, embeds o
 thread hop cost more than the hash embedding) and turns each into a
 :class:`~memray.index.search.Query` carrying the vector, its model id and that model's
 calibration (relevance threshold and vector weight, :mod:`memray.embedding.calibration`). No
-embedder, or ``mode="lexical"``: lexical only (documented, not degraded). An embedder that fails
-(endpoint down, wrong dimension): lexical only, and the reason, so the result says ``degraded``.
+embedder, or ``mode="lexical"``: lexical only (documented, not degraded). An embedder whose
+vectors are ignored (its calibration found they do not separate unrelated texts): lexical only,
+and in vector mode the reason. An embedder that fails (endpoint down, wrong dimension): lexical
+only, and the reason, so the result says ``degraded``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from memray.embedding.calibration import Calibration
+from memray.embedding.calibration import DOES_NOT_SEPARATE, Calibration
 from memray.errors import EmbeddingError
 from memray.index.search import Mode, Query
 from memray.rpc.batch import Coalescer
@@ -24,6 +26,8 @@ if TYPE_CHECKING:
     from memray.embedding.base import Embedder
 
 __all__ = ["QueryEncoder", "Encoded"]
+
+_IGNORED = f"vector search unavailable ({DOES_NOT_SEPARATE}); lexical results only"
 
 
 class Encoded(NamedTuple):
@@ -79,6 +83,9 @@ class QueryEncoder:
         lexical = Encoded("lexical", None, None, calibration, None)
         if embedder is None:
             return [lexical] * len(queries)
+        if calibration.ignores_vectors:  # an embedder that does not separate texts: lexical, said in vector mode
+            ignored = Encoded("lexical", None, None, calibration, _IGNORED)
+            return [ignored if mode == "vector" else lexical for _, mode in queries]
         texts = list(dict.fromkeys(text for text, mode in queries if mode != "lexical"))
         if not texts:
             return [lexical] * len(queries)

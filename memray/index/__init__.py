@@ -1,7 +1,7 @@
-"""Retrieval indexes: exact and HNSW vector indexes, BM25, fusion, shards and their router.
+"""Retrieval indexes: exact and HNSW vector indexes, BM25, the scoring kernel, shards and their router.
 
 Similarity is cosine over L2-normalised vectors; what a ``score`` means in each retrieval mode is
-defined in :mod:`memray.index.fusion`.
+defined in :mod:`memray.index.scorer` (and, for users, ``docs/scoring.md``).
 """
 
 from __future__ import annotations

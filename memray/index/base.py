@@ -59,7 +59,7 @@ class IndexItem(NamedTuple):
 
 
 class ShardHit(NamedTuple):
-    """One search result. ``score`` is in [0, 1]; see :mod:`memray.index.fusion`."""
+    """One search result. ``score`` is in [0, 1]; see :mod:`memray.index.scorer`."""
 
     namespace: Namespace
     doc_id: str

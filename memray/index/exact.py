@@ -44,6 +44,16 @@ class ExactIndex:
         self._labels: Labels = np.zeros(max(capacity, 1), dtype=np.int64)
         self._row: dict[int, int] = {}
 
+    @classmethod
+    def of(cls, vectors: Matrix) -> ExactIndex:
+        """An index holding the rows of ``vectors`` (float32[n, dim], L2-normalised) as labels
+        0..n-1, without checks or copies: a few vectors scored once (a read-your-writes tail)."""
+        index = cls(vectors.shape[1], capacity=1)
+        index._mat = vectors
+        index._labels = np.arange(len(vectors), dtype=np.int64)
+        index._row = dict(zip(range(len(vectors)), range(len(vectors))))
+        return index
+
     @property
     def dim(self) -> int:
         return self._dim
@@ -115,6 +125,11 @@ class ExactIndex:
         n = len(self._row)
         sims = self._mat[:n] @ as_queries(query, self._dim)[0]
         return self._labels[:n].copy(), sims
+
+    def scan_one(self, query: Matrix) -> tuple[Labels, Matrix]:
+        """:meth:`scan_many` of one L2-normalised ``float32[dim]`` query (the same product)."""
+        n = len(self._row)
+        return self._labels[:n], self._mat[:n] @ query
 
     def scan_many(self, queries: Matrix) -> tuple[Labels, Matrix]:
         """Every live label (a view: read it before the next write) and its cosine with each row

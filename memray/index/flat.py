@@ -1,20 +1,20 @@
 """`FlatView`: every item of one (app, kind) on a shard in one vector index and one lexical index,
 so an app-wide search is one scan (or one HNSW query) and one BM25 pass, not a walk over the
-app's namespaces; :func:`search_flat` scores it.
+app's namespaces. A view is a :class:`~memray.index.scorer.Source`: the scoring kernel scores it
+as it scores a namespace.
 
 A view numbers the items it holds with *slots* (a counter, like a namespace's labels; a slot
 maps to the item's namespace uid and label). Its vector index is exact while it holds fewer than
 ``IndexConfig.app_exact_threshold`` vectors and HNSW from there (:meth:`FlatViews.fit`); its
-lexical index holds the same term counts as the namespaces'. Scores are those of
-:func:`memray.index.search.search_spaces` over the same namespaces (the BM25 statistics of all
-of them, fusion, neighbour support), computed over arrays indexed by slot.
+lexical index holds the same term counts as the namespaces', so scores are those of a search
+of the same namespaces (the BM25 statistics of all of them, fusion, neighbour support).
 
 Views are derived state: built on the first app-wide search of an (app, kind), kept in step with
 every upsert, delete and dropped namespace from then on (:class:`FlatViews`), dropped whole when
 a model is staged or cut over (rebuilt on the next app search), never snapshotted. They cost a
 second copy of the app's vectors and postings in the shard's memory, only for apps searched
-app-wide. Searches with memory-stream scoring, a time window or the retired model walk the
-namespaces instead (:func:`memray.index.search.search_spaces`).
+app-wide. A search of the retired model reads the namespaces instead (a view holds the active
+model's vectors only).
 
 Measured (``benchmarks/search_micro.py``, 50,000 messages in 5,000 conversations, one shard,
 hybrid, load average 6-9): the namespace walk took ~570 ms p50, the view ~24 ms (~10 ms of it the
@@ -24,24 +24,20 @@ an item, once.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from memray.config import IndexConfig
 from memray.index.base import ShardHit
 from memray.index.exact import ExactIndex
-from memray.index.fusion import fuse_arrays, vector_scores
 from memray.index.hnsw import HnswIndex
-from memray.index.lexical import Bm25Stats, LexicalIndex, ideal_bm25
-from memray.text import index_terms
+from memray.index.lexical import LexicalIndex
 
 if TYPE_CHECKING:
     from memray.index.space import Space
 
-__all__ = ["FlatView", "FlatViews", "search_flat", "rebuild"]
+__all__ = ["FlatView", "FlatViews", "rebuild"]
 
 Fit = Callable[[ExactIndex | HnswIndex], ExactIndex | HnswIndex]
 
@@ -56,7 +52,6 @@ class FlatView:
         self.uid = np.zeros(0, dtype=np.int64)  # by slot
         self.label = np.zeros(0, dtype=np.int64)
         self.rec = np.zeros(0)  # recency by slot, NaN: no item
-        self.has_vector = np.zeros(0, dtype=bool)  # by slot
         self.next_slot = 0
         self.vectors: ExactIndex | HnswIndex = ExactIndex(dim)
         self.lexical = LexicalIndex(int)
@@ -75,7 +70,6 @@ class FlatView:
                 rec = np.full(cap, np.nan)
                 rec[: len(self.rec)] = self.rec
                 self.rec = rec
-                self.has_vector = np.append(self.has_vector, np.zeros(cap - len(self.has_vector), dtype=bool))
             self.uid[slot], self.label[slot] = space.uid, label
             self.spaces[space.uid] = space
         return slot
@@ -91,7 +85,6 @@ class FlatView:
         if labels is not None and vectors is not None and len(labels):
             slots = np.array([self._slot(space, int(x)) for x in labels], dtype=np.int64)
             self.vectors.add(slots, vectors)
-            self.has_vector[slots] = True
         self._adjacent = None
 
     def add_space(self, space: Space) -> None:
@@ -103,7 +96,6 @@ class FlatView:
         slot = self.slots.get(space.uid, {}).pop(label, None)
         if slot is not None:
             self.rec[slot] = np.nan
-            self.has_vector[slot] = False
             self.lexical.delete(str(slot))
             self.vectors.delete(np.array([slot], dtype=np.int64))
             self._adjacent = None
@@ -114,15 +106,37 @@ class FlatView:
         self.spaces.pop(space.uid, None)
         for slot in slots.values():
             self.rec[slot] = np.nan
-            self.has_vector[slot] = False
             self.lexical.delete(str(slot))
         if slots:
             self.vectors.delete(np.fromiter(slots.values(), dtype=np.int64, count=len(slots)))
         self._adjacent = None
 
+    # -- what the scoring kernel reads (memray.index.scorer.Source), by slot -----------------
+    @property
+    def linked(self) -> bool:
+        return self.conv
+
+    def vectors_of(self, retired: bool) -> ExactIndex | HnswIndex | None:
+        return None if retired else self.vectors
+
+    def columns_of(self, slots: np.ndarray) -> np.ndarray:
+        """Each slot's columns, as its namespace holds them (NaN for a slot without an item)."""
+        out = np.full((len(slots), 3), np.nan)
+        at = np.flatnonzero(~np.isnan(self.rec[slots]))
+        uids = self.uid[slots[at]]
+        for uid in np.unique(uids).tolist():
+            mine = at[uids == uid]
+            out[mine] = self.spaces[uid].columns.rows(self.label[slots[mine]])
+        return out
+
+    def hit(self, slot: int, score: float, recency: float) -> ShardHit:
+        space = self.spaces[int(self.uid[slot])]
+        doc = space.docs[int(self.label[slot])]
+        return ShardHit(space.namespace, doc, score, recency, space.payload.get(doc, ""))
+
     def adjacent(self) -> tuple[np.ndarray, np.ndarray]:
-        """By slot: the slot of the message before and after it in its conversation (seq -+ 1;
-        -1: none), as :meth:`Space.neighbours` finds them."""
+        """By slot: the slot of the message at seq - 1 and at seq + 1 in its conversation (-1:
+        none), as :meth:`Space.adjacent` finds them."""
         if self._adjacent is None:
             size = len(self.rec)
             before = np.full(size, -1, dtype=np.int64)
@@ -184,85 +198,6 @@ class FlatViews:
         """Drop every view (a model staged or cut over); ``dim``: the active model's from now on."""
         self._views.clear()
         self.dim = dim if dim is not None else self.dim
-
-
-def search_flat(
-    view: FlatView, query: Any, vector: np.ndarray | None, depth: int, config: IndexConfig
-) -> tuple[list[ShardHit], Bm25Stats]:
-    """:func:`memray.index.search.search_spaces` of every namespace in ``view`` (relevance
-    scoring, no window), over arrays indexed by slot."""
-    mode = query.mode
-    terms = list(dict.fromkeys(index_terms(query.text))) if mode != "vector" else []
-    stats = view.lexical.stats(terms)
-    ideal = ideal_bm25(terms, stats)
-    size = len(view.rec)
-    lexical = view.lexical.dense_scores(terms, stats, size) if terms else np.zeros(size)
-    vec = np.zeros(len(lexical))
-    index = view.vectors
-    if vector is not None and len(index):
-        if isinstance(index, ExactIndex):
-            slots, sims = index.scan(vector)
-        else:
-            found, found_sims = index.search(vector, max(depth, 1))
-            wanted = np.flatnonzero((lexical > 0.0) & view.has_vector[: len(lexical)])
-            slots = np.concatenate([found[0], wanted])
-            sims = np.concatenate([found_sims[0], index.get(wanted) @ vector if len(wanted) else np.zeros(0)])
-        vec[slots] = vector_scores(sims, query.threshold)
-    candidate = _candidates(mode, lexical, vec)
-    scores = fuse_arrays(mode, lexical, vec, ideal, query.vector_weight)
-    if view.conv and config.neighbour_weight > 0.0:
-        before, after = view.adjacent()
-        if vector is not None and isinstance(index, HnswIndex) and mode != "lexical":
-            near = np.unique(np.concatenate([before[candidate], after[candidate]]))
-            near = near[near >= 0]
-            near = near[~candidate[near] & view.has_vector[near]]
-            if len(near):
-                vec[near] = vector_scores(index.get(near) @ vector, query.threshold)
-                candidate = _candidates(mode, lexical, vec)
-                scores = fuse_arrays(mode, lexical, vec, ideal, query.vector_weight)
-        padded = np.append(np.where(candidate, scores, 0.0), 0.0)  # slot -1 reads the 0 at the end
-        support = np.maximum(padded[before], padded[after])
-        boost = candidate & (scores > 0.0) & (support > 0.0)
-        scores = np.where(boost, scores + config.neighbour_weight * support * (1.0 - scores), scores)
-    floor = query.min_score
-    keep = candidate & (scores > 0.0 if floor is None else scores >= floor)
-    kept = _top(view, np.flatnonzero(keep), scores, query.k)
-    if floor is not None and floor <= 0.0:  # no floor: the newest others at 0
-        rest = np.flatnonzero(~candidate & ~np.isnan(view.rec))
-        kept += _top(view, rest, np.zeros(len(view.rec)), query.k)
-    best = heapq.nsmallest(max(0, query.k), kept, key=lambda t: (-t[0], -t[1], t[2], tuple(t[3].namespace)))
-    hits = [ShardHit(s.namespace, doc, score, rec, s.payload.get(doc, "")) for score, rec, doc, s in best]
-    return hits, stats
-
-
-def _candidates(mode: str, lexical: np.ndarray, vec: np.ndarray) -> np.ndarray:
-    if mode == "lexical":
-        return lexical > 0.0
-    if mode == "vector":
-        return vec > 0.0
-    return (lexical > 0.0) | (vec > 0.0)
-
-
-def _top(view: FlatView, slots: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[float, float, str, Space]]:
-    """The ``k`` best of ``slots`` by (score, recency), with every one tied with the last, as
-    (score, recency, doc_id, space)."""
-    if k <= 0 or not len(slots):
-        return []
-    values = scores[slots]
-    if len(slots) > k:
-        top = values >= np.partition(values, len(values) - k)[len(values) - k]
-        slots, values = slots[top], values[top]
-    rec = view.rec[slots]
-    if len(slots) > k:
-        order = np.lexsort((-rec, -values))
-        last = order[k - 1]
-        take = np.union1d(order[:k], np.flatnonzero((values == values[last]) & (rec == rec[last])))
-        slots, values, rec = slots[take], values[take], rec[take]
-    out = []
-    for slot, score, recency in zip(slots.tolist(), values.tolist(), rec.tolist()):
-        space = view.spaces[int(view.uid[slot])]
-        out.append((score, recency, space.docs[int(view.label[slot])], space))
-    return out
 
 
 def rebuild(target: ExactIndex | HnswIndex, source: ExactIndex | HnswIndex) -> ExactIndex | HnswIndex:

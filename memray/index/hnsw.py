@@ -98,6 +98,11 @@ class HnswIndex:
     def __contains__(self, label: object) -> bool:
         return label in self._live
 
+    def has(self, labels: Labels) -> np.ndarray:
+        """Which of ``labels`` are live here (a bool mask)."""
+        live = self._live
+        return np.fromiter((label in live for label in labels.tolist()), dtype=bool, count=len(labels))
+
     @property
     def tombstones(self) -> int:
         return len(self._deleted)

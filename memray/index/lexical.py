@@ -20,12 +20,13 @@ State: a forward index ``doc -> {term: tf}`` (what an upsert or delete must undo
 ``term -> {doc: tf}``, and the running total of document lengths. Persistence writes the
 forward index only (JSON); postings are rebuilt on load.
 
-Scoring without a Python object per hit (:meth:`LexicalIndex.label_scores`): an index made with
-a ``key`` (doc id -> int label; a shard's namespace passes its label map) keeps, per term, the
-posting as numpy arrays (labels, tf, document lengths), built on first use and dropped when a
-document holding the term changes; a query is then a few array expressions per term and one
-``bincount``. On a 1,000-message namespace this took the lexical part of a hybrid search from
-~1.1 ms to ~0.05 ms (``benchmarks/search_micro.py``).
+Scoring without a Python object per hit (:meth:`LexicalIndex.postings`, read by the scoring
+kernel, :mod:`memray.index.scorer`): an index made with a ``key`` (doc id -> int label; a shard's
+namespace passes its label map) keeps, per term, the posting as numpy arrays (labels, tf,
+document lengths), built on first use and dropped when a document holding the term changes; a
+query is then a few array expressions per term and one ``bincount``. On a 1,000-message
+namespace this took the lexical part of a hybrid search from ~1.1 ms to ~0.05 ms
+(``benchmarks/search_micro.py``).
 """
 
 from __future__ import annotations
@@ -197,20 +198,18 @@ class LexicalIndex:
             self._arrays[term] = arrays
         return arrays
 
-    def _weights_of(self, terms: list[str], stats: Bm25Stats | None) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        """Per query term with a posting: its labels and their BM25 contributions under ``stats``."""
-        parts = self.postings(terms, stats)
-        return [labs for labs, _, _ in parts], [idf * base for _, base, idf in parts]
-
-    def postings(self, terms: list[str], stats: Bm25Stats | None) -> list[tuple[np.ndarray, np.ndarray, float]]:
+    def postings(
+        self, terms: list[str], stats: Bm25Stats | None, idf: list[float] | None = None
+    ) -> list[tuple[np.ndarray, np.ndarray, float]]:
         """Per query term with a posting: its labels, their BM25 contributions divided by the
-        term's idf (cached per avgdl), and that idf, under ``stats`` (default: this namespace's)."""
+        term's idf (cached per avgdl), and that idf, under ``stats`` (default: this namespace's);
+        ``idf``: the terms' idf under ``stats``, when the caller has them already."""
         if self._key is None:
             raise ValueError("label scores need a LexicalIndex made with a key")
         stats = stats or self.stats(terms)
         avgdl = (stats.total_len / stats.docs if stats.docs else 1.0) or 1.0
         out: list[tuple[np.ndarray, np.ndarray, float]] = []
-        for term in terms:
+        for n, term in enumerate(terms):
             arrays = self._posting(term)
             if arrays is None:
                 continue
@@ -219,28 +218,8 @@ class LexicalIndex:
             if cached is None or cached[0] != avgdl:  # (avgdl changes with the statistics used)
                 cached = (avgdl, (K1 + 1.0) * tf / (tf + K1 * (1.0 - B + B / avgdl * lengths)))
                 self._weights[term] = cached
-            out.append((labs, cached[1], bm25_idf(stats.docs, stats.df.get(term, len(labs)))))
+            out.append((labs, cached[1], idf[n] if idf else bm25_idf(stats.docs, stats.df.get(term, len(labs)))))
         return out
-
-    def label_scores(self, terms: list[str], stats: Bm25Stats | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`scores` as arrays: the labels (by ``key``, ascending) of every document sharing a
-        term with ``terms``, and their BM25."""
-        labels, weights = self._weights_of(terms, stats)
-        if not labels:
-            return np.zeros(0, dtype=np.int64), np.zeros(0)
-        if len(labels) == 1:
-            order = np.argsort(labels[0], kind="stable")
-            return labels[0][order], weights[0][order]
-        found, inverse = np.unique(np.concatenate(labels), return_inverse=True)
-        return found, np.bincount(inverse, np.concatenate(weights), minlength=len(found))
-
-    def dense_scores(self, terms: list[str], stats: Bm25Stats | None, size: int) -> np.ndarray:
-        """:meth:`label_scores` as one array indexed by label (0: no shared term), of at least
-        ``size`` entries."""
-        labels, weights = self._weights_of(terms, stats)
-        if not labels:
-            return np.zeros(size)
-        return np.bincount(np.concatenate(labels), np.concatenate(weights), minlength=size)
 
     def search(self, text: str, k: int) -> list[tuple[str, float]]:
         """The ``k`` best (doc_id, bm25) for ``text`` under this namespace's own statistics, best

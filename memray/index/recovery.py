@@ -49,7 +49,7 @@ from memray.ids import Namespace
 from memray.index.client import ShardClient
 from memray.index.fork import clear_marker
 from memray.index.recompute import Recompute
-from memray.index.search import Query, ShardReply
+from memray.index.search import ShardReply, ShardSearch
 from memray.index.shard import VectorShard
 from memray.store.partitions import StorePartitions
 
@@ -154,11 +154,11 @@ class RecoveringShard(VectorShard):
         if self.recovering:
             raise UnavailableError(f"shard {self.shard_id}", "recovering: catching up with the store")
 
-    def search(self, namespaces: list[Namespace], query: Query) -> ShardReply:
-        """:meth:`VectorShard.search` (which ``search_user``/``search_app`` go through), refused
-        while recovering."""
+    def search_many(self, requests: list[ShardSearch]) -> list[ShardReply | Exception]:
+        """:meth:`VectorShard.search_many` (which every search goes through), refused while
+        recovering."""
         self._guard()
-        return super().search(namespaces, query)
+        return super().search_many(requests)
 
 
 class ShardKeeper:

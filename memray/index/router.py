@@ -2,7 +2,7 @@
 
 A user's namespaces all live on shard ``user_hash(app, user_id) % n`` (the rule the store uses
 too), so a user-scoped search touches one shard; :meth:`ShardRouter.search_app` fans out to every
-shard concurrently and merges the top ``k`` by score (see :mod:`memray.index.fusion` for what
+shard concurrently and merges the top ``k`` by score (see :mod:`memray.index.scorer` for what
 scores mean). Scores are absolute, so hits of different shards merge by them directly; BM25
 statistics are per shard, so an app-wide lexical score is BM25 over that shard's part of the app.
 
@@ -21,8 +21,8 @@ from typing import Any, NamedTuple, TypeVar
 from memray.ids import Namespace, user_hash
 from memray.index.base import IndexItem, ShardHit
 from memray.index.client import ShardClient
-from memray.index.fusion import top_hits
 from memray.index.lexical import Bm25Stats
+from memray.index.scorer import top_hits
 from memray.index.search import AppSearch, NamespaceSearch, Query, ShardReply, ShardSearch, UserSearch
 from memray.rpc.batch import Coalescer
 

@@ -2,8 +2,8 @@
 
 Each namespace (a :class:`~memray.index.space.Space`, kept by :class:`~memray.index.space.Spaces`)
 holds its own :class:`LexicalIndex` and its own vector index, exact while small and HNSW once
-large. Searches are scored by :mod:`memray.index.search` (what a score means:
-:mod:`memray.index.fusion`).
+large. Every search, alone or in a batch, is scored by :func:`memray.index.scorer.score` (what a
+score means: its module docstring and ``docs/scoring.md``).
 
 Vectors are L2-normalised here before indexing and before a query (a zero vector stays zero), so
 similarities are cosines whatever the caller sent. Upserting an item with ``vector=None`` updates
@@ -32,27 +32,15 @@ from typing import Any, cast
 import numpy as np
 
 from memray.config import IndexConfig
-from memray.errors import ValidationError
+from memray.errors import ModelMismatchError, ValidationError
 from memray.ids import Namespace
-from memray.index import batch, snapshot
-from memray.index.base import IndexItem, checked_items, normalise
-from memray.index.batch import Prepared, batchable, checked, finds_nothing, normalise_many, score_many, spaces_of
-from memray.index.flat import search_flat
+from memray.index import snapshot
+from memray.index.base import IndexItem, checked_items
 from memray.index.fork import copy_snapshot
 from memray.index.hnsw import HnswIndex
-from memray.index.lexical import Bm25Stats
 from memray.index.recompute import Recompute, fill_vectors
-from memray.index.search import (
-    HYBRID_DEPTH,
-    AppSearch,
-    Mode,
-    NamespaceSearch,
-    Query,
-    ShardReply,
-    ShardSearch,
-    UserSearch,
-    search_spaces,
-)
+from memray.index.scorer import Search, Source, score
+from memray.index.search import AppSearch, Mode, NamespaceSearch, Query, ShardReply, ShardSearch, UserSearch
 from memray.index.space import Spaces
 from memray.store.base import IndexRow
 
@@ -177,84 +165,85 @@ class VectorShard:
     # -- reads ----------------------------------------------------------------------------
 
     def search(self, namespaces: list[Namespace], query: Query) -> ShardReply:
-        """Search the given namespaces together; scores as in :mod:`memray.index.fusion`.
-        Unknown namespaces are skipped; a query without a vector in vector mode finds nothing.
-        ``query.model_id`` names the query vector's model: the active one (or None), or the one
-        retired by the last cutover (answered from its indexes); any other raises
-        ModelMismatchError."""
-        query, retired, vector = self._prepared(query)
-        spaces = spaces_of(self._spaces, namespaces)
-        stamps, held = self._spaces.watched(query.watch)
-        if finds_nothing(query, spaces, vector):
-            return ShardReply([], Bm25Stats(0, 0, {}), stamps, held)
-        hits, stats = search_spaces(spaces, query, vector, retired, self.config)
-        return ShardReply(hits, stats, stamps, held)
-
-    def _prepared(self, query: Query) -> tuple[Query, bool, np.ndarray | None]:
-        """:func:`~memray.index.batch.checked`, with the query vector normalised."""
-        query, retired, vector = checked(self._spaces, self.shard_id, query)
-        return query, retired, None if vector is None else normalise(vector, len(vector))[0]
-
-    def search_many(self, requests: list[ShardSearch]) -> list[ShardReply | Exception]:
-        """Many searches in one call (callers batch the searches of many concurrent agents into
-        one actor call); a failing one returns its error in its place. Searches of exact
-        namespaces are scored together (:mod:`memray.index.batch`), the others one by one."""
-        out: list[ShardReply | Exception | None] = [None] * len(requests)
-        together: list[tuple[int, Prepared, tuple[dict[Namespace, int], dict[Namespace, list[int]]]]] = []
-        for i, request in enumerate(requests):
-            try:
-                search = self._batched(request) if len(requests) >= batch.MIN_BATCH else None
-                if search is None:
-                    out[i] = self._search_one(request)
-                    continue
-                together.append((i, search, self._spaces.watched(search.query.watch)))
-            except Exception as exc:
-                out[i] = exc
-        scored = score_many(normalise_many([search for _, search, _ in together]), self.config)
-        for (i, _, watched), (hits, stats) in zip(together, scored):
-            out[i] = ShardReply(hits, stats, *watched)
-        return cast(list[ShardReply | Exception], out)
-
-    def _batched(self, request: ShardSearch) -> Prepared | None:
-        """``request`` checked, as a search of the batch; None if it runs on its own."""
-        if isinstance(request, NamespaceSearch):
-            namespaces = request.namespaces
-        elif isinstance(request, UserSearch):
-            namespaces = [ns for ns in self._spaces.of_user(request.app, request.user_id) if ns.kind == request.kind]
-        else:
-            return None
-        query, retired, vector = checked(self._spaces, self.shard_id, request.query)
-        search = Prepared(query, spaces_of(self._spaces, namespaces), retired, vector)
-        return search if batchable(search) else None
-
-    def _search_one(self, request: ShardSearch) -> ShardReply:
-        if isinstance(request, NamespaceSearch):
-            return self.search(request.namespaces, request.query)
-        if isinstance(request, UserSearch):
-            return self.search_user(request.app, request.user_id, request.kind, request.query)
-        if isinstance(request, AppSearch):
-            return self.search_app(request.app, request.kind, request.query)
-        raise ValidationError("request", request, "must be a NamespaceSearch, UserSearch or AppSearch")
+        """Search the given namespaces together (unknown ones are skipped). ``query.model_id``
+        names the query vector's model: the active one (or None), or the one retired by the last
+        cutover (answered from its indexes); any other raises ModelMismatchError."""
+        return self._one(NamespaceSearch(namespaces, query))
 
     def search_user(self, app: str, user_id: str, kind: str, query: Query) -> ShardReply:
         """:meth:`search` over every namespace of one user and ``kind`` (all their conversations)."""
-        namespaces = [ns for ns in self._spaces.of_user(app, user_id) if ns.kind == kind]
-        return self.search(namespaces, query)
+        return self._one(UserSearch(app, user_id, kind, query))
 
     def search_app(self, app: str, kind: str, query: Query) -> ShardReply:
         """:meth:`search` over every namespace of ``app`` and ``kind`` on this shard, through their
-        flat view (:mod:`memray.index.flat`; a stream, window or retired-model query walks them)."""
-        query, retired, vector = self._prepared(query)
-        if retired or query.stream is not None or query.window is not None:
-            return self.search([ns for ns in self._spaces if ns.app == app and ns.kind == kind], query)
-        stamps, held = self._spaces.watched(query.watch)
-        if query.k <= 0 or (query.mode == "vector" and vector is None):
-            return ShardReply([], Bm25Stats(0, 0, {}), stamps, held)
-        view = self._spaces.flats.view(
-            app, kind, (s for ns, s in self._spaces.items() if ns.app == app and ns.kind == kind)
-        )
-        hits, stats = search_flat(view, query, vector, max(query.k, HYBRID_DEPTH), self.config)
-        return ShardReply(hits, stats, stamps, held)
+        flat view (:mod:`memray.index.flat`; a query of the retired model reads the namespaces)."""
+        return self._one(AppSearch(app, kind, query))
+
+    def _one(self, request: ShardSearch) -> ShardReply:
+        reply = self.search_many([request])[0]
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    def search_many(self, requests: list[ShardSearch]) -> list[ShardReply | Exception]:
+        """Many searches in one call (callers batch the searches of many concurrent agents into
+        one actor call), scored together by :func:`memray.index.scorer.score`; a failing one
+        returns its error in its place."""
+        out: list[ShardReply | Exception | None] = [None] * len(requests)
+        todo: list[tuple[int, Search, tuple[dict[Namespace, int], dict[Namespace, list[int]]]]] = []
+        for i, request in enumerate(requests):
+            try:
+                search = self._search_of(request)
+                todo.append((i, search, self._spaces.watched(search.query.watch)))
+            except Exception as exc:
+                out[i] = exc
+        scored = score([search for _, search, _ in todo], self.config.neighbour_weight)
+        for (i, _, watched), (hits, stats) in zip(todo, scored):
+            out[i] = ShardReply(hits, stats, *watched)
+        return cast(list[ShardReply | Exception], out)
+
+    def _search_of(self, request: ShardSearch) -> Search:
+        """``request`` checked, with the sources it reads."""
+        if not isinstance(request, (NamespaceSearch, UserSearch, AppSearch)):
+            raise ValidationError("request", request, "must be a NamespaceSearch, UserSearch or AppSearch")
+        query, retired = self._checked(request.query)
+        spaces = self._spaces
+        sources: list[Source]
+        if isinstance(request, NamespaceSearch):
+            wanted = dict.fromkeys(ns if type(ns) is Namespace else Namespace(*ns) for ns in request.namespaces)
+            sources = [spaces[ns] for ns in wanted if ns in spaces]
+        elif isinstance(request, UserSearch):
+            sources = [spaces[ns] for ns in spaces.of_user(request.app, request.user_id) if ns.kind == request.kind]
+        else:
+            app, kind = request.app, request.kind
+            mine = (space for ns, space in spaces.items() if ns.app == app and ns.kind == kind)
+            sources = list(mine) if retired else [spaces.flats.view(app, kind, mine)]
+        return Search(query, sources, retired)
+
+    def _checked(self, query: Query) -> tuple[Query, bool]:
+        """``query`` checked against the shard's model versions, with its vector as float32 (None
+        in lexical mode), and whether it asks the retired model. Raises ValidationError for an
+        unknown mode, ModelMismatchError for another model or dim."""
+        query = query if type(query) is Query else Query(*query)
+        if query.mode not in ("vector", "lexical", "hybrid"):
+            raise ValidationError("mode", query.mode, "must be 'vector', 'lexical' or 'hybrid'")
+        spaces = self._spaces
+        retired = query.model_id is not None and query.model_id != spaces.model_id
+        if retired and (spaces.retired is None or spaces.retired[0] != query.model_id):
+            raise ModelMismatchError(
+                f"query embedded with model {query.model_id!r} but shard {self.shard_id} indexes "
+                f"{spaces.model_id!r}; embed the query with the index's model (reopen memray)"
+            )
+        if query.vector is None or query.mode == "lexical":
+            return (query if query.vector is None else query._replace(vector=None)), retired
+        model, dim = spaces.retired if retired and spaces.retired else (spaces.model_id, spaces.dim)
+        vector = np.asarray(query.vector, dtype=np.float32)
+        if vector.size != dim:
+            raise ModelMismatchError(
+                f"query vector of dim {vector.size} does not fit shard {self.shard_id} "
+                f"(model {model!r}, dim {dim}); embed the query with the index's model"
+            )
+        return (query if vector is query.vector else query._replace(vector=vector)), retired
 
     def inventory(self) -> list[Ref]:
         """Every (namespace, doc_id) held."""

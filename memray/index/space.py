@@ -4,7 +4,7 @@
 Doc ids (message or entry ids) map to int64 labels through a per-namespace dict (a counter, never
 a hash, so labels cannot collide). Each item keeps a recency float (the seq of a message, the
 timestamp of an entry) for tie-breaks; in conversation namespaces recency is the seq, and
-``by_recency`` finds a message's neighbours for :func:`memray.index.fusion.neighbour_support`.
+``by_recency`` finds a message's neighbours (seq - 1, seq + 1) for neighbour support.
 ``columns`` keeps each item's creation time, simulation time and importance, by label, for time
 windows and stream scoring (:mod:`memray.index.columns`).
 ``stamp`` is the highest indexing stamp of any upsert applied here: a conversation host stamps
@@ -36,7 +36,7 @@ import numpy as np
 from memray.config import IndexConfig
 from memray.errors import ModelMismatchError, ValidationError
 from memray.ids import Namespace
-from memray.index.base import IndexItem, normalise
+from memray.index.base import IndexItem, ShardHit, normalise
 from memray.index.columns import ItemColumns, same_columns
 from memray.index.exact import ExactIndex
 from memray.index.flat import FlatViews, rebuild
@@ -68,7 +68,6 @@ class Space:
         self.lexical = LexicalIndex(self.labels.__getitem__)
         self.dirty = True
         self.rec = np.zeros(0)  # recency by label, NaN where no item: scoring reads it in bulk
-        self._by_seq: tuple[np.ndarray, np.ndarray] | None = None  # recencies ascending, their labels
         self._adjacent: tuple[np.ndarray, np.ndarray] | None = None  # by label: the label before, after (-1)
 
     def __len__(self) -> int:
@@ -92,59 +91,45 @@ class Space:
             grown[: len(self.rec)] = self.rec
             self.rec = grown
         self.rec[label] = recency
-        self._by_seq = self._adjacent = None
+        self._adjacent = None
         if self.by_recency is not None:
             if old is not None and self.by_recency.get(old) == doc_id:
                 del self.by_recency[old]
             self.by_recency[recency] = doc_id
 
-    def neighbours(self, doc_id: str) -> tuple[str | None, str | None]:
-        """The messages just before and after ``doc_id`` by seq (None where there is none, and
-        always outside conversation namespaces)."""
-        if self.by_recency is None:
-            return None, None
-        seq = self.recency[doc_id]
-        return self.by_recency.get(seq - 1.0), self.by_recency.get(seq + 1.0)
-
-    def _seq_order(self) -> tuple[np.ndarray, np.ndarray]:
-        if self._by_seq is None:
-            by_recency = self.by_recency or {}
-            seqs = np.fromiter(by_recency.keys(), dtype=np.float64, count=len(by_recency))
-            labs = np.fromiter((self.labels[d] for d in by_recency.values()), dtype=np.int64, count=len(by_recency))
-            order = np.argsort(seqs, kind="stable")
-            self._by_seq = (seqs[order], labs[order])
-        return self._by_seq
-
     def adjacent(self) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`neighbours` of every label, as two arrays indexed by label (-1: none; sized
-        ``len(self.rec)``): what dense scoring looks neighbours up in."""
+        """By label: the label of the message at seq - 1 and at seq + 1 (-1: none, and always
+        outside conversation namespaces), sized ``len(self.rec)``; cached until the next write."""
         if self._adjacent is None:
             before = np.full(len(self.rec), -1, dtype=np.int64)
             after = before.copy()
-            if self.by_recency is not None:
-                seqs, labs = self._seq_order()
+            if self.by_recency:
+                by_recency = self.by_recency
+                seqs = np.fromiter(by_recency.keys(), dtype=np.float64, count=len(by_recency))
+                labs = np.fromiter((self.labels[d] for d in by_recency.values()), dtype=np.int64, count=len(seqs))
+                order = np.argsort(seqs, kind="stable")
+                seqs, labs = seqs[order], labs[order]
                 step = np.flatnonzero(np.diff(seqs) == 1.0)
                 after[labs[step]] = labs[step + 1]
                 before[labs[step + 1]] = labs[step]
             self._adjacent = (before, after)
         return self._adjacent
 
-    def live_labels(self) -> np.ndarray:
-        """Every label held, ascending."""
-        return np.flatnonzero(~np.isnan(self.rec))
+    # -- what the scoring kernel reads (memray.index.scorer.Source) -----------------------
+    @property
+    def linked(self) -> bool:
+        """Conversation messages: neighbour support by seq applies."""
+        return self.by_recency is not None
 
-    def neighbour_labels(self, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`neighbours` of many labels at once: the labels before and after each (-1: none)."""
-        none = np.full(len(labels), -1, dtype=np.int64)
-        if self.by_recency is None or not len(labels):
-            return none, none.copy()
-        seqs, labs = self._seq_order()
-        out = []
-        for step in (-1.0, 1.0):
-            want = self.rec[labels] + step
-            pos = np.minimum(np.searchsorted(seqs, want), len(seqs) - 1)
-            out.append(np.where(seqs[pos] == want, labs[pos], -1) if len(seqs) else none.copy())
-        return out[0], out[1]
+    def vectors_of(self, retired: bool) -> ExactIndex | HnswIndex | None:
+        return self.retired if retired else self.vectors
+
+    def columns_of(self, labels: np.ndarray) -> np.ndarray:
+        return self.columns.rows(labels)
+
+    def hit(self, label: int, score: float, recency: float) -> ShardHit:
+        doc = self.docs[label]
+        return ShardHit(self.namespace, doc, score, recency, self.payload.get(doc, ""))
 
     def remove(self, doc_id: str) -> bool:
         label = self.labels.pop(doc_id, None)
@@ -154,7 +139,7 @@ class Space:
         self.columns.clear(label)
         recency = self.recency.pop(doc_id)
         self.rec[label] = np.nan
-        self._by_seq = self._adjacent = None
+        self._adjacent = None
         if self.by_recency is not None and self.by_recency.get(recency) == doc_id:
             del self.by_recency[recency]
         self.payload.pop(doc_id, None)

@@ -28,7 +28,7 @@ backfill). Re-adding a session replaces that session's entries.
 
 "Entries matching a query" (the ``delete_entries*`` calls): see :mod:`memray.service.entries`.
 
-Search: ``score`` and ``min_score`` mean exactly what :mod:`memray.index.fusion` says (in [0, 1],
+Search: ``score`` and ``min_score`` mean exactly what :mod:`memray.index.scorer` says (in [0, 1],
 0 = not relevant; by default only relevant entries come back, so a query about something the
 user never stored returns nothing). Results are ranked by score, then recency (the entry's
 timestamp, later first), then id: deterministic. A query with no tokens returns no results in

@@ -1,6 +1,6 @@
-"""The read-your-writes tail, piece by piece: what a host keeps, how the caller scores it, and the
-stamp check that closes the race between a shard's answer and the host's (module doc of
-memray.conversation.tail)."""
+"""The read-your-writes tail, piece by piece: what a host keeps and the stamp check that closes the
+race between a shard's answer and the host's (module doc of memray.conversation.tail). How the
+caller scores it: tests/index/test_scorer.py, against the reference of the scoring rule."""
 
 from __future__ import annotations
 
@@ -13,20 +13,19 @@ from memray.conversation.core import Conversation
 from memray.conversation.persist import PersistChain
 from memray.conversation.reads import ContextRead, SearchRead
 from memray.conversation.recall import Recall
-from memray.conversation.tail import Tail, TailKeeper, score_tail
+from memray.conversation.tail import Tail, TailKeeper
 from memray.embedding.calibration import Calibration
 from memray.embedding.pipeline import PendingItem
 from memray.embedding.query import QueryEncoder
 from memray.ids import ConversationKey, conversation_namespace
 from memray.index.base import ShardHit
-from memray.index.lexical import Bm25Stats, LexicalIndex
+from memray.index.lexical import Bm25Stats
 from memray.index.router import RouterResult
 from memray.index.search import Query
 from memray.models import Message
 from memray.rpc.local import LocalRef
 from memray.store.client import StoreClient
 from memray.store.partitions import StorePartitions
-from memray.text import index_terms
 
 KEY = ConversationKey("app", "u", "c")
 NS = conversation_namespace(KEY)
@@ -58,26 +57,6 @@ async def _keeps_until_confirmed() -> None:
     assert [m.text for m in tail.messages] == ["second draft"] and tail.stamp == 7  # the newer version stays
     TailKeeper.indexed(conv, [PendingItem(NS, "m0", "second draft", 1.0)], stamp=9)
     assert TailKeeper.tail(conv) == Tail([], 9) and conv.unindexed is None
-
-
-def test_tail_scores_are_the_shards_scores_over_the_union() -> None:
-    """Scoring the tail with the shard's statistics gives what one index over everything would."""
-    indexed = {"a": "kiwi jam on toast", "b": "a walk in the park", "c": "park the car near the jam factory"}
-    pending = [msg(10, "jam jars for the kiwi harvest"), msg(11, "nothing relevant")]
-    shard, union = LexicalIndex(), LexicalIndex()
-    for doc, text in indexed.items():
-        shard.add(doc, text)
-        union.add(doc, text)
-    for m in pending:
-        union.add(m.id, m.text)
-    query = Query("kiwi jam", mode="lexical")
-    terms = index_terms(query.text)
-    got = score_tail(pending, query, shard.stats(terms), None)
-    from memray.index.fusion import lexical_score
-    from memray.index.lexical import ideal_bm25
-
-    want = lexical_score(union.scores(terms)["m10"], ideal_bm25(terms, union.stats(terms)))
-    assert got[0] == want and got[1] == 0.0
 
 
 class FakeRouter:

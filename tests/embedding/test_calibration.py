@@ -10,7 +10,17 @@ import numpy as np
 import pytest
 
 import memray
-from memray.embedding.calibration import CALIBRATION_FILE, CORPUS, DEFAULT, Calibration, calibrate, calibration_of
+from memray.embedding.calibration import (
+    CALIBRATION_FILE,
+    CORPUS,
+    DEFAULT,
+    DOES_NOT_SEPARATE,
+    IGNORED,
+    Calibration,
+    CalibrationWarning,
+    calibrate,
+    calibration_of,
+)
 from memray.embedding.hashing import HashEmbedder
 from memray.errors import EmbeddingError
 
@@ -64,3 +74,29 @@ def test_open_uses_the_calibration_or_the_configured_overrides(tmp_path: Path, o
         got = mem._encoder.calibration
     want = calibrate(HashEmbedder(256))
     assert got == (overrides.get("min_similarity", want.threshold), overrides.get("vector_weight", want.vector_weight))
+
+
+class Degenerate:
+    """An embedder that does not separate unrelated texts."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind, self.model_id, self.dim = kind, f"degenerate-{kind}", 4
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), 4), dtype=np.float32)
+        if self.kind == "constant":
+            out[:] = 1.0
+        elif self.kind == "one-hot":
+            for i, text in enumerate(texts):
+                out[i, 0 if "cat" in text else 1] = 1.0
+        return out  # "zero"
+
+
+@pytest.mark.parametrize("kind", ["constant", "one-hot", "zero"])
+def test_an_embedder_that_does_not_separate_texts_is_ignored_and_recorded_so(tmp_path: Path, kind: str) -> None:
+    assert calibrate(Degenerate(kind)) == IGNORED and IGNORED.ignores_vectors
+    with pytest.warns(CalibrationWarning, match=DOES_NOT_SEPARATE):
+        assert calibration_of(str(tmp_path), Degenerate(kind)) == IGNORED
+    record = json.loads((tmp_path / CALIBRATION_FILE).read_text())[f"degenerate-{kind}"]
+    assert record["ignored"] == DOES_NOT_SEPARATE and record["measured_threshold"] == (0.0 if kind == "zero" else 1.0)
+    assert not calibrate(HashEmbedder(16)).ignores_vectors  # a weak embedder is still used

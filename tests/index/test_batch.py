@@ -1,6 +1,7 @@
-"""``VectorShard.search_many`` scores exact namespaces together (memray.index.batch): every reply
-must be the one its search gets on its own (``search`` / ``search_user`` / ``search_app``), hits,
-scores, BM25 statistics, read-your-writes state and errors alike."""
+"""``VectorShard.search_many`` scores a batch of searches together (memray.index.scorer) on a shard
+that went through a model cutover: every reply is the one its search gets on its own (hits,
+scores, BM25 statistics, read-your-writes state and errors alike, in blocks of any size), and the
+reference's (tests/support/scoring_reference.py) over the vectors of the model it asked."""
 
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ import pytest
 from memray.config import IndexConfig
 from memray.errors import ModelMismatchError
 from memray.ids import Namespace
-from memray.index import IndexItem, VectorShard, batch
+from memray.index import IndexItem, VectorShard, scorer
 from memray.index.hnsw import HnswIndex
 from memray.index.search import AppSearch, NamespaceSearch, Query, ShardReply, ShardSearch, UserSearch
 from memray.scoring import Stream, Window
 from memray.store.base import IndexRow
 from tests.index.conftest import unit
+from tests.index.test_scorer import robust, same
+from tests.support import scoring_reference as ref
 
 OLD, NEW = "old-16", "new-8"
 WORDS = "apple river stone cloud music paper garden window winter violin hotel coffee".split()
@@ -63,9 +66,25 @@ def shard(tmp_path_factory: pytest.TempPathFactory) -> VectorShard:
     assert shard.cutover(NEW)
     late = [IndexItem(CONVS[2], f"c2-m{14 + i}", v, "apple late", 14.0 + i) for i, v in enumerate(unit(nrng, 3, 8))]
     shard.upsert(late, NEW)  # active vectors the retired model never had
-    shard.delete([(CONVS[1], "c1-m2"), (CONVS[2], "c2-m7"), (ENTRIES, "e3")])  # holes in the labels
+    gone = [(CONVS[1], "c1-m2"), (CONVS[2], "c2-m7"), (ENTRIES, "e3")]
+    shard.delete(gone)  # holes in the labels
     assert isinstance(shard._spaces[CONVS[4]].vectors, HnswIndex)
+    for model, vectors in ((OLD, old), (NEW, new)):
+        held = [
+            ref.Item(ns, doc, texts[i], tuple(vectors[i].tolist()), recency[i], *columns[i])
+            for i, (ns, doc) in enumerate(items)
+            if (ns, doc) not in gone
+        ]
+        held += [
+            ref.Item(it.namespace, it.doc_id, it.text, None if model == OLD else tuple(it.vector.tolist()), it.recency)
+            for it in late
+        ]
+        HELD[model] = held
     return shard
+
+
+#: What the shard holds, as the reference sees it with each model's vectors.
+HELD: dict[str, list[ref.Item]] = {}
 
 
 def _request(rng: random.Random, nrng: np.random.Generator) -> ShardSearch:
@@ -101,10 +120,7 @@ def _request(rng: random.Random, nrng: np.random.Generator) -> ShardSearch:
 
 
 def _alone(shard: VectorShard, request: ShardSearch) -> ShardReply | Exception:
-    try:
-        return shard._search_one(request)
-    except Exception as exc:
-        return exc
+    return shard.search_many([request])[0]
 
 
 def _assert_same(got: ShardReply | Exception, want: ShardReply | Exception, where: Any) -> None:
@@ -119,21 +135,47 @@ def _assert_same(got: ShardReply | Exception, want: ShardReply | Exception, wher
     assert (got.stats, got.stamps, got.held) == (want.stats, want.stamps, want.held), where
 
 
-@pytest.mark.parametrize("block_items", [batch.BLOCK_ITEMS, 40])
+def _in_scope(request: ShardSearch, item: ref.Item) -> bool:
+    ns = item.namespace
+    if isinstance(request, NamespaceSearch):
+        return ns in request.namespaces
+    if isinstance(request, UserSearch):
+        return (ns.app, ns.user_id, ns.kind) == (request.app, request.user_id, request.kind)
+    return (ns.app, ns.kind) == (request.app, request.kind)
+
+
+def _reference(request: ShardSearch) -> tuple[list[ref.Item], ref.Ask] | None:
+    """What the reference reads and asks for ``request`` (None: the HNSW namespace, whose
+    candidates are approximate, is in scope)."""
+    q = request.query
+    pool = [item for item in HELD[q.model_id or NEW] if _in_scope(request, item)]
+    if any(item.namespace == CONVS[4] for item in pool):
+        return None
+    vector = None if q.vector is None else tuple(float(x) for x in q.vector)
+    return pool, ref.Ask(q.text, vector, q.k, q.mode, q.min_score, q.threshold, q.vector_weight, q.stream, q.window)
+
+
+@pytest.mark.parametrize("block_items", [scorer.BLOCK_ITEMS, 40])
 @pytest.mark.parametrize("seed", range(4))
-def test_a_batch_answers_each_search_as_it_is_answered_alone(
+def test_a_batch_answers_each_search_as_it_is_answered_alone_and_as_the_reference(
     shard: VectorShard, seed: int, block_items: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(batch, "BLOCK_ITEMS", block_items)  # small blocks: a batch split in several
+    monkeypatch.setattr(scorer, "BLOCK_ITEMS", block_items)  # small blocks: a batch split in several
     rng, nrng = random.Random(seed), np.random.default_rng(seed)
     requests = [_request(rng, nrng) for _ in range(60)]
     replies = shard.search_many(requests)
-    replies[:2] = shard.search_many(requests[:2])  # under MIN_BATCH: scored one by one
     assert len(replies) == len(requests)
+    checked = 0
     for i, (request, got) in enumerate(zip(requests, replies)):
         _assert_same(got, _alone(shard, request), (seed, i, request))
+        asked = None if isinstance(got, Exception) or request.query.mode == "fuzzy" else _reference(request)
+        if asked is not None and robust(*asked, 0.2):
+            assert not isinstance(got, Exception)
+            same(got.hits, ref.search(*asked, 0.2), (seed, i, request))
+            checked += 1
     found = [r for r in replies if isinstance(r, ShardReply) and r.hits]
     assert len(found) >= 15 and any(isinstance(r, Exception) for r in replies)  # the batch tested something
+    assert checked >= 20
 
 
 def test_a_failing_search_fails_alone_and_batched_searches_see_their_own_models(shard: VectorShard) -> None:

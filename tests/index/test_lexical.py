@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from memray.index.fusion import lexical_score
 from memray.index.lexical import Bm25Stats, LexicalIndex, ideal_bm25
 from memray.text import index_terms
+from tests.support.scoring_reference import lexical_score
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from memray.config import IndexConfig
 from memray.ids import Namespace
 from memray.index import IndexItem, VectorShard
 from memray.index.columns import ItemColumns, columns_of, snapshot_columns
-from memray.index.fusion import in_window, rank, stream_scores
+from memray.index.scorer import in_window, stream_scores
 from memray.scoring import Stream, Window
 from memray.store.base import IndexRow
 from tests.index.conftest import query, unit
@@ -37,17 +37,25 @@ def test_stream_score_is_the_documented_weighted_mean():
     assert got.tolist() == pytest.approx(want)
 
 
-def test_rank_applies_the_window_and_the_relevance_floor_before_scoring():
-    cols = np.array([[5.0, 1.0, 1.0], [6.0, 2.0, 1.0], [7.0, NAN, 1.0], [8.0, 3.0, 1.0]])
-    rel = np.array([0.0, 0.3, 0.5, 0.7])
-    stream = Stream(3.0, 1.0, 1.0, 1.0, 0.0)  # relevance weight 0: still has to pass the floor
-    out = rank(rel, cols, None, stream, None)
-    assert math.isnan(out[0]) and out[1:].tolist() == pytest.approx([1.0, 0.5, 1.0])
-    assert np.isnan(rank(rel, cols, 0.6, stream, None)[:3]).all()
-    assert not math.isnan(rank(rel, cols, 0.0, stream, None)[0])  # no floor: every item is a candidate
-    inside = in_window(cols, Window(after=2.0, before=3.0))
-    assert inside.tolist() == [False, True, False, False]  # [after, before); no sim_time: outside
-    assert in_window(cols, Window(created_after=6.0, created_before=8.0)).tolist() == [False, True, True, False]
+def test_the_window_and_the_relevance_floor_come_before_stream_scoring(tmp_path: Path):
+    cols = [(5.0, 1.0 * H, 1.0), (6.0, 2.0 * H, 1.0), (7.0, NAN, 1.0), (8.0, 3.0 * H, 1.0)]
+    texts = ["weather report", "market stall", "market stall stall", "market"]
+    shard = VectorShard(0, str(tmp_path / "s"), DIM, "m", IndexConfig(neighbour_weight=0.0))
+    shard.upsert(
+        [IndexItem(NS, f"m{i}", None, t, float(i + 1), "", 0, c) for i, (t, c) in enumerate(zip(texts, cols))], "m"
+    )
+    stream = Stream(3.0 * H, 1.0, 1.0, 1.0, 0.0)  # relevance weight 0: still has to pass the floor
+
+    def ids(min_score: float | None, window: Window | None = None) -> list[str]:
+        q = query(None, "market", k=10, mode="lexical", min_score=min_score)._replace(stream=stream, window=window)
+        return [h.doc_id for h in shard.search([NS], q).hits]
+
+    assert ids(None) == ["m3", "m1", "m2"]  # m0 shares no word: recency and importance cannot lift it
+    assert sorted(ids(0.0)) == ["m0", "m1", "m2", "m3"]  # no floor: every item is a candidate
+    assert ids(None, Window(after=2.0 * H, before=3.0 * H)) == ["m1"]  # [after, before); no sim_time: outside
+    everything = np.array(cols)
+    assert in_window(everything, Window(after=2.0 * H, before=3.0 * H)).tolist() == [False, True, False, False]
+    assert in_window(everything, Window(created_after=6.0, created_before=8.0)).tolist() == [False, True, True, False]
 
 
 def test_item_columns_grow_clear_and_read_unknown_labels_as_none():
