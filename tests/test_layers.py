@@ -3,6 +3,10 @@
 Read from the source (every import statement, at any depth, ``TYPE_CHECKING`` ones included),
 so a new import that points up a layer, closes a loop between packages or brings ``ray`` into a
 core fails here.
+
+Module size is not checked here: a module holds one idea, and one near 800 lines is a prompt to
+look at whether it holds two (the house style), not a rule. Code is never compressed, nor split
+where it only reads together, to meet a number.
 """
 
 from __future__ import annotations
@@ -131,11 +135,3 @@ def test_every_module_but_the_actors_imports_without_ray() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
-
-
-def test_no_module_is_near_800_lines() -> None:
-    """A module holds one idea; one near 800 lines wants a split (the house style). The old
-    400-line limit is withdrawn: code is never compressed or split unnaturally to meet a number."""
-    sizes = {m: len(path_of(m).read_text().splitlines()) for m in MODULES}
-    assert len(sizes) > 50
-    assert {m: n for m, n in sizes.items() if n > 750} == {}
