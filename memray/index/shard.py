@@ -1,6 +1,6 @@
 """`VectorShard`: the vector and lexical indexes of many namespaces, as one actor's core.
 
-Each namespace (a :class:`~memray.index.space.Space`, kept by :class:`~memray.index.space.Spaces`)
+Each namespace (a :class:`~memray.index.space.Space`, kept by :class:`~memray.index.spaces.Spaces`)
 holds its own :class:`LexicalIndex` and its own vector index, exact while small and HNSW once
 large. Every search, alone or in a batch, is scored by :func:`memray.index.scorer.score` (what a
 score means: its module docstring and ``docs/scoring.md``).
@@ -19,7 +19,7 @@ a restart cheap; older ones are removed right after, so a dropped user's data le
 with the next snapshot.
 
 Model versions (re-embedding): a shard answers from exactly one *active* model, while a *staged*
-one is built next to it and the *retired* one stays until released (:mod:`memray.index.space`).
+one is built next to it and the *retired* one stays until released (:mod:`memray.index.spaces`).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from memray.index.hnsw import HnswIndex
 from memray.index.recompute import Recompute, fill_vectors
 from memray.index.scorer import Search, Source, score
 from memray.index.search import AppSearch, Mode, NamespaceSearch, Query, ShardReply, ShardSearch, UserSearch
-from memray.index.space import Spaces
+from memray.index.spaces import Spaces
 from memray.store.base import IndexRow
 
 __all__ = ["VectorShard", "Mode", "LEXICAL_VERSION"]
