@@ -1,7 +1,7 @@
 """`ConversationHost`: many virtual conversation actors in one real actor.
 
 A Ray actor is a whole process (~75 MB, ~1 s to start), so thousands of agents cannot each get
-one. Each conversation is instead a :class:`~memray.conversation.core.Conversation` living in
+one. Each conversation is instead a :class:`~memray.conversation.state.Conversation` living in
 one of a few hosts, chosen by a stable hash of its key. The host runs one event loop: each
 call's synchronous part runs whole, so a conversation's seqs are assigned in the order its
 calls arrive, whichever caller made them (Ray does not order calls on async actors; the host
@@ -20,9 +20,9 @@ import os
 from typing import Any, cast
 
 from memray.config import EmbedderConfig, MemoryConfig
-from memray.conversation.core import Conversation, matches, overlay
 from memray.conversation.ledger import AckLedger
 from memray.conversation.removal import MessageRemoval
+from memray.conversation.state import Conversation, matches, overlay
 from memray.conversation.summarizer import build_summarizer
 from memray.conversation.summary import SummaryKeeper
 from memray.conversation.tail import RecentAnswers, Tail, TailKeeper

@@ -33,7 +33,7 @@ from memray.models import Message
 from memray.models.wire import MessageList, decode_messages, encode_messages
 
 if TYPE_CHECKING:
-    from memray.conversation.core import Conversation
+    from memray.conversation.state import Conversation
     from memray.embedding.pipeline import PendingItem
 
 __all__ = ["Tail", "TailKeeper", "RecentAnswers", "TailSource", "TailSearch", "score_tails"]

@@ -45,9 +45,9 @@ from typing import TYPE_CHECKING, NamedTuple
 from memray.config import MemoryConfig
 from memray.conversation.admission import Admission
 from memray.conversation.commit import GroupCommitter, Outcome
-from memray.conversation.core import Conversation
 from memray.conversation.ledger import AckLedger
 from memray.conversation.persist import PersistChain, PersistWheel
+from memray.conversation.state import Conversation
 from memray.embedding.pipeline import EmbeddingPipeline, PendingItem
 from memray.errors import DeadLetterError
 from memray.ids import ConversationKey, conversation_namespace

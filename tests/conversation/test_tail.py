@@ -9,10 +9,10 @@ from typing import Any
 
 from memray.conversation.buffer import MessageBuffer
 from memray.conversation.client import HostClient
-from memray.conversation.core import Conversation
 from memray.conversation.persist import PersistChain
 from memray.conversation.reads import ContextRead, SearchRead
 from memray.conversation.recall import Recall
+from memray.conversation.state import Conversation
 from memray.conversation.tail import Tail, TailKeeper
 from memray.embedding.calibration import Calibration
 from memray.embedding.pipeline import PendingItem
