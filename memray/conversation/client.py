@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from memray.config import EmbedderConfig
-from memray.conversation.tail import Tail
+from memray.conversation.read_your_writes import Tail
 from memray.ids import ConversationKey, Namespace
 from memray.models import Message
 from memray.models.wire import MessageBatch

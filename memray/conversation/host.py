@@ -21,11 +21,11 @@ from typing import Any, cast
 
 from memray.config import EmbedderConfig, MemoryConfig
 from memray.conversation.ledger import AckLedger
+from memray.conversation.read_your_writes import RecentAnswers, Tail, TailKeeper
 from memray.conversation.removal import MessageRemoval
 from memray.conversation.state import Conversation, matches, overlay
 from memray.conversation.summarizer import build_summarizer
 from memray.conversation.summary import SummaryKeeper
-from memray.conversation.tail import RecentAnswers, Tail, TailKeeper
 from memray.conversation.title import Titler
 from memray.conversation.writes import WritePath
 from memray.embedding.active import resolve_config
@@ -256,7 +256,7 @@ class ConversationHost:
         return RecentAnswers(cast(list[tuple[list[Message], Tail]], out))  # pickles as one block of columns
 
     def _tail(self, key: ConversationKey) -> Tail:
-        """The read-your-writes tail of a conversation (:mod:`memray.conversation.tail`): the
+        """The read-your-writes tail of a conversation (:mod:`memray.conversation.read_your_writes`): the
         messages acknowledged that the index may not hold yet (none if not loaded here)."""
         conv = self._conversations.get(key)
         return TailKeeper.tail(conv) if conv is not None else Tail([], 0)

@@ -4,7 +4,7 @@ A scoped search is one call to one shard (the query is embedded in the caller's 
 :class:`~memray.embedding.query.QueryEncoder`). Hits carry the message JSON the shard keeps, so
 they need no store read (the store is read only for items a rebuilt shard holds without it).
 
-Read-your-writes (:mod:`memray.conversation.tail`), in one call:
+Read-your-writes (:mod:`memray.conversation.read_your_writes`), in one call:
 
 - ``search``: this process keeps what it added and has not yet seen indexed (:class:`Written`);
   the search tells the shard those seqs, the shard says which it holds, and the rest are scored
@@ -33,8 +33,8 @@ import numpy as np
 from memray.conversation.client import HostClient
 from memray.conversation.context import assemble
 from memray.conversation.instructions import render_instructions
+from memray.conversation.read_your_writes import Tail, TailSearch, score_tails
 from memray.conversation.reads import ContextRead, SearchRead
-from memray.conversation.tail import Tail, TailSearch, score_tails
 from memray.conversation.working_memory import WorkingMemory
 from memray.conversation.written import Tails, Written
 from memray.embedding.query import Encoded, QueryEncoder
@@ -233,7 +233,7 @@ class Recall:
     ) -> list[tuple[list[ShardHit], dict[tuple[Namespace, str], Message]]]:
         """Each search's shard hits and its tails' messages scored as the shard would, best ``k``
         first: the tails of the whole batch in one call of the scoring kernel
-        (:func:`~memray.conversation.tail.score_tails`). A message in a tail is newer than (or
+        (:func:`~memray.conversation.read_your_writes.score_tails`). A message in a tail is newer than (or
         absent from) the shard's copy: the tail's version wins."""
         out: list[tuple[list[ShardHit], dict[tuple[Namespace, str], Message]]] = [(s.result.hits, {}) for s in searched]
         scored: list[int] = []

@@ -73,7 +73,8 @@ class Conversation:
         self.failed: list[DeadLetter] | None = None  # dead letters not yet reported to a flush
         self.lost: dict[str, int] | None = None  # id -> seq acknowledged before a restart, not stored
         self.corrected = 0  # ids the store kept under another seq than the one given here (see WritePath)
-        self.unindexed: dict[str, Message] | None = None  # the read-your-writes tail (memray.conversation.tail)
+        # the read-your-writes tail (memray.conversation.read_your_writes): acknowledged, not seen indexed
+        self.unindexed: dict[str, Message] | None = None
         self.indexed_stamp = 0
 
     @classmethod
@@ -146,7 +147,7 @@ class Conversation:
                     self.outside.add(msg.id)
             stored = self.buffer.add(msg, self.last_seq if seq is None else seq)
             seqs.append(stored.seq or 0)
-            if stored.text:  # the read-your-writes tail (memray.conversation.tail): until indexed
+            if stored.text:  # the read-your-writes tail (memray.conversation.read_your_writes): until indexed
                 if self.unindexed is None:
                     self.unindexed = {}
                 self.unindexed[stored.id] = stored

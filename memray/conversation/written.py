@@ -9,7 +9,7 @@ they are found once indexed).
 
 from __future__ import annotations
 
-from memray.conversation.tail import Tail
+from memray.conversation.read_your_writes import Tail
 from memray.ids import ConversationKey, Namespace
 from memray.models import Message, Scope
 

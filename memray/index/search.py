@@ -5,7 +5,7 @@ A shard scores every search through :func:`memray.index.scorer.score` (what a sc
 module docstring and ``docs/scoring.md``). BM25 uses the statistics of all the namespaces a
 search reads together, so a user-wide search ranks as one BM25 over the user's whole history;
 the statistics go back with the reply (:class:`ShardReply`), so a caller can score texts the
-shard has not indexed yet the same way (read-your-writes, :mod:`memray.conversation.tail`).
+shard has not indexed yet the same way (read-your-writes, :mod:`memray.conversation.read_your_writes`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class Query(NamedTuple):
     threshold: float = 1.0  # the relevance threshold of ``model_id`` (memray.embedding.calibration)
     vector_weight: float = 0.0  # the share of the vector score in a hybrid score
     # conversations whose read-your-writes state the reply carries: (namespace, seqs the caller
-    # wrote there and has not seen indexed yet) — see memray.conversation.tail
+    # wrote there and has not seen indexed yet) — see memray.conversation.read_your_writes
     watch: tuple[tuple[Namespace, tuple[int, ...]], ...] = ()
     stream: Stream | None = None  # memory-stream scoring (memray.scoring); None: by relevance
     window: Window | None = None  # simulation / creation time bounds; None: all

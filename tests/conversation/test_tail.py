@@ -1,5 +1,5 @@
 """The read-your-writes tail, piece by piece: what a host keeps and the stamp check that closes the
-race between a shard's answer and the host's (module doc of memray.conversation.tail). How the
+race between a shard's answer and the host's (module doc of memray.conversation.read_your_writes). How the
 caller scores it: tests/index/test_scorer.py, against the reference of the scoring rule."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from typing import Any
 from memray.conversation.buffer import MessageBuffer
 from memray.conversation.client import HostClient
 from memray.conversation.persist import PersistChain
+from memray.conversation.read_your_writes import Tail, TailKeeper
 from memray.conversation.reads import ContextRead, SearchRead
 from memray.conversation.recall import Recall
 from memray.conversation.state import Conversation
-from memray.conversation.tail import Tail, TailKeeper
 from memray.embedding.calibration import Calibration
 from memray.embedding.pipeline import PendingItem
 from memray.embedding.query import QueryEncoder

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from memray.config import IndexConfig
-from memray.conversation.tail import TailSearch, score_tails
+from memray.conversation.read_your_writes import TailSearch, score_tails
 from memray.ids import Namespace
 from memray.index import IndexItem, VectorShard, scorer
 from memray.index.base import ShardHit, normalise
