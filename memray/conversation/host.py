@@ -21,7 +21,7 @@ from typing import Any, cast
 
 from memray.config import EmbedderConfig, MemoryConfig
 from memray.conversation.ledger import AckLedger
-from memray.conversation.read_your_writes import RecentAnswers, Tail, TailKeeper
+from memray.conversation.read_your_writes import RecentAnswers, Tail
 from memray.conversation.removal import MessageRemoval
 from memray.conversation.state import Conversation, matches, overlay
 from memray.conversation.summarizer import build_summarizer
@@ -256,10 +256,10 @@ class ConversationHost:
         return RecentAnswers(cast(list[tuple[list[Message], Tail]], out))  # pickles as one block of columns
 
     def _tail(self, key: ConversationKey) -> Tail:
-        """The read-your-writes tail of a conversation (:mod:`memray.conversation.read_your_writes`): the
-        messages acknowledged that the index may not hold yet (none if not loaded here)."""
+        """The read-your-writes tail of a conversation (:mod:`memray.conversation.read_your_writes`):
+        the messages acknowledged that the index may not hold yet (none if not loaded here)."""
         conv = self._conversations.get(key)
-        return TailKeeper.tail(conv) if conv is not None else Tail([], 0)
+        return conv.unindexed_tail() if conv is not None else Tail([], 0)
 
     def _on_indexed(self, items: list[PendingItem], stamp: int) -> None:
         """The shards confirmed ``items``: they leave their conversations' tails."""
@@ -269,7 +269,7 @@ class ConversationHost:
         for ns, group in by_ns.items():
             conv = self._conversations.get(ConversationKey(ns.app, ns.user_id, ns.scope))
             if conv is not None and ns.kind == "conv":
-                TailKeeper.indexed(conv, group, stamp)
+                conv.indexed(group, stamp)
 
     async def last_seq(self, key: ConversationKey) -> tuple[int, int]:
         """(last assigned seq, last durable seq)."""

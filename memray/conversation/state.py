@@ -8,18 +8,21 @@ runs whole without interleaving: seq assignment and buffer merges are atomic per
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from memray.conversation.buffer import MessageBuffer
 from memray.conversation.persist import PersistChain
+from memray.conversation.read_your_writes import Tail
 from memray.ids import ConversationKey
 from memray.models import Message
+from memray.models.wire import MessageList
 from memray.scoring import Window
 from memray.store.base import ConversationSnapshot
 from memray.store.rows import row_to_message
 
 if TYPE_CHECKING:
+    from memray.embedding.pipeline import PendingItem
     from memray.store.deadletter import DeadLetter
 
 __all__ = ["Conversation", "matches"]
@@ -178,6 +181,28 @@ class Conversation:
     def take_failed(self) -> list[DeadLetter]:
         failed, self.failed = self.failed or [], None
         return failed
+
+    # -- read-your-writes (memray.conversation.read_your_writes) ------------------------------
+    def unindexed_tail(self) -> Tail:
+        """The messages acknowledged here that the shard has not confirmed indexed (each with
+        text, as the buffer holds it after a merge: :meth:`add` keeps them), in seq order, and
+        the newest indexing stamp confirmed."""
+        msgs = sorted(self.unindexed.values(), key=lambda m: m.seq or 0) if self.unindexed else []
+        return Tail(MessageList(msgs), self.indexed_stamp)  # pickles as columns (memray.models.wire)
+
+    def indexed(self, items: Iterable[PendingItem], stamp: int) -> None:
+        """The shard confirmed ``items`` (upserted with ``stamp``): those whose text is the
+        latest acknowledged leave the tail (a newer version stays until it is indexed too)."""
+        self.indexed_stamp = max(self.indexed_stamp, stamp)
+        tail = self.unindexed
+        if not tail:
+            return
+        for item in items:
+            msg = tail.get(item.doc_id)
+            if msg is not None and msg.text == item.text:
+                del tail[item.doc_id]
+        if not tail:
+            self.unindexed = None
 
     def covers(self, before_seq: int | None, limit: int | None) -> bool:
         """Whether the buffer alone holds the most recent ``limit`` messages before ``before_seq``

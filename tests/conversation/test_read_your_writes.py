@@ -15,7 +15,7 @@ import pytest
 import memray
 from memray import SearchRequest
 from memray.config import EmbedderConfig
-from memray.conversation.written import Written
+from memray.conversation.read_your_writes import Written
 
 MODES = ["inprocess", pytest.param("ray", marks=pytest.mark.ray)]
 APP = "ryw"
