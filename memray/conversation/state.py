@@ -44,7 +44,7 @@ class Conversation:
         "unsummarized_tokens",
         "summarizing",
         "outside",
-        "tail",
+        "last_queued_add",
         "failed",
         "lost",
         "corrected",
@@ -72,7 +72,8 @@ class Conversation:
         # ids re-added with the seq they already had (stored, or lost in a restart): they sit in
         # the buffer out of tail order until their write commits
         self.outside: set[str] | None = None
-        self.tail: asyncio.Future[None] | None = None  # the last add waiting to assign seqs (ordered)
+        # the last add queued for its turn to assign seqs (adds that need a store lookup queue up)
+        self.last_queued_add: asyncio.Future[None] | None = None
         self.failed: list[DeadLetter] | None = None  # dead letters not yet reported to a flush
         self.lost: dict[str, int] | None = None  # id -> seq acknowledged before a restart, not stored
         self.corrected = 0  # ids the store kept under another seq than the one given here (see WritePath)
