@@ -8,7 +8,7 @@ calls arrive, whichever caller made them (Ray does not order calls on async acto
 does not need it to).
 
 The write path — seqs, the ledger, persistence, dead letters and what follows a commit — is
-:class:`~memray.conversation.writes.WritePath`; the host holds the conversations, serves reads,
+:class:`~memray.conversation.write_path.WritePath`; the host holds the conversations, serves reads,
 deletes and erasure, and owns the lifecycle.
 """
 
@@ -27,7 +27,7 @@ from memray.conversation.state import Conversation, matches, overlay
 from memray.conversation.summarizer import build_summarizer
 from memray.conversation.summary import SummaryKeeper
 from memray.conversation.title import Titler
-from memray.conversation.writes import WritePath
+from memray.conversation.write_path import WritePath
 from memray.embedding.active import resolve_config
 from memray.embedding.factory import build_embedder
 from memray.embedding.pipeline import EmbeddingPipeline, PendingItem
