@@ -3,8 +3,8 @@
 add → buffer (seq assigned) → ledger (:mod:`.ledger`) → acknowledged → persist chain (debounced,
 on the host's one persist wheel, :mod:`.persist`) → when a slot is due, :meth:`WritePath.write_many`
 drains every due conversation → group commit (one store transaction per partition for all of
-them, :mod:`.commit`) → embedding pipeline (vectors after the durable write) → shards. Summaries
-are folded in the background once the unsummarised history passes the trigger.
+them, :mod:`.group_commit`) → embedding pipeline (vectors after the durable write) → shards.
+Summaries are folded in the background once the unsummarised history passes the trigger.
 
 Seq integrity — the seq an ``add`` returns is the seq stored, and a seq once acknowledged is
 never given to another message, across host kills and a store that stalls — rests on four rules:
@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from memray.config import MemoryConfig
 from memray.conversation.admission import Admission
-from memray.conversation.commit import GroupCommitter, Outcome
+from memray.conversation.group_commit import GroupCommitter, Outcome
 from memray.conversation.ledger import AckLedger
 from memray.conversation.persist import PersistChain, PersistWheel
 from memray.conversation.state import Conversation
