@@ -10,8 +10,8 @@ The cores (``memray.conversation``, ``memray.store``, ``memray.embedding``, ``me
 """
 
 from memray.config import EmbedderConfig, IndexConfig, MemoryConfig, SummarizerConfig
-from memray.conversation.note import WorkingMemorySpec, WorkingMemoryValue
 from memray.conversation.recall import SearchResults
+from memray.conversation.working_memory_spec import WorkingMemorySpec, WorkingMemoryValue
 from memray.errors import (
     Backpressure,
     ClosedError,

@@ -25,8 +25,8 @@ from memray.arguments import (
     check_query,
     check_scope,
 )
-from memray.conversation.note import WorkingMemorySpec
 from memray.conversation.reads import DEFAULT_WM, ContextRead, SearchRead
+from memray.conversation.working_memory_spec import WorkingMemorySpec
 from memray.errors import ValidationError
 from memray.ids import ConversationKey
 from memray.models import Merge, RetrievalMode, Scope

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from memray.arguments import check_limit, check_roles, check_seq
 from memray.conversation.client import HostClient
-from memray.conversation.note import WorkingMemorySpec
 from memray.conversation.recall import SearchResults
+from memray.conversation.working_memory_spec import WorkingMemorySpec
 from memray.errors import ValidationError
 from memray.facade.calls import ContextCall, SearchCall, context_read, search_read
 from memray.facade.working_memory import WorkingMemoryHandle

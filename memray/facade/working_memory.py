@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from memray.conversation.note import WMMode, WorkingMemorySpec, WorkingMemoryValue
 from memray.conversation.working_memory import WorkingMemory
+from memray.conversation.working_memory_spec import WMMode, WorkingMemorySpec, WorkingMemoryValue
 from memray.ids import ConversationKey
 
 if TYPE_CHECKING:
