@@ -57,7 +57,7 @@ from memray.models import (
     TextPart,
     ToolPart,
 )
-from memray.scoring import Scoring
+from memray.ranking import Scoring
 from memray.store.deadletter import DeadLetter
 
 __version__ = "0.1.0"

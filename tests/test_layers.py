@@ -38,7 +38,15 @@ LAYERS: list[set[str]] = [
         "memray.progress",
         "memray.tracing",
     },
-    {"memray.ids", "memray.models", "memray.config", "memray.arguments", "memray.scoring"},
+    {
+        "memray.ids",
+        "memray.models",
+        "memray.config",
+        "memray.arguments",
+        "memray.sim_time",
+        "memray.ranking",
+        "memray.scoring",
+    },
     {"memray.rpc"},  # call plumbing: refs, the event-loop thread, coalescing, the typed-client base
     {"memray.store"},
     {"memray.index"},

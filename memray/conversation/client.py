@@ -16,7 +16,7 @@ from memray.ids import ConversationKey, Namespace
 from memray.models import Message
 from memray.models.wire import MessageBatch
 from memray.rpc.client import Client, resend
-from memray.scoring import Window
+from memray.sim_time import Window
 
 __all__ = ["HostClient"]
 

@@ -38,7 +38,7 @@ from memray.index.router import ShardRouter
 from memray.metrics import LagRecorder, rss_bytes
 from memray.models import Message
 from memray.models.wire import MessageBatch, MessageList
-from memray.scoring import Window
+from memray.sim_time import Window
 from memray.store.base import ConversationSnapshot
 from memray.store.partitions import StorePartitions
 from memray.store.rows import row_to_message

@@ -36,8 +36,9 @@ from memray.index.base import ShardHit
 from memray.index.search import NamespaceSearch, ShardSearch, UserSearch
 from memray.metrics import DEGRADED_RECALLS, SEARCH_LATENCY
 from memray.models import Context, Hit, Message, RetrievalMode, Scope
+from memray.ranking import Stream
 from memray.rpc.batch import Answer, Coalescer, unwrap
-from memray.scoring import Stream, Window
+from memray.sim_time import Window
 from memray.store.partitions import StorePartitions
 from memray.store.rows import payload_message, row_to_message
 

@@ -17,7 +17,7 @@ from memray.conversation.read_your_writes import Tail
 from memray.ids import ConversationKey
 from memray.models import Message
 from memray.models.wire import MessageList
-from memray.scoring import Window
+from memray.sim_time import Window
 from memray.store.base import ConversationSnapshot
 from memray.store.rows import row_to_message
 

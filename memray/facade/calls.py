@@ -30,7 +30,8 @@ from memray.conversation.working_memory_spec import WorkingMemorySpec
 from memray.errors import ValidationError
 from memray.ids import ConversationKey
 from memray.models import Merge, RetrievalMode, Scope
-from memray.scoring import Scoring, SimTime, stream_of, window
+from memray.ranking import Scoring, stream_of
+from memray.sim_time import SimTime, window
 
 if TYPE_CHECKING:
     from memray.facade.conversation import ConversationHandle

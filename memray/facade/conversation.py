@@ -17,7 +17,8 @@ from memray.facade.calls import ContextCall, SearchCall, context_read, search_re
 from memray.facade.working_memory import WorkingMemoryHandle
 from memray.ids import ConversationKey, validate_id
 from memray.models import Context, ConversationInfo, DeletionProof, Merge, Message, MessageInput, RetrievalMode, Scope
-from memray.scoring import Scoring, SimTime, Window, window
+from memray.ranking import Scoring
+from memray.sim_time import SimTime, Window, window
 
 if TYPE_CHECKING:
     from memray.facade.memory import Memory
@@ -85,7 +86,7 @@ class ConversationHandle:
         """Messages by seq: ``limit`` = the most recent N that match (None: all), returned oldest
         → newest. ``after``/``before``: simulation time in ``[after, before)`` (messages without
         one are left out); ``created_after``/``created_before``: the same on ``created_at``;
-        ``agent_id``, ``sub_agent_id``: that agent's messages (:mod:`memray.scoring`)."""
+        ``agent_id``, ``sub_agent_id``: that agent's messages (:mod:`memray.sim_time`)."""
         bounds = window(after, before, created_after, created_before)
         return self._mem._run(
             self._messages(limit, before_seq, after_seq, roles, metadata, bounds, agent_id, sub_agent_id)

@@ -40,9 +40,10 @@ from memray.models import (
     RetrievalMode,
     coerce_message,
 )
+from memray.ranking import Scoring, stream_of
 from memray.rpc.batch import Answer
 from memray.runtime.fork import check_fork_path
-from memray.scoring import Scoring, SimTime, Window, stream_of, window
+from memray.sim_time import SimTime, Window, window
 from memray.store.deadletter import DeadLetter
 
 __all__ = ["open", "Memory"]

@@ -51,7 +51,8 @@ from memray.index.exact import ExactIndex
 from memray.index.hnsw import HnswIndex
 from memray.index.lexical import Bm25Stats, LexicalIndex, bm25_idf
 from memray.index.search import Query
-from memray.scoring import SECONDS_PER_HOUR, Stream, Window
+from memray.ranking import Stream
+from memray.sim_time import SECONDS_PER_HOUR, Window
 from memray.text import index_terms
 
 __all__ = [

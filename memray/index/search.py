@@ -15,7 +15,8 @@ from typing import Any, Literal, NamedTuple
 from memray.ids import Namespace
 from memray.index.base import ShardHit
 from memray.index.lexical import Bm25Stats
-from memray.scoring import Stream, Window
+from memray.ranking import Stream
+from memray.sim_time import Window
 
 __all__ = ["Mode", "Query", "ShardReply", "NamespaceSearch", "UserSearch", "AppSearch", "ShardSearch"]
 
@@ -36,7 +37,7 @@ class Query(NamedTuple):
     # conversations whose read-your-writes state the reply carries: (namespace, seqs the caller
     # wrote there and has not seen indexed yet) — see memray.conversation.read_your_writes
     watch: tuple[tuple[Namespace, tuple[int, ...]], ...] = ()
-    stream: Stream | None = None  # memory-stream scoring (memray.scoring); None: by relevance
+    stream: Stream | None = None  # memory-stream scoring (memray.ranking); None: by relevance
     window: Window | None = None  # simulation / creation time bounds; None: all
 
 

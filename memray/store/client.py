@@ -14,7 +14,7 @@ from typing import Any
 from memray.ids import ConversationKey, Namespace
 from memray.models import ConversationOrder
 from memray.rpc.client import Client, background, short_read, urgent
-from memray.scoring import Window
+from memray.sim_time import Window
 from memray.store.base import ConversationSnapshot, IndexRow, SummaryState, WMScope
 from memray.store.deadletter import CommitResult, DeadLetter
 from memray.store.keys import KeyRecord

@@ -20,7 +20,7 @@ from typing import Any, cast
 
 from memray.ids import ConversationKey, Namespace
 from memray.models import ConversationOrder
-from memray.scoring import Window
+from memray.sim_time import Window
 from memray.store import census, deadletter, entries, export, items, keys, messages, refs, removal
 from memray.store import conversations as conv
 from memray.store.base import ConversationSnapshot, IndexRow, SummaryState, WMScope

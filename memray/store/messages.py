@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from memray.errors import ValidationError
 from memray.ids import ConversationKey
-from memray.scoring import Window
+from memray.sim_time import Window
 from memray.store.database import Database
 from memray.store.rows import MessageRow
 from memray.store.schema import MESSAGE_COLUMNS, ROLES, message_batch
@@ -152,7 +152,7 @@ def get_messages(
 ) -> list[MessageRow]:
     """Messages of one conversation by seq; ``limit`` = the most recent N matching, oldest first.
     ``window`` keeps simulation times in ``[after, before)`` and creation times in
-    ``[created_after, created_before)`` (:class:`~memray.scoring.Window`); ``agent_id`` /
+    ``[created_after, created_before)`` (:class:`~memray.sim_time.Window`); ``agent_id`` /
     ``sub_agent_id`` keep that agent's messages."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise ValidationError("limit", limit, "must be a non-negative integer or None")

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from memray.ids import ConversationKey, Namespace
 from memray.models import ConversationOrder
-from memray.scoring import Window
+from memray.sim_time import Window
 from memray.store.base import ConversationSnapshot, IndexRow, SummaryState, WMScope
 from memray.store.client import StoreClient
 from memray.store.deadletter import CommitResult, DeadLetter

@@ -14,7 +14,7 @@ import pytest
 from memray.ids import ConversationKey
 from memray.models import Message
 from memray.rpc.local import LocalRef
-from memray.scoring import Window
+from memray.sim_time import Window
 from memray.store.base import WMScope
 from memray.store.client import StoreClient
 from memray.store.history import HistoryStore

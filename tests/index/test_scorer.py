@@ -24,7 +24,8 @@ from memray.index.base import ShardHit, normalise
 from memray.index.scorer import SPARSE_ABOVE, Search, score
 from memray.index.search import AppSearch, NamespaceSearch, Query, ShardSearch, UserSearch
 from memray.models import Message
-from memray.scoring import Stream, Window
+from memray.ranking import Stream
+from memray.sim_time import Window
 from tests.support import scoring_reference as ref
 
 DIM = 6
