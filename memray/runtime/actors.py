@@ -420,11 +420,15 @@ class KeyRingActor(ProbedAsync, TracedAsyncActor, KeyRing):
         super().__init__(StoreClient(named_ref(store, namespace, label, placement_timeout_s)))
 
 
-def partitions(names: list[str], ns: str, placement_timeout_s: float = PLACEMENT_TIMEOUT_S) -> StorePartitions:
-    """The clients of the history partitions' actors ``names`` (in partition order) in namespace ``ns``."""
-    return StorePartitions(
-        [StoreClient(named_ref(n, ns, store_label(i, len(names)), placement_timeout_s)) for i, n in enumerate(names)]
-    )
+def partitions(
+    names: list[str],
+    namespace: str,
+    placement_timeout_s: float = PLACEMENT_TIMEOUT_S,
+) -> StorePartitions:
+    """The clients of the history partitions' actors ``names`` (in partition order) in the Ray
+    namespace ``namespace``."""
+    refs = [named_ref(name, namespace, store_label(i, len(names)), placement_timeout_s) for i, name in enumerate(names)]
+    return StorePartitions([StoreClient(ref) for ref in refs])
 
 
 def _check_picklable(embedder: object) -> None:
@@ -449,7 +453,8 @@ class RayDeployment:
         self._keyring: KeyRingClient | None = None
 
     def store_names(self) -> list[str]:
-        """The partitions' actor names, in order (for :func:`partitions` in a job's pool actors)."""
+        """The history partitions' actor names, in partition order (:func:`partitions` makes them
+        a :class:`StorePartitions` in any process: a job's pool actors)."""
         return [f"{self.prefix}:{role}" for role in store_roles(self.config.stores)]
 
     def _options(self, role: str, **extra: Any) -> dict[str, Any]:
