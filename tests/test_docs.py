@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import memray
 from tests.support.docs import ROOT, Chain, chains, compare
 
 DOCS = ROOT / "docs"
@@ -85,8 +86,6 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr[-5000:]
     # the API reference documents every public name of `memray`
-    import memray
-
     ids = {
         i
         for page in (tmp_path / "site" / "api").rglob("*.html")
@@ -112,7 +111,7 @@ def test_every_page_is_in_the_navigation() -> None:
 
 # What a user cannot act on: where the code came from, and documents they never see.
 _NOT_FOR_USERS = re.compile(
-    r"\bissues? \d|\bthe issue\b|issue's|(?<![\w&/])#\d+\b|\bshared/|SPEC\.md|\bseeds?\b|\bthe lead\b"
+    r"\bissues? \d|\bthe issue\b|issue's|(?<![\w&/])#\d+\b|\bshared/|SPEC\.md|\bthe seeds?\b|seed's|\bthe lead\b"
     r"|\bthis round\b|\blast round\b|\bthe run before\b|\bbefore this change\b|\bthe tree before\b|\bold design\b",
     re.I,
 )
