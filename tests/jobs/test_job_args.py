@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 import memray
-from jobs.backfill_embeddings import build_parser, parse_model
-from jobs.common import InjectedFailure, ProgressFile, config_from_args, fail_point
-from jobs.control import EXIT_CODES, Meter, Stop
-from jobs.resources import plan_pool
 from memray.errors import ValidationError
+from memray.jobs.backfill_embeddings import build_parser, parse_model
+from memray.jobs.common import InjectedFailure, ProgressFile, config_from_args, fail_point
+from memray.jobs.control import EXIT_CODES, Meter, Stop
+from memray.jobs.resources import plan_pool
 
 
 def test_parse_model_specs() -> None:
