@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import time
 from typing import Any
 
@@ -358,7 +357,3 @@ def run_args(args: argparse.Namespace) -> int:
     )
     emit(result)
     return EXIT_CODES.get(result["status"], 0)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

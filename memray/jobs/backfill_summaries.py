@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import glob
 import os
-import sys
 import time
 from typing import Any
 
@@ -169,7 +168,3 @@ def run_args(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     return run_args(build_parser().parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
