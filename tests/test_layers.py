@@ -264,6 +264,19 @@ def test_each_top_level_package_imports_only_what_it_may() -> None:
     assert wrong == [], "imports across the repository's packages that point the wrong way:\n" + "\n".join(wrong)
 
 
+def test_jobs_holds_entry_points_only() -> None:
+    """The jobs' logic lives in memray.jobs (typed, tested, and what ``memray backfill`` runs);
+    ``jobs/`` only names it for ``python -m`` and ``ray job submit``."""
+    defined = [
+        f"{path.relative_to(REPO)}:{node.lineno}: {node.name}"
+        for module, path in sources().items()
+        if top_of(module) == "jobs"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    ]
+    assert defined == [], "move these into memray.jobs (jobs/ re-exports them):\n" + "\n".join(defined)
+
+
 def part_graph() -> dict[str, dict[str, Import]]:
     """Between memray's parts: for each part, the parts it imports and one import that does."""
     graph: dict[str, dict[str, Import]] = {part_of(m): {} for m in sources() if top_of(m) == "memray"}
