@@ -2,7 +2,8 @@
 ``jobs/`` and ``benchmarks/``.
 
 - Each top-level package imports only what it may (:data:`MAY_IMPORT`): memray imports neither
-  ``jobs`` nor ``benchmarks``; they import memray, never ``tests``.
+  ``jobs`` nor ``benchmarks``; they import memray, never ``tests``. ``jobs/`` holds entry points
+  only: the jobs themselves are :mod:`memray.jobs`.
 - Inside memray, dependencies point down the layers (:data:`LAYERS`), and no two packages import
   each other.
 - No module imports its way back to itself, inside a package or across packages: a cycle of any
