@@ -38,6 +38,7 @@ from memray.index.router import ShardRouter
 from memray.metrics import LagRecorder, rss_bytes
 from memray.models import Message
 from memray.models.wire import MessageBatch, MessageList
+from memray.rpc.client import resend
 from memray.scoring import Window
 from memray.store.base import ConversationSnapshot
 from memray.store.partitions import StorePartitions
@@ -153,6 +154,7 @@ class ConversationHost:
         return conv
 
     # -- writes -----------------------------------------------------------------------------
+    @resend(retried=True)  # a retry says so: the host returns the seqs the first attempt gave
     async def add(
         self,
         key: ConversationKey,
@@ -166,6 +168,7 @@ class ConversationHost:
         ``max_unpersisted`` it waits for room, or with ``block=False`` raises Backpressure."""
         return (await self.add_many([(key, messages)], durable, retried, block))[0]
 
+    @resend(retried=True)  # a retry says so: the host returns the seqs the first attempt gave
     async def add_many(
         self,
         batch: list[tuple[ConversationKey, list[Message]]] | MessageBatch,

@@ -54,9 +54,10 @@ def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     request.getfixturevalue("ray_session")
     import ray
 
-    from memray.runtime.actors import RayRef, StoreActor
+    from memray.runtime.actors import PROBE, RayRef, StoreActor
 
-    handle = ray.remote(StoreActor).options(num_cpus=0, max_concurrency=32).remote(path, "memray-tests")
+    actor = ray.remote(concurrency_groups={PROBE: 1})(StoreActor)  # as RayDeployment makes it
+    handle = actor.options(num_cpus=0, max_concurrency=32).remote(path, "memray-tests")
     client = StoreClient(RayRef(handle, "history store"))
     assert run(client.ping())
     yield client
