@@ -23,9 +23,9 @@ import time
 from typing import Any, cast
 
 from memray.ids import ConversationKey, Namespace
-from memray.models import ConversationOrder
+from memray.models import ConversationOrder, MessageFilter
+from memray.models.filter import ALL_MESSAGES
 from memray.rpc.client import background, short_read, urgent
-from memray.scoring import Window
 from memray.store import census, deadletter, entries, export, items, keys, messages, refs, removal
 from memray.store import conversations as conv
 from memray.store.base import ConversationSnapshot, IndexRow, SummaryState, WMScope
@@ -194,24 +194,12 @@ class HistoryStore:
         return conv.load_conversations(self._db, keys, window)
 
     @route(by_key)
-    def get_messages(
-        self,
-        key: ConversationKey,
-        limit: int | None = None,
-        before_seq: int | None = None,
-        after_seq: int | None = None,
-        roles: list[str] | None = None,
-        metadata: dict[str, Any] | None = None,
-        window: Window | None = None,
-        agent_id: str | None = None,
-        sub_agent_id: str | None = None,
-    ) -> list[MessageRow]:
-        """Messages by seq; ``limit`` = the most recent N matching, oldest first. ``metadata``:
-        each key present with an equal JSON value (bools are not numbers; objects ignore key order).
-        ``window``: simulation / creation time bounds; ``agent_id``, ``sub_agent_id``: equal."""
-        return messages.get_messages(
-            self._db, key, limit, before_seq, after_seq, roles, metadata, window, agent_id, sub_agent_id
-        )
+    def get_messages(self, key: ConversationKey, where: MessageFilter = ALL_MESSAGES) -> list[MessageRow]:
+        """The conversation's messages that ``where`` keeps, by seq (see
+        :class:`~memray.models.filter.MessageFilter`): ``limit`` = the most recent N matching,
+        oldest first; ``metadata`` compares JSON values (bools are not numbers; objects ignore
+        key order)."""
+        return messages.get_messages(self._db, key, where)
 
     @route(by_user)
     def fetch_messages(self, app: str, user_id: str, refs: list[tuple[str, str]]) -> list[MessageRow]:

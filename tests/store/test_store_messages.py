@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from memray.errors import InvalidIdError, ValidationError
 from memray.ids import ConversationKey
+from memray.models import MessageFilter
 from memray.store.history import HistoryStore
 from memray.store.messages import json_equal
 
@@ -94,19 +95,19 @@ def test_invalid_id_is_an_invalid_id_error(store: HistoryStore) -> None:
 def test_get_messages_filters_compose(store: HistoryStore) -> None:
     roles = ["user", "assistant", "tool", "system"]
     store.append_messages([msg(i, role=roles[i % 4], metadata={"n": i % 3}) for i in range(1, 21)])
-    assert seqs(store.get_messages(KEY, limit=3)) == [18, 19, 20]
-    assert seqs(store.get_messages(KEY, limit=3, before_seq=10)) == [7, 8, 9]
-    assert seqs(store.get_messages(KEY, after_seq=17)) == [18, 19, 20]
-    assert seqs(store.get_messages(KEY, after_seq=5, before_seq=9)) == [6, 7, 8]
-    assert seqs(store.get_messages(KEY, roles=["assistant"], limit=2)) == [13, 17]
-    assert seqs(store.get_messages(KEY, roles=["user", "tool"], metadata={"n": 0}, limit=2)) == [12, 18]
-    assert store.get_messages(KEY, roles=[]) == []
-    assert store.get_messages(KEY, limit=0) == []
+    assert seqs(store.get_messages(KEY, MessageFilter(limit=3))) == [18, 19, 20]
+    assert seqs(store.get_messages(KEY, MessageFilter(limit=3, before_seq=10))) == [7, 8, 9]
+    assert seqs(store.get_messages(KEY, MessageFilter(after_seq=17))) == [18, 19, 20]
+    assert seqs(store.get_messages(KEY, MessageFilter(after_seq=5, before_seq=9))) == [6, 7, 8]
+    assert seqs(store.get_messages(KEY, MessageFilter(roles=["assistant"], limit=2))) == [13, 17]
+    assert seqs(store.get_messages(KEY, MessageFilter(roles=["user", "tool"], metadata={"n": 0}, limit=2))) == [12, 18]
+    assert store.get_messages(KEY, MessageFilter(roles=[])) == []
+    assert store.get_messages(KEY, MessageFilter(limit=0)) == []
     assert store.get_messages(ConversationKey("app", "u1", "other")) == []
     with pytest.raises(ValidationError):
-        store.get_messages(KEY, roles=["robot"])
+        store.get_messages(KEY, MessageFilter(roles=["robot"]))
     with pytest.raises(ValidationError):
-        store.get_messages(KEY, limit=-1)
+        store.get_messages(KEY, MessageFilter(limit=-1))
 
 
 @pytest.mark.parametrize(
@@ -136,7 +137,7 @@ def test_metadata_filter_compares_json_values(store: HistoryStore, want: dict, m
             msg(3),
         ]
     )
-    assert seqs(store.get_messages(KEY, metadata=want)) == matches
+    assert seqs(store.get_messages(KEY, MessageFilter(metadata=want))) == matches
 
 
 def test_json_equal() -> None:
@@ -204,7 +205,7 @@ def test_get_messages_matches_a_list_model(tmp_path_factory, roles, limit, befor
         ]
         if limit is not None:
             model = model[max(0, len(model) - limit) :] if limit else []
-        got = s.get_messages(KEY, limit, before, after, want, None if tag is None else {"t": tag})
+        got = s.get_messages(KEY, MessageFilter(limit, before, after, want, None if tag is None else {"t": tag}))
         assert got == model
     finally:
         s.close()
