@@ -143,7 +143,9 @@ class Remote(Generic[P, R]):
     def __get__(self, view: Calls | None, owner: type) -> Self | Callable[P, Coroutine[Any, Any, R]]:
         if view is None:
             return self
-        return cast("Callable[P, Coroutine[Any, Any, R]]", functools.partial(view._call, self.name))
+        bound = functools.partial(view._call, self.name)
+        view.__dict__[self.name] = bound  # kept: the next read finds it before this descriptor
+        return cast("Callable[P, Coroutine[Any, Any, R]]", bound)
 
     def __repr__(self) -> str:
         return f"remote({self.method.__qualname__})"

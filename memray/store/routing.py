@@ -149,7 +149,7 @@ class _First:
 
 
 @dataclass(frozen=True)
-class each:  # noqa: N801  (read as a route: ``@route(each(concat, cut="limit"))``)
+class each:  # noqa: N801  (read as a route: ``@route(each(flat, cut="limit"))``)
     """Every partition, at once; ``merge`` their answers (in partition order). ``cut``: the
     parameter that bounds the merged answer's length (each partition's newest ``limit``, cut to
     ``limit``)."""
