@@ -209,3 +209,46 @@ def test_get_messages_matches_a_list_model(tmp_path_factory, roles, limit, befor
         assert got == model
     finally:
         s.close()
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    n=st.integers(0, 24),
+    limit=st.one_of(st.none(), st.integers(0, 8)),
+    before=st.one_of(st.none(), st.integers(0, 26)),
+    after=st.one_of(st.none(), st.integers(0, 26)),
+    want=st.one_of(st.none(), st.lists(st.sampled_from(["user", "assistant"]), max_size=2)),
+    tag=st.one_of(st.none(), st.integers(0, 2)),
+    since=st.one_of(st.none(), st.integers(0, 24)),
+    until=st.one_of(st.none(), st.integers(0, 24)),
+    agent=st.one_of(st.none(), st.sampled_from(["a", "b"])),
+    sub_agent=st.one_of(st.none(), st.sampled_from(["x", "y"])),
+)
+def test_the_store_and_a_hosts_buffer_keep_the_same_messages_for_one_filter(  # type: ignore[no-untyped-def]
+    tmp_path_factory, n, limit, before, after, want, tag, since, until, agent, sub_agent
+) -> None:
+    """A filter is applied twice: in SQL by the store, in Python by a host over its buffer
+    (:meth:`MessageFilter.keeps`); both must keep the same messages."""
+    from memray.scoring import Window
+    from memray.store.rows import row_to_message
+
+    rows = [
+        msg(i, role=("user", "assistant", "tool")[i % 3], metadata={"t": i % 3})._replace(
+            sim_time=None if i % 4 == 0 else float(i),
+            agent_id=(None, "a", "b")[i % 3],
+            sub_agent_id=(None, "x", "y")[i % 2],
+        )
+        for i in range(1, n + 1)
+    ]
+    window = None if since is None and until is None else Window(since, until)
+    where = MessageFilter(limit, before, after, want, None if tag is None else {"t": tag}, window, agent, sub_agent)
+    s = HistoryStore(str(tmp_path_factory.mktemp("h") / "h.duckdb"))
+    s.open()
+    try:
+        s.append_messages(rows)
+        kept = [r.seq for r in rows if where.keeps(row_to_message(r))]
+        if limit is not None:
+            kept = kept[max(0, len(kept) - limit) :] if limit else []
+        assert seqs(s.get_messages(KEY, where)) == kept
+    finally:
+        s.close()
