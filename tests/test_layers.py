@@ -121,8 +121,6 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
     # coalesce types SessionAccess (under TYPE_CHECKING) and calls its private members; access
     # makes the coalescers.
     frozenset({"memray.facade.access", "memray.facade.coalesce"}): "facade",
-    # flat.py types Space (under TYPE_CHECKING), space.py builds on flat.py: one idea in two files.
-    frozenset({"memray.index.flat", "memray.index.space"}): "rooms",
 }
 
 
