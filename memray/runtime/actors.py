@@ -43,7 +43,8 @@ from memray.conversation.host import ConversationHost
 from memray.errors import StoreError, UnavailableError, ValidationError
 from memray.ids import stable_hash
 from memray.index.client import ShardClient
-from memray.index.recovery import RecoveringShard, ShardKeeper
+from memray.index.keeper import ShardKeeper
+from memray.index.recovery import RecoveringShard
 from memray.rpc.gate import PriorityGate
 from memray.rpc.ref import Liveness, Placement, watched
 from memray.runtime.deploy import active_model, shard_embedder, shard_model, shard_path, store_label, store_roles

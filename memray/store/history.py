@@ -315,7 +315,7 @@ class HistoryStore:
     @route(each(digest))
     def index_digest(self, shard: int, shards: int, model_id: str) -> tuple[int, int]:
         """(count, checksum) of the shard's items with a stored vector of ``model_id``: what the
-        shard must hold (see :func:`memray.index.recovery.level_shard`)."""
+        shard must hold (see :func:`memray.index.keeper.level_shard`)."""
         return items.index_digest(self._db, shard, shards, model_id)
 
     # -- working memory and summaries -----------------------------------------------------
