@@ -43,7 +43,7 @@ def ingest(run: dict[str, Any], scenario: str) -> dict[str, Any]:
 @pytest.mark.parametrize("scenario", ["host_durable", "store_durable", "store_buffered"])
 def test_a_kill_loses_nothing_acknowledged_and_duplicates_nothing(run: dict[str, Any], scenario: str) -> None:
     figures = ingest(run, scenario)
-    assert figures["lost"] == 0 and figures["stored_acked"] == figures["acked"], figures
+    assert figures["lost"] == 0 and figures["stored"] == figures["acked"], figures
 
 
 def test_a_killed_host_loses_only_buffered_messages_and_says_so(run: dict[str, Any]) -> None:
@@ -84,16 +84,18 @@ def test_close_in_ray_reopen_in_process_and_back_keeps_everything(run: dict[str,
     assert len(set(figures["vectors"])) == 1, figures
 
 
-def test_the_benchmark_prints_one_json_line(ray_session: None, tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_benchmark_prints_one_json_line_per_scenario(
+    ray_session: None, tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import json
 
-    from benchmarks.faults import main
+    from benchmarks.faults import FIGURES, main
 
     png = tmp_path / "faults.png"
     main(
         [
             "--scenarios",
-            "host_buffered",
+            "host_buffered,reopen",
             "--conversations",
             "4",
             "--messages",
@@ -112,9 +114,14 @@ def test_the_benchmark_prints_one_json_line(ray_session: None, tmp_path, capsys:
             str(png),
         ]
     )
-    lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
-    result = json.loads(lines[-1])
-    assert result["benchmark"] == "faults" and result["git_sha"]
-    figures = result["results"]["host_buffered"]
-    assert figures["acked"] == 40 and figures["lost_recorded"] == figures["lost"]
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert [line["scenario"] for line in lines] == ["host_buffered", "reopen"]  # one line per scenario
+    for line in lines:
+        assert line["benchmark"] == "faults" and line["git_sha"] and line["params"]["conversations"] == 4
+        assert list(line)[5:11] == list(FIGURES)  # the figures every scenario reports, first
+    buffered, reopened = lines
+    assert buffered["acked"] == 40 and buffered["lost_recorded"] == buffered["lost"]
+    assert buffered["stored"] + buffered["lost"] == 40 and buffered["seq_mismatch"] == buffered["duplicated"] == 0
+    assert buffered["stall_s"] > 0 and buffered["restart_s"] > 0
+    assert reopened["acked"] == reopened["stored"] == buffered["stored"] and reopened["lost"] == 0
     assert png.stat().st_size > 1000
