@@ -187,7 +187,9 @@ class Restart:
     to hold a call) and once they have waited ``bound_s`` while the actor is placed on a node
     (starting, or alive and silent: each call's :func:`watched` then bounds or allows its wait
     as for any call). They fail with :class:`~memray.errors.UnavailableError` when Ray says the
-    actor is ``DEAD`` (it will not come back) or has had it on no node for ``bound_s``."""
+    actor is ``DEAD`` (it will not come back), when it has it on no node and no live node offers
+    what it asks for (``offered()``: what the live nodes offer; it comes back only once one
+    does, see :meth:`Placement.stranded`), or has had it on no node for ``bound_s``."""
 
     def __init__(
         self,
@@ -195,10 +197,12 @@ class Restart:
         probe: Callable[[], Awaitable[object]],
         label: str,
         bound_s: float,
+        offered: Callable[[], Mapping[str, float]] = dict,
         poll_s: float = RESTART_POLL_S,
     ) -> None:
         self._placement = placement
         self._probe = probe
+        self._offered = offered
         self._label = label
         self._bound_s = bound_s
         self._poll_s = poll_s
@@ -241,6 +245,9 @@ class Restart:
                 if where.state == "DEAD":
                     why = f"Ray has it DEAD: it will not be restarted. {_REOPEN}"
                     break
+                if stranded := self._stranded(where):
+                    why = f"Ray is restarting it{stranded}"
+                    break
                 if loop.time() >= deadline:
                     why = None if where.placed else where.why(self._bound_s)
                     break
@@ -248,6 +255,15 @@ class Restart:
         finally:
             if not back.done():
                 back.set_result(why)
+
+    def _stranded(self, where: Placement) -> str:
+        if where.placed:
+            return ""
+        try:
+            return where.stranded(self._offered())
+        except Exception as exc:  # cannot tell: keep waiting
+            log.debug("could not tell what %s's nodes offer: %r", self._label, exc)
+            return ""
 
     async def _answers(self, within_s: float) -> bool:
         """Whether the actor's process answers a probe (False: the process that died)."""

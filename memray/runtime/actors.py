@@ -84,7 +84,8 @@ class RayRef:
         self.label = label
         self.placement_timeout_s = placement_timeout_s
         self.liveness = Liveness(self._alive) if probe else None
-        self.restart = Restart(self.placement, self._alive if probe else self._answers, label, placement_timeout_s)
+        back = self._alive if probe else self._answers
+        self.restart = Restart(self.placement, back, label, placement_timeout_s, offered=ray.cluster_resources)
 
     async def call(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
         await self.restart.passed()

@@ -131,12 +131,23 @@ async def test_calls_fail_at_once_when_ray_says_the_actor_is_dead_for_good() -> 
 @run
 async def test_calls_fail_once_the_actor_has_been_on_no_node_for_the_bound() -> None:
     where = Where(Placement("RESTARTING", False, {"memray_store": 1.0}))
-    restart = Restart(where, answers, "history store", 0.05, POLL)
+    restart = Restart(where, answers, "history store", 0.05, offered=lambda: {"memray_store": 1.0}, poll_s=POLL)
     restart.began()
     with pytest.raises(UnavailableError) as raised:
         await restart.passed()
     assert "Ray has had it on no node for at least" in str(raised.value) and "memray_store: 1" in str(raised.value)
     assert raised.value.waited_s >= 0.05  # (a RetryingRef does not retry a call that waited its bound)
+
+
+@run
+async def test_calls_fail_at_once_when_no_live_node_offers_what_the_actor_asks_for() -> None:
+    """Its node was lost and no other can take it: it comes back only once one joins."""
+    control = Control(Placement("RESTARTING", False, {"memray_store": 1.0}))
+    restart = Restart(control, answers, "history store", 60.0, offered=lambda: {"CPU": 2.0}, poll_s=POLL)
+    restart.began()
+    with pytest.raises(UnavailableError, match="Ray is restarting it .*no live node offers memray_store: 1"):
+        await restart.passed()
+    assert control.asked == 1
 
 
 @pytest.mark.parametrize(
