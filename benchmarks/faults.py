@@ -15,6 +15,9 @@ Scenarios (``--scenarios``, comma-separated; all by default), all on one memray 
 - ``fork_open``: ``fork()`` while writers add to the source, the fork opened in-process here while
   the source runs in Ray, both written at once (:func:`fork_under_writes`);
 - ``store_durable`` / ``store_buffered``: the HistoryStore actor killed mid-ingest;
+- ``store_restart``: durable adds from one writer while the store is killed ``--restarts``
+  times: how long a restart holds up one durable add, free of the queueing of 16 writers on a
+  loaded machine (:func:`store_restarts`);
 - ``shard_ingest``: a VectorShard killed mid-ingest; after ``wait_indexed()`` every stored vector
   must be in its shard and every message findable by vector and lexically;
 - ``shard_search``: a shard killed while clients search: every search must answer (degraded while
@@ -79,7 +82,7 @@ INGEST = (
     "store_buffered",
     "shard_ingest",
 )
-SCENARIOS = (*INGEST, "paused_store", "fork_open", "shard_search", "reopen")
+SCENARIOS = (*INGEST, "store_restart", "paused_store", "fork_open", "shard_search", "reopen")
 #: What every scenario's line reports first (see the module docstring).
 FIGURES = ("acked", "stored", "seq_mismatch", "lost", "duplicated", "stall_s")
 
@@ -257,6 +260,69 @@ def add_figures(spans: list[tuple[float, float]], kill: dict[str, float]) -> dic
         "add_ms": pct_ms(lat),
         "add_max_ms": round(max(lat, default=0) * 1000, 1),
         "stall_s": round(max(caught, default=0.0), 2),
+    }
+
+
+def store_restarts(mem: Any, restarts: int = 5, batch: int = 10, timeout_s: float = 120.0) -> dict[str, Any]:
+    """Durable adds of ``batch`` messages to one conversation, one at a time from one writer (an
+    add then takes the store's time, not a queue's), while the conversation's store partition is
+    SIGKILLed ``restarts`` times, each once the writer's adds run again after the last kill.
+    ``stall_s``: the longest an add caught by a kill took from the kill (``stalls_s``: per kill);
+    ``restart_s``: how long Ray took to have the store alive again, per kill (the floor of each
+    stall); ``add_ms``: every add."""
+    from memray.models import Message, TextPart
+
+    conv = mem.conversation(user_id="restarts", conversation_id="c", app="faults-restart")
+    store = mem._deployment.stores.of_key(conv.key)
+    acked: dict[str, int] = {}
+    spans: list[tuple[float, float]] = []
+    errors: Counter[str] = Counter()
+    stop = threading.Event()
+
+    def write() -> None:
+        n = 0
+        while not stop.is_set():
+            msgs = [Message(role="user", parts=[TextPart(text=f"restart note {n}.{i}")]) for i in range(batch)]
+            t0 = time.monotonic()
+            try:
+                seqs = conv.add(msgs, durable=True)
+            except Exception as exc:  # counted: what the caller saw
+                errors[type(exc).__name__] += 1
+                continue
+            spans.append((t0, time.monotonic()))
+            acked.update(zip((m.id for m in msgs), seqs))
+            n += 1
+
+    def running() -> None:  # ten more adds answered
+        ran = len(spans)
+        _wait_for(lambda: len(spans) >= ran + 10, timeout_s, "the writer's adds to run again")
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    kills: list[dict[str, float]] = []
+    try:
+        for _ in range(restarts):
+            running()
+            kills.append(kill_and_time(mem, store, timeout_s))
+        running()
+    finally:
+        stop.set()
+        writer.join(timeout_s)
+    rows = mem._run(mem._deployment.stores.get_messages(conv.key))
+    stored = {r.id: r.seq for r in rows}
+    stalls = [add_figures(spans, kill)["stall_s"] for kill in kills]
+    log(f"store_restart: {len(kills)} kills, stalls {stalls} s")
+    return {
+        "acked": len(acked),
+        "stored": sum(1 for i in acked if i in stored),
+        "seq_mismatch": sum(1 for i, s in acked.items() if i in stored and stored[i] != s),
+        "lost": sum(1 for i in acked if i not in stored),
+        "duplicated": 2 * len(rows) - len(stored) - len(set(stored.values())),
+        "stall_s": max(stalls),
+        "stalls_s": stalls,
+        "restart_s": [round(k["restart_s"], 2) for k in kills],
+        "caller_errors": dict(errors),
+        "add_ms": pct_ms([end - start for start, end in spans]),
     }
 
 
@@ -531,7 +597,7 @@ def _twice(rows: list[tuple[str, int, str]]) -> int:
 
 
 def _apps(m: Any) -> list[str]:
-    return [f"faults-{s}" for s in INGEST] + ["faults-search", "faults-paused", "faults-fork"]
+    return [f"faults-{s}" for s in INGEST] + ["faults-search", "faults-paused", "faults-fork", "faults-restart"]
 
 
 def _users(m: Any, app: str) -> list[str]:
@@ -541,6 +607,8 @@ def _users(m: Any, app: str) -> list[str]:
         return [u for u in (f"su{i}" for i in range(1000)) if user_hash(app, u) % len(m._deployment.shards) == 0]
     if app == "faults-paused":
         return ["paused"]
+    if app == "faults-restart":
+        return ["restarts"]
     return [f"u{i}" for i in range(50)]
 
 
@@ -551,6 +619,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--batch", type=int, default=10, help="messages per add")
     parser.add_argument("--threads", type=int, default=16)
     parser.add_argument("--kill-at", type=float, default=0.4, help="share of messages acknowledged at the kill")
+    parser.add_argument("--restarts", type=int, default=5, help="store kills of store_restart")
     parser.add_argument("--hosts", type=int, default=2)
     parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
@@ -579,7 +648,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         )
 
     params = {
-        k: getattr(args, k) for k in ("conversations", "messages", "batch", "threads", "kill_at", "hosts", "shards")
+        k: getattr(args, k)
+        for k in ("conversations", "messages", "batch", "threads", "kill_at", "restarts", "hosts", "shards")
     }
     results: dict[str, dict[str, Any]] = {}
     lines: list[dict[str, Any]] = []
@@ -590,6 +660,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                 figures = ingest_under_fault(
                     mem, name, args.conversations, args.messages, args.batch, args.threads, args.kill_at
                 )
+            elif name == "store_restart":
+                figures = store_restarts(mem, args.restarts)
             elif name == "paused_store":
                 figures = host_killed_while_store_paused(mem)
             elif name == "fork_open":

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.faults import ingest_under_fault, open_memory, reopen_across_modes, searches_under_fault
+from benchmarks.faults import ingest_under_fault, open_memory, reopen_across_modes, searches_under_fault, store_restarts
 
 # an exception escaping into Ray's own callbacks (an unraisable one) fails the run, not just a warning
 pytestmark = [pytest.mark.ray, pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")]
@@ -44,6 +44,16 @@ def ingest(run: dict[str, Any], scenario: str) -> dict[str, Any]:
 def test_a_kill_loses_nothing_acknowledged_and_duplicates_nothing(run: dict[str, Any], scenario: str) -> None:
     figures = ingest(run, scenario)
     assert figures["lost"] == 0 and figures["stored"] == figures["acked"], figures
+
+
+def test_durable_adds_through_store_restarts_complete_and_keep_their_seqs(run: dict[str, Any]) -> None:
+    """Each kill catches an add, which answers once the store is back (how long it took is the
+    benchmark's ``stall_s``, read against ``restart_s``: Ray's restart)."""
+    figures = store_restarts(run["mem"], restarts=2)
+    assert not figures["caller_errors"] and len(figures["stalls_s"]) == 2, figures
+    assert all(stall > 0 for stall in figures["stalls_s"]), figures  # every kill caught an add
+    assert figures["acked"] == figures["stored"] > 0 and figures["lost"] == 0, figures
+    assert figures["seq_mismatch"] == 0 and figures["duplicated"] == 0, figures
 
 
 def test_a_killed_host_loses_only_buffered_messages_and_says_so(run: dict[str, Any]) -> None:
@@ -89,6 +99,7 @@ def test_the_benchmark_prints_one_json_line_per_scenario(
 ) -> None:
     import json
 
+    from benchmarks.fault_table import table
     from benchmarks.faults import FIGURES, main
 
     png = tmp_path / "faults.png"
@@ -125,3 +136,5 @@ def test_the_benchmark_prints_one_json_line_per_scenario(
     assert buffered["stall_s"] > 0 and buffered["restart_s"] > 0
     assert reopened["acked"] == reopened["stored"] == buffered["stored"] and reopened["lost"] == 0
     assert png.stat().st_size > 1000
+    rows = table(lines).splitlines()[2:]  # the docs' reliability table, from these lines
+    assert [row.split(" | ")[2] for row in rows] == ["40", f"{reopened['acked']:,}"], rows
