@@ -266,16 +266,21 @@ class Restart:
             return ""
 
     async def _answers(self, within_s: float) -> bool:
-        """Whether the actor's process answers a probe (False: the process that died)."""
-        try:
-            await asyncio.wait_for(self._probe(), max(within_s, self._poll_s))  # (Ray's ObjectRef: safe to cancel)
-            return True
-        except Exception as exc:  # failed, or silent (then the bound releases the calls: see the class)
-            log.debug("%s not back yet: %r", self._label, exc)
-            return False
+        """Whether the actor's process answers a probe within ``within_s`` (False: the process
+        that died, or a silent one: then the bound releases the calls, see the class). A probe
+        not answered in time is left to end on its own, never cancelled."""
+        probe = asyncio.ensure_future(self._probe())
+        probe.add_done_callback(_retrieved)
+        await asyncio.wait({probe}, timeout=max(within_s, self._poll_s))
+        return probe.done() and not probe.cancelled() and probe.exception() is None
 
 
 _REOPEN = "Close memray and open it again (it starts the actor afresh)"
+
+
+def _retrieved(probe: asyncio.Future[Any]) -> None:
+    if not probe.cancelled() and (exc := probe.exception()) is not None:  # read: not "never retrieved"
+        log.debug("probe unanswered: %r", exc)
 
 
 async def watched(

@@ -90,7 +90,8 @@ def test_close_in_ray_reopen_in_process_and_back_keeps_everything(run: dict[str,
         )
 
     figures, run["mem"] = reopen_across_modes(run["mem"], run["path"], reopen)
-    assert figures["messages"] > 0 and figures["conversation_mismatches"] == 0, figures
+    assert figures["acked"] > 0 and figures["stored"] == figures["acked"] and figures["conversation_mismatches"] == 0
+    assert figures["lost"] == figures["seq_mismatch"] == figures["duplicated"] == 0, figures
     assert len(set(figures["vectors"])) == 1, figures
 
 
