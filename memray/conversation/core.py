@@ -9,20 +9,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from memray.conversation.buffer import MessageBuffer
 from memray.conversation.persist import PersistChain
 from memray.ids import ConversationKey
 from memray.models import Message
-from memray.scoring import Window
 from memray.store.base import ConversationSnapshot
 from memray.store.rows import row_to_message
 
 if TYPE_CHECKING:
     from memray.store.deadletter import DeadLetter
 
-__all__ = ["Conversation", "matches"]
+__all__ = ["Conversation", "overlay"]
 
 
 class Conversation:
@@ -193,44 +192,6 @@ class Conversation:
             else [m for m in self.buffer.recent() if (m.seq or 0) < before_seq]
         )
         return len(held) >= limit
-
-
-def matches(
-    msg: Message,
-    before_seq: int | None,
-    after_seq: int | None,
-    roles: list[str] | None,
-    metadata: dict[str, Any] | None,
-    window: Window | None = None,
-    agent_id: str | None = None,
-    sub_agent_id: str | None = None,
-) -> bool:
-    """The filters of ``messages()`` (the store applies the same ones in SQL)."""
-    seq = msg.seq or 0
-    if window is not None and not _in_window(msg, Window(*window)):
-        return False
-    if agent_id is not None and msg.agent_id != agent_id:
-        return False
-    if sub_agent_id is not None and msg.sub_agent_id != sub_agent_id:
-        return False
-    if before_seq is not None and seq >= before_seq:
-        return False
-    if after_seq is not None and seq <= after_seq:
-        return False
-    if roles is not None and msg.role not in roles:
-        return False
-    if metadata:
-        return all(k in msg.metadata and msg.metadata[k] == v for k, v in metadata.items())
-    return True
-
-
-def _in_window(msg: Message, w: Window) -> bool:
-    for value, lo, hi in ((msg.sim_time, w.after, w.before), (msg.created_at, w.created_after, w.created_before)):
-        if (lo is not None or hi is not None) and value is None:
-            return False
-        if (lo is not None and value < lo) or (hi is not None and value >= hi):  # type: ignore[operator]
-            return False
-    return True
 
 
 def overlay(

@@ -20,7 +20,7 @@ import os
 from typing import Any, cast
 
 from memray.config import EmbedderConfig, MemoryConfig
-from memray.conversation.core import Conversation, matches, overlay
+from memray.conversation.core import Conversation, overlay
 from memray.conversation.ledger import AckLedger
 from memray.conversation.removal import MessageRemoval
 from memray.conversation.summarizer import build_summarizer
@@ -36,9 +36,10 @@ from memray.ids import ConversationKey, Namespace, conversation_namespace
 from memray.index.client import ShardClient
 from memray.index.router import ShardRouter
 from memray.metrics import LagRecorder, rss_bytes
-from memray.models import Message
+from memray.models import Message, MessageFilter
+from memray.models.filter import ALL_MESSAGES
 from memray.models.wire import MessageBatch, MessageList
-from memray.scoring import Window
+from memray.rpc.client import resend
 from memray.store.base import ConversationSnapshot
 from memray.store.partitions import StorePartitions
 from memray.store.rows import row_to_message
@@ -153,6 +154,7 @@ class ConversationHost:
         return conv
 
     # -- writes -----------------------------------------------------------------------------
+    @resend(retried=True)  # a retry says so: the host returns the seqs the first attempt gave
     async def add(
         self,
         key: ConversationKey,
@@ -166,6 +168,7 @@ class ConversationHost:
         ``max_unpersisted`` it waits for room, or with ``block=False`` raises Backpressure."""
         return (await self.add_many([(key, messages)], durable, retried, block))[0]
 
+    @resend(retried=True)  # a retry says so: the host returns the seqs the first attempt gave
     async def add_many(
         self,
         batch: list[tuple[ConversationKey, list[Message]]] | MessageBatch,
@@ -212,31 +215,16 @@ class ConversationHost:
         return await self._pipeline.wait_idle(timeout_s, retries=True)
 
     # -- reads ------------------------------------------------------------------------------
-    async def messages(
-        self,
-        key: ConversationKey,
-        limit: int | None = None,
-        before_seq: int | None = None,
-        after_seq: int | None = None,
-        roles: list[str] | None = None,
-        metadata: dict[str, Any] | None = None,
-        window: Window | None = None,
-        agent_id: str | None = None,
-        sub_agent_id: str | None = None,
-    ) -> list[Message]:
+    async def messages(self, key: ConversationKey, where: MessageFilter = ALL_MESSAGES) -> list[Message]:
+        """The conversation's messages that ``where`` keeps: from the buffer when it holds them
+        all, else from the store with the buffer's not-yet-durable ones laid over them."""
         conv = await self._get(key)
-
-        def keep(m: Message) -> bool:
-            return matches(m, before_seq, after_seq, roles, metadata, window, agent_id, sub_agent_id)
-
-        filtered = window is not None or agent_id is not None or sub_agent_id is not None
-        if after_seq is None and roles is None and not metadata and not filtered and conv.covers(before_seq, limit):
-            held = [m for m in conv.buffer.recent() if keep(m)]
+        limit = where.limit
+        if where.recent_only and conv.covers(where.before_seq, limit):
+            held = [m for m in conv.buffer.recent() if where.keeps(m)]
             return MessageList(held[-limit:] if limit else held if limit is None else [])
-        rows = await self._store.get_messages(
-            key, limit, before_seq, after_seq, roles, metadata, window, agent_id, sub_agent_id
-        )
-        return MessageList(overlay([row_to_message(r) for r in rows], conv.buffer.unsettled(), limit, keep))
+        rows = await self._store.get_messages(key, where)
+        return MessageList(overlay([row_to_message(r) for r in rows], conv.buffer.unsettled(), limit, where.keeps))
 
     async def recent_many(self, requests: list[tuple[ConversationKey, int]]) -> list[tuple[list[Message], Tail]]:
         """The most recent ``limit`` messages of many conversations, each with its read-your-writes
@@ -250,7 +238,7 @@ class ConversationHost:
             else:
                 slow.append(i)
         if slow:
-            recent = await asyncio.gather(*(self.messages(*requests[i]) for i in slow))
+            recent = await asyncio.gather(*(self.messages(requests[i][0], MessageFilter(requests[i][1])) for i in slow))
             for i, msgs in zip(slow, recent):
                 out[i] = (msgs, self._tail(requests[i][0]))
         return RecentAnswers(cast(list[tuple[list[Message], Tail]], out))  # pickles as one block of columns

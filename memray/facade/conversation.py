@@ -16,8 +16,18 @@ from memray.errors import ValidationError
 from memray.facade.calls import ContextCall, SearchCall, context_read, search_read
 from memray.facade.working_memory import WorkingMemoryHandle
 from memray.ids import ConversationKey, validate_id
-from memray.models import Context, ConversationInfo, DeletionProof, Merge, Message, MessageInput, RetrievalMode, Scope
-from memray.scoring import Scoring, SimTime, Window, window
+from memray.models import (
+    Context,
+    ConversationInfo,
+    DeletionProof,
+    Merge,
+    Message,
+    MessageFilter,
+    MessageInput,
+    RetrievalMode,
+    Scope,
+)
+from memray.scoring import Scoring, SimTime, window
 
 if TYPE_CHECKING:
     from memray.facade.memory import Memory
@@ -87,9 +97,8 @@ class ConversationHandle:
         one are left out); ``created_after``/``created_before``: the same on ``created_at``;
         ``agent_id``, ``sub_agent_id``: that agent's messages (:mod:`memray.scoring`)."""
         bounds = window(after, before, created_after, created_before)
-        return self._mem._run(
-            self._messages(limit, before_seq, after_seq, roles, metadata, bounds, agent_id, sub_agent_id)
-        )
+        where = MessageFilter(limit, before_seq, after_seq, roles, metadata, bounds, agent_id, sub_agent_id)
+        return self._mem._run(self._messages(where))
 
     async def amessages(
         self,
@@ -107,32 +116,20 @@ class ConversationHandle:
         sub_agent_id: str | None = None,
     ) -> list[Message]:
         bounds = window(after, before, created_after, created_before)
-        return await self._mem._arun(
-            self._messages(limit, before_seq, after_seq, roles, metadata, bounds, agent_id, sub_agent_id)
-        )
+        where = MessageFilter(limit, before_seq, after_seq, roles, metadata, bounds, agent_id, sub_agent_id)
+        return await self._mem._arun(self._messages(where))
 
-    def _messages(
-        self,
-        limit: int | None,
-        before_seq: int | None,
-        after_seq: int | None,
-        roles: list[str] | None,
-        metadata: dict[str, Any] | None,
-        bounds: Window | None,
-        agent_id: str | None,
-        sub_agent_id: str | None,
-    ) -> Coroutine[Any, Any, list[Message]]:
-        args = (
-            check_limit(limit, None),
-            check_seq(before_seq, "before_seq"),
-            check_seq(after_seq, "after_seq"),
-            check_roles(roles),
+    def _messages(self, where: MessageFilter) -> Coroutine[Any, Any, list[Message]]:
+        """The host's read of ``where``, its arguments checked."""
+        checked = where._replace(
+            limit=check_limit(where.limit, None),
+            before_seq=check_seq(where.before_seq, "before_seq"),
+            after_seq=check_seq(where.after_seq, "after_seq"),
+            roles=check_roles(where.roles),
+            agent_id=None if where.agent_id is None else validate_id("agent_id", where.agent_id),
+            sub_agent_id=None if where.sub_agent_id is None else validate_id("sub_agent_id", where.sub_agent_id),
         )
-        agents = [
-            None if a is None else validate_id(name, a)
-            for name, a in (("agent_id", agent_id), ("sub_agent_id", sub_agent_id))
-        ]
-        return self._host.messages(self.key, *args, metadata, bounds, *agents)
+        return self._host.messages(self.key, checked)
 
     def search(
         self,

@@ -25,11 +25,14 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memray.ids import Namespace
 from memray.index.base import atomic_write_json, fsync_dir
-from memray.index.client import ShardClient
 from memray.store.partitions import StorePartitions
+
+if TYPE_CHECKING:  # the client is derived from the shard, which imports this module
+    from memray.index.client import ShardClient
 
 __all__ = [
     "MARKER",

@@ -41,17 +41,20 @@ import hashlib
 import logging
 import threading
 import time
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from memray.config import IndexConfig
 from memray.errors import UnavailableError
 from memray.ids import Namespace
-from memray.index.client import ShardClient
 from memray.index.fork import clear_marker
 from memray.index.recompute import Recompute
 from memray.index.search import ShardReply, ShardSearch
 from memray.index.shard import VectorShard
+from memray.rpc.client import short_read
 from memray.store.partitions import StorePartitions
+
+if TYPE_CHECKING:  # the client is derived from RecoveringShard (memray.rpc.client)
+    from memray.index.client import ShardClient
 
 __all__ = ["RecoveringShard", "ShardKeeper", "RecoveryReport", "ref_key", "level_shard", "LevelReport"]
 
@@ -154,6 +157,7 @@ class RecoveringShard(VectorShard):
         if self.recovering:
             raise UnavailableError(f"shard {self.shard_id}", "recovering: catching up with the store")
 
+    @short_read
     def search_many(self, requests: list[ShardSearch]) -> list[ShardReply | Exception]:
         """:meth:`VectorShard.search_many` (which every search goes through), refused while
         recovering."""

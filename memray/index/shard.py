@@ -42,6 +42,7 @@ from memray.index.recompute import Recompute, fill_vectors
 from memray.index.scorer import Search, Source, score
 from memray.index.search import AppSearch, Mode, NamespaceSearch, Query, ShardReply, ShardSearch, UserSearch
 from memray.index.space import Spaces
+from memray.rpc.client import short_read
 from memray.store.base import IndexRow
 
 __all__ = ["VectorShard", "Mode", "LEXICAL_VERSION"]
@@ -111,6 +112,7 @@ class VectorShard:
         next :meth:`open` starts from here; a shard that changed nothing writes nothing."""
         self.snapshot_if_changed()
 
+    @short_read
     def ping(self) -> bool:
         return True
 
@@ -164,12 +166,14 @@ class VectorShard:
 
     # -- reads ----------------------------------------------------------------------------
 
+    @short_read
     def search(self, namespaces: list[Namespace], query: Query) -> ShardReply:
         """Search the given namespaces together (unknown ones are skipped). ``query.model_id``
         names the query vector's model: the active one (or None), or the one retired by the last
         cutover (answered from its indexes); any other raises ModelMismatchError."""
         return self._one(NamespaceSearch(namespaces, query))
 
+    @short_read
     def search_user(self, app: str, user_id: str, kind: str, query: Query) -> ShardReply:
         """:meth:`search` over every namespace of one user and ``kind`` (all their conversations)."""
         return self._one(UserSearch(app, user_id, kind, query))
@@ -185,6 +189,7 @@ class VectorShard:
             raise reply
         return reply
 
+    @short_read
     def search_many(self, requests: list[ShardSearch]) -> list[ShardReply | Exception]:
         """Many searches in one call (callers batch the searches of many concurrent agents into
         one actor call), scored together by :func:`memray.index.scorer.score`; a failing one

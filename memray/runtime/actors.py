@@ -336,7 +336,7 @@ def _span_name(actor: object, method: str) -> str:
 class StoreActor(Probed, TracedActor, HistoryStore):
     """Opens its file when the actor starts, and again when Ray restarts it. A threaded actor
     whose calls pass one at a time through a :class:`~memray.rpc.gate.PriorityGate`, each at the priority its
-    :class:`~memray.store.client.StoreClient` method declares (see :func:`_gated`).
+    :class:`~memray.store.history.HistoryStore` method declares (see :func:`_gated`).
 
     If the file cannot be opened (another process holds it), the actor does not fail its
     creation — Ray would restart it over and over while callers wait — but answers every call
@@ -382,7 +382,7 @@ def _gated(name: str) -> Callable[..., Any]:
     return call
 
 
-for _name in StoreClient.calls():  # every store method (tests/rpc/test_clients.py), at its declared priority
+for _name in StoreClient.calls():  # every store method (the client holds each one), at its declared priority
     setattr(StoreActor, _name, _gated(_name))
 
 
