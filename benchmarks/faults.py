@@ -263,6 +263,17 @@ def add_figures(spans: list[tuple[float, float]], kill: dict[str, float]) -> dic
     }
 
 
+def acked_against(acked: dict[Any, int], stored: dict[Any, int]) -> dict[str, int]:
+    """``acked``, ``stored``, ``seq_mismatch`` and ``lost`` of :data:`FIGURES`: what was
+    acknowledged (``acked``: message -> seq) against what is stored (message -> seq)."""
+    return {
+        "acked": len(acked),
+        "stored": sum(1 for i in acked if i in stored),
+        "seq_mismatch": sum(1 for i, seq in acked.items() if i in stored and stored[i] != seq),
+        "lost": sum(1 for i in acked if i not in stored),
+    }
+
+
 def store_restarts(mem: Any, restarts: int = 5, batch: int = 10, timeout_s: float = 120.0) -> dict[str, Any]:
     """Durable adds of ``batch`` messages to one conversation, one at a time from one writer (an
     add then takes the store's time, not a queue's), while the conversation's store partition is
@@ -313,10 +324,7 @@ def store_restarts(mem: Any, restarts: int = 5, batch: int = 10, timeout_s: floa
     stalls = [add_figures(spans, kill)["stall_s"] for kill in kills]
     log(f"store_restart: {len(kills)} kills, stalls {stalls} s")
     return {
-        "acked": len(acked),
-        "stored": sum(1 for i in acked if i in stored),
-        "seq_mismatch": sum(1 for i, s in acked.items() if i in stored and stored[i] != s),
-        "lost": sum(1 for i in acked if i not in stored),
+        **acked_against(acked, stored),
         "duplicated": 2 * len(rows) - len(stored) - len(set(stored.values())),
         "stall_s": max(stalls),
         "stalls_s": stalls,
@@ -364,10 +372,7 @@ def host_killed_while_store_paused(mem: Any, batch: int = 100, timeout_s: float 
     seqs = dict(zip((m.id for m in msgs), answer.get("seqs", [])))
     log(f"paused store, killed host: {answer.get('error') or f'{len(seqs)} acknowledged'}")
     return {
-        "acked": len(seqs),
-        "stored": sum(1 for i in seqs if i in stored),
-        "seq_mismatch": sum(1 for i, s in seqs.items() if i in stored and stored[i] != s),
-        "lost": sum(1 for i in seqs if i not in stored),
+        **acked_against(seqs, stored),
         "duplicated": len(stored.values()) - len(set(stored.values())),
         "stall_s": round(answer["at"] - resumed, 2) if "at" in answer else None,
         "caller_error": answer.get("error"),
@@ -433,10 +438,7 @@ def fork_under_writes(mem: Any, path: str, conversations: int = 20, threads: int
     during = [end - start for start, end in spans if end >= t0 and start <= t0 + fork_s]
     log(f"fork: {len(before)} acknowledged before it, {fork_s:.2f}s; {written} written to the branch")
     return {
-        "acked": len(before),
-        "stored": sum(1 for i in before if i in stored),
-        "seq_mismatch": sum(1 for i, s in before.items() if i in stored and stored[i] != s),
-        "lost": sum(1 for i in before if i not in stored),
+        **acked_against(before, stored),
         "duplicated": duplicated,
         "stall_s": round(max(during, default=0.0), 2),
         "fork_s": round(fork_s, 2),

@@ -217,7 +217,7 @@ class Restart:
         self._bound_s = bound_s
         self._poll_s = poll_s
         self._back: asyncio.Future[str | None] | None = None  # its result: None (go) or why not
-        self._polling: asyncio.Task[None] | None = None
+        self._polling: asyncio.Task[None] | None = None  # held: the loop keeps only a weak reference
 
     @property
     def holding(self) -> bool:

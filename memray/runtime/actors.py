@@ -65,6 +65,7 @@ __all__ = [
     "ray_is_up",
     "named_ref",
     "never_cancelled",
+    "RAY_SYSTEM_CONFIG",
 ]
 
 T = TypeVar("T")
