@@ -67,6 +67,8 @@ __all__ = [
     "SCENARIOS",
     "FIGURES",
     "ingest_under_fault",
+    "store_restarts",
+    "acked_against",
     "searches_under_fault",
     "reopen_across_modes",
     "open_memory",
@@ -326,7 +328,7 @@ def store_restarts(mem: Any, restarts: int = 5, batch: int = 10, timeout_s: floa
     return {
         **acked_against(acked, stored),
         "duplicated": 2 * len(rows) - len(stored) - len(set(stored.values())),
-        "stall_s": max(stalls),
+        "stall_s": max(stalls, default=0.0),
         "stalls_s": stalls,
         "restart_s": [round(k["restart_s"], 2) for k in kills],
         "caller_errors": dict(errors),
