@@ -178,8 +178,11 @@ def common_args(parser: argparse.ArgumentParser) -> None:
 
 
 def start_ray(address: str | None) -> bool:
-    """Start (or join) Ray with metrics exported every second; True if this call started it."""
+    """Start (or join) Ray, a local one as memray starts it, with metrics exported every second;
+    True if this call started it."""
     import ray
+
+    from memray.runtime.actors import RAY_SYSTEM_CONFIG
 
     if ray.is_initialized():
         return False
@@ -191,7 +194,7 @@ def start_ray(address: str | None) -> bool:
             address="local",  # our own, not another Ray running on this machine
             num_cpus=os.cpu_count(),
             include_dashboard=False,
-            _system_config={"metrics_report_interval_ms": 1000},
+            _system_config={**RAY_SYSTEM_CONFIG, "metrics_report_interval_ms": 1000},  # memray's own, and metrics
             **kwargs,
         )
     return True

@@ -13,7 +13,8 @@ def stored_against_acked(
     mem: Any, app: str, convs: list[Any], acked: dict[tuple[int, str], tuple[int, float]], kill: dict[str, float]
 ) -> dict[str, Any]:
     """The store against what was acknowledged (``acked``: (conversation, id) -> (seq, when)):
-    lost (and whether recorded as dead letters), duplicated, at another seq, seqs reused, gaps."""
+    stored (of the acknowledged; ``stored_rows``: every row), lost (and whether recorded as dead
+    letters), duplicated, at another seq, seqs reused, gaps."""
     store = mem._deployment.stores
     stored: dict[tuple[int, str], int] = {}
     duplicated = gaps = 0
@@ -37,8 +38,8 @@ def stored_against_acked(
     kill_at = kill.get("at", 0.0)
     return {
         "acked": len(acked),
-        "stored": len(stored),
-        "stored_acked": sum(1 for k in acked if k in stored),
+        "stored": sum(1 for k in acked if k in stored),
+        "stored_rows": len(stored),
         "lost": len(lost),
         "lost_recorded": sum(1 for c, i in lost if (convs[c].key.conversation_id, i) in recorded),
         "lost_max_age_s": round(max((kill_at - acked[k][1] for k in lost), default=0.0), 3),

@@ -15,8 +15,11 @@ os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 
 @pytest.fixture(scope="session")
 def ray_session() -> Iterator[None]:
-    """One local Ray for the whole test session: 2 CPUs, as on the CI machine."""
+    """One local Ray for the whole test session: 2 CPUs, as on the CI machine, with the settings
+    memray starts its own local Ray with."""
     import ray
+
+    from memray.runtime.actors import RAY_SYSTEM_CONFIG
 
     ray.init(
         address="local",  # a Ray of its own, not one another process started on this machine
@@ -25,6 +28,7 @@ def ray_session() -> Iterator[None]:
         include_dashboard=False,
         log_to_driver=False,
         ignore_reinit_error=True,
+        _system_config=RAY_SYSTEM_CONFIG,
     )
     yield
     ray.shutdown()

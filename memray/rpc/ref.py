@@ -16,6 +16,9 @@ busy call), and fails the call with :class:`~memray.errors.UnavailableError` onc
 no process, or its process has answered nothing, for ``MemoryConfig.placement_timeout_s``. A live
 actor busy with a long call (a flush, a big commit, a re-embedding step) has a process that
 answers its probes, so its calls are never cut.
+
+An actor that died and that Ray restarts is a third wait: :class:`Restart` holds the calls made
+meanwhile until Ray has it alive again, instead of sending them into the restart (see there).
 """
 
 from __future__ import annotations
@@ -26,7 +29,19 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["ActorRef", "RetryingRef", "Placement", "Liveness", "watched", "WATCH_GRACE_S", "WATCH_EVERY_S"]
+from memray.errors import UnavailableError
+
+__all__ = [
+    "ActorRef",
+    "RetryingRef",
+    "Placement",
+    "Liveness",
+    "Restart",
+    "watched",
+    "WATCH_GRACE_S",
+    "WATCH_EVERY_S",
+    "RESTART_POLL_S",
+]
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -35,6 +50,8 @@ log = logging.getLogger(__name__)
 WATCH_GRACE_S = 2.0
 #: How often a call that runs longer checks it again (one control-plane read: 0.6–0.8 ms p50 here).
 WATCH_EVERY_S = 1.0
+#: How often calls held while their actor restarts ask whether it is alive again (:class:`Restart`).
+RESTART_POLL_S = 0.02
 
 
 class ActorRef(Protocol):
@@ -74,10 +91,6 @@ class RetryingRef:
         self._on_retry = on_retry or {}
 
     async def call(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
-        import asyncio
-
-        from memray.errors import UnavailableError
-
         loop = asyncio.get_running_loop()
         deadline, delay = loop.time() + self._timeout_s, self._backoff_s
         while True:
@@ -165,6 +178,121 @@ class Liveness:
         self._unanswered_since = None
 
 
+class Restart:
+    """Holds the calls to an actor that died until it is alive again.
+
+    Ray does not queue a call made while it restarts an actor (memray's actors have
+    ``max_task_retries=0``): it fails the call — with its default settings only on a 1 s timer,
+    so a call sent into the restart failed up to 2 s later, often long after the new process was
+    up. A caller that retries (a host's persist chain polls a restarting store every 0.25 s at
+    most) reached the new process late by that much (``benchmarks/restart_micro.py``). So once
+    a call has found the actor dead (:meth:`began`), the calls made after it wait here, and go
+    out as soon as the actor is back: Ray's control plane has it ``ALIVE`` (one read every
+    ``poll_s``, 0.6–0.8 ms each) and its process answers ``probe()`` (the table may still say
+    ``ALIVE`` of the process that just died).
+
+    One poll at a time, however many calls wait; a caller that gives up stops waiting and
+    leaves the others waiting (the future they share is this object's, never one Ray
+    completes). The calls go out, too, when where the actor is cannot be told (never a reason
+    to hold a call) and once they have waited ``bound_s`` while the actor is placed on a node
+    (starting, or alive and silent: each call's :func:`watched` then bounds or allows its wait
+    as for any call). They fail with :class:`~memray.errors.UnavailableError` when Ray says the
+    actor is ``DEAD`` (it will not come back), when it has it on no node and no live node offers
+    what it asks for (``offered()``: what the live nodes offer; it comes back only once one
+    does, see :meth:`Placement.stranded`), or has had it on no node for ``bound_s``."""
+
+    def __init__(
+        self,
+        placement: Callable[[], Awaitable[Placement | None]],
+        probe: Callable[[], Awaitable[object]],
+        label: str,
+        bound_s: float,
+        offered: Callable[[], Mapping[str, float]] = dict,
+        poll_s: float = RESTART_POLL_S,
+    ) -> None:
+        self._placement = placement
+        self._probe = probe
+        self._offered = offered
+        self._label = label
+        self._bound_s = bound_s
+        self._poll_s = poll_s
+        self._back: asyncio.Future[str | None] | None = None  # its result: None (go) or why not
+        self._polling: asyncio.Task[None] | None = None  # held: the loop keeps only a weak reference
+
+    @property
+    def holding(self) -> bool:
+        """Calls wait here now (the actor died and is not known to be back)."""
+        return self._back is not None and not self._back.done()
+
+    def began(self) -> None:
+        """A call found the actor dead: hold the calls made from now on until it is back."""
+        loop = asyncio.get_running_loop()
+        if self._back is None or self._back.done() or self._back.get_loop() is not loop:
+            self._back = back = loop.create_future()
+            self._polling = loop.create_task(self._until_back(back))
+
+    async def passed(self) -> None:
+        """Return at once unless the actor is restarting; else once it is back (see the class)."""
+        back = self._back
+        if back is None or back.done() or back.get_loop() is not asyncio.get_running_loop():
+            return  # not restarting, or known back (a verdict is for the calls that waited on it)
+        loop = back.get_loop()
+        started = loop.time()
+        why = await asyncio.shield(back)  # a caller cancelled here leaves the others waiting
+        if why is not None:
+            raise UnavailableError(self._label, why, waited_s=loop.time() - started)
+
+    async def _until_back(self, back: asyncio.Future[str | None]) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._bound_s
+        why: str | None = None
+        try:
+            while True:
+                where = await _placement(self._placement, self._label)
+                left_s = deadline - loop.time()
+                if where is None or (where.state == "ALIVE" and await self._answers(left_s)):
+                    break
+                if where.state == "DEAD":
+                    why = f"Ray has it DEAD: it will not be restarted. {_REOPEN}"
+                    break
+                if stranded := self._stranded(where):
+                    why = f"Ray is restarting it{stranded}"
+                    break
+                if loop.time() >= deadline:
+                    why = None if where.placed else where.why(self._bound_s)
+                    break
+                await asyncio.sleep(self._poll_s)
+        finally:
+            if not back.done():
+                back.set_result(why)
+
+    def _stranded(self, where: Placement) -> str:
+        if where.placed:
+            return ""
+        try:
+            return where.stranded(self._offered())
+        except Exception as exc:  # cannot tell: keep waiting
+            log.debug("could not tell what %s's nodes offer: %r", self._label, exc)
+            return ""
+
+    async def _answers(self, within_s: float) -> bool:
+        """Whether the actor's process answers a probe within ``within_s`` (False: the process
+        that died, or a silent one: then the bound releases the calls, see the class). A probe
+        not answered in time is left to end on its own, never cancelled."""
+        probe = asyncio.ensure_future(self._probe())
+        probe.add_done_callback(_retrieved)
+        await asyncio.wait({probe}, timeout=max(within_s, self._poll_s))
+        return probe.done() and not probe.cancelled() and probe.exception() is None
+
+
+_REOPEN = "Close memray and open it again (it starts the actor afresh)"
+
+
+def _retrieved(probe: asyncio.Future[Any]) -> None:
+    if not probe.cancelled() and (exc := probe.exception()) is not None:  # read: not "never retrieved"
+        log.debug("probe unanswered: %r", exc)
+
+
 async def watched(
     reply: asyncio.Future[T],
     placement: Callable[[], Awaitable[Placement | None]],
@@ -219,8 +347,6 @@ async def _watch(
     ``bound_s``, or alive (its ``__init__`` done) with a process that answered no probe for
     ``bound_s`` (the clock starts when this watch first sees it alive: an actor that spent the
     bound starting up is not silent)."""
-    from memray.errors import UnavailableError
-
     loop = asyncio.get_running_loop()
     unplaced_since: float | None = None
     alive_since: float | None = None

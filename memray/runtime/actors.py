@@ -46,7 +46,7 @@ from memray.index.client import ShardClient
 from memray.index.keeper import ShardKeeper
 from memray.index.recovery import RecoveringShard
 from memray.rpc.gate import PriorityGate
-from memray.rpc.ref import Liveness, Placement, watched
+from memray.rpc.ref import Liveness, Placement, Restart, watched
 from memray.runtime.deploy import active_model, shard_embedder, shard_model, shard_path, store_label, store_roles
 from memray.runtime.join import RayAuth, running_memray
 from memray.service.client import KeyRingClient
@@ -66,6 +66,7 @@ __all__ = [
     "ray_is_up",
     "named_ref",
     "never_cancelled",
+    "RAY_SYSTEM_CONFIG",
 ]
 
 T = TypeVar("T")
@@ -75,7 +76,8 @@ class RayRef:
     """An :class:`~memray.rpc.ref.ActorRef` to a Ray actor. A call whose actor Ray has had on no
     node for ``placement_timeout_s`` — or, for a memray actor (``probe``: it answers
     :meth:`Probed.alive`), whose process has answered nothing that long — raises
-    UnavailableError (:func:`~memray.rpc.ref.watched`)."""
+    UnavailableError (:func:`~memray.rpc.ref.watched`). Once a call has found the actor dead,
+    the calls made while Ray restarts it wait until it is alive again (:class:`~memray.rpc.ref.Restart`)."""
 
     def __init__(
         self, handle: Any, label: str, placement_timeout_s: float = PLACEMENT_TIMEOUT_S, probe: bool = False
@@ -84,8 +86,11 @@ class RayRef:
         self.label = label
         self.placement_timeout_s = placement_timeout_s
         self.liveness = Liveness(self._alive) if probe else None
+        back = self._alive if probe else self._answers
+        self.restart = Restart(self.placement, back, label, placement_timeout_s, offered=ray.cluster_resources)
 
     async def call(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
+        await self.restart.passed()
         try:
             if _tracing.on and (headers := tracing.carrier()) is not None:  # the actor continues the trace
                 remote = self.handle.traced_call.remote(headers, method, args, kwargs)
@@ -99,6 +104,7 @@ class RayRef:
                 raise cause from None
             raise
         except RayActorError as exc:
+            self.restart.began()
             detail = _ANSI.sub("", str(exc)).strip()
             detail = detail.splitlines()[0] if detail else "actor died"
             raise UnavailableError(self.label, detail + await self._stranded()) from exc
@@ -113,6 +119,11 @@ class RayRef:
 
     async def _alive(self) -> None:
         await self.handle.alive.remote()  # (an ObjectRef's future: cancelling it is safe)
+
+    async def _answers(self) -> None:
+        """:meth:`_alive` for an actor that is not memray's: Ray's own method of every actor, with
+        a builtin (a function of this module would make the actor import it: ~1 s, measured)."""
+        await self.handle.__ray_call__.remote(id)
 
     async def placement(self) -> Placement | None:
         """Where Ray has the actor: one read of the control plane's actor table (0.6–0.8 ms p50 here)."""
@@ -233,10 +244,25 @@ def ensure_ray(config: MemoryConfig) -> RayConnection:
     else:
         # "local": a new Ray of our own, even where another one on this machine (`ray start`, a
         # test's Cluster) would otherwise be joined, and refuse num_cpus
-        ray.init(address="local", num_cpus=config.num_cpus or os.cpu_count(), include_dashboard=False, **kwargs)
+        ray.init(
+            address="local",
+            num_cpus=config.num_cpus or os.cpu_count(),
+            include_dashboard=False,
+            _system_config=RAY_SYSTEM_CONFIG,
+            **kwargs,
+        )
     if not config.verbose:
         _drop_ray_notices(_BY_DESIGN)
     return RayConnection(config, True)
+
+
+#: Ray's settings for a local Ray that memray starts (``ensure_ray``; on a cluster, its operator's
+#: choice: docs/reliability.md). ``timeout_ms_task_wait_for_death_info``: how long Ray holds a
+#: call whose actor's process died, waiting to learn why, before failing it; on a 1 s timer, so
+#: 1–2 s by default. memray's actors have ``max_task_retries=0`` and memray retries what is safe
+#: to retry itself, so the wait only delayed the retry: a durable add stalled that much longer
+#: across a store restart (``benchmarks/restart_micro.py``). KubeRay sets it to 0 for Ray Serve.
+RAY_SYSTEM_CONFIG: dict[str, Any] = {"timeout_ms_task_wait_for_death_info": 0}
 
 
 def _authenticate(environment: dict[str, str]) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.faults import ingest_under_fault, open_memory, reopen_across_modes, searches_under_fault
+from benchmarks.faults import ingest_under_fault, open_memory, reopen_across_modes, searches_under_fault, store_restarts
 
 # an exception escaping into Ray's own callbacks (an unraisable one) fails the run, not just a warning
 pytestmark = [pytest.mark.ray, pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")]
@@ -43,7 +43,17 @@ def ingest(run: dict[str, Any], scenario: str) -> dict[str, Any]:
 @pytest.mark.parametrize("scenario", ["host_durable", "store_durable", "store_buffered"])
 def test_a_kill_loses_nothing_acknowledged_and_duplicates_nothing(run: dict[str, Any], scenario: str) -> None:
     figures = ingest(run, scenario)
-    assert figures["lost"] == 0 and figures["stored_acked"] == figures["acked"], figures
+    assert figures["lost"] == 0 and figures["stored"] == figures["acked"], figures
+
+
+def test_durable_adds_through_store_restarts_complete_and_keep_their_seqs(run: dict[str, Any]) -> None:
+    """Each kill catches an add, which answers once the store is back (how long it took is the
+    benchmark's ``stall_s``, read against ``restart_s``: Ray's restart)."""
+    figures = store_restarts(run["mem"], restarts=2)
+    assert not figures["caller_errors"] and len(figures["stalls_s"]) == 2, figures
+    assert all(stall > 0 for stall in figures["stalls_s"]), figures  # every kill caught an add
+    assert figures["acked"] == figures["stored"] > 0 and figures["lost"] == 0, figures
+    assert figures["seq_mismatch"] == 0 and figures["duplicated"] == 0, figures
 
 
 def test_a_killed_host_loses_only_buffered_messages_and_says_so(run: dict[str, Any]) -> None:
@@ -80,20 +90,24 @@ def test_close_in_ray_reopen_in_process_and_back_keeps_everything(run: dict[str,
         )
 
     figures, run["mem"] = reopen_across_modes(run["mem"], run["path"], reopen)
-    assert figures["messages"] > 0 and figures["conversation_mismatches"] == 0, figures
+    assert figures["acked"] > 0 and figures["stored"] == figures["acked"] and figures["conversation_mismatches"] == 0
+    assert figures["lost"] == figures["seq_mismatch"] == figures["duplicated"] == 0, figures
     assert len(set(figures["vectors"])) == 1, figures
 
 
-def test_the_benchmark_prints_one_json_line(ray_session: None, tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_benchmark_prints_one_json_line_per_scenario(
+    ray_session: None, tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import json
 
-    from benchmarks.faults import main
+    from benchmarks.fault_table import table
+    from benchmarks.faults import FIGURES, main
 
     png = tmp_path / "faults.png"
     main(
         [
             "--scenarios",
-            "host_buffered",
+            "host_buffered,reopen",
             "--conversations",
             "4",
             "--messages",
@@ -112,9 +126,16 @@ def test_the_benchmark_prints_one_json_line(ray_session: None, tmp_path, capsys:
             str(png),
         ]
     )
-    lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
-    result = json.loads(lines[-1])
-    assert result["benchmark"] == "faults" and result["git_sha"]
-    figures = result["results"]["host_buffered"]
-    assert figures["acked"] == 40 and figures["lost_recorded"] == figures["lost"]
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert [line["scenario"] for line in lines] == ["host_buffered", "reopen"]  # one line per scenario
+    for line in lines:
+        assert line["benchmark"] == "faults" and line["git_sha"] and line["params"]["conversations"] == 4
+        assert list(line)[5:11] == list(FIGURES)  # the figures every scenario reports, first
+    buffered, reopened = lines
+    assert buffered["acked"] == 40 and buffered["lost_recorded"] == buffered["lost"]
+    assert buffered["stored"] + buffered["lost"] == 40 and buffered["seq_mismatch"] == buffered["duplicated"] == 0
+    assert buffered["stall_s"] > 0 and buffered["restart_s"] > 0
+    assert reopened["acked"] == reopened["stored"] == buffered["stored"] and reopened["lost"] == 0
     assert png.stat().st_size > 1000
+    rows = table(lines).splitlines()[2:]  # the docs' reliability table, from these lines
+    assert [row.split(" | ")[2] for row in rows] == ["40", f"{reopened['acked']:,}"], rows

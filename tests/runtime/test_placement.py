@@ -126,3 +126,48 @@ def test_a_placement_read_given_up_leaves_ray_nothing_to_complain_about(ray_sess
         sys.unraisablehook = hook
         ray.kill(live.handle)
     assert not unraisable, unraisable
+
+
+class SlowRestart:
+    """An actor whose restart takes a second (a store opening its file), so a call made just
+    after its process died meets it restarting."""
+
+    def __init__(self) -> None:
+        import ray
+
+        if ray.get_runtime_context().was_current_actor_reconstructed:
+            time.sleep(1.0)
+
+    def pid(self) -> int:
+        import os
+
+        return os.getpid()
+
+
+def test_a_call_made_while_a_killed_actor_restarts_waits_and_answers(ray_session: None) -> None:
+    """The first call to find the process gone fails (Ray says so at once: memray's local Ray
+    does not wait to learn why); the calls made after it, while Ray restarts the actor, wait
+    and answer from the new process, instead of failing (Ray does not queue them) and being
+    retried into the restart."""
+    import os
+    import signal
+
+    import ray
+
+    actor = ray.remote(SlowRestart).options(num_cpus=0, max_restarts=-1, max_task_retries=0)
+    ref = RayRef(actor.remote(), "slow restarter")
+
+    async def scenario() -> tuple[int, list[int]]:
+        old = await ref.call("pid")
+        os.kill(old, signal.SIGKILL)
+        with pytest.raises(UnavailableError, match="slow restarter unavailable"):
+            while True:  # the kill lands at once, but the dead process may take a call or two
+                await ref.call("pid")
+        return old, list(await asyncio.gather(*(ref.call("pid") for _ in range(3))))
+
+    try:
+        old, new = asyncio.run(asyncio.wait_for(scenario(), 60))
+        assert len(set(new)) == 1 and old not in new, (old, new)
+        assert asyncio.run(ref.placement()) == Placement("ALIVE", True, {})
+    finally:
+        ray.kill(ref.handle)
