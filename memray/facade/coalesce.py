@@ -30,7 +30,7 @@ from memray.models import Context, Message
 from memray.rpc.batch import Answer, Coalescer, unwrap
 
 if TYPE_CHECKING:
-    from memray.facade.access import SessionAccess
+    from memray.facade.runner import Runner
 
 __all__ = ["CallerBatches", "MAX_BATCH"]
 
@@ -43,23 +43,25 @@ Add = tuple[ConversationKey, list[Message]]
 class _LoopBatches:
     """The batches of one caller event loop."""
 
-    def __init__(self, access: SessionAccess) -> None:
+    def __init__(self, runner: Runner) -> None:
         self.contexts: Coalescer[ContextRead, Answer[Context]] = Coalescer(
-            lambda reads: access._arun(access._recall.context_many(reads)), MAX_BATCH
+            lambda reads: runner.arun(runner.session.recall.context_many(reads)), MAX_BATCH
         )
         self.searches: Coalescer[SearchRead, Answer[SearchResults]] = Coalescer(
-            lambda reads: access._arun(access._recall.search_many(reads)), MAX_BATCH
+            lambda reads: runner.arun(runner.session.recall.search_many(reads)), MAX_BATCH
         )
         self.adds: Coalescer[Add, Answer[list[int]]] = Coalescer(
-            lambda items: access._arun(access._check_open().add_each(items)), MAX_BATCH, lambda item: len(item[1]) or 1
+            lambda items: runner.arun(runner.session.add_each(items)), MAX_BATCH, lambda item: len(item[1]) or 1
         )
 
 
 class CallerBatches:
-    """Coalesces each caller event loop's concurrent single calls (see the module docstring)."""
+    """Coalesces each caller event loop's concurrent single calls (see the module docstring).
+    A call made on memray's own loop (a sync call's coroutine) has no caller loop to share a
+    turn of: it runs alone, at once."""
 
-    def __init__(self, access: SessionAccess) -> None:
-        self._access = access
+    def __init__(self, runner: Runner) -> None:
+        self._runner = runner
         self._lock = threading.Lock()
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopBatches] = weakref.WeakKeyDictionary()
 
@@ -68,14 +70,20 @@ class CallerBatches:
         batches = self._loops.get(loop)
         if batches is None:
             with self._lock:  # callers on other threads' loops may ask at the same time
-                batches = self._loops.setdefault(loop, _LoopBatches(self._access))
+                batches = self._loops.setdefault(loop, _LoopBatches(self._runner))
         return batches
 
     async def context(self, read: ContextRead) -> Context:
+        if self._runner.on_loop():
+            return await self._runner.session.recall.context(read)
         return unwrap(await self._here().contexts.get(read))
 
     async def search(self, read: SearchRead) -> SearchResults:
+        if self._runner.on_loop():
+            return await self._runner.session.recall.search(read)
         return unwrap(await self._here().searches.get(read))
 
     async def add(self, key: ConversationKey, messages: list[Message]) -> list[int]:
+        if self._runner.on_loop():
+            return await self._runner.session.add(key, messages, durable=False, block=True)
         return unwrap(await self._here().adds.get((key, messages)))
