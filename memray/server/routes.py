@@ -7,7 +7,6 @@ user per item: each one is checked. Writes answer with their seqs or ids, whethe
 durable and whether they are searchable yet (:class:`~memray.server.models.MessagesAdded`).
 """
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 
 from memray.errors import ValidationError
+from memray.facade.calls import SearchCall
 from memray.facade.conversation import ConversationHandle
 from memray.facade.memory import Memory
 from memray.facade.service import MemoryServiceHandle
@@ -233,10 +233,12 @@ def build_router(mem: Memory, keys: KeyCache | None, replicas: int) -> APIRouter
         """Many searches in one request, each answered as its single search would be."""
         authorize(keys, request.headers, app, [item.user_id for item in body.searches], write=False)
         calls = [
-            mem.conversation(q.user_id, q.conversation_id, app).asearch(q.query, q.limit, q.min_score, q.mode, q.scope)
+            SearchCall(
+                mem.conversation(q.user_id, q.conversation_id, app), q.query, q.limit, q.min_score, q.mode, q.scope
+            )
             for q in body.searches
         ]
-        return m.BatchSearchOut(results=[search_out(r) for r in await asyncio.gather(*calls)])
+        return m.BatchSearchOut(results=[search_out(r) for r in await mem.asearch_many(calls)])
 
     # -- the floor the load benchmark measures against --------------------------------------------
     @router.post("/apps/{app}/noop", tags=["server"])
