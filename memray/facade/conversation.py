@@ -7,14 +7,14 @@ Every call is written once, as the ``a``-prefixed coroutine; its sync twin is de
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memray.arguments import check_limit, check_roles, check_seq
 from memray.conversation.note import WorkingMemorySpec
 from memray.conversation.recall import SearchResults
 from memray.errors import ValidationError
 from memray.facade.calls import ContextCall, SearchCall, context_read, search_read
-from memray.facade.runner import Runner, blocking
+from memray.facade.runner import blocking
 from memray.facade.working_memory import WorkingMemoryHandle
 from memray.ids import ConversationKey, validate_id
 from memray.models import (
@@ -30,16 +30,19 @@ from memray.models import (
 )
 from memray.scoring import Scoring, SimTime, window
 
+if TYPE_CHECKING:
+    from memray.facade.memory import Memory
+
 __all__ = ["ConversationHandle", "coerce_messages"]
 
 
 class ConversationHandle:
     """One conversation: ``(app, user_id, conversation_id)``. Every call has an async twin."""
 
-    def __init__(self, runner: Runner, key: ConversationKey, wm_spec: WorkingMemorySpec | None = None) -> None:
-        self._runner = runner
+    def __init__(self, memory: Memory, key: ConversationKey, wm_spec: WorkingMemorySpec | None = None) -> None:
+        self._runner = memory._runner
         self.key = key
-        self.working_memory = WorkingMemoryHandle(runner, key, wm_spec or WorkingMemorySpec())
+        self.working_memory = WorkingMemoryHandle(memory, key, wm_spec or WorkingMemorySpec())
 
     def __repr__(self) -> str:
         return f"ConversationHandle({self.key.app!r}, {self.key.user_id!r}, {self.key.conversation_id!r})"

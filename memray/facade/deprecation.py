@@ -14,13 +14,17 @@ import inspect
 import os
 import sys
 import warnings
-from collections.abc import Callable
-from typing import ParamSpec, TypeVar
+from collections.abc import Callable, Coroutine
+from typing import Any, ParamSpec, TypeAlias, TypeVar
 
 __all__ = ["deprecated", "deprecated_argument", "warn_deprecated"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+Method: TypeAlias = Callable[P, Coroutine[Any, Any, T]]
+#: What a deprecated method checks of its arguments (positional, self first; keyword) before it runs.
+Check: TypeAlias = Callable[[tuple[Any, ...], dict[str, Any]], None]
 
 _FACADE = os.path.dirname(os.path.abspath(__file__))
 
@@ -33,37 +37,43 @@ def warn_deprecated(old: str, replacement: str) -> None:
     warnings.warn(f"{old} is deprecated: use {replacement}", DeprecationWarning, stacklevel=level)
 
 
-def deprecated(replacement: str) -> Callable[[Callable[P, T]], Callable[P, T]]:
+def deprecated(replacement: str) -> Callable[[Method[P, T]], Method[P, T]]:
     """Mark an ``a``-prefixed handle method as deprecated: calling it (or its sync twin) warns
     first, naming ``replacement``; what it does is unchanged."""
 
-    def mark(method: Callable[P, T]) -> Callable[P, T]:
+    def mark(method: Method[P, T]) -> Method[P, T]:
         old = f"{method.__name__.removeprefix('a')} / {method.__name__}"
-
-        @functools.wraps(method)
-        def warned(*args: P.args, **kwargs: P.kwargs) -> T:
-            warn_deprecated(old, replacement)
-            return method(*args, **kwargs)
-
-        return warned
+        return _warning(method, lambda args, kwargs: warn_deprecated(old, replacement))
 
     return mark
 
 
-def deprecated_argument(name: str, replacement: str) -> Callable[[Callable[P, T]], Callable[P, T]]:
+def deprecated_argument(name: str, replacement: str) -> Callable[[Method[P, T]], Method[P, T]]:
     """Mark the argument ``name`` of an ``a``-prefixed handle method as deprecated: a call that
     passes it (not None) warns first, naming ``replacement``; what it does is unchanged."""
 
-    def mark(method: Callable[P, T]) -> Callable[P, T]:
+    def mark(method: Method[P, T]) -> Method[P, T]:
         position = list(inspect.signature(method).parameters).index(name)
         old = f"{method.__name__.removeprefix('a')}({name}=...)"
 
-        @functools.wraps(method)
-        def warned(*args: P.args, **kwargs: P.kwargs) -> T:
+        def check(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
             if kwargs.get(name, args[position] if len(args) > position else None) is not None:
                 warn_deprecated(old, replacement)
-            return method(*args, **kwargs)
 
-        return warned
+        return _warning(method, check)
 
     return mark
+
+
+def _warning(method: Method[P, T], check: Check) -> Method[P, T]:
+    """``method`` running ``check`` on its arguments first. :func:`~memray.facade.runner.blocking`
+    finds ``check`` on it and runs it in the caller's thread (then the method without it), so
+    the sync form warns where the user called it too."""
+
+    @functools.wraps(method)
+    async def warned(*args: P.args, **kwargs: P.kwargs) -> T:
+        check(args, kwargs)
+        return await method(*args, **kwargs)
+
+    warned.__deprecation_check__ = check  # type: ignore[attr-defined]
+    return warned

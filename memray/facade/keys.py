@@ -9,10 +9,14 @@ opening the same data directory reaches by name.
 from __future__ import annotations
 
 import builtins
+from typing import TYPE_CHECKING
 
-from memray.facade.runner import Runner, blocking
+from memray.facade.runner import blocking
 from memray.service.client import KeyRingClient
 from memray.service.keys import KeyChanges, KeyRecord
+
+if TYPE_CHECKING:
+    from memray.facade.memory import Memory
 
 __all__ = ["KeysHandle"]
 
@@ -20,8 +24,8 @@ __all__ = ["KeysHandle"]
 class KeysHandle:
     """Make, list and revoke keys; each call has an ``a``-prefixed asyncio twin."""
 
-    def __init__(self, runner: Runner) -> None:
-        self._runner = runner
+    def __init__(self, memory: Memory) -> None:
+        self._runner = memory._runner
 
     @property
     def _ring(self) -> KeyRingClient:

@@ -199,21 +199,22 @@ class Memory(SessionAccess):
     @property
     def memory_service(self) -> MemoryServiceHandle:
         """The long-term memory service (SPEC §8): entries per app/user/project, search, deletes."""
-        return MemoryServiceHandle(self._runner.checked())
+        self._runner.check_open()
+        return MemoryServiceHandle(self)
 
     @property
     def keys(self) -> KeysHandle:
         """The server's API keys (``memray serve``): create, list, revoke."""
-        return KeysHandle(self._runner.checked())
+        self._runner.check_open()
+        return KeysHandle(self)
 
     def conversation(
         self, user_id: str, conversation_id: str, app: str = "default", working_memory: WorkingMemorySpec | None = None
     ) -> ConversationHandle:
         """A handle to one conversation (created on first write). Cheap: no call is made.
         ``working_memory`` sets the note's scope and format (default: conversation scope, text)."""
-        return ConversationHandle(
-            self._runner.checked(), ConversationKey.of(app, user_id, conversation_id), working_memory
-        )
+        self._runner.check_open()
+        return ConversationHandle(self, ConversationKey.of(app, user_id, conversation_id), working_memory)
 
     # -- writes -----------------------------------------------------------------------------
     async def aadd_many(

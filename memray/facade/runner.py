@@ -94,11 +94,10 @@ class Runner:
             raise ClosedError()
         return self._session
 
-    def checked(self) -> Runner:
-        """This runner, once :attr:`session` found it open (a handle of a closed memray is
-        refused when it is made, not at its first call)."""
+    def check_open(self) -> None:
+        """Raise :class:`ClosedError` once closed (a handle of a closed memray is refused when
+        it is made, not at its first call)."""
         _ = self.session
-        return self
 
     def on_loop(self) -> bool:
         """Whether the caller is a coroutine on memray's own loop (a sync call's)."""
@@ -142,9 +141,14 @@ def blocking(method: Callable[Concatenate[H, P], Coroutine[Any, Any, T]]) -> Cal
     """The sync twin of the async handle method ``method`` (see the module docstring):
     ``add = blocking(aadd)`` takes ``aadd``'s arguments and returns what it returns."""
 
+    check = getattr(method, "__deprecation_check__", None)  # (memray.facade.deprecation)
+    call: Callable[Concatenate[H, P], Coroutine[Any, Any, T]] = method if check is None else method.__wrapped__  # type: ignore[attr-defined]
+
     @functools.wraps(method)
     def run(self: H, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        return self._runner.run(method(self, *args, **kwargs))
+        if check is not None:  # here, in the caller's thread: the warning names the caller's line
+            check((self, *args), kwargs)
+        return self._runner.run(call(self, *args, **kwargs))
 
     run.__name__ = method.__name__.removeprefix("a")  # (await_indexed's twin is wait_indexed)
     run.__qualname__ = f"{method.__qualname__.rpartition('.')[0]}.{run.__name__}".lstrip(".")

@@ -51,6 +51,7 @@ from memray.service.longterm import MemoryService
 from memray.service.reader import _parse_request
 
 if TYPE_CHECKING:
+    from memray.facade.memory import Memory
     from memray.facade.project import ProjectView
 
 __all__ = ["EntryScope", "MemoryServiceHandle", "scope_of"]
@@ -219,8 +220,8 @@ class MemoryServiceHandle(EntryScope):
     the global scope's calls of :class:`EntryScope`, the reads across scopes, and
     :meth:`for_project`."""
 
-    def __init__(self, runner: Runner) -> None:
-        super().__init__(runner, None)
+    def __init__(self, memory: Memory) -> None:
+        super().__init__(memory._runner, None)
 
     def for_project(self, project_id: str) -> ProjectView:
         """This service bound to project ``project_id``: every call of :class:`EntryScope` acts

@@ -4,12 +4,15 @@ derived by :func:`~memray.facade.runner.blocking`."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memray.conversation.note import WMMode, WorkingMemorySpec, WorkingMemoryValue
 from memray.conversation.working_memory import WorkingMemory
-from memray.facade.runner import Runner, blocking
+from memray.facade.runner import blocking
 from memray.ids import ConversationKey
+
+if TYPE_CHECKING:
+    from memray.facade.memory import Memory
 
 __all__ = ["WorkingMemoryHandle"]
 
@@ -17,8 +20,8 @@ __all__ = ["WorkingMemoryHandle"]
 class WorkingMemoryHandle:
     """The conversation's working-memory note (sync calls and ``a``-prefixed async twins)."""
 
-    def __init__(self, runner: Runner, key: ConversationKey, spec: WorkingMemorySpec) -> None:
-        self._runner = runner
+    def __init__(self, memory: Memory, key: ConversationKey, spec: WorkingMemorySpec) -> None:
+        self._runner = memory._runner
         self.key = key
         self.spec = spec
 
