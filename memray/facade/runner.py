@@ -142,7 +142,9 @@ def blocking(method: Callable[Concatenate[H, P], Coroutine[Any, Any, T]]) -> Cal
     ``add = blocking(aadd)`` takes ``aadd``'s arguments and returns what it returns."""
 
     check = getattr(method, "__deprecation_check__", None)  # (memray.facade.deprecation)
-    call: Callable[Concatenate[H, P], Coroutine[Any, Any, T]] = method if check is None else method.__wrapped__  # type: ignore[attr-defined]
+    call: Callable[Concatenate[H, P], Coroutine[Any, Any, T]] = method
+    if check is not None:
+        call = method.__wrapped__  # type: ignore[attr-defined]  # (the method without its check)
 
     @functools.wraps(method)
     def run(self: H, /, *args: P.args, **kwargs: P.kwargs) -> T:

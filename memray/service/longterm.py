@@ -15,7 +15,8 @@ search ``project_id=P``      global entries plus P's (never another project's)
 ``delete_entries``           global entries matching the query; projects untouched
 ``delete_entries_in_project``  P's entries matching the query; global untouched
 ``delete_project``           every entry of P
-``delete_session``           every entry of the session, in whatever scope
+``delete_session``           every entry of the session, in whatever scope (or only P's)
+``delete_entries_by_id``     these entries, in whatever scope (or only P's)
 ``delete_user`` (here)       every entry of the user; :meth:`memray.Memory.delete_user` erases
                              everything else too (conversations, exports, caches...)
 ==========================  ======================================================
@@ -25,6 +26,11 @@ returns), then queues them on the pipeline and waits (up to ``index_timeout_s``)
 indexed, so a search right after an add finds them. If the embedder fails the add still succeeds:
 the entries are indexed lexically at once and embedded by the pipeline's retries (or the
 backfill). Re-adding a session replaces that session's entries.
+
+These are the core's calls; users reach them through the facade's
+:class:`~memray.facade.service.MemoryServiceHandle`, which offers one add family and one delete
+family over them (``add_entry``/``add_entries``, ``delete_entries``) with project scope through
+``for_project``.
 
 "Entries matching a query" (the ``delete_entries*`` calls): see :mod:`memray.service.entries`.
 
@@ -219,7 +225,8 @@ class MemoryService(EntryReader):
                 "query",
                 query,
                 "has no words to match, so it would match nothing or everything",
-                "to delete every entry use delete_project(...) or delete_user(...)",
+                "to delete a whole project use svc.for_project(P).delete_entries(app, user_id, everything=True); "
+                "to erase a user, mem.delete_user(...)",
             )
         async with self.user_lock(app, user_id):
             rows: list[EntryRow] = await self._store.list_entries(app, user_id, project_id, None, False, None)
