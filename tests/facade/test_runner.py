@@ -12,7 +12,6 @@ import memray
 from memray.facade.runner import blocking
 from tests.test_public_api import HANDLES
 
-
 #: Pairs still written twice, and why: opening or closing a memray starts or stops Ray and the
 #: loop thread from the caller's thread, which a coroutine on memray's own loop must not do.
 WRITTEN_TWICE = {"close", "fork"}
