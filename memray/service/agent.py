@@ -81,10 +81,9 @@ class SyncScope(Protocol):
         app: str,
         user_id: str,
         entries: Iterable[Any],
-        project_id: str | None = None,
-        session_id: str | None = None,
         *,
-        replace_session: bool = False,
+        session_id: str | None = ...,
+        replace_session: bool = ...,
     ) -> list[str]: ...
 
 
@@ -99,10 +98,9 @@ class AsyncScope(Protocol):
         app: str,
         user_id: str,
         entries: Iterable[Any],
-        project_id: str | None = None,
-        session_id: str | None = None,
         *,
-        replace_session: bool = False,
+        session_id: str | None = ...,
+        replace_session: bool = ...,
     ) -> list[str]: ...
 
 
