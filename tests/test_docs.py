@@ -1,16 +1,27 @@
-"""Every example the README and the pages under ``docs/`` show runs as written and prints what is
-shown beside it, twice in a row in the same folder (:mod:`tests.support.docs` says how)."""
+"""The documentation: every example the README and the pages under ``docs/`` show runs as written
+and prints what is shown beside it, twice in a row in the same folder (:mod:`tests.support.docs`
+says how); the site builds with ``mkdocs build --strict`` (so a broken link, a missing image or a
+docstring the API reference cannot render fails the suite), every page is in its navigation, and
+the pages are written for users."""
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
+import memray
 from tests.support.docs import ROOT, Chain, chains, compare
 
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+DOCS = ROOT / "docs"
+PAGES = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
 CHAINS = [chain for page in PAGES for chain in chains(page)]
 
 
@@ -59,3 +70,92 @@ def test_only_examples_that_cannot_run_here_are_skipped() -> None:
 )
 def test_output_is_compared_exactly_but_for_ellipses_and_times(expected: str, got: str, same: bool) -> None:
     assert compare(expected, got) is same
+
+
+def test_the_site_builds_strictly(tmp_path: Path) -> None:
+    """What CI runs too (the test command installs the ``docs`` extra: tests/test_readme.py)."""
+    if importlib.util.find_spec("mkdocs") is None:
+        pytest.skip("mkdocs is not installed: pip install -e '.[docs]'")
+    out = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-5000:]
+    # the API reference documents every public name of `memray`
+    ids = {
+        i
+        for page in (tmp_path / "site" / "api").rglob("*.html")
+        for i in re.findall(r'id="(memray\.[\w.]+)"', page.read_text())
+    }
+    missing = [n for n in memray.__all__ if not any(i == f"memray.{n}" or i.endswith(f".{n}") for i in ids)]
+    assert not missing, f"not in the API reference (docs/api/): {missing}"
+
+
+def _nav_pages(nav: list[object]) -> list[str]:
+    found: list[str] = []
+    for item in nav:
+        value = next(iter(item.values())) if isinstance(item, dict) else item
+        found += _nav_pages(value) if isinstance(value, list) else [str(value)]
+    return found
+
+
+def test_every_page_is_in_the_navigation() -> None:
+    nav = _nav_pages(yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))["nav"])
+    pages = sorted(str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md"))
+    assert sorted(nav) == pages
+
+
+# What a user cannot act on: where the code came from, and documents they never see.
+_NOT_FOR_USERS = re.compile(
+    r"\bissues? \d|\bthe issue\b|issue's|(?<![\w&/])#\d+\b|\bshared/|SPEC\.md|\bthe seeds?\b|seed's|\bthe lead\b"
+    r"|\bthis round\b|\blast round\b|\bthe run before\b|\bbefore this change\b|\bthe tree before\b|\bold design\b",
+    re.I,
+)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def test_a_page_is_written_for_users(page: Path) -> None:
+    text = page.read_text(encoding="utf-8")
+    found = [
+        f"{page.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)!r}"
+        for m in _NOT_FOR_USERS.finditer(text)
+    ]
+    assert not found, "\n".join(found)
+
+
+def _transcript_commands() -> list[str]:
+    return [
+        line[2:]
+        for page in PAGES
+        for line in page.read_text(encoding="utf-8").splitlines()
+        if line.startswith("$ memray ")
+    ]
+
+
+def test_transcript_commands_parse() -> None:
+    """Every ``$ memray ...`` line of a transcript parses with the real command-line parser."""
+    from memray.cli import build_parser
+
+    commands = _transcript_commands()
+    assert any(c.startswith("memray demo") for c in commands) and any(c.startswith("memray stats") for c in commands)
+    for command in commands:
+        argv = shlex.split(command)[1:]
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit as exc:  # --version / --help print and exit 0
+            assert exc.code == 0, command
+            continue
+        assert callable(args.func), command
+
+
+def test_every_cli_command_is_documented() -> None:
+    from memray.cli import build_parser
+
+    text = (DOCS / "cli.md").read_text(encoding="utf-8")
+    commands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    for name in commands:
+        assert f"memray {name}" in text, f"`memray {name}` is not in docs/cli.md"

@@ -21,7 +21,6 @@ from memray.ids import ConversationKey, conversation_namespace
 from memray.index.base import ShardHit
 from memray.index.lexical import Bm25Stats
 from memray.index.router import RouterResult
-from memray.index.search import Query
 from memray.models import Message
 from memray.rpc.local import LocalRef
 from memray.store.client import StoreClient

@@ -1,5 +1,5 @@
-"""The agent-framework section of the README runs and prints what it shows. The examples run in
-this process (the frameworks are imported once for the whole package) from an empty folder."""
+"""The agent-framework page (docs/integrations.md) runs and prints what it shows. The examples run
+in this process (the frameworks are imported once for the whole package) from an empty folder."""
 
 from __future__ import annotations
 
@@ -10,13 +10,12 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-HEADING = "## Agent frameworks"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "integrations.md"
 FRAMEWORKS = ["adk", "langgraph", "openai_agents"]
 
 
 def examples() -> list[tuple[str, str]]:
-    body = README.read_text(encoding="utf-8").split(HEADING, 1)[1].split("\n## ", 1)[0]
+    body = PAGE.read_text(encoding="utf-8")
     return re.findall(r"```python\n(.*?)```\n\nOutput:\n\n```text\n(.*?)```", body, re.S)
 
 
@@ -32,5 +31,5 @@ def test_the_example_prints_the_documented_output(index, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        exec(compile(code, f"README.md ({FRAMEWORKS[index]} example)", "exec"), {"__name__": "__main__"})
+        exec(compile(code, f"docs/integrations.md ({FRAMEWORKS[index]} example)", "exec"), {"__name__": "__main__"})
     assert printed.getvalue() == expected
