@@ -27,7 +27,10 @@ class SyncTwins(Extension):
                 lineno=member.lineno,
                 endlineno=member.endlineno,
                 parameters=Parameters(
-                    *(Parameter(p.name, annotation=p.annotation, kind=p.kind, default=p.default) for p in twin.parameters)
+                    *(
+                        Parameter(p.name, annotation=p.annotation, kind=p.kind, default=p.default)
+                        for p in twin.parameters
+                    )
                 ),
                 returns=twin.returns,
                 docstring=twin.docstring,
