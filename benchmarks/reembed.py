@@ -1,4 +1,4 @@
-"""Re-embedding throughput of ``jobs.backfill_embeddings`` against its embedder, in one run.
+"""Re-embedding throughput of :mod:`memray.jobs.backfill_embeddings` against its embedder, in one run.
 
     python -m benchmarks.reembed --model local:all-MiniLM-L6-v2 --rows 20000 [--workers N] [--plot reembed.png]
     python -m benchmarks.reembed --model hash:128 --rows 100000      # the store-bound case
@@ -39,9 +39,9 @@ import time
 from typing import Any
 
 from benchmarks._harness import emit, log, machine, plot_bars, ratio, sentence, start_ray
-from jobs.backfill_embeddings import parse_model
 from memray.config import EmbedderConfig, MemoryConfig
 from memray.ids import Namespace
+from memray.jobs.backfill_embeddings import parse_model
 from memray.store.history import HistoryStore
 from memray.store.rows import EmbeddingRow, MessageRow
 
@@ -152,9 +152,9 @@ def store_floor(corpus: list[str], dim: int, batch: int) -> float:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from jobs.backfill_embeddings import BATCH_SIZES
-    from jobs.backfill_embeddings import run as backfill
-    from jobs.resources import free_resources, plan_pool
+    from memray.jobs.backfill_embeddings import BATCH_SIZES
+    from memray.jobs.backfill_embeddings import run as backfill
+    from memray.jobs.resources import free_resources, plan_pool
 
     target = parse_model(args.model)
     batch = args.batch_size or BATCH_SIZES.get(target.kind, 1024)

@@ -42,8 +42,8 @@ from memray.embedding.factory import build_embedder
 from memray.ids import conversation_namespace, user_hash
 from memray.index.scorer import stream_scores
 from memray.index.shard import VectorShard
+from memray.ranking import Stream
 from memray.runtime.deploy import shard_path
-from memray.scoring import Stream
 
 APP = "bench"
 MINUTE = 60.0

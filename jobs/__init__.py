@@ -1,10 +1,6 @@
-"""Batch jobs over a memray data directory, on Ray Data.
+"""The batch jobs' entry points: ``python -m jobs.backfill_embeddings DATA ...`` and
+``python -m jobs.backfill_summaries DATA ...`` (what ``ray job submit`` runs on a cluster).
 
-- :mod:`jobs.backfill_embeddings` — (re-)embed every message and entry with a model, build its
-  indexes next to the active ones and cut over atomically; resumable and idempotent.
-- :mod:`jobs.backfill_summaries` — bring every conversation's summary up to date in parallel.
-
-Both run locally (``python -m jobs.<name> DATA``; a local Ray is started, or joined with
-``--address``) and through ``ray job submit``. They talk to the store through memray's named
-actors: a running memray is joined, otherwise the job opens it itself (see :mod:`jobs.common`).
+Each is a few lines over its job in :mod:`memray.jobs`, where the logic lives: memray never imports
+this folder, and ``memray backfill embeddings|summaries`` runs the same code.
 """

@@ -10,8 +10,8 @@ The cores (``memray.conversation``, ``memray.store``, ``memray.embedding``, ``me
 """
 
 from memray.config import EmbedderConfig, IndexConfig, MemoryConfig, SummarizerConfig
-from memray.conversation.note import WorkingMemorySpec, WorkingMemoryValue
 from memray.conversation.recall import SearchResults
+from memray.conversation.working_memory_spec import WorkingMemorySpec, WorkingMemoryValue
 from memray.errors import (
     Backpressure,
     ClosedError,
@@ -57,7 +57,7 @@ from memray.models import (
     TextPart,
     ToolPart,
 )
-from memray.scoring import Scoring
+from memray.ranking import Scoring
 from memray.store.deadletter import DeadLetter
 
 __version__ = "0.1.0"

@@ -8,7 +8,7 @@ taken, with a deprecation note); a path that is not a data directory is a one-li
 Results go to stdout; progress (bars when stderr is a terminal, phase lines always) and errors go
 to stderr. A memray error (bad input, a store in use) is printed as one line with what to do, and
 the command exits with status 2; Ctrl-C is one line and status 130 (a backfill stops cleanly at
-the first one, see :mod:`jobs.control`); ``--verbose`` also shows Ray's own log lines.
+the first one, see :mod:`memray.jobs.control`); ``--verbose`` also shows Ray's own log lines.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+
+from memray.cli_args import DefaultsHelpFormatter, add_data_dir
 
 __all__ = ["main", "build_parser", "DefaultsHelpFormatter", "add_data_dir"]
 
@@ -94,51 +96,6 @@ def _stats(args: argparse.Namespace) -> int:
     stats = data_stats(args.path, args.hosts)
     print(json.dumps(stats) if args.json else render(stats))
     return 0
-
-
-class DefaultsHelpFormatter(argparse.HelpFormatter):
-    """Every option says its default: ``(default: X)`` unless its help already words it (a None
-    default means something specific: the help says what), ``(required)``, or ``(off by
-    default)`` for a flag."""
-
-    def _get_help_string(self, action: argparse.Action) -> str | None:
-        text = action.help or ""
-        if action.default is argparse.SUPPRESS or "default" in text:
-            return text
-        if action.required:
-            return f"{text} (required)"
-        if isinstance(action, argparse._StoreTrueAction):
-            return f"{text} (off by default)"
-        if action.option_strings or action.nargs in ("?", "*"):
-            return f"{text} (default: %(default)s)"
-        return text
-
-
-class _DeprecatedPath(argparse.Action):
-    """``--path DIR``, the old spelling of a command's PATH argument: still taken, with a note."""
-
-    def __call__(
-        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object, option: str | None = None
-    ) -> None:
-        print(
-            f"{parser.prog}: note: --path is deprecated; give the data directory as the first argument "
-            f"({parser.prog} {values} ...)",
-            file=sys.stderr,
-        )
-        namespace.path = values
-
-
-def add_data_dir(parser: argparse.ArgumentParser, help: str, default: str | None = None) -> None:
-    """The data directory, given the same way to every command: ``PATH``, the first argument
-    (optional when it has a ``default``; a command that needs one checks it with
-    :func:`memray.store.layout.data_directory`). ``--path PATH`` is still accepted, with a
-    deprecation note, and not shown by ``--help``."""
-    # neither spelling has a default of its own (an absent PATH would overwrite --path's value):
-    # the parser's default applies when both are absent
-    first = parser.add_argument("path", nargs="?", metavar="PATH", help=help)
-    old = parser.add_argument("--path", dest="path", action=_DeprecatedPath, help=argparse.SUPPRESS)
-    parser.set_defaults(path=default)
-    first.default = old.default = argparse.SUPPRESS
 
 
 def _fork(args: argparse.Namespace) -> int:
@@ -240,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
         "on it (or start one for the job), are resumable (run the same command again) and print one JSON line.",
     )
     jobs = backfill.add_subparsers(dest="job", required=True, metavar="JOB")
-    from jobs import backfill_embeddings, backfill_summaries
+    from memray.jobs import backfill_embeddings, backfill_summaries
 
     embeddings = jobs.add_parser(
         "embeddings",
@@ -258,7 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
     backfill_summaries.build_parser(summaries).set_defaults(func=backfill_summaries.run_args)
     from memray.server.commands import add_parsers
 
-    add_parsers(sub, DefaultsHelpFormatter, add_data_dir)
+    add_parsers(sub)
     return parser
 
 

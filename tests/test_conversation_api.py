@@ -14,7 +14,7 @@ import pytest
 from pydantic import BaseModel
 
 import memray
-from memray.conversation.note import WorkingMemorySpec
+from memray.conversation.working_memory_spec import WorkingMemorySpec
 from memray.errors import ConflictError, NotFoundError, ValidationError
 from tests.service.conftest import mode_and_stores
 

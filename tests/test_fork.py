@@ -16,7 +16,7 @@ import pytest
 import memray
 from memray import MemoryEntry, SearchRequest
 from memray.errors import ValidationError
-from memray.index.fork import reconcile_shard
+from memray.index.keeper import reconcile_shard
 
 MODES = ["inprocess", pytest.param("ray", marks=pytest.mark.ray)]
 
@@ -292,7 +292,7 @@ def test_a_marked_shard_is_made_exact_from_the_changes_alone(tmp_path):
     from memray.ids import Namespace
     from memray.index import IndexItem
     from memray.index.client import ShardClient
-    from memray.index.fork import reconcile_marked
+    from memray.index.keeper import reconcile_marked
     from memray.index.recovery import RecoveringShard
     from memray.rpc.local import LocalRef
     from memray.store.client import StoreClient

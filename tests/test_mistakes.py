@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import inspect
 import math
 import uuid
 import warnings
@@ -105,41 +106,65 @@ def test_a_message_without_a_role_names_the_role_not_the_message(conv):
 
 
 # -- the same rules everywhere ------------------------------------------------------------------
-def limit_calls(mem: memray.Memory, conv: memray.ConversationHandle, value: object) -> dict[str, object]:
+def limit_calls(mem: memray.Memory, conv: memray.ConversationHandle, **limit: object) -> dict[str, object]:
+    """Every call that takes ``limit``, given ``limit`` (or not, when left out)."""
     svc = mem.memory_service
     return {
-        "conv.search": lambda: conv.search("x", limit=value),
-        "conv.context": lambda: conv.context("x", limit=value),
-        "conv.messages": lambda: conv.messages(limit=value),
-        "mem.search_app": lambda: mem.search_app("mistakes", "x", limit=value),
-        "mem.list_conversations": lambda: mem.list_conversations("u1", app="mistakes", limit=value),
-        "svc.search": lambda: svc.search({"query": "x", "user_id": "u1", "app_name": "mistakes", "limit": value}),
-        "svc.list_recent": lambda: svc.list_recent("mistakes", "u1", limit=value),
+        "conv.search": lambda: conv.search("walnut", **limit),
+        "conv.context": lambda: conv.context("walnut", **limit),
+        "conv.messages": lambda: conv.messages(**limit),
+        "mem.search_app": lambda: mem.search_app("mistakes", "walnut", **limit),
+        "mem.list_conversations": lambda: mem.list_conversations("u1", app="mistakes", **limit),
+        "svc.search": lambda: svc.search({"query": "walnut", "user_id": "u1", "app_name": "mistakes", **limit}),
+        "svc.list_recent": lambda: svc.list_recent("mistakes", "u1", **limit),
     }
 
 
 @pytest.mark.parametrize("value", [0, -1, True, 2.5, "5"])
 def test_limit_has_one_rule_for_every_call(mem, conv, value):
-    for name, call in limit_calls(mem, conv, value).items():
+    for name, call in limit_calls(mem, conv, limit=value).items():
         err = raises(call, "limit")
         assert err.problem == "must be a positive integer or None", name
         assert str(err).startswith(f"invalid limit={value!r}: must be a positive integer or None; None means "), name
 
 
+def add_walnuts(mem: memray.Memory, conv: memray.ConversationHandle, n: int = 12) -> None:
+    """``n`` messages in ``conv`` and ``n`` long-term entries of user u1, all about walnuts, indexed."""
+    conv.add([{"role": "user", "content": f"walnut {i}"} for i in range(n)])
+    for i in range(n):
+        mem.memory_service.add_entry("mistakes", "u1", f"walnut fact {i}")
+    mem.flush()
+
+
 def test_limit_none_means_the_calls_default(mem, conv):
-    conv.add([{"role": "user", "content": f"walnut {i}"} for i in range(12)])
-    assert len(conv.messages(limit=None)) == 12  # messages: all of them
-    for call in limit_calls(mem, conv, None).values():
-        call()  # accepted everywhere
+    """None answers exactly as leaving ``limit`` out: all messages; the service's 10; a search's
+    own default (5, fewer than the 12 that match)."""
+    add_walnuts(mem, conv)
+    left_out, none = limit_calls(mem, conv), limit_calls(mem, conv, limit=None)
+    for name in left_out:
+        assert none[name]() == left_out[name](), name
+    assert len(none["conv.messages"]()) == 12
+    assert len(none["svc.search"]().memories) == len(none["svc.list_recent"]()) == 10
+    default = inspect.signature(conv.search).parameters["limit"].default
+    assert len(none["conv.search"]()) == len(none["mem.search_app"]()) == default == 5
+    assert none["conv.search"]() != conv.search("walnut", limit=3)  # the comparison sees a limit
 
 
-def search_calls(mem: memray.Memory, conv: memray.ConversationHandle, **kw: object) -> dict[str, object]:
+def search_calls(
+    mem: memray.Memory, conv: memray.ConversationHandle, query: str = "x", **kw: object
+) -> dict[str, object]:
     svc = mem.memory_service
     return {
-        "conv.search": lambda: conv.search("x", **kw),
-        "mem.search_app": lambda: mem.search_app("mistakes", "x", **kw),
-        "svc.search": lambda: svc.search({"query": "x", "user_id": "u1", "app_name": "mistakes", **kw}),
+        "conv.search": lambda: conv.search(query, **kw),
+        "mem.search_app": lambda: mem.search_app("mistakes", query, **kw),
+        "svc.search": lambda: svc.search({"query": query, "user_id": "u1", "app_name": "mistakes", **kw}),
     }
+
+
+def scored(result: object) -> list[tuple[str, float]]:
+    """(id, score) of each hit of a search, whichever call made it."""
+    hits = getattr(result, "memories", result)
+    return [(hit.entry.id if hasattr(hit, "entry") else hit.message.id, hit.score) for hit in hits]
 
 
 @pytest.mark.parametrize("value", [2, -1, 1.5, math.nan, math.inf, "0.5", True])
@@ -149,10 +174,16 @@ def test_min_score_is_none_or_a_number_in_0_1_everywhere(mem, conv, value):
         assert "must be a number in [0, 1] or None" in str(err), name
 
 
-def test_min_score_bounds_are_accepted(mem, conv):
+def test_min_score_keeps_exactly_the_hits_scored_at_or_above_it(mem, conv):
+    """Its bounds are accepted, and everywhere it drops the hits below it and nothing else."""
+    add_walnuts(mem, conv)
+    unfiltered = {name: scored(call()) for name, call in search_calls(mem, conv, "walnut 3", limit=50).items()}
+    for name, hits in unfiltered.items():
+        assert any(score < 0.5 for _, score in hits) and any(score >= 0.5 for _, score in hits), (name, hits)
     for value in (0, 0.0, 0.5, 1, 1.0, None):
-        for call in search_calls(mem, conv, min_score=value).values():
-            call()
+        for name, call in search_calls(mem, conv, "walnut 3", limit=50, min_score=value).items():
+            kept = [(doc, score) for doc, score in unfiltered[name] if value is None or score >= value]
+            assert scored(call()) == kept, (name, value)
 
 
 @pytest.mark.parametrize("value", ["semantic", "HYBRID", 1])

@@ -1,14 +1,14 @@
 """`ConversationHost`: many virtual conversation actors in one real actor.
 
 A Ray actor is a whole process (~75 MB, ~1 s to start), so thousands of agents cannot each get
-one. Each conversation is instead a :class:`~memray.conversation.core.Conversation` living in
+one. Each conversation is instead a :class:`~memray.conversation.state.Conversation` living in
 one of a few hosts, chosen by a stable hash of its key. The host runs one event loop: each
 call's synchronous part runs whole, so a conversation's seqs are assigned in the order its
 calls arrive, whichever caller made them (Ray does not order calls on async actors; the host
 does not need it to).
 
 The write path — seqs, the ledger, persistence, dead letters and what follows a commit — is
-:class:`~memray.conversation.writes.WritePath`; the host holds the conversations, serves reads,
+:class:`~memray.conversation.write_path.WritePath`; the host holds the conversations, serves reads,
 deletes and erasure, and owns the lifecycle.
 """
 
@@ -20,14 +20,14 @@ import os
 from typing import Any, cast
 
 from memray.config import EmbedderConfig, MemoryConfig
-from memray.conversation.core import Conversation, matches, overlay
 from memray.conversation.ledger import AckLedger
+from memray.conversation.read_your_writes import RecentAnswers, Tail
 from memray.conversation.removal import MessageRemoval
+from memray.conversation.state import Conversation, overlay
 from memray.conversation.summarizer import build_summarizer
 from memray.conversation.summary import SummaryKeeper
-from memray.conversation.tail import RecentAnswers, Tail, TailKeeper
 from memray.conversation.title import Titler
-from memray.conversation.writes import WritePath
+from memray.conversation.write_path import WritePath
 from memray.embedding.active import resolve_config
 from memray.embedding.factory import build_embedder
 from memray.embedding.pipeline import EmbeddingPipeline, PendingItem
@@ -36,9 +36,10 @@ from memray.ids import ConversationKey, Namespace, conversation_namespace
 from memray.index.client import ShardClient
 from memray.index.router import ShardRouter
 from memray.metrics import LagRecorder, rss_bytes
-from memray.models import Message
+from memray.models import Message, MessageFilter
+from memray.models.filter import ALL_MESSAGES
 from memray.models.wire import MessageBatch, MessageList
-from memray.scoring import Window
+from memray.rpc.client import resend
 from memray.store.base import ConversationSnapshot
 from memray.store.partitions import StorePartitions
 from memray.store.rows import row_to_message
@@ -153,6 +154,7 @@ class ConversationHost:
         return conv
 
     # -- writes -----------------------------------------------------------------------------
+    @resend(retried=True)  # a retry says so: the host returns the seqs the first attempt gave
     async def add(
         self,
         key: ConversationKey,
@@ -166,6 +168,7 @@ class ConversationHost:
         ``max_unpersisted`` it waits for room, or with ``block=False`` raises Backpressure."""
         return (await self.add_many([(key, messages)], durable, retried, block))[0]
 
+    @resend(retried=True)  # a retry says so: the host returns the seqs the first attempt gave
     async def add_many(
         self,
         batch: list[tuple[ConversationKey, list[Message]]] | MessageBatch,
@@ -212,31 +215,16 @@ class ConversationHost:
         return await self._pipeline.wait_idle(timeout_s, retries=True)
 
     # -- reads ------------------------------------------------------------------------------
-    async def messages(
-        self,
-        key: ConversationKey,
-        limit: int | None = None,
-        before_seq: int | None = None,
-        after_seq: int | None = None,
-        roles: list[str] | None = None,
-        metadata: dict[str, Any] | None = None,
-        window: Window | None = None,
-        agent_id: str | None = None,
-        sub_agent_id: str | None = None,
-    ) -> list[Message]:
+    async def messages(self, key: ConversationKey, where: MessageFilter = ALL_MESSAGES) -> list[Message]:
+        """The conversation's messages that ``where`` keeps: from the buffer when it holds them
+        all, else from the store with the buffer's not-yet-durable ones laid over them."""
         conv = await self._get(key)
-
-        def keep(m: Message) -> bool:
-            return matches(m, before_seq, after_seq, roles, metadata, window, agent_id, sub_agent_id)
-
-        filtered = window is not None or agent_id is not None or sub_agent_id is not None
-        if after_seq is None and roles is None and not metadata and not filtered and conv.covers(before_seq, limit):
-            held = [m for m in conv.buffer.recent() if keep(m)]
+        limit = where.limit
+        if where.recent_only and conv.covers(where.before_seq, limit):
+            held = [m for m in conv.buffer.recent() if where.keeps(m)]
             return MessageList(held[-limit:] if limit else held if limit is None else [])
-        rows = await self._store.get_messages(
-            key, limit, before_seq, after_seq, roles, metadata, window, agent_id, sub_agent_id
-        )
-        return MessageList(overlay([row_to_message(r) for r in rows], conv.buffer.unsettled(), limit, keep))
+        rows = await self._store.get_messages(key, where)
+        return MessageList(overlay([row_to_message(r) for r in rows], conv.buffer.unsettled(), limit, where.keeps))
 
     async def recent_many(self, requests: list[tuple[ConversationKey, int]]) -> list[tuple[list[Message], Tail]]:
         """The most recent ``limit`` messages of many conversations, each with its read-your-writes
@@ -250,16 +238,16 @@ class ConversationHost:
             else:
                 slow.append(i)
         if slow:
-            recent = await asyncio.gather(*(self.messages(*requests[i]) for i in slow))
+            recent = await asyncio.gather(*(self.messages(requests[i][0], MessageFilter(requests[i][1])) for i in slow))
             for i, msgs in zip(slow, recent):
                 out[i] = (msgs, self._tail(requests[i][0]))
         return RecentAnswers(cast(list[tuple[list[Message], Tail]], out))  # pickles as one block of columns
 
     def _tail(self, key: ConversationKey) -> Tail:
-        """The read-your-writes tail of a conversation (:mod:`memray.conversation.tail`): the
-        messages acknowledged that the index may not hold yet (none if not loaded here)."""
+        """The read-your-writes tail of a conversation (:mod:`memray.conversation.read_your_writes`):
+        the messages acknowledged that the index may not hold yet (none if not loaded here)."""
         conv = self._conversations.get(key)
-        return TailKeeper.tail(conv) if conv is not None else Tail([], 0)
+        return conv.unindexed_tail() if conv is not None else Tail([], 0)
 
     def _on_indexed(self, items: list[PendingItem], stamp: int) -> None:
         """The shards confirmed ``items``: they leave their conversations' tails."""
@@ -269,7 +257,7 @@ class ConversationHost:
         for ns, group in by_ns.items():
             conv = self._conversations.get(ConversationKey(ns.app, ns.user_id, ns.scope))
             if conv is not None and ns.kind == "conv":
-                TailKeeper.indexed(conv, group, stamp)
+                conv.indexed(group, stamp)
 
     async def last_seq(self, key: ConversationKey) -> tuple[int, int]:
         """(last assigned seq, last durable seq)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from memray.conversation.note import MODES, WorkingMemorySpec
+from memray.conversation.working_memory_spec import MODES, WorkingMemorySpec
 
 __all__ = ["TOOL_NAMES", "render_instructions", "tool_definitions"]
 

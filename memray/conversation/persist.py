@@ -6,7 +6,7 @@ chains of a host share one :class:`PersistWheel`. The wheel keeps the chains tha
 buckets by deadline slot (``slot_s``, 20 ms by default) and arms ONE ``loop.call_at`` timer, for
 the earliest bucket. When a slot comes due, every chain due in it is written as one batch by ONE
 task: ``write_many(owners)`` (the host's drains every due conversation and makes one group
-commit per store partition, see :meth:`memray.conversation.writes.WritePath.write_many`), and
+commit per store partition, see :meth:`memray.conversation.write_path.WritePath.write_many`), and
 each chain's state — durable seq, failure and retry — is resolved from its own result. Before
 the wheel, each conversation's write armed its own timer and ran its own task and coalescer
 future: 1,000 agents cost 1,000 of each per tick (see the README, issue 11).

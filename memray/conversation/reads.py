@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from memray.conversation.note import WorkingMemorySpec
+from memray.conversation.working_memory_spec import WorkingMemorySpec
 from memray.ids import ConversationKey
 from memray.models import Merge, RetrievalMode, Scope
-from memray.scoring import Stream, Window
+from memray.ranking import Stream
+from memray.sim_time import Window
 
 __all__ = ["ContextRead", "SearchRead", "DEFAULT_WM"]
 

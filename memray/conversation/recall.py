@@ -4,16 +4,10 @@ A scoped search is one call to one shard (the query is embedded in the caller's 
 :class:`~memray.embedding.query.QueryEncoder`). Hits carry the message JSON the shard keeps, so
 they need no store read (the store is read only for items a rebuilt shard holds without it).
 
-Read-your-writes (:mod:`memray.conversation.tail`), in one call:
-
-- ``search``: this process keeps what it added and has not yet seen indexed (:class:`Written`);
-  the search tells the shard those seqs, the shard says which it holds, and the rest are scored
-  here with the shard's BM25 statistics. So a search right after an ``add`` finds it (in the
-  conversation, and with ``scope="user"`` in every conversation of the user this process wrote
-  to); what another process added is found once indexed (normally well under a second).
-- ``context``: asks the conversation's host for the recent messages anyway, and the host adds the
-  conversation's tail (what *any* writer added that the shard has not confirmed), so context
-  sees every message acknowledged before the call.
+Read-your-writes (:mod:`memray.conversation.read_your_writes`), in one call: ``search`` scores
+what this process added and has not yet seen indexed (:class:`Written`), ``context`` the
+conversation's tail from its host (what *any* writer added that the shard has not confirmed),
+so a context sees every message acknowledged before the call.
 
 ``context()`` asks the host while the shard answers the recall, concurrently. Any failure on the
 recall path gives the recent messages with ``degraded=True`` and a reason; it never raises to
@@ -33,18 +27,18 @@ import numpy as np
 from memray.conversation.client import HostClient
 from memray.conversation.context import assemble
 from memray.conversation.instructions import render_instructions
+from memray.conversation.read_your_writes import Tail, Tails, TailSearch, Written, score_tails
 from memray.conversation.reads import ContextRead, SearchRead
-from memray.conversation.tail import Tail, TailSearch, score_tails
 from memray.conversation.working_memory import WorkingMemory
-from memray.conversation.written import Tails, Written
 from memray.embedding.query import Encoded, QueryEncoder
 from memray.ids import ConversationKey, Namespace, conversation_namespace
 from memray.index.base import ShardHit
 from memray.index.search import NamespaceSearch, ShardSearch, UserSearch
 from memray.metrics import DEGRADED_RECALLS, SEARCH_LATENCY
 from memray.models import Context, Hit, Message, RetrievalMode, Scope
+from memray.ranking import Stream
 from memray.rpc.batch import Answer, Coalescer, unwrap
-from memray.scoring import Stream, Window
+from memray.sim_time import Window
 from memray.store.partitions import StorePartitions
 from memray.store.rows import payload_message, row_to_message
 
@@ -233,8 +227,8 @@ class Recall:
     ) -> list[tuple[list[ShardHit], dict[tuple[Namespace, str], Message]]]:
         """Each search's shard hits and its tails' messages scored as the shard would, best ``k``
         first: the tails of the whole batch in one call of the scoring kernel
-        (:func:`~memray.conversation.tail.score_tails`). A message in a tail is newer than (or
-        absent from) the shard's copy: the tail's version wins."""
+        (:func:`~memray.conversation.read_your_writes.score_tails`). A message in a tail is newer
+        than (or absent from) the shard's copy: the tail's version wins."""
         out: list[tuple[list[ShardHit], dict[tuple[Namespace, str], Message]]] = [(s.result.hits, {}) for s in searched]
         scored: list[int] = []
         batch: list[TailSearch] = []

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 
-from memray.conversation.core import Conversation
+from memray.conversation.state import Conversation
 from memray.conversation.summary import SummaryKeeper
 from memray.embedding.pipeline import EmbeddingPipeline
 from memray.ids import ConversationKey, conversation_namespace

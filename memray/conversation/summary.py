@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from memray.config import SummarizerConfig
 from memray.errors import ConflictError, MemrayError, SummaryError
 from memray.ids import ConversationKey
-from memray.models import DataPart, Message, ReasoningPart, TextPart, ToolPart
+from memray.models import DataPart, Message, MessageFilter, ReasoningPart, TextPart, ToolPart
 from memray.store.base import SummaryState
 from memray.store.partitions import StorePartitions
 from memray.store.rows import MessageRow, row_to_message
@@ -211,7 +211,7 @@ class SummaryKeeper:
             raise SummaryError(f"the summariser failed: {type(exc).__name__}: {exc}") from exc
 
     async def _messages(self, key: ConversationKey, after_seq: int, last_seq: int) -> list[Message]:
-        rows: list[MessageRow] = await self.store.get_messages(key, after_seq=after_seq)
+        rows: list[MessageRow] = await self.store.get_messages(key, MessageFilter(after_seq=after_seq))
         return [row_to_message(r) for r in rows if r.seq <= last_seq]
 
     def _tokens(self, msg: Message) -> int:

@@ -1,13 +1,12 @@
 """Working memory: a note the agent keeps about a conversation (or a user), always in its prompt.
 
-Its shape and append rules are :mod:`memray.conversation.note`; what the model is told about it
-is :mod:`memray.conversation.instructions`. Updates ``append`` by default everywhere (this API and
-the model's tool agree); ``replace`` overwrites the whole note. Validation runs on the merged
-result; if it fails nothing is written and the old value stays. Every write is a compare-and-set
-on the stored version: a caller that passes ``expected_version`` gets
-:class:`~memray.errors.ConflictError` when it is
-stale; a caller that does not is re-read, re-merged and retried, so concurrent appends never
-overwrite each other.
+Its shape and append rules are :mod:`memray.conversation.working_memory_spec`; what the model
+is told about it is :mod:`memray.conversation.instructions`. Updates ``append`` by default
+everywhere (this API and the model's tool agree); ``replace`` overwrites the whole note.
+Validation runs on the merged result; if it fails nothing is written and the old value stays.
+Every write is a compare-and-set on the stored version: a caller that passes
+``expected_version`` gets :class:`~memray.errors.ConflictError` when it is stale; a caller that
+does not is re-read, re-merged and retried, so concurrent appends never overwrite each other.
 """
 
 from __future__ import annotations
@@ -20,7 +19,14 @@ import pydantic
 from pydantic import BaseModel
 
 from memray.conversation.instructions import TOOL_NAMES, render_instructions, tool_definitions
-from memray.conversation.note import MODES, WMMode, WorkingMemorySpec, WorkingMemoryValue, append_text, deep_merge
+from memray.conversation.working_memory_spec import (
+    MODES,
+    WMMode,
+    WorkingMemorySpec,
+    WorkingMemoryValue,
+    append_text,
+    deep_merge,
+)
 from memray.errors import ConflictError, MemrayError, StoreError, ValidationError
 from memray.ids import validate_id
 from memray.store.partitions import StorePartitions

@@ -14,7 +14,7 @@ message.
 Every shard upsert carries a **stamp** (increasing, starting from the wall clock in nanoseconds,
 so a restarted host's stamps follow its predecessor's), and ``on_indexed(items, stamp)`` is told
 of every upsert the shards confirmed: the conversation host keeps its read-your-writes tails with
-it (:mod:`memray.conversation.tail`).
+it (:mod:`memray.conversation.read_your_writes`).
 """
 
 from __future__ import annotations

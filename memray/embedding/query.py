@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from memray.embedding.calibration import DOES_NOT_SEPARATE, Calibration
 from memray.errors import EmbeddingError
 from memray.index.search import Mode, Query
+from memray.ranking import Stream
 from memray.rpc.batch import Coalescer
-from memray.scoring import Stream, Window
+from memray.sim_time import Window
 
 if TYPE_CHECKING:
     from memray.embedding.base import Embedder

@@ -25,12 +25,13 @@ from memray.arguments import (
     check_query,
     check_scope,
 )
-from memray.conversation.note import WorkingMemorySpec
 from memray.conversation.reads import DEFAULT_WM, ContextRead, SearchRead
+from memray.conversation.working_memory_spec import WorkingMemorySpec
 from memray.errors import ValidationError
 from memray.ids import ConversationKey
 from memray.models import Merge, RetrievalMode, Scope
-from memray.scoring import Scoring, SimTime, stream_of, window
+from memray.ranking import Scoring, stream_of
+from memray.sim_time import SimTime, window
 
 if TYPE_CHECKING:
     from memray.facade.conversation import ConversationHandle

@@ -10,8 +10,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from memray.arguments import check_limit, check_roles, check_seq
-from memray.conversation.note import WorkingMemorySpec
 from memray.conversation.recall import SearchResults
+from memray.conversation.working_memory_spec import WorkingMemorySpec
 from memray.errors import ValidationError
 from memray.facade.calls import ContextCall, SearchCall, context_read, search_read
 from memray.facade.runner import blocking
@@ -23,12 +23,14 @@ from memray.models import (
     DeletionProof,
     Merge,
     Message,
+    MessageFilter,
     MessageInput,
     RetrievalMode,
     Scope,
     coerce_message,
 )
-from memray.scoring import Scoring, SimTime, window
+from memray.ranking import Scoring
+from memray.sim_time import SimTime, window
 
 if TYPE_CHECKING:
     from memray.facade.memory import Memory
@@ -89,20 +91,19 @@ class ConversationHandle:
         """Messages by seq: ``limit`` = the most recent N that match (None: all), returned oldest
         → newest. ``after``/``before``: simulation time in ``[after, before)`` (messages without
         one are left out); ``created_after``/``created_before``: the same on ``created_at``;
-        ``agent_id``, ``sub_agent_id``: that agent's messages (:mod:`memray.scoring`)."""
+        ``agent_id``, ``sub_agent_id``: that agent's messages (:mod:`memray.sim_time`)."""
         bounds = window(after, before, created_after, created_before)
-        args = (
-            check_limit(limit, None),
-            check_seq(before_seq, "before_seq"),
-            check_seq(after_seq, "after_seq"),
-            check_roles(roles),
+        where = MessageFilter(limit, before_seq, after_seq, roles, metadata, bounds, agent_id, sub_agent_id)
+        checked = where._replace(
+            limit=check_limit(where.limit, None),
+            before_seq=check_seq(where.before_seq, "before_seq"),
+            after_seq=check_seq(where.after_seq, "after_seq"),
+            roles=check_roles(where.roles),
+            agent_id=None if where.agent_id is None else validate_id("agent_id", where.agent_id),
+            sub_agent_id=None if where.sub_agent_id is None else validate_id("sub_agent_id", where.sub_agent_id),
         )
-        agents = [
-            None if a is None else validate_id(name, a)
-            for name, a in (("agent_id", agent_id), ("sub_agent_id", sub_agent_id))
-        ]
         host = self._runner.session.host_for(self.key)
-        return await self._runner.arun(host.messages(self.key, *args, metadata, bounds, *agents))
+        return await self._runner.arun(host.messages(self.key, checked))
 
     messages = blocking(amessages)
 

@@ -19,8 +19,8 @@ from typing import Any, Literal, TypeVar, overload
 
 from memray.arguments import check_count, check_limit, check_min_score, check_mode, check_order, check_query
 from memray.config import EmbedderConfig, MemoryConfig, RunMode
-from memray.conversation.note import WorkingMemorySpec
 from memray.conversation.recall import SearchResults
+from memray.conversation.working_memory_spec import WorkingMemorySpec
 from memray.errors import MemrayError, StoreError, ValidationError
 from memray.facade.access import SessionAccess
 from memray.facade.calls import ContextCall, SearchCall, context_read, reads_of, search_read
@@ -40,9 +40,10 @@ from memray.models import (
     MessageInput,
     RetrievalMode,
 )
+from memray.ranking import Scoring, stream_of
 from memray.rpc.batch import Answer
 from memray.runtime.fork import check_fork_path
-from memray.scoring import Scoring, SimTime, stream_of, window
+from memray.sim_time import SimTime, window
 from memray.store.deadletter import DeadLetter
 
 __all__ = ["open", "Memory"]

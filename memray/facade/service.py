@@ -45,10 +45,11 @@ from memray.models import (
     SearchMemoryResponse,
     SearchRequest,
 )
-from memray.scoring import Scoring, SimTime, window
+from memray.ranking import Scoring
 from memray.service.entries import EntryInput
 from memray.service.longterm import MemoryService
 from memray.service.reader import _parse_request
+from memray.sim_time import SimTime, window
 
 if TYPE_CHECKING:
     from memray.facade.memory import Memory

@@ -187,7 +187,7 @@ class Session:
         if not all(done):
             return False
         # every committed, embedded item must have its vector in its shard: level each with the store
-        from memray.index.recovery import level_shard
+        from memray.index.keeper import level_shard
 
         store, shards = self.deployment.stores, self.deployment.shards
         for i, shard in enumerate(shards):

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from memray.conversation.note import WMMode, WorkingMemorySpec, WorkingMemoryValue
 from memray.conversation.working_memory import WorkingMemory
+from memray.conversation.working_memory_spec import WMMode, WorkingMemorySpec, WorkingMemoryValue
 from memray.facade.runner import blocking
 from memray.ids import ConversationKey
 

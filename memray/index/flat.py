@@ -5,16 +5,17 @@ as it scores a namespace.
 
 A view numbers the items it holds with *slots* (a counter, like a namespace's labels; a slot
 maps to the item's namespace uid and label). Its vector index is exact while it holds fewer than
-``IndexConfig.app_exact_threshold`` vectors and HNSW from there (:meth:`FlatViews.fit`); its
-lexical index holds the same term counts as the namespaces', so scores are those of a search
-of the same namespaces (the BM25 statistics of all of them, fusion, neighbour support).
+``IndexConfig.app_exact_threshold`` vectors and HNSW from there
+(:meth:`~memray.index.spaces.Spaces.fit`); its lexical index holds the same term counts as the
+namespaces', so scores are those of a search of the same namespaces (the BM25 statistics of all
+of them, fusion, neighbour support).
 
 Views are derived state: built on the first app-wide search of an (app, kind), kept in step with
-every upsert, delete and dropped namespace from then on (:class:`FlatViews`), dropped whole when
-a model is staged or cut over (rebuilt on the next app search), never snapshotted. They cost a
-second copy of the app's vectors and postings in the shard's memory, only for apps searched
-app-wide. A search of the retired model reads the namespaces instead (a view holds the active
-model's vectors only).
+every upsert, delete and dropped namespace from then on (:class:`FlatViews`, which the shard's
+:class:`~memray.index.spaces.Spaces` holds), dropped whole when a model is staged or cut over
+(rebuilt on the next app search), never snapshotted. They cost a second copy of the app's vectors
+and postings in the shard's memory, only for apps searched app-wide. A search of the retired
+model reads the namespaces instead (a view holds the active model's vectors only).
 
 Measured (``benchmarks/search_micro.py``, 50,000 messages in 5,000 conversations, one shard,
 hybrid, load average 6-9): the namespace walk took ~570 ms p50, the view ~24 ms (~10 ms of it the
@@ -25,7 +26,6 @@ an item, once.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -33,11 +33,9 @@ from memray.index.base import ShardHit
 from memray.index.exact import ExactIndex
 from memray.index.hnsw import HnswIndex
 from memray.index.lexical import LexicalIndex
+from memray.index.space import Space
 
-if TYPE_CHECKING:
-    from memray.index.space import Space
-
-__all__ = ["FlatView", "FlatViews", "rebuild"]
+__all__ = ["FlatView", "FlatViews"]
 
 Fit = Callable[[ExactIndex | HnswIndex], ExactIndex | HnswIndex]
 
@@ -198,11 +196,3 @@ class FlatViews:
         """Drop every view (a model staged or cut over); ``dim``: the active model's from now on."""
         self._views.clear()
         self.dim = dim if dim is not None else self.dim
-
-
-def rebuild(target: ExactIndex | HnswIndex, source: ExactIndex | HnswIndex) -> ExactIndex | HnswIndex:
-    """``target`` filled with every item of ``source`` (a promotion or demotion)."""
-    labels, vectors = source.items()
-    if len(labels):
-        target.add(labels, vectors)
-    return target

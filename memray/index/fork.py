@@ -9,7 +9,7 @@ another version of a few. A :data:`MARKER` file says so, listing the items writt
 fork (:func:`write_marker`; which ones and why that suffices: :mod:`memray.runtime.fork`); the
 fork's shards are made exact on their first open:
 
-- in-process, :func:`reconcile_marked` compares the shard's items (and which have vectors) with
+- in-process, :func:`~memray.index.keeper.reconcile_marked` compares the shard's items (and which have vectors) with
   the fork store's (two set differences, no text read), re-indexes the missing ones and the
   listed ones from the fork's store, and deletes those the store lacks: the cost of the changes,
   not of the data;
@@ -28,8 +28,6 @@ from pathlib import Path
 
 from memray.ids import Namespace
 from memray.index.base import atomic_write_json, fsync_dir
-from memray.index.client import ShardClient
-from memray.store.partitions import StorePartitions
 
 __all__ = [
     "MARKER",
@@ -38,8 +36,6 @@ __all__ = [
     "read_marker",
     "needs_reconcile",
     "clear_marker",
-    "reconcile_shard",
-    "reconcile_marked",
 ]
 
 #: A file in a shard folder: reconcile with the store before serving (a fork's first open).
@@ -107,42 +103,3 @@ def clear_marker(path: str) -> None:
     except FileNotFoundError:
         return
     fsync_dir(path)
-
-
-async def reconcile_shard(
-    shard: ShardClient, store: StorePartitions, shard_id: int, shards: int, model_id: str, page_size: int = 2_000
-) -> tuple[int, int, int]:
-    """One reconcile pass of ``shard`` against ``store`` (what a Ray shard's keeper does on every
-    start): missing or stale items upserted, items the store lacks deleted. Returns (rows read,
-    upserted, deleted)."""
-    await shard.begin_reconcile()
-    rows = upserted = 0
-    async for page in store.index_pages(shard_id, shards, model_id, page_size, True):
-        rows += len(page)
-        upserted += await shard.reconcile(page)
-    deleted = await shard.end_reconcile()
-    return rows, upserted, deleted
-
-
-async def reconcile_marked(
-    shard: ShardClient,
-    store: StorePartitions,
-    shard_id: int,
-    shards: int,
-    model_id: str,
-    changed: list[tuple[Namespace, str]],
-) -> tuple[int, int]:
-    """Make a fork's shard exact against the fork's store (module docstring) when the marker
-    lists the items ``changed`` after the copy. Returns (upserted, deleted)."""
-    listed = await store.index_refs(shard_id, shards, model_id)
-    # (a Namespace is a tuple: it hashes and compares as one, so no key is rebuilt)
-    stored = {(ns, doc) for ns, doc, _ in listed}
-    with_vectors = {(ns, doc) for ns, doc, has in listed if has}
-    held = set(await shard.inventory())
-    held_vectors = set(await shard.vectored_refs())
-    todo = (stored - held) | (with_vectors - held_vectors) | (set(changed) & stored)
-    rows = await store.fetch_index_rows(sorted(todo), model_id) if todo else []
-    upserted = await shard.reconcile(rows, True) if rows else 0
-    extra = sorted(held - stored)
-    deleted = await shard.delete(extra) if extra else 0
-    return upserted, deleted

@@ -21,7 +21,7 @@ One function runs that rule for every search path: :func:`score` takes a batch o
 :class:`Search` records (a single search is a batch of one) over :class:`Source` objects — a
 shard's namespaces (:class:`~memray.index.space.Space`), an app's flat view
 (:class:`~memray.index.flat.FlatView`), a conversation's not-yet-indexed tail
-(:mod:`memray.conversation.tail`). A batch is scored over arrays that hold every (search,
+(:mod:`memray.conversation.read_your_writes`). A batch is scored over arrays that hold every (search,
 source) pair end to end, each pair a *segment*: BM25 of every pair in one ``bincount``, each
 exact index multiplied by the vectors of the searches that read it (one matrix-vector product
 per pair: :meth:`ExactIndex.scan_many` says why not one matrix-matrix product), then fusion,
@@ -51,7 +51,8 @@ from memray.index.exact import ExactIndex
 from memray.index.hnsw import HnswIndex
 from memray.index.lexical import Bm25Stats, LexicalIndex, bm25_idf
 from memray.index.search import Query
-from memray.scoring import SECONDS_PER_HOUR, Stream, Window
+from memray.ranking import Stream
+from memray.sim_time import SECONDS_PER_HOUR, Window
 from memray.text import index_terms
 
 __all__ = [

@@ -5,7 +5,7 @@ A shard scores every search through :func:`memray.index.scorer.score` (what a sc
 module docstring and ``docs/scoring.md``). BM25 uses the statistics of all the namespaces a
 search reads together, so a user-wide search ranks as one BM25 over the user's whole history;
 the statistics go back with the reply (:class:`ShardReply`), so a caller can score texts the
-shard has not indexed yet the same way (read-your-writes, :mod:`memray.conversation.tail`).
+shard has not indexed yet the same way (read-your-writes, :mod:`memray.conversation.read_your_writes`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from typing import Any, Literal, NamedTuple
 from memray.ids import Namespace
 from memray.index.base import ShardHit
 from memray.index.lexical import Bm25Stats
-from memray.scoring import Stream, Window
+from memray.ranking import Stream
+from memray.sim_time import Window
 
 __all__ = ["Mode", "Query", "ShardReply", "NamespaceSearch", "UserSearch", "AppSearch", "ShardSearch"]
 
@@ -34,9 +35,9 @@ class Query(NamedTuple):
     threshold: float = 1.0  # the relevance threshold of ``model_id`` (memray.embedding.calibration)
     vector_weight: float = 0.0  # the share of the vector score in a hybrid score
     # conversations whose read-your-writes state the reply carries: (namespace, seqs the caller
-    # wrote there and has not seen indexed yet) — see memray.conversation.tail
+    # wrote there and has not seen indexed yet) — see memray.conversation.read_your_writes
     watch: tuple[tuple[Namespace, tuple[int, ...]], ...] = ()
-    stream: Stream | None = None  # memory-stream scoring (memray.scoring); None: by relevance
+    stream: Stream | None = None  # memory-stream scoring (memray.ranking); None: by relevance
     window: Window | None = None  # simulation / creation time bounds; None: all
 
 

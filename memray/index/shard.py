@@ -1,6 +1,6 @@
 """`VectorShard`: the vector and lexical indexes of many namespaces, as one actor's core.
 
-Each namespace (a :class:`~memray.index.space.Space`, kept by :class:`~memray.index.space.Spaces`)
+Each namespace (a :class:`~memray.index.space.Space`, kept by :class:`~memray.index.spaces.Spaces`)
 holds its own :class:`LexicalIndex` and its own vector index, exact while small and HNSW once
 large. Every search, alone or in a batch, is scored by :func:`memray.index.scorer.score` (what a
 score means: its module docstring and ``docs/scoring.md``).
@@ -19,7 +19,7 @@ a restart cheap; older ones are removed right after, so a dropped user's data le
 with the next snapshot.
 
 Model versions (re-embedding): a shard answers from exactly one *active* model, while a *staged*
-one is built next to it and the *retired* one stays until released (:mod:`memray.index.space`).
+one is built next to it and the *retired* one stays until released (:mod:`memray.index.spaces`).
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ from memray.index.hnsw import HnswIndex
 from memray.index.recompute import Recompute, fill_vectors
 from memray.index.scorer import Search, Source, score
 from memray.index.search import AppSearch, Mode, NamespaceSearch, Query, ShardReply, ShardSearch, UserSearch
-from memray.index.space import Spaces
+from memray.index.spaces import Spaces
+from memray.rpc.client import short_read
 from memray.store.base import IndexRow
 
 __all__ = ["VectorShard", "Mode", "LEXICAL_VERSION"]
@@ -111,6 +112,7 @@ class VectorShard:
         next :meth:`open` starts from here; a shard that changed nothing writes nothing."""
         self.snapshot_if_changed()
 
+    @short_read
     def ping(self) -> bool:
         return True
 
@@ -164,12 +166,14 @@ class VectorShard:
 
     # -- reads ----------------------------------------------------------------------------
 
+    @short_read
     def search(self, namespaces: list[Namespace], query: Query) -> ShardReply:
         """Search the given namespaces together (unknown ones are skipped). ``query.model_id``
         names the query vector's model: the active one (or None), or the one retired by the last
         cutover (answered from its indexes); any other raises ModelMismatchError."""
         return self._one(NamespaceSearch(namespaces, query))
 
+    @short_read
     def search_user(self, app: str, user_id: str, kind: str, query: Query) -> ShardReply:
         """:meth:`search` over every namespace of one user and ``kind`` (all their conversations)."""
         return self._one(UserSearch(app, user_id, kind, query))
@@ -185,6 +189,7 @@ class VectorShard:
             raise reply
         return reply
 
+    @short_read
     def search_many(self, requests: list[ShardSearch]) -> list[ShardReply | Exception]:
         """Many searches in one call (callers batch the searches of many concurrent agents into
         one actor call), scored together by :func:`memray.index.scorer.score`; a failing one

@@ -1,5 +1,6 @@
 """The records memray stores and returns (pydantic v2 models): conversation records in
-:mod:`.messages`, the long-term service's in :mod:`.entries`.
+:mod:`.messages`, the long-term service's in :mod:`.entries`; and :class:`.filter.MessageFilter`,
+the request record a message read becomes below the facade (a NamedTuple).
 
 Input is parsed here, at the boundary; past it, code works with these types and never with
 untyped dicts.
@@ -14,6 +15,7 @@ from memray.models.entries import (
     SearchRequest,
     check_entry,
 )
+from memray.models.filter import MessageFilter
 from memray.models.messages import (
     MAX_CONTENT_CHARS,
     Context,
@@ -38,6 +40,7 @@ from memray.models.messages import (
 )
 
 __all__ = [
+    "MessageFilter",
     "Context",
     "ConversationInfo",
     "ConversationOrder",

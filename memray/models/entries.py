@@ -8,7 +8,8 @@ from pydantic import Field, field_validator
 
 from memray.ids import validate_id
 from memray.models.messages import Part, ReasoningPart, RetrievalMode, TextPart, _dump, _now, _Record, new_id
-from memray.scoring import Scoring, check_importance, coerce_scoring, to_seconds
+from memray.ranking import Scoring, check_importance, coerce_scoring
+from memray.sim_time import to_seconds
 from memray.validation import check_finite, check_text, json_text
 
 __all__ = [
@@ -24,7 +25,8 @@ __all__ = [
 
 class MemoryEntry(_Record):
     """A long-term memory: a fact, preference or past exchange worth recalling later.
-    ``sim_time`` and ``importance`` as on :class:`Message` (:mod:`memray.scoring`)."""
+    ``sim_time`` and ``importance`` as on :class:`Message` (:mod:`memray.sim_time`,
+    :mod:`memray.ranking`)."""
 
     id: str = Field(default_factory=new_id)
     content: str | list[Part]
@@ -81,7 +83,7 @@ class SearchRequest(_Record):
     """``project_id=None`` searches global entries only; ``project_id=P`` global plus P's.
     ``scoring`` ranks (default: relevance); ``after``/``before`` keep entries whose simulation
     time is in ``[after, before)``, ``created_after``/``created_before`` the same on ``timestamp``
-    (:mod:`memray.scoring`)."""
+    (:mod:`memray.ranking`, :mod:`memray.sim_time`)."""
 
     query: str
     user_id: str

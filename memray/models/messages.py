@@ -16,7 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from memray.errors import MISSING, ValidationError
 from memray.ids import validate_id
-from memray.scoring import check_importance, to_seconds
+from memray.ranking import check_importance
+from memray.sim_time import to_seconds
 from memray.validation import check_finite, check_text, json_text
 
 __all__ = [
@@ -118,7 +119,7 @@ class Message(_Record):
     conversation, and the only order memray uses. ``created_at`` is Unix seconds (informational).
     Accepts ``content`` (a string or a list of parts) as an alias of ``parts``.
 
-    For simulations (:mod:`memray.scoring`): ``sim_time`` is the simulation's clock (seconds, or
+    For simulations (:mod:`memray.sim_time`, :mod:`memray.ranking`): ``sim_time`` is the simulation's clock (seconds, or
     a timezone-aware datetime, stored as seconds), ``importance`` a number in [0, 1];
     ``agent_id`` / ``sub_agent_id`` say which agent (and which of its sub-agents) wrote it.
     """

@@ -2,14 +2,29 @@
 
 A core that calls another holds its client — :class:`~memray.store.client.StoreClient`,
 :class:`~memray.index.client.ShardClient`, :class:`~memray.conversation.client.HostClient` —
-never a raw :class:`~memray.rpc.ref.ActorRef`. A client has one ``async`` method per public
-method of its core, with the core's signature, and each forwards its arguments to
-:meth:`Client._call` under its own name: the clients are the only place memray spells a method
-name, and a type checker follows every call from the caller to the core.
-``tests/rpc/test_clients.py`` holds each client to its core (the same method names and
-signatures, and each method forwarding exactly its own name and arguments), so they cannot drift.
+never a raw :class:`~memray.rpc.ref.ActorRef`.
 
-What a call needs beyond its arguments is declared on the client's method:
+**Each contract is written once: on the core.** A core is a plain class with synchronous (or, for
+the async hosts, ``async``) methods; its public methods *are* its contract, and what a call needs
+beyond its arguments is declared on the method itself with the decorators below. A client lists
+the core's calls, one line each, with no signature of its own::
+
+    class StoreClient(Client, core=HistoryStore):
+        get_messages = remote(HistoryStore.get_messages)
+
+:func:`remote` types the attribute from the core's method (``ParamSpec``): ``await
+client.get_messages(key, MessageFilter(limit=5))`` takes exactly the core method's parameters
+(names, defaults, keyword-only markers) and gives back its return type, awaited. So a sync core
+method and its async client method are one declaration, and ``mypy --strict`` still follows every
+call from the caller to the core (go-to-definition lands on the ``remote`` line, one step from the
+implementation). Why not a generic ``Client[HistoryStore]`` that answers every name through
+``__getattr__``: no type checker can map a class's sync methods to async ones, so every call
+would be ``Any``; a ``Protocol`` of async signatures would be the second copy this module exists
+to remove. The one-line listing is the price of honest types, and ``Client.__init_subclass__``
+holds it to the core when the module is imported: a core method without its line, a line naming
+another class's method, or one bound to a different name fails the import, not a test.
+
+Declarations, on the core's method:
 
 - :func:`urgent` / :func:`background`: its :class:`Priority` at an actor that serves one call at
   a time (the store actor orders waiting calls by it; see ``memray.runtime.actors``);
@@ -17,23 +32,40 @@ What a call needs beyond its arguments is declared on the client's method:
   (:meth:`Client.retrying`);
 - :func:`short_read`: in-process, the call may run on the caller's loop when the core is idle
   (:class:`~memray.rpc.local.LocalRef`'s ``inline``; :meth:`Client.short_reads`).
+
+The history store adds a fourth, how a partitioned store routes the call
+(:mod:`memray.store.routing`).
 """
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Mapping
+import functools
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
-from typing import Any, Self, TypeVar
+from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, Self, TypeVar, cast, overload
 
 from memray import tracing
 from memray.rpc.ref import ActorRef, RetryingRef
 from memray.tracing import state as _tracing
 
-__all__ = ["Client", "Priority", "CallOptions", "urgent", "background", "resend", "short_read"]
+__all__ = [
+    "Calls",
+    "Client",
+    "Remote",
+    "remote",
+    "public_methods",
+    "Priority",
+    "CallOptions",
+    "urgent",
+    "background",
+    "resend",
+    "short_read",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 _OPTIONS = "__memray_call__"
 
 
@@ -52,9 +84,14 @@ class CallOptions:
     short_read: bool = False  # in-process, may run on the caller's loop when the core is idle
 
 
+def declared(method: Callable[..., Any]) -> CallOptions:
+    """What is declared on a core's ``method`` (:class:`CallOptions` defaults where nothing is)."""
+    options: CallOptions = getattr(method, _OPTIONS, CallOptions())
+    return options
+
+
 def _declare(method: F, **options: Any) -> F:
-    current: CallOptions = getattr(method, _OPTIONS, CallOptions())
-    setattr(method, _OPTIONS, replace(current, **options))
+    setattr(method, _OPTIONS, replace(declared(method), **options))
     return method
 
 
@@ -80,8 +117,110 @@ def short_read(method: F) -> F:
     return _declare(method, short_read=True)
 
 
-class Client:
-    """Typed calls to one core through ``ref`` (see the module docstring)."""
+def public_methods(core: type) -> dict[str, Callable[..., Any]]:
+    """A core's contract: its public methods (inherited ones too), by name."""
+    return {
+        name: member
+        for name in dir(core)
+        if not name.startswith("_") and callable(member := getattr(core, name)) and not isinstance(member, type)
+    }
+
+
+class Remote(Generic[P, R]):
+    """One call of a core, seen from a :class:`Calls` view: typed as the core's method, awaited.
+
+    Reading the attribute on a view gives ``view._call(name, ...)`` bound to the core method's
+    name; ``P`` and ``R`` (the core method's parameters and result) type it."""
+
+    def __init__(self, method: Callable[Concatenate[Any, P], Any]) -> None:
+        self.method = method
+        self.name: str = method.__name__
+
+    @overload
+    def __get__(self, view: None, owner: type) -> Self: ...
+    @overload
+    def __get__(self, view: Calls, owner: type) -> Callable[P, Coroutine[Any, Any, R]]: ...
+    def __get__(self, view: Calls | None, owner: type) -> Self | Callable[P, Coroutine[Any, Any, R]]:
+        if view is None:
+            return self
+        bound = functools.partial(view._call, self.name)
+        view.__dict__[self.name] = bound  # kept: the next read finds it before this descriptor
+        return cast("Callable[P, Coroutine[Any, Any, R]]", bound)
+
+    def __repr__(self) -> str:
+        return f"remote({self.method.__qualname__})"
+
+
+@overload
+def remote(method: Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]) -> Remote[P, R]: ...
+@overload
+def remote(method: Callable[Concatenate[Any, P], R]) -> Remote[P, R]: ...
+def remote(method: Callable[Concatenate[Any, P], Any]) -> Remote[P, Any]:
+    """The call of the core's ``method`` on a client (see the module docstring): awaited, it
+    answers what the method returns — or, for an ``async`` core method (the hosts, the key ring),
+    what its coroutine returns."""
+    return Remote(method)
+
+
+class Calls:
+    """A typed view of a core's calls: its :func:`remote` attributes, each sent by name through
+    :meth:`_call` (a :class:`Client` sends to one core; a router such as
+    :class:`~memray.store.partitions.StorePartitions` picks the cores)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        renamed = sorted(f"{name} = {r!r}" for name, r in cls.remotes().items() if name != r.name)
+        if renamed:
+            raise TypeError(f"{cls.__name__}: a call keeps its core method's name, not {', '.join(renamed)}")
+
+    async def _call(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    @classmethod
+    def remotes(cls) -> dict[str, Remote[..., Any]]:
+        """The view's calls by name (its own and its bases')."""
+        found: dict[str, Remote[..., Any]] = {}
+        for klass in reversed(cls.__mro__):
+            found.update({k: v for k, v in vars(klass).items() if isinstance(v, Remote)})
+        return found
+
+    @classmethod
+    def calls(cls) -> list[str]:
+        """The names of the core's methods this view calls."""
+        return sorted(cls.remotes())
+
+    @classmethod
+    def options(cls, method: str) -> CallOptions:
+        """What the core declares on ``method`` (:class:`CallOptions` defaults where nothing is)."""
+        return declared(cls.remotes()[method].method)
+
+    @classmethod
+    def short_reads(cls) -> frozenset[str]:
+        """The calls declared :func:`short_read`."""
+        return frozenset(name for name in cls.calls() if cls.options(name).short_read)
+
+
+class Client(Calls):
+    """Typed calls to one core through ``ref`` (see the module docstring).
+
+    A subclass names its core (``class StoreClient(Client, core=HistoryStore)``) and must then
+    hold a :func:`remote` of every public method of the core, and nothing else."""
+
+    core: ClassVar[type]
+
+    def __init_subclass__(cls, core: type | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if core is None:
+            return
+        cls.core = core
+        contract, remotes = public_methods(core), cls.remotes()
+        missing, extra = sorted(set(contract) - set(remotes)), sorted(set(remotes) - set(contract))
+        strangers = sorted(n for n, r in remotes.items() if n in contract and r.method is not contract[n])
+        if missing or extra or strangers:
+            raise TypeError(
+                f"{cls.__name__} must hold remote({core.__name__}.<name>) for each public method of "
+                f"{core.__name__}: missing {missing}, not {core.__name__}'s {extra}, another class's {strangers}"
+            )
 
     def __init__(self, ref: ActorRef) -> None:
         self.ref = ref
@@ -107,24 +246,6 @@ class Client:
         attributes = {"memray.actor": self.label, "rpc.method": method}
         with tracing.span(f"{self.label} {method}", attributes, kind="client"):
             return await self.ref.call(method, *args, **kwargs)
-
-    @classmethod
-    def calls(cls) -> list[str]:
-        """The names of the core's methods this client calls (its public coroutine methods)."""
-        return sorted(
-            name for name, member in inspect.getmembers(cls, inspect.iscoroutinefunction) if not name.startswith("_")
-        )
-
-    @classmethod
-    def options(cls, method: str) -> CallOptions:
-        """What is declared on ``method`` (:class:`CallOptions` defaults where nothing is)."""
-        options: CallOptions = getattr(getattr(cls, method), _OPTIONS, CallOptions())
-        return options
-
-    @classmethod
-    def short_reads(cls) -> frozenset[str]:
-        """The calls declared :func:`short_read`."""
-        return frozenset(name for name in cls.calls() if cls.options(name).short_read)
 
     def retrying(self, timeout_s: float = 30.0) -> Self:
         """This client with every call retried while its actor restarts (for cores whose calls

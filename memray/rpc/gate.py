@@ -1,7 +1,7 @@
 """`PriorityGate`: one call at a time into a core that must serve calls singly, most urgent first.
 
 The store actor is threaded (calls arrive concurrently) but DuckDB takes one writer: each call
-passes the gate at the :class:`~memray.rpc.client.Priority` its client method declares.
+passes the gate at the :class:`~memray.rpc.client.Priority` its core method declares.
 """
 
 from __future__ import annotations

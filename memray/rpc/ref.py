@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -137,14 +136,25 @@ class Liveness:
 
     def __init__(self, probe: Callable[[], Awaitable[object]]) -> None:
         self._probe = probe
-        self.answered_at = -math.inf  # loop time of the last answer
         self._asking: asyncio.Task[None] | None = None
+        self._unanswered_since: float | None = None  # loop time of the first probe not answered since
 
     def ask(self) -> None:
-        """Send a probe, unless one is on its way (its answer moves :attr:`answered_at`)."""
+        """Send a probe, unless one is on its way."""
         loop = asyncio.get_running_loop()
         if self._asking is None or self._asking.done() or self._asking.get_loop() is not loop:
+            if self._unanswered_since is None:
+                self._unanswered_since = loop.time()
             self._asking = loop.create_task(self._ask())
+
+    def unanswered_s(self, now: float, since: float) -> float:
+        """How long the process has left probes unanswered (counted from ``since`` at the
+        earliest; 0 once it answered the last one). Measured from a probe's sending, not from
+        the last answer, so a caller whose own loop stalled (a loaded machine) does not take its
+        own delay for the actor's silence."""
+        if self._unanswered_since is None:
+            return 0.0
+        return now - max(self._unanswered_since, since)
 
     async def _ask(self) -> None:
         try:
@@ -152,7 +162,7 @@ class Liveness:
         except Exception as exc:  # dead, restarting: no answer (the call itself will say so)
             log.debug("probe unanswered: %r", exc)
             return
-        self.answered_at = asyncio.get_running_loop().time()
+        self._unanswered_since = None
 
 
 async def watched(
@@ -226,9 +236,9 @@ async def _watch(
                 return
         elif liveness is not None and where is not None and where.state == "ALIVE":
             unplaced_since = None
-            liveness.ask()
             alive_since = now if alive_since is None else alive_since
-            silent_s = now - max(liveness.answered_at, alive_since)
+            silent_s = liveness.unanswered_s(now, alive_since)
+            liveness.ask()
             if silent_s >= bound_s:
                 gave_up.append(UnavailableError(label, _silent(silent_s), waited_s=now - started))
                 reply.cancel()

@@ -43,7 +43,8 @@ from memray.conversation.host import ConversationHost
 from memray.errors import StoreError, UnavailableError, ValidationError
 from memray.ids import stable_hash
 from memray.index.client import ShardClient
-from memray.index.recovery import RecoveringShard, ShardKeeper
+from memray.index.keeper import ShardKeeper
+from memray.index.recovery import RecoveringShard
 from memray.rpc.gate import PriorityGate
 from memray.rpc.ref import Liveness, Placement, watched
 from memray.runtime.deploy import active_model, shard_embedder, shard_model, shard_path, store_label, store_roles
@@ -308,7 +309,7 @@ def _span_name(actor: object, method: str) -> str:
 class StoreActor(Probed, TracedActor, HistoryStore):
     """Opens its file when the actor starts, and again when Ray restarts it. A threaded actor
     whose calls pass one at a time through a :class:`~memray.rpc.gate.PriorityGate`, each at the priority its
-    :class:`~memray.store.client.StoreClient` method declares (see :func:`_gated`).
+    :class:`~memray.store.history.HistoryStore` method declares (see :func:`_gated`).
 
     If the file cannot be opened (another process holds it), the actor does not fail its
     creation — Ray would restart it over and over while callers wait — but answers every call
@@ -354,7 +355,7 @@ def _gated(name: str) -> Callable[..., Any]:
     return call
 
 
-for _name in StoreClient.calls():  # every store method (tests/rpc/test_clients.py), at its declared priority
+for _name in StoreClient.calls():  # every store method (the client holds each one), at its declared priority
     setattr(StoreActor, _name, _gated(_name))
 
 
@@ -420,11 +421,15 @@ class KeyRingActor(ProbedAsync, TracedAsyncActor, KeyRing):
         super().__init__(StoreClient(named_ref(store, namespace, label, placement_timeout_s)))
 
 
-def partitions(names: list[str], ns: str, placement_timeout_s: float = PLACEMENT_TIMEOUT_S) -> StorePartitions:
-    """The clients of the history partitions' actors ``names`` (in partition order) in namespace ``ns``."""
-    return StorePartitions(
-        [StoreClient(named_ref(n, ns, store_label(i, len(names)), placement_timeout_s)) for i, n in enumerate(names)]
-    )
+def partitions(
+    names: list[str],
+    namespace: str,
+    placement_timeout_s: float = PLACEMENT_TIMEOUT_S,
+) -> StorePartitions:
+    """The clients of the history partitions' actors ``names`` (in partition order) in the Ray
+    namespace ``namespace``."""
+    refs = [named_ref(name, namespace, store_label(i, len(names)), placement_timeout_s) for i, name in enumerate(names)]
+    return StorePartitions([StoreClient(ref) for ref in refs])
 
 
 def _check_picklable(embedder: object) -> None:
@@ -449,7 +454,8 @@ class RayDeployment:
         self._keyring: KeyRingClient | None = None
 
     def store_names(self) -> list[str]:
-        """The partitions' actor names, in order (for :func:`partitions` in a job's pool actors)."""
+        """The history partitions' actor names, in partition order (:func:`partitions` makes them
+        a :class:`StorePartitions` in any process: a job's pool actors)."""
         return [f"{self.prefix}:{role}" for role in store_roles(self.config.stores)]
 
     def _options(self, role: str, **extra: Any) -> dict[str, Any]:

@@ -137,7 +137,8 @@ class LocalDeployment:
 
     async def _reconcile_if_forked(self, i: int) -> None:
         """A fork's shard reconciles with the store before it serves (:mod:`memray.index.fork`)."""
-        from memray.index.fork import clear_marker, needs_reconcile, read_marker, reconcile_marked, reconcile_shard
+        from memray.index.fork import clear_marker, needs_reconcile, read_marker
+        from memray.index.keeper import reconcile_marked, reconcile_shard
 
         path = shard_path(self.config, i)
         if needs_reconcile(path):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import pydantic
@@ -21,13 +20,13 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memray import __version__, metrics, tracing
-from memray.config import MemoryConfig
 from memray.errors import MemrayError
 from memray.facade.memory import Memory
 from memray.server.auth import AuthError, KeyCache
 from memray.server.problems import of_error, problem
 from memray.server.prometheus import render
 from memray.server.routes import build_router
+from memray.server.settings import ServerSettings
 from memray.tracing import state as _tracing
 
 __all__ = ["ServerSettings", "build_app", "HTTP_REQUESTS", "HTTP_SECONDS"]
@@ -36,19 +35,6 @@ HTTP_REQUESTS = metrics.Counter("memray_http_requests_total", "HTTP requests ans
 HTTP_SECONDS = metrics.Histogram(
     "memray_http_request_seconds", "HTTP request latency in the replica", metrics.LATENCY_BOUNDARIES_S, ("route",)
 )
-
-
-@dataclass(frozen=True)
-class ServerSettings:
-    """What ``memray serve`` passes to each replica."""
-
-    config: MemoryConfig
-    replicas: int = 1
-    auth: bool = True
-    max_body_bytes: int = 4 * 1024 * 1024
-    allowed_origins: tuple[str, ...] = ("http://127.0.0.1", "http://localhost", "http://[::1]")
-    otlp_endpoint: str | None = None
-    mcp_app: str = "default"  # the app MCP tools act on when auth is off (a key names its own)
 
 
 def build_app(mem: Memory, keys: KeyCache | None, settings: ServerSettings) -> ASGIApp:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import json
-from collections.abc import Callable
 from typing import Any
 
+from memray.cli_args import DefaultsHelpFormatter, add_data_dir
 from memray.config import MemoryConfig
 from memray.errors import ValidationError
 
@@ -47,8 +47,8 @@ def _serve(args: argparse.Namespace) -> int:
         raise ValidationError(
             "--no-auth", args.host, "is allowed on a loopback host only", "bind --host 127.0.0.1, or use keys"
         )
-    from memray.server.api import ServerSettings
     from memray.server.deployment import serve_forever
+    from memray.server.settings import ServerSettings
 
     origins = tuple(args.allow_origin) or ServerSettings.allowed_origins
     settings = ServerSettings(
@@ -113,17 +113,17 @@ def _key_line(row: dict[str, Any]) -> str:
     return f"{row['key_id']}  {state:7}  app={row['app']}  user={user}  {mode}  {row['label'] or ''}".rstrip()
 
 
-def add_parsers(sub: Any, formatter: type[argparse.HelpFormatter], add_data_dir: Callable[..., None]) -> None:
-    """``serve``, ``mcp`` and ``keys`` under the ``memray`` command; ``add_data_dir`` gives each its
-    PATH as every memray command takes it (:func:`memray.cli.add_data_dir`)."""
+def add_parsers(sub: Any) -> None:
+    """``serve``, ``mcp`` and ``keys`` under the ``memray`` command, each taking its PATH as every
+    memray command does (:func:`memray.cli_args.add_data_dir`)."""
     serve = sub.add_parser(
         "serve",
         help="serve memray over HTTP: REST under /v1, MCP at /mcp (Ray Serve)",
-        formatter_class=formatter,
+        formatter_class=DefaultsHelpFormatter,
         description="Opens the memray at PATH (a local Ray, or --address), and serves it on Ray Serve. "
         "Every route but /healthz and /readyz needs a key (memray keys create). Ctrl-C stops it.",
     )
-    _common(serve, add_data_dir)
+    _common(serve)
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
     serve.add_argument("--port", type=int, default=8000, help="port to listen on")
     serve.add_argument("--replicas", type=int, default=1, help="Serve replicas (HTTP side; the actors are shared)")
@@ -150,18 +150,18 @@ def add_parsers(sub: Any, formatter: type[argparse.HelpFormatter], add_data_dir:
     mcp = sub.add_parser(
         "mcp",
         help="MCP over stdio, for desktop clients",
-        formatter_class=formatter,
+        formatter_class=DefaultsHelpFormatter,
         description="Runs memray's MCP tools over stdin/stdout for one local client (no keys: the "
         "client runs this process as you). In-process unless --address joins a running memray.",
     )
-    _common(mcp, add_data_dir)
+    _common(mcp)
     mcp.add_argument("--app", default="default", help="the app the tools act on")
     mcp.set_defaults(func=_mcp)
 
     keys = sub.add_parser(
         "keys",
         help="API keys of memray serve: create, list, revoke",
-        formatter_class=formatter,
+        formatter_class=DefaultsHelpFormatter,
         description="The keys memray serve checks on every request, each bound to one app (optionally one "
         "user, optionally read-only); the store keeps their digests. Joins the memray running on PATH, if one is.",
     )
@@ -169,10 +169,10 @@ def add_parsers(sub: Any, formatter: type[argparse.HelpFormatter], add_data_dir:
     create = actions.add_parser(
         "create",
         help="a new key; its last line of output is the key",
-        formatter_class=formatter,
+        formatter_class=DefaultsHelpFormatter,
         description="Create a key for --app (and --user); the key itself is printed once, as the last line.",
     )
-    _common(create, add_data_dir)
+    _common(create)
     create.add_argument("--app", required=True, help="the app the key reaches")
     create.add_argument("--user", default=None, help="bind the key to this user (default: every user of the app)")
     create.add_argument("--read-only", action="store_true", help="the key can only read")
@@ -180,25 +180,25 @@ def add_parsers(sub: Any, formatter: type[argparse.HelpFormatter], add_data_dir:
     listing = actions.add_parser(
         "list",
         help="every key, revoked ones too",
-        formatter_class=formatter,
+        formatter_class=DefaultsHelpFormatter,
         description="Every key's id, state, app, user, mode and label (never the key).",
     )
-    _common(listing, add_data_dir)
+    _common(listing)
     listing.add_argument("--app", default=None, help="only this app's keys (default: every app's)")
     listing.add_argument("--json", action="store_true", help="one JSON object per line")
     revoke = actions.add_parser(
         "revoke",
         help="revoke a key (refused at once)",
-        formatter_class=formatter,
+        formatter_class=DefaultsHelpFormatter,
         description="Revoke the key KEY_ID (memray keys list shows ids): every server refuses it from then on.",
     )
-    _common(revoke, add_data_dir)
+    _common(revoke)
     revoke.add_argument("key_id", help="the key's id (memray keys list)")
     for parser in (create, listing, revoke):
         parser.set_defaults(func=_keys)
 
 
-def _common(parser: argparse.ArgumentParser, add_data_dir: Callable[..., None]) -> None:
+def _common(parser: argparse.ArgumentParser) -> None:
     add_data_dir(parser, "the data directory (default: ./memray-data)", default="./memray-data")
     parser.add_argument(
         "--address",

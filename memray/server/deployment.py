@@ -31,8 +31,9 @@ import memray
 from memray import tracing
 from memray.config import MemoryConfig
 from memray.facade.memory import Memory
-from memray.server.api import ServerSettings, build_app
+from memray.server.api import build_app
 from memray.server.auth import KeyCache
+from memray.server.settings import ServerSettings
 
 __all__ = [
     "MemrayIngress",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
@@ -27,9 +27,7 @@ from memray.facade.service import scope_of
 from memray.models import SearchRequest
 from memray.server.auth import AuthError, KeyCache, authorize, presented_key
 from memray.server.problems import problem
-
-if TYPE_CHECKING:
-    from memray.server.api import ServerSettings
+from memray.server.settings import ServerSettings
 
 __all__ = ["build_mcp", "mcp_server"]
 

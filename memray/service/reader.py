@@ -15,8 +15,9 @@ from memray.embedding.query import QueryEncoder
 from memray.errors import ValidationError
 from memray.ids import Namespace, entry_namespace, validate_id, validate_project_id
 from memray.models import MemoryEntry, MemoryResult, RetrievalMode, SearchMemoryResponse, SearchRequest
-from memray.scoring import Scoring, Stream, Window, stream_of, window
+from memray.ranking import Scoring, Stream, stream_of
 from memray.service.entries import unscored
+from memray.sim_time import Window, window
 from memray.store.partitions import StorePartitions
 from memray.store.rows import EntryRow, row_to_entry
 from memray.text import tokenize
@@ -73,7 +74,7 @@ class EntryReader:
         """Like :meth:`search`, over exactly the scopes listed (``None``: the global entries):
         ``search`` always includes the global entries, this includes only what is asked for.
         Ranked and scored as ``search``; no scopes, no results. ``scoring`` and ``bounds`` (a
-        :class:`~memray.scoring.Window`) as the request fields of :meth:`search`."""
+        :class:`~memray.sim_time.Window`) as the request fields of :meth:`search`."""
         validate_id("app", app)
         validate_id("user_id", user_id)
         scopes = [None if p is None else validate_project_id(p) for p in dict.fromkeys(project_ids)]

@@ -11,7 +11,8 @@ import pyarrow as pa
 
 from memray.errors import ValidationError
 from memray.ids import ConversationKey
-from memray.scoring import Window
+from memray.models.filter import MessageFilter
+from memray.sim_time import Window
 from memray.store.database import Database
 from memray.store.rows import MessageRow
 from memray.store.schema import MESSAGE_COLUMNS, ROLES, message_batch
@@ -138,36 +139,24 @@ def _touch_conversations(db: Database, source: str, is_new: str, version: int) -
                    least(a.first_at, {now}), {now}, a.max_seq, a.user_hash, {version})""")
 
 
-def get_messages(
-    db: Database,
-    key: ConversationKey,
-    limit: int | None = None,
-    before_seq: int | None = None,
-    after_seq: int | None = None,
-    roles: list[str] | None = None,
-    metadata: dict[str, Any] | None = None,
-    window: Window | None = None,
-    agent_id: str | None = None,
-    sub_agent_id: str | None = None,
-) -> list[MessageRow]:
-    """Messages of one conversation by seq; ``limit`` = the most recent N matching, oldest first.
-    ``window`` keeps simulation times in ``[after, before)`` and creation times in
-    ``[created_after, created_before)`` (:class:`~memray.scoring.Window`); ``agent_id`` /
-    ``sub_agent_id`` keep that agent's messages."""
+def get_messages(db: Database, key: ConversationKey, where: MessageFilter) -> list[MessageRow]:
+    """Messages of one conversation that ``where`` keeps (:class:`~memray.models.filter.MessageFilter`),
+    by seq: its ``limit`` = the most recent N matching, oldest first."""
+    limit, roles, metadata = where.limit, where.roles, where.metadata
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise ValidationError("limit", limit, "must be a non-negative integer or None")
     if limit == 0:
         return []
-    where = ["app = ?", "user_id = ?", "conversation_id = ?"]
+    clauses = ["app = ?", "user_id = ?", "conversation_id = ?"]
     params: list[Any] = [key.app, key.user_id, key.conversation_id]
-    if before_seq is not None:
-        where.append("seq < ?")
-        params.append(int(before_seq))
-    if after_seq is not None:
-        where.append("seq > ?")
-        params.append(int(after_seq))
-    if window is not None:
-        w = Window(*window)
+    if where.before_seq is not None:
+        clauses.append("seq < ?")
+        params.append(int(where.before_seq))
+    if where.after_seq is not None:
+        clauses.append("seq > ?")
+        params.append(int(where.after_seq))
+    if where.window is not None:
+        w = Window(*where.window)
         for column, op, bound in (
             ("sim_time", ">=", w.after),
             ("sim_time", "<", w.before),
@@ -175,11 +164,11 @@ def get_messages(
             ("created_at", "<", w.created_before),
         ):
             if bound is not None:
-                where.append(f"{column} {op} ?")
+                clauses.append(f"{column} {op} ?")
                 params.append(float(bound))
-    for column, value in (("agent_id", agent_id), ("sub_agent_id", sub_agent_id)):
+    for column, value in (("agent_id", where.agent_id), ("sub_agent_id", where.sub_agent_id)):
         if value is not None:
-            where.append(f"{column} = ?")
+            clauses.append(f"{column} = ?")
             params.append(value)
     if roles is not None:
         bad = [r for r in roles if r not in ROLES]
@@ -187,9 +176,9 @@ def get_messages(
             raise ValidationError("roles", bad, f"must be among {ROLES}")
         if not roles:
             return []
-        where.append(f"role IN ({', '.join('?' for _ in roles)})")
+        clauses.append(f"role IN ({', '.join('?' for _ in roles)})")
         params.extend(roles)
-    query = f"SELECT {_COLS} FROM messages WHERE {' AND '.join(where)} ORDER BY seq DESC"
+    query = f"SELECT {_COLS} FROM messages WHERE {' AND '.join(clauses)} ORDER BY seq DESC"
     if metadata is None and limit is not None:
         query += f" LIMIT {limit}"
     if metadata is None:

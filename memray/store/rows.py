@@ -34,7 +34,7 @@ class MessageRow(NamedTuple):
     metadata_json: str
     created_at: float
     text: str
-    sim_time: float | None = None  # simulated seconds (memray.scoring)
+    sim_time: float | None = None  # simulated seconds (memray.sim_time)
     importance: float | None = None  # in [0, 1]
     agent_id: str | None = None
     sub_agent_id: str | None = None

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from memray.ids import ConversationKey
 from memray.models import Message
+from memray.models.filter import ALL_MESSAGES, MessageFilter
 from memray.rpc.local import LocalRef
-from memray.scoring import Window
 from memray.store.base import WMScope
 from memray.store.client import StoreClient
 from memray.store.history import HistoryStore
@@ -37,20 +36,9 @@ class CountingStore(HistoryStore):
             [message_to_row(key, m.model_copy(update={"seq": first + i})) for i, m in enumerate(messages)]
         )
 
-    def get_messages(
-        self,
-        key: ConversationKey,
-        limit: int | None = None,
-        before_seq: int | None = None,
-        after_seq: int | None = None,
-        roles: list[str] | None = None,
-        metadata: dict[str, Any] | None = None,
-        window: Window | None = None,
-        agent_id: str | None = None,
-        sub_agent_id: str | None = None,
-    ) -> list[MessageRow]:
-        self.get_messages_calls.append(after_seq)
-        return super().get_messages(key, limit, before_seq, after_seq, roles, metadata, window, agent_id, sub_agent_id)
+    def get_messages(self, key: ConversationKey, where: MessageFilter = ALL_MESSAGES) -> list[MessageRow]:
+        self.get_messages_calls.append(where.after_seq)
+        return super().get_messages(key, where)
 
     def put_working_memory(
         self,

@@ -2,7 +2,7 @@
 
 The persist debounce is set to a minute, so nothing written here reaches the store, the embedder
 or a shard during a test unless the test flushes: a search that finds a message just added can
-only have found it in the conversation's read-your-writes tail (memray.conversation.tail).
+only have found it in the conversation's read-your-writes tail (memray.conversation.read_your_writes).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 import memray
 from memray import SearchRequest
 from memray.config import EmbedderConfig
-from memray.conversation.written import Written
+from memray.conversation.read_your_writes import Written
 
 MODES = ["inprocess", pytest.param("ray", marks=pytest.mark.ray)]
 APP = "ryw"

@@ -1,6 +1,7 @@
-"""The read-your-writes tail, piece by piece: what a host keeps and the stamp check that closes the
-race between a shard's answer and the host's (module doc of memray.conversation.tail). How the
-caller scores it: tests/index/test_scorer.py, against the reference of the scoring rule."""
+"""The read-your-writes tail, piece by piece: what a host keeps, what the caller's process keeps,
+and the stamp check that closes the race between a shard's answer and the host's (module doc of
+memray.conversation.read_your_writes). How the caller scores it: tests/index/test_scorer.py,
+against the reference of the scoring rule."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ from typing import Any
 
 from memray.conversation.buffer import MessageBuffer
 from memray.conversation.client import HostClient
-from memray.conversation.core import Conversation
 from memray.conversation.persist import PersistChain
+from memray.conversation.read_your_writes import Tail, Written
 from memray.conversation.reads import ContextRead, SearchRead
 from memray.conversation.recall import Recall
-from memray.conversation.tail import Tail, TailKeeper
+from memray.conversation.state import Conversation
 from memray.embedding.calibration import Calibration
 from memray.embedding.pipeline import PendingItem
 from memray.embedding.query import QueryEncoder
@@ -48,14 +49,14 @@ def test_a_conversation_keeps_what_it_acknowledged_until_the_shard_confirms_that
 async def _keeps_until_confirmed() -> None:
     conv = make_conversation(KEY)
     conv.add([msg(0, "first draft"), msg(0, "ignored: same id, merged"), Message(id="t", role="tool", parts=[])])
-    assert [m.id for m in TailKeeper.tail(conv).messages] == ["m0"]  # a message without text is never indexed
-    stored = TailKeeper.tail(conv).messages[0]
+    assert [m.id for m in conv.unindexed_tail().messages] == ["m0"]  # a message without text is never indexed
+    stored = conv.unindexed_tail().messages[0]
     conv.add([msg(0, "second draft")])  # a newer version, acknowledged before the old one is confirmed
-    TailKeeper.indexed(conv, [PendingItem(NS, "m0", stored.text, 1.0)], stamp=7)
-    tail = TailKeeper.tail(conv)
+    conv.indexed([PendingItem(NS, "m0", stored.text, 1.0)], stamp=7)
+    tail = conv.unindexed_tail()
     assert [m.text for m in tail.messages] == ["second draft"] and tail.stamp == 7  # the newer version stays
-    TailKeeper.indexed(conv, [PendingItem(NS, "m0", "second draft", 1.0)], stamp=9)
-    assert TailKeeper.tail(conv) == Tail([], 9) and conv.unindexed is None
+    conv.indexed([PendingItem(NS, "m0", "second draft", 1.0)], stamp=9)
+    assert conv.unindexed_tail() == Tail([], 9) and conv.unindexed is None
 
 
 class FakeRouter:
@@ -134,8 +135,6 @@ def test_a_search_finds_what_this_process_wrote_until_the_shard_holds_it() -> No
 def test_what_a_host_says_is_indexed_is_forgotten_but_not_what_it_had_not_seen() -> None:
     """context() hands the host's answer to Written: messages the host held (seq up to its newest)
     and no longer has in its tail are indexed; one added after the host answered is kept."""
-    from memray.conversation.written import Written
-
     written = Written()
     written.add(KEY, [msg(0, "one"), msg(1, "two")], [1, 2])
     written.confirmed(KEY, Tail([msg(1, "two")], 0), last_seq=2)

@@ -8,8 +8,8 @@ import jsonschema
 import pytest
 from pydantic import BaseModel
 
-from memray.conversation.note import WorkingMemorySpec, deep_merge
 from memray.conversation.working_memory import WorkingMemory
+from memray.conversation.working_memory_spec import WorkingMemorySpec, deep_merge
 from memray.errors import ConflictError, ValidationError
 from memray.store.client import StoreClient
 from memray.store.partitions import StorePartitions

@@ -17,7 +17,8 @@ from memray.ids import Namespace
 from memray.index import IndexItem, VectorShard, scorer
 from memray.index.hnsw import HnswIndex
 from memray.index.search import AppSearch, NamespaceSearch, Query, ShardReply, ShardSearch, UserSearch
-from memray.scoring import Stream, Window
+from memray.ranking import Stream
+from memray.sim_time import Window
 from memray.store.base import IndexRow
 from tests.index.conftest import unit
 from tests.index.test_scorer import robust, same

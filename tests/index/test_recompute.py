@@ -14,9 +14,9 @@ from memray.embedding.recompute import recomputer
 from memray.ids import ConversationKey, Namespace, conversation_namespace
 from memray.index import IndexItem
 from memray.index.client import ShardClient
-from memray.index.fork import reconcile_marked
+from memray.index.keeper import ShardKeeper, level_shard, reconcile_marked
 from memray.index.recompute import Recompute
-from memray.index.recovery import RecoveringShard, ShardKeeper, level_shard
+from memray.index.recovery import RecoveringShard
 from memray.rpc.local import LocalRef
 from memray.store.client import StoreClient
 from memray.store.history import HistoryStore

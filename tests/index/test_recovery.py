@@ -17,7 +17,8 @@ from memray.errors import UnavailableError
 from memray.ids import ConversationKey, Namespace, conversation_namespace, user_hash
 from memray.index import IndexItem
 from memray.index.client import ShardClient
-from memray.index.recovery import RecoveringShard, ShardKeeper, level_shard
+from memray.index.keeper import ShardKeeper, level_shard
+from memray.index.recovery import RecoveringShard
 from memray.rpc.local import LocalRef
 from memray.store.client import StoreClient
 from memray.store.history import HistoryStore

@@ -17,14 +17,15 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from memray.config import IndexConfig
-from memray.conversation.tail import TailSearch, score_tails
+from memray.conversation.read_your_writes import TailSearch, score_tails
 from memray.ids import Namespace
 from memray.index import IndexItem, VectorShard, scorer
 from memray.index.base import ShardHit, normalise
 from memray.index.scorer import SPARSE_ABOVE, Search, score
 from memray.index.search import AppSearch, NamespaceSearch, Query, ShardSearch, UserSearch
 from memray.models import Message
-from memray.scoring import Stream, Window
+from memray.ranking import Stream
+from memray.sim_time import Window
 from tests.support import scoring_reference as ref
 
 DIM = 6

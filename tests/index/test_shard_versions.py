@@ -99,3 +99,14 @@ def test_stage_abort_drops_the_stage(tmp_path: Path) -> None:
     assert shard.stats()["staged_model_id"] is None
     with pytest.raises(ModelMismatchError):
         shard.stage_upsert(rows(new, range(1)), NEW)
+
+
+def test_staged_rows_of_another_dim_are_refused_before_any_is_written(tmp_path: Path) -> None:
+    shard, old, new = seeded(tmp_path, n=5)
+    shard.stage_begin(NEW, 8)
+    unknown = IndexRow(NS, "new-item", new[0], "words never seen", 50.0)
+    wrong = IndexRow(NS, "m1", old[1], "text 1", 1.0)  # the old model's 16 floats
+    with pytest.raises(ModelMismatchError, match="dim 16"):
+        shard.stage_upsert([unknown, wrong], NEW)
+    assert shard.stats()["staged_vectors"] == 0 and shard.stats()["items"] == 5
+    assert find(shard, [NS], None, "words never seen", 1, "lexical") == []

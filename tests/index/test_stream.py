@@ -17,7 +17,8 @@ from memray.ids import Namespace
 from memray.index import IndexItem, VectorShard
 from memray.index.columns import ItemColumns, columns_of, snapshot_columns
 from memray.index.scorer import in_window, stream_scores
-from memray.scoring import Stream, Window
+from memray.ranking import Stream
+from memray.sim_time import Window
 from memray.store.base import IndexRow
 from tests.index.conftest import query, unit
 

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 import memray
-from jobs import backfill_embeddings, backfill_summaries
-from jobs.common import InjectedFailure, ProgressFile
 from memray.config import EmbedderConfig, SummarizerConfig
 from memray.embedding import HashEmbedder
 from memray.errors import ValidationError
+from memray.jobs import backfill_embeddings, backfill_summaries
+from memray.jobs.common import InjectedFailure, ProgressFile
 
 pytestmark = pytest.mark.ray
 

@@ -1,19 +1,37 @@
-"""Job arguments without Ray: model specs, config from flags, progress files, fail points, the pool
-plan, stopping on a deadline or Ctrl-C, and the progress line."""
+"""Job arguments without Ray: the entry points, model specs, config from flags, progress files,
+fail points, the pool plan, stopping on a deadline or Ctrl-C, and the progress line."""
 
 from __future__ import annotations
 
+import importlib
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 import memray
-from jobs.backfill_embeddings import build_parser, parse_model
-from jobs.common import InjectedFailure, ProgressFile, config_from_args, fail_point
-from jobs.control import EXIT_CODES, Meter, Stop
-from jobs.resources import plan_pool
 from memray.errors import ValidationError
+from memray.jobs.backfill_embeddings import build_parser, parse_model
+from memray.jobs.common import InjectedFailure, ProgressFile, config_from_args, fail_point
+from memray.jobs.control import EXIT_CODES, Meter, Stop
+from memray.jobs.resources import plan_pool
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("job", ["backfill_embeddings", "backfill_summaries"])
+def test_each_entry_point_runs_its_job_in_the_package(job: str) -> None:
+    """``python -m jobs.<job>`` (what ``ray job submit`` runs) is the job of ``memray.jobs.<job>``."""
+    entry, package = importlib.import_module(f"jobs.{job}"), importlib.import_module(f"memray.jobs.{job}")
+    assert (entry.main, entry.run) == (package.main, package.run)
+    shown = subprocess.run(
+        [sys.executable, "-m", f"jobs.{job}", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith(f"usage: python -m jobs.{job} [-h]")
+    assert "--workers" in shown.stdout and "(default:" in shown.stdout
 
 
 def test_parse_model_specs() -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from jobs.writers import PartitionWriters
 from memray.ids import Namespace, user_hash
+from memray.jobs.writers import PartitionWriters
 from memray.rpc.local import LocalRef
 from memray.store.client import StoreClient
 from memray.store.history import HistoryStore

@@ -1,32 +1,30 @@
-"""Each typed client against its core: the same public methods with the same signatures, each
-client method forwarding exactly its own name and its own arguments, and the call priorities the
-store actor orders its queue by.
+"""Each typed client against its core.
 
-The cores are read independently of the clients (their public methods, by inspection), so a
-method added to a core without its client method, a signature changed on one side only, or a
-client method that sends another method's name fails here.
+A client's calls are derived from its core's methods (:func:`memray.rpc.client.remote`), so a
+signature cannot differ between the two: what can still go wrong is a core method without its
+client line, a line that names another method, a route that reads a parameter its method lacks,
+or a call sent under another name. Each of those fails here (the first three already when the
+module that declares them is imported), and so does a priority moved off the calls that need it.
 """
 
 from __future__ import annotations
 
-import ast
-import inspect
-import textwrap
-import typing
-from collections.abc import Callable
+import asyncio
 from typing import Any
 
 import pytest
 
 from memray.conversation.client import HostClient
 from memray.conversation.host import ConversationHost
+from memray.ids import ConversationKey
 from memray.index.client import ShardClient
 from memray.index.recovery import RecoveringShard
-from memray.rpc.client import Client, Priority
+from memray.rpc.client import Client, Priority, public_methods, remote
 from memray.service.client import KeyRingClient
 from memray.service.keys import KeyRing
-from memray.store.client import StoreClient
+from memray.store.client import StoreCalls, StoreClient
 from memray.store.history import HistoryStore
+from memray.store.routing import by_key, route, route_of, split
 
 PAIRS: list[tuple[type[Client], type]] = [
     (StoreClient, HistoryStore),
@@ -37,54 +35,72 @@ PAIRS: list[tuple[type[Client], type]] = [
 IDS = [client.__name__ for client, _ in PAIRS]
 
 
-def public_methods(cls: type) -> dict[str, Callable[..., Any]]:
-    """Every public method ``cls`` has (inherited ones too), properties and attributes aside."""
-    return {name: member for name, member in inspect.getmembers(cls, inspect.isfunction) if not name.startswith("_")}
+@pytest.mark.parametrize(("client", "core"), PAIRS, ids=IDS)
+def test_a_client_calls_every_public_method_of_its_core_and_no_other(client: type[Client], core: type) -> None:
+    methods = public_methods(core)
+    assert client.calls() == sorted(methods)
+    assert all(client.remotes()[name].method is method for name, method in methods.items())
 
 
-def signature(fn: Callable[..., Any]) -> list[tuple[str, Any, Any, Any]]:
-    """(name, kind, default, resolved annotation) of each parameter after ``self``, then the return.
-    Once a class has been made a Ray actor in this process, Ray has added a keyword parameter of
-    its own (``_ray_trace_ctx``) to its methods and its bases' methods: not part of the core."""
-    hints = typing.get_type_hints(fn)
-    params = [p for p in list(inspect.signature(fn).parameters.values())[1:] if p.name != "_ray_trace_ctx"]
-    out = [(p.name, p.kind, p.default, hints.get(p.name)) for p in params]
-    return [*out, ("return", None, None, hints.get("return"))]
+class Recording:
+    """An ActorRef that answers every call with what it was sent."""
+
+    label = "recording"
+
+    async def call(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
+        return method, args, kwargs
 
 
 @pytest.mark.parametrize(("client", "core"), PAIRS, ids=IDS)
-def test_a_client_has_every_public_method_of_its_core_and_no_other(client: type[Client], core: type) -> None:
-    assert sorted(client.calls()) == sorted(public_methods(core))
-    added = {name for name in vars(client) if not name.startswith("_")}  # what the client class itself defines
-    assert added == set(public_methods(core))
-
-
-@pytest.mark.parametrize(("client", "core"), PAIRS, ids=IDS)
-def test_each_client_method_has_its_cores_signature(client: type[Client], core: type) -> None:
-    for name, method in public_methods(core).items():
-        assert inspect.iscoroutinefunction(getattr(client, name)), f"{client.__name__}.{name} is not async"
-        assert signature(getattr(client, name)) == signature(method), (
-            f"{client.__name__}.{name} differs from {core.__name__}"
-        )
-
-
-@pytest.mark.parametrize(("client", "core"), PAIRS, ids=IDS)
-def test_each_client_method_forwards_its_own_name_and_arguments(client: type[Client], core: type) -> None:
+def test_each_call_sends_its_own_name_and_its_arguments_as_given(client: type[Client], core: type) -> None:
+    view = client(Recording())
     for name in client.calls():
-        fn = inspect.unwrap(getattr(client, name))
-        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
-        (body,) = tree.body[0].body  # type: ignore[attr-defined]
-        call = body.value.value  # return await self._call(...)
-        assert isinstance(call, ast.Call) and ast.unparse(call.func) == "self._call", name
-        sent = [ast.unparse(a) for a in call.args]
-        assert ast.literal_eval(call.args[0]) == name, f"{client.__name__}.{name} sends {sent[0]}"
-        params = list(inspect.signature(fn).parameters.values())[1:]
-        positional = [p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD]
-        by_keyword = {k.arg: ast.unparse(k.value) for k in call.keywords}
-        # each parameter once, in order: positionally, or as name=name
-        assert sent[1:] == [p for p in positional if p not in by_keyword], name
-        assert all(value == key for key, value in by_keyword.items()), name
-        assert sorted([*sent[1:], *by_keyword]) == sorted(p.name for p in params), name
+        sent = asyncio.run(getattr(view, name)(1, "two", three=3))
+        assert sent == (name, (1, "two"), {"three": 3})
+
+
+def test_a_client_missing_a_call_or_naming_another_fails_when_it_is_defined() -> None:
+    with pytest.raises(TypeError, match=r"missing \[.*'pid'"):
+
+        class Partial(Client, core=HistoryStore):
+            open = remote(HistoryStore.open)
+
+    with pytest.raises(TypeError, match="keeps its core method's name"):
+
+        class Renamed(StoreClient):
+            opened = remote(HistoryStore.open)
+
+    calls = {name: remote(getattr(HistoryStore, name)) for name in StoreClient.calls()}
+    calls["ping"] = remote(RecoveringShard.ping)  # the shard's ping, not the store's
+    with pytest.raises(TypeError, match=r"another class's \['ping'\]"):
+        type("Stranger", (Client,), calls, core=HistoryStore)
+
+
+def test_a_route_that_reads_a_parameter_its_method_lacks_cannot_be_bound() -> None:
+    def count(self: object, app: str, user_id: str) -> int:
+        return 0
+
+    with pytest.raises(TypeError, match="no parameter 'key'"):
+        by_key.bind(count)
+    with pytest.raises(TypeError, match="no parameter 'rows'"):
+        split("rows", lambda r: r, list).bind(route(by_key)(count))
+
+
+def test_the_calls_every_store_answers_are_exactly_the_routed_ones() -> None:
+    routed = {name for name, method in public_methods(HistoryStore).items() if route_of(method) is not None}
+    assert set(StoreCalls.calls()) == routed
+    assert set(StoreClient.calls()) - routed == {
+        "pid",
+        "write_stats",
+        "scan_index_rows",
+        "put_entries",
+        "fork_to",
+        "version",
+        "changed_refs",
+        "table_counts",
+        "export_parquet",
+        "purge_exports",
+    }
 
 
 def test_store_priorities_put_commits_first_and_background_work_last() -> None:
@@ -96,6 +112,20 @@ def test_store_priorities_put_commits_first_and_background_work_last() -> None:
     assert not urgent & background
 
 
+def test_short_reads_are_declared_on_the_cores() -> None:
+    assert StoreClient.short_reads() == {"context_extras"}
+    assert ShardClient.short_reads() == {"ping", "search", "search_many", "search_user"}
+
+
 def test_only_host_writes_resend_with_retried() -> None:
     resent = {n: dict(HostClient.options(n).resend) for n in HostClient.calls() if HostClient.options(n).resend}
     assert resent == {"add": {"retried": True}, "add_many": {"retried": True}}
+
+
+def test_a_partitioned_call_goes_to_its_users_partition() -> None:
+    from memray.store.partitions import StorePartitions
+
+    key = ConversationKey("app", "ada", "c1")
+    clients = [StoreClient(Recording()) for _ in range(3)]
+    sent = asyncio.run(StorePartitions(clients).get_messages(key))
+    assert sent == ("get_messages", (key,), {})

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import pickle
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -116,6 +117,32 @@ async def test_a_long_call_to_a_placed_actor_that_answers_its_probes_is_not_cut(
     assert await watched(reply, where, "shard 0", bound_s=0.01, liveness=Liveness(probe), **FAST) == "done"
     await finisher
     assert probe.sent >= 2  # asked while it ran: busy, but alive
+
+
+class StallingWhere(Where):
+    """:class:`Where` whose ``stall_at``-th answer blocks the loop for ``stall_s`` first (a
+    loaded machine, a slow control plane)."""
+
+    def __init__(self, stall_at: int, stall_s: float, *answers: Placement | None | Exception) -> None:
+        super().__init__(*answers)
+        self.stall_at, self.stall_s = stall_at, stall_s
+
+    async def __call__(self) -> Placement | None:
+        if self.asked == self.stall_at:
+            time.sleep(self.stall_s)  # blocks the loop: the stall itself, not a wait for something
+        return await super().__call__()
+
+
+@run
+async def test_a_stall_of_the_callers_own_loop_is_not_taken_for_the_actors_silence() -> None:
+    """The watching loop is blocked for 5x the bound while the actor answers every probe at
+    once: silence counts from a probe left unanswered, never from the last answer."""
+    reply: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    where, probe = StallingWhere(5, 0.05, ALIVE), Probe(answers=True)
+    finisher = asyncio.create_task(finish_after(reply, where, checks=10))
+    assert await watched(reply, where, "shard 0", bound_s=0.01, liveness=Liveness(probe), **FAST) == "done"
+    await finisher
+    assert probe.sent >= 5
 
 
 @run

@@ -177,7 +177,7 @@ def scenario(cluster: Cluster, worker: Any, job: bool) -> dict[str, Any]:
 
         step("job")
         if job:
-            from jobs import backfill_summaries
+            from memray.jobs import backfill_summaries
 
             report = backfill_summaries.run(config, workers=2, cpus_per_worker=0.5, force=True)
             out["job"] = {k: report[k] for k in ("conversations", "updated", "unchanged", "failed")}

@@ -58,8 +58,8 @@ def test_a_request_is_one_trace_across_replica_hosts_shards_and_store(
 ) -> None:
     from ray import serve
 
-    from memray.server.api import ServerSettings
     from memray.server.deployment import application
+    from memray.server.settings import ServerSettings
 
     config = memray.MemoryConfig(path=str(tmp_path / "traced"), mode="ray", hosts=1, shards=1)
     mem = memray.open(config=config)

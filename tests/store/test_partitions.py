@@ -152,12 +152,23 @@ def test_exports_write_one_root_per_partition_and_erasure_purges_the_right_one(p
 
 #: store calls that only make sense for one partition: StorePartitions offers them per partition
 #: (``index_pages`` pages every partition, ``versions`` reads each one's) or through ``clients``
-#: (``memray stats`` asks each partition's ``table_counts``); the server's API keys live in the
-#: first partition (``clients[0]``, the key ring's store)
-PER_PARTITION = {"pid", "scan_index_rows", "table_counts", "version", "put_api_key", "api_keys", "revoke_api_key"}
+#: (``memray stats`` asks each partition's ``table_counts``)
+PER_PARTITION = {"pid", "scan_index_rows", "table_counts", "version"}
 
 
 def test_every_store_call_is_routed_or_taken_per_partition() -> None:
-    """A call added to the store (and its client) must be routed here too, or named above: the
-    cores that serve many users hold a StorePartitions, not a StoreClient."""
+    """A call added to the store (and its client) must be routed here too (a ``@route`` on the
+    store method), or named above: the cores that serve many users hold a StorePartitions."""
     assert set(StoreClient.calls()) - set(dir(StorePartitions)) == PER_PARTITION
+
+
+def test_api_keys_live_on_the_first_partition(pair: Any) -> None:
+    from memray.store.keys import KeyRecord
+
+    three, _, stores = pair
+    record = KeyRecord("k1", "d" * 64, "acme", "ada", True, "ci", 1.0)
+    run(three.put_api_key(record))
+    assert [r.key_id for r in run(three.api_keys(None))] == ["k1"]
+    assert [r.key_id for r in stores[0].api_keys()] == ["k1"]
+    assert stores[1].api_keys() == [] and stores[2].api_keys() == []
+    assert run(three.revoke_api_key("k1", 2.0)) is True and stores[0].api_keys()[0].revoked_at == 2.0

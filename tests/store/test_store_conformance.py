@@ -21,6 +21,7 @@ import pytest
 
 from memray.errors import ConflictError, NotFoundError, ValidationError
 from memray.ids import ConversationKey, Namespace, conversation_namespace, entry_namespace
+from memray.models import MessageFilter
 from memray.rpc.client import Priority
 from memray.rpc.local import LocalRef
 from memray.store.client import StoreClient
@@ -54,9 +55,10 @@ def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     request.getfixturevalue("ray_session")
     import ray
 
-    from memray.runtime.actors import RayRef, StoreActor
+    from memray.runtime.actors import PROBE, RayRef, StoreActor
 
-    handle = ray.remote(StoreActor).options(num_cpus=0, max_concurrency=32).remote(path, "memray-tests")
+    actor = ray.remote(concurrency_groups={PROBE: 1})(StoreActor)  # as RayDeployment makes it
+    handle = actor.options(num_cpus=0, max_concurrency=32).remote(path, "memray-tests")
     client = StoreClient(RayRef(handle, "history store"))
     assert run(client.ping())
     yield client
@@ -106,11 +108,11 @@ def test_message_writes_and_reads_keep_seq_order_and_every_filter(store: StoreCl
     assert stats["commits"] == 1 and stats["rows"] == 2 and stats["busy_s"] > 0
     got = run(store.get_messages(key))
     assert [r.seq for r in got] == [1, 2, 3, 4, 5]
-    assert [r.seq for r in run(store.get_messages(key, limit=2))] == [4, 5]
-    assert [r.seq for r in run(store.get_messages(key, before_seq=3))] == [1, 2]
-    assert [r.seq for r in run(store.get_messages(key, after_seq=3))] == [4, 5]
-    assert [r.seq for r in run(store.get_messages(key, roles=["assistant"]))] == [4]
-    assert [r.seq for r in run(store.get_messages(key, metadata={"tag": "x"}))] == [4]
+    assert [r.seq for r in run(store.get_messages(key, MessageFilter(limit=2)))] == [4, 5]
+    assert [r.seq for r in run(store.get_messages(key, MessageFilter(before_seq=3)))] == [1, 2]
+    assert [r.seq for r in run(store.get_messages(key, MessageFilter(after_seq=3)))] == [4, 5]
+    assert [r.seq for r in run(store.get_messages(key, MessageFilter(roles=["assistant"])))] == [4]
+    assert [r.seq for r in run(store.get_messages(key, MessageFilter(metadata={"tag": "x"})))] == [4]
     fetched = run(
         store.fetch_messages(key.app, key.user_id, [(key.conversation_id, "m5"), (key.conversation_id, "m1")])
     )

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from memray.errors import InvalidIdError, ValidationError
 from memray.ids import ConversationKey
+from memray.models import MessageFilter
 from memray.store.history import HistoryStore
 from memray.store.messages import json_equal
 
@@ -94,19 +95,19 @@ def test_invalid_id_is_an_invalid_id_error(store: HistoryStore) -> None:
 def test_get_messages_filters_compose(store: HistoryStore) -> None:
     roles = ["user", "assistant", "tool", "system"]
     store.append_messages([msg(i, role=roles[i % 4], metadata={"n": i % 3}) for i in range(1, 21)])
-    assert seqs(store.get_messages(KEY, limit=3)) == [18, 19, 20]
-    assert seqs(store.get_messages(KEY, limit=3, before_seq=10)) == [7, 8, 9]
-    assert seqs(store.get_messages(KEY, after_seq=17)) == [18, 19, 20]
-    assert seqs(store.get_messages(KEY, after_seq=5, before_seq=9)) == [6, 7, 8]
-    assert seqs(store.get_messages(KEY, roles=["assistant"], limit=2)) == [13, 17]
-    assert seqs(store.get_messages(KEY, roles=["user", "tool"], metadata={"n": 0}, limit=2)) == [12, 18]
-    assert store.get_messages(KEY, roles=[]) == []
-    assert store.get_messages(KEY, limit=0) == []
+    assert seqs(store.get_messages(KEY, MessageFilter(limit=3))) == [18, 19, 20]
+    assert seqs(store.get_messages(KEY, MessageFilter(limit=3, before_seq=10))) == [7, 8, 9]
+    assert seqs(store.get_messages(KEY, MessageFilter(after_seq=17))) == [18, 19, 20]
+    assert seqs(store.get_messages(KEY, MessageFilter(after_seq=5, before_seq=9))) == [6, 7, 8]
+    assert seqs(store.get_messages(KEY, MessageFilter(roles=["assistant"], limit=2))) == [13, 17]
+    assert seqs(store.get_messages(KEY, MessageFilter(roles=["user", "tool"], metadata={"n": 0}, limit=2))) == [12, 18]
+    assert store.get_messages(KEY, MessageFilter(roles=[])) == []
+    assert store.get_messages(KEY, MessageFilter(limit=0)) == []
     assert store.get_messages(ConversationKey("app", "u1", "other")) == []
     with pytest.raises(ValidationError):
-        store.get_messages(KEY, roles=["robot"])
+        store.get_messages(KEY, MessageFilter(roles=["robot"]))
     with pytest.raises(ValidationError):
-        store.get_messages(KEY, limit=-1)
+        store.get_messages(KEY, MessageFilter(limit=-1))
 
 
 @pytest.mark.parametrize(
@@ -136,7 +137,7 @@ def test_metadata_filter_compares_json_values(store: HistoryStore, want: dict, m
             msg(3),
         ]
     )
-    assert seqs(store.get_messages(KEY, metadata=want)) == matches
+    assert seqs(store.get_messages(KEY, MessageFilter(metadata=want))) == matches
 
 
 def test_json_equal() -> None:
@@ -204,7 +205,50 @@ def test_get_messages_matches_a_list_model(tmp_path_factory, roles, limit, befor
         ]
         if limit is not None:
             model = model[max(0, len(model) - limit) :] if limit else []
-        got = s.get_messages(KEY, limit, before, after, want, None if tag is None else {"t": tag})
+        got = s.get_messages(KEY, MessageFilter(limit, before, after, want, None if tag is None else {"t": tag}))
         assert got == model
+    finally:
+        s.close()
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    n=st.integers(0, 24),
+    limit=st.one_of(st.none(), st.integers(0, 8)),
+    before=st.one_of(st.none(), st.integers(0, 26)),
+    after=st.one_of(st.none(), st.integers(0, 26)),
+    want=st.one_of(st.none(), st.lists(st.sampled_from(["user", "assistant"]), max_size=2)),
+    tag=st.one_of(st.none(), st.integers(0, 2)),
+    since=st.one_of(st.none(), st.integers(0, 24)),
+    until=st.one_of(st.none(), st.integers(0, 24)),
+    agent=st.one_of(st.none(), st.sampled_from(["a", "b"])),
+    sub_agent=st.one_of(st.none(), st.sampled_from(["x", "y"])),
+)
+def test_the_store_and_a_hosts_buffer_keep_the_same_messages_for_one_filter(  # type: ignore[no-untyped-def]
+    tmp_path_factory, n, limit, before, after, want, tag, since, until, agent, sub_agent
+) -> None:
+    """A filter is applied twice: in SQL by the store, in Python by a host over its buffer
+    (:meth:`MessageFilter.keeps`); both must keep the same messages."""
+    from memray.sim_time import Window
+    from memray.store.rows import row_to_message
+
+    rows = [
+        msg(i, role=("user", "assistant", "tool")[i % 3], metadata={"t": i % 3})._replace(
+            sim_time=None if i % 4 == 0 else float(i),
+            agent_id=(None, "a", "b")[i % 3],
+            sub_agent_id=(None, "x", "y")[i % 2],
+        )
+        for i in range(1, n + 1)
+    ]
+    window = None if since is None and until is None else Window(since, until)
+    where = MessageFilter(limit, before, after, want, None if tag is None else {"t": tag}, window, agent, sub_agent)
+    s = HistoryStore(str(tmp_path_factory.mktemp("h") / "h.duckdb"))
+    s.open()
+    try:
+        s.append_messages(rows)
+        kept = [r.seq for r in rows if where.keeps(row_to_message(r))]
+        if limit is not None:
+            kept = kept[max(0, len(kept) - limit) :] if limit else []
+        assert seqs(s.get_messages(KEY, where)) == kept
     finally:
         s.close()

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from memray.ids import Namespace
 from memray.index.lexical import K1, B
-from memray.scoring import Stream, Window
+from memray.ranking import Stream
+from memray.sim_time import Window
 from memray.text import index_terms
 
 

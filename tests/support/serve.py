@@ -41,8 +41,8 @@ class Served:
 def served(ray_session: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     from ray import serve
 
-    from memray.server.api import ServerSettings
     from memray.server.deployment import APP_NAME, deploy
+    from memray.server.settings import ServerSettings
 
     path = Path(tmp_path_factory.mktemp("served")) / "data"
     config = memray.MemoryConfig(path=str(path), mode="ray", hosts=1, shards=1)

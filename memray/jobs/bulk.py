@@ -1,17 +1,17 @@
 """The bulk pass of the re-embedding job: read → embed → write, overlapped.
 
 - **Read**: Ray Data reads the export's Parquet files; each read task reserves
-  :data:`jobs.resources.READ_CPUS` (the pool is sized around it, :func:`jobs.resources.plan_pool`).
+  :data:`memray.jobs.resources.READ_CPUS` (the pool is sized around it, :func:`memray.jobs.resources.plan_pool`).
 - **Embed**: an actor pool (:class:`EmbedBatches`) embeds the rows that need it and returns
   them as Arrow: the ids, and the vectors as a ``fixed_size_list<float32>`` column (null for a
   row it skipped: no text, already on the model).
 - **Write**: this process takes the embedded batches as they come and hands them to one writer
-  per store partition (:class:`jobs.writers.PartitionWriters`), which commits them while the
+  per store partition (:class:`memray.jobs.writers.PartitionWriters`), which commits them while the
   pool embeds the next ones. A batch counts as done once every partition committed its part;
   an export file is done once all of its rows are — that is what the progress file records, so
   a rerun skips finished files and, in the others, rows that already have a vector.
 
-The pass polls its :class:`jobs.control.Stop` about every second: on Ctrl-C or a passed
+The pass polls its :class:`memray.jobs.control.Stop` about every second: on Ctrl-C or a passed
 ``--timeout`` it stops taking batches, lets the writers commit what is queued, records the
 progress and shuts the Ray Data pipeline down (a hung one too).
 """
@@ -32,12 +32,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from jobs.common import ProgressFile, fail_point, log, pool_args
-from jobs.control import Meter, Stop
-from jobs.resources import PoolPlan
-from jobs.writers import PartitionWriters
 from memray.config import EmbedderConfig, MemoryConfig
 from memray.ids import Namespace
+from memray.jobs.common import ProgressFile, fail_point, log, pool_args
+from memray.jobs.control import Meter, Stop
+from memray.jobs.resources import PoolPlan
+from memray.jobs.writers import PartitionWriters
 from memray.store.layout import export_roots
 from memray.store.partitions import StorePartitions
 from memray.store.rows import EmbeddingRow

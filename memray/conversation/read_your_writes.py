@@ -1,13 +1,24 @@
-"""Read-your-writes: the messages a conversation acknowledged that the index may not hold yet.
+"""Read-your-writes: a ``search`` or ``context`` right after an ``add`` finds what it added,
+though the index may not hold it yet.
 
 An ``add`` is acknowledged once its messages are in the host's buffer; they reach the vector
-shard later (debounce, group commit, embedding). So that a ``search`` or ``context`` right after
-an ``add`` still finds them, each conversation keeps its **tail**: the messages acknowledged and
-not yet confirmed indexed (:class:`TailKeeper`, in the host). A search asks the host for the tail
-while the shard searches (concurrently: no extra latency), and scores the tail itself through the
-same scoring kernel as the shard, with the BM25 statistics the shard returns
-(:func:`score_tails`), lexically, and by vector too when the embedder is
-:attr:`~memray.embedding.base.Embedder.recomputable` (the hash embedder: microseconds).
+shard later (debounce, group commit, embedding). Until a shard confirms them, they are kept in
+two places, each giving **tails** (:class:`Tail`: a conversation's messages the shard may lack):
+
+- on the host, per conversation: what it acknowledged and has not seen confirmed indexed
+  (``Conversation.unindexed``, :meth:`~memray.conversation.state.Conversation.unindexed_tail`).
+  ``context`` asks the host for the recent messages anyway, and the host adds the tail (what
+  *any* writer added), so a context sees every message acknowledged before the call.
+- in the caller's process: :class:`Written`, what this process added and has not seen indexed.
+  A ``search`` tells the shard those seqs, the shard says which it holds (those are forgotten),
+  and the rest are tails. So a search finds what this process added (in the conversation, and
+  with ``scope="user"`` in every conversation of the user it wrote to); what another process
+  added is found once indexed (normally well under a second).
+
+The caller scores the tails through the same scoring kernel as the shard, with the BM25
+statistics the shard returns (:func:`score_tails`), lexically, and by vector too when the
+embedder is :attr:`~memray.embedding.base.Embedder.recomputable` (the hash embedder:
+microseconds). The host is asked while the shard searches (concurrently: no extra latency).
 
 The race this closes: a message confirmed indexed *after* the shard answered but *before* the
 host did would be in neither answer. Every host upsert carries an increasing **stamp**; the shard
@@ -17,31 +28,36 @@ confirmed. If the shard's is older, the shard is asked again (it has applied the
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from memray.ids import Namespace
+from memray.ids import ConversationKey, Namespace
 from memray.index.base import ShardHit
 from memray.index.columns import columns_of
 from memray.index.exact import ExactIndex
 from memray.index.lexical import Bm25Stats, LexicalIndex
 from memray.index.scorer import Search, hit_order, score
 from memray.index.search import Query
-from memray.models import Message
-from memray.models.wire import MessageList, decode_messages, encode_messages
+from memray.models import Message, Scope
+from memray.models.wire import decode_messages, encode_messages
 
-if TYPE_CHECKING:
-    from memray.conversation.core import Conversation
-    from memray.embedding.pipeline import PendingItem
+__all__ = ["Tail", "Tails", "RecentAnswers", "Written", "CAP", "TailSource", "TailSearch", "score_tails"]
 
-__all__ = ["Tail", "TailKeeper", "RecentAnswers", "TailSource", "TailSearch", "score_tails"]
+#: At most this many messages this process added are kept for read-your-writes until a search
+#: sees them indexed; past it the oldest conversations' are dropped (found once indexed).
+CAP = 100_000
 
 
 class Tail(NamedTuple):
+    """The messages of one conversation the shard may lack."""
+
     messages: list[Message]  # acknowledged, not confirmed indexed, in seq order
     stamp: int  # the newest indexing stamp confirmed for the conversation (0: none yet)
+
+
+Tails = dict[ConversationKey, Tail]
 
 
 class RecentAnswers(list[tuple[list[Message], Tail]]):
@@ -81,30 +97,107 @@ def _recent_answers(
     )
 
 
-class TailKeeper:
-    """The host's side: which messages of each conversation the index may lack. A conversation
-    adds each message it acknowledges (with text: others are never indexed) to
-    ``Conversation.unindexed`` as the buffer holds it after a merge (:meth:`Conversation.add`)."""
+class Written:
+    """What this process added and has not yet seen indexed (the module docstring): kept by
+    user, then conversation, then message id, with a cap on the total (:data:`CAP`: the oldest
+    conversations go first; they are found once indexed)."""
 
-    @staticmethod
-    def indexed(conv: Conversation, items: Iterable[PendingItem], stamp: int) -> None:
-        """The shard confirmed ``items`` (upserted with ``stamp``): those whose text is the
-        latest acknowledged leave the tail (a newer version stays until it is indexed too)."""
-        conv.indexed_stamp = max(conv.indexed_stamp, stamp)
-        tail = conv.unindexed
-        if not tail:
+    def __init__(self) -> None:
+        # user -> conversation -> message id -> (seq, message)
+        self._by_user: dict[tuple[str, str], dict[ConversationKey, dict[str, tuple[int, Message]]]] = {}
+        self._count = 0
+
+    def add(self, key: ConversationKey, messages: list[Message], seqs: list[int]) -> None:
+        """This process added ``messages`` to ``key`` and got ``seqs``: searches find them until
+        the shard holds them (a message without text is never indexed, so is not kept)."""
+        mine = self._by_user.setdefault((key.app, key.user_id), {}).setdefault(key, {})
+        for msg, seq in zip(messages, seqs):
+            if msg.text:
+                self._count += msg.id not in mine
+                mine[msg.id] = (seq, msg)
+        while self._count > CAP:
+            user = next(iter(self._by_user))
+            convs = self._by_user[user]
+            self._count -= len(convs.pop(next(iter(convs))))
+            if not convs:
+                del self._by_user[user]
+
+    def forget(self, key: ConversationKey, ids: list[str] | None = None) -> int:
+        """Drop what this process wrote to ``key`` (or only ``ids``): deleted messages must not
+        come back from here. Returns how many were dropped."""
+        convs = self._by_user.get((key.app, key.user_id), {})
+        mine = convs.get(key, {})
+        gone = [i for i in (list(mine) if ids is None else ids) if mine.pop(i, None) is not None]
+        self._count -= len(gone)
+        if not mine:
+            convs.pop(key, None)
+        if not convs:
+            self._by_user.pop((key.app, key.user_id), None)
+        return len(gone)
+
+    def forget_user(self, app: str, user_id: str) -> int:
+        """Drop everything this process wrote for the user (erasure). Returns how many."""
+        convs = self._by_user.pop((app, user_id), {})
+        gone = sum(len(mine) for mine in convs.values())
+        self._count -= gone
+        return gone
+
+    def confirmed(self, key: ConversationKey, tail: Tail, last_seq: int) -> None:
+        """Forget what this process wrote to ``key`` that its host says is indexed: ``tail`` is
+        what the host had not seen indexed when it answered, ``last_seq`` the newest seq it held
+        then (a message this process added after that answer is kept: the host had not seen it).
+        context() learns this from the host's answer, so agents that only ask for contexts keep
+        nothing here once their messages are indexed."""
+        convs = self._by_user.get((key.app, key.user_id), {})
+        mine = convs.get(key)
+        if not mine:
             return
-        for item in items:
-            msg = tail.get(item.doc_id)
-            if msg is not None and msg.text == item.text:
-                del tail[item.doc_id]
-        if not tail:
-            conv.unindexed = None
+        unindexed = {m.id for m in tail.messages}
+        gone = [mid for mid, (seq, _) in mine.items() if seq <= last_seq and mid not in unindexed]
+        for mid in gone:
+            del mine[mid]
+        self._count -= len(gone)
+        if not mine:
+            del convs[key]
+            if not convs:
+                del self._by_user[(key.app, key.user_id)]
 
-    @staticmethod
-    def tail(conv: Conversation) -> Tail:
-        msgs = sorted(conv.unindexed.values(), key=lambda m: m.seq or 0) if conv.unindexed else []
-        return Tail(MessageList(msgs), conv.indexed_stamp)  # pickles as columns (memray.models.wire)
+    def count_user(self, app: str, user_id: str) -> int:
+        """Messages of the user this process holds for read-your-writes (0 after an erasure)."""
+        return sum(len(mine) for mine in self._by_user.get((app, user_id), {}).values())
+
+    def unseen(self, key: ConversationKey, scope: Scope) -> dict[ConversationKey, dict[str, tuple[int, Message]]]:
+        """What this process wrote and has not seen indexed, in ``key``'s conversation or (scope
+        "user") every conversation of its user."""
+        convs = self._by_user.get((key.app, key.user_id), {})
+        if scope == "conversation":
+            return {key: convs[key]} if key in convs else {}
+        return dict(convs)
+
+    def seen(
+        self, key: ConversationKey, held: dict[Namespace, list[int]], skip: ConversationKey | None = None
+    ) -> Tails:
+        """Forget what the shard said it holds; the tails of what it does not (but ``skip``'s:
+        context() has that conversation's tail from its host)."""
+        convs = self._by_user.get((key.app, key.user_id), {})
+        tails: Tails = {}
+        for ns, seqs in held.items():
+            k = ConversationKey(ns.app, ns.user_id, ns.scope)
+            mine = convs.get(k)
+            if mine is None:
+                continue
+            if seqs:
+                indexed = set(seqs)
+                for mid in [m for m, (seq, _) in mine.items() if seq in indexed]:
+                    del mine[mid]
+                    self._count -= 1
+            if not mine:
+                del convs[k]
+            elif k != skip:
+                tails[k] = Tail([m.model_copy(update={"seq": seq}) for seq, m in mine.values()], 0)
+        if not convs:
+            self._by_user.pop((key.app, key.user_id), None)
+        return tails
 
 
 class TailSource:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from types import FrameType
 
-from jobs.common import log
+from memray.jobs.common import log
 
 __all__ = ["Stop", "Meter", "EXIT_CODES"]
 

@@ -8,21 +8,23 @@ runs whole without interleaving: seq assignment and buffer merges are atomic per
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from memray.conversation.buffer import MessageBuffer
 from memray.conversation.persist import PersistChain
+from memray.conversation.read_your_writes import Tail
 from memray.ids import ConversationKey
 from memray.models import Message
-from memray.scoring import Window
+from memray.models.wire import MessageList
 from memray.store.base import ConversationSnapshot
 from memray.store.rows import row_to_message
 
 if TYPE_CHECKING:
+    from memray.embedding.pipeline import PendingItem
     from memray.store.deadletter import DeadLetter
 
-__all__ = ["Conversation", "matches"]
+__all__ = ["Conversation", "overlay"]
 
 
 class Conversation:
@@ -41,7 +43,7 @@ class Conversation:
         "unsummarized_tokens",
         "summarizing",
         "outside",
-        "tail",
+        "last_queued_add",
         "failed",
         "lost",
         "corrected",
@@ -69,11 +71,13 @@ class Conversation:
         # ids re-added with the seq they already had (stored, or lost in a restart): they sit in
         # the buffer out of tail order until their write commits
         self.outside: set[str] | None = None
-        self.tail: asyncio.Future[None] | None = None  # the last add waiting to assign seqs (ordered)
+        # the last add queued for its turn to assign seqs (adds that need a store lookup queue up)
+        self.last_queued_add: asyncio.Future[None] | None = None
         self.failed: list[DeadLetter] | None = None  # dead letters not yet reported to a flush
         self.lost: dict[str, int] | None = None  # id -> seq acknowledged before a restart, not stored
         self.corrected = 0  # ids the store kept under another seq than the one given here (see WritePath)
-        self.unindexed: dict[str, Message] | None = None  # the read-your-writes tail (memray.conversation.tail)
+        # the read-your-writes tail (memray.conversation.read_your_writes): acknowledged, not seen indexed
+        self.unindexed: dict[str, Message] | None = None
         self.indexed_stamp = 0
 
     @classmethod
@@ -146,7 +150,7 @@ class Conversation:
                     self.outside.add(msg.id)
             stored = self.buffer.add(msg, self.last_seq if seq is None else seq)
             seqs.append(stored.seq or 0)
-            if stored.text:  # the read-your-writes tail (memray.conversation.tail): until indexed
+            if stored.text:  # the read-your-writes tail (memray.conversation.read_your_writes): until indexed
                 if self.unindexed is None:
                     self.unindexed = {}
                 self.unindexed[stored.id] = stored
@@ -178,6 +182,28 @@ class Conversation:
         failed, self.failed = self.failed or [], None
         return failed
 
+    # -- read-your-writes (memray.conversation.read_your_writes) ------------------------------
+    def unindexed_tail(self) -> Tail:
+        """The messages acknowledged here that the shard has not confirmed indexed (each with
+        text, as the buffer holds it after a merge: :meth:`add` keeps them), in seq order, and
+        the newest indexing stamp confirmed."""
+        msgs = sorted(self.unindexed.values(), key=lambda m: m.seq or 0) if self.unindexed else []
+        return Tail(MessageList(msgs), self.indexed_stamp)  # pickles as columns (memray.models.wire)
+
+    def indexed(self, items: Iterable[PendingItem], stamp: int) -> None:
+        """The shard confirmed ``items`` (upserted with ``stamp``): those whose text is the
+        latest acknowledged leave the tail (a newer version stays until it is indexed too)."""
+        self.indexed_stamp = max(self.indexed_stamp, stamp)
+        tail = self.unindexed
+        if not tail:
+            return
+        for item in items:
+            msg = tail.get(item.doc_id)
+            if msg is not None and msg.text == item.text:
+                del tail[item.doc_id]
+        if not tail:
+            self.unindexed = None
+
     def covers(self, before_seq: int | None, limit: int | None) -> bool:
         """Whether the buffer alone holds the most recent ``limit`` messages before ``before_seq``
         (the buffer is a contiguous tail of the conversation)."""
@@ -193,44 +219,6 @@ class Conversation:
             else [m for m in self.buffer.recent() if (m.seq or 0) < before_seq]
         )
         return len(held) >= limit
-
-
-def matches(
-    msg: Message,
-    before_seq: int | None,
-    after_seq: int | None,
-    roles: list[str] | None,
-    metadata: dict[str, Any] | None,
-    window: Window | None = None,
-    agent_id: str | None = None,
-    sub_agent_id: str | None = None,
-) -> bool:
-    """The filters of ``messages()`` (the store applies the same ones in SQL)."""
-    seq = msg.seq or 0
-    if window is not None and not _in_window(msg, Window(*window)):
-        return False
-    if agent_id is not None and msg.agent_id != agent_id:
-        return False
-    if sub_agent_id is not None and msg.sub_agent_id != sub_agent_id:
-        return False
-    if before_seq is not None and seq >= before_seq:
-        return False
-    if after_seq is not None and seq <= after_seq:
-        return False
-    if roles is not None and msg.role not in roles:
-        return False
-    if metadata:
-        return all(k in msg.metadata and msg.metadata[k] == v for k, v in metadata.items())
-    return True
-
-
-def _in_window(msg: Message, w: Window) -> bool:
-    for value, lo, hi in ((msg.sim_time, w.after, w.before), (msg.created_at, w.created_after, w.created_before)):
-        if (lo is not None or hi is not None) and value is None:
-            return False
-        if (lo is not None and value < lo) or (hi is not None and value >= hi):  # type: ignore[operator]
-            return False
-    return True
 
 
 def overlay(

@@ -3,8 +3,8 @@
 add → buffer (seq assigned) → ledger (:mod:`.ledger`) → acknowledged → persist chain (debounced,
 on the host's one persist wheel, :mod:`.persist`) → when a slot is due, :meth:`WritePath.write_many`
 drains every due conversation → group commit (one store transaction per partition for all of
-them, :mod:`.commit`) → embedding pipeline (vectors after the durable write) → shards. Summaries
-are folded in the background once the unsummarised history passes the trigger.
+them, :mod:`.group_commit`) → embedding pipeline (vectors after the durable write) → shards.
+Summaries are folded in the background once the unsummarised history passes the trigger.
 
 Seq integrity — the seq an ``add`` returns is the seq stored, and a seq once acknowledged is
 never given to another message, across host kills and a store that stalls — rests on four rules:
@@ -13,8 +13,9 @@ never given to another message, across host kills and a store that stalls — re
    found it: the call's own earlier messages may push it out of the window), or the store's,
    asked for the ids the buffer does not hold that may have one (a retried call: always; a
    caller-named id: unless the buffer holds the whole conversation;
-   :meth:`Conversation.needs_lookup`). The adds of one conversation take turns (``conv.tail``);
-   when its turn comes, an add asks again for ids that left the buffer while it waited.
+   :meth:`Conversation.needs_lookup`). The adds of one conversation take turns
+   (``conv.last_queued_add``); when its turn comes, an add asks again for ids that left the
+   buffer while it waited.
 2. The store answers with the seq an id was *given* (:func:`memray.store.messages.assigned_seqs`):
    its message's, or its dead letter's (acknowledged, then lost in a restart).
 3. Ledger before write: an add appends its ``(id, seq)`` pairs to the ledger with no await
@@ -44,10 +45,10 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from memray.config import MemoryConfig
 from memray.conversation.admission import Admission
-from memray.conversation.commit import GroupCommitter, Outcome
-from memray.conversation.core import Conversation
+from memray.conversation.group_commit import GroupCommitter, Outcome
 from memray.conversation.ledger import AckLedger
 from memray.conversation.persist import PersistChain, PersistWheel
+from memray.conversation.state import Conversation
 from memray.embedding.pipeline import EmbeddingPipeline, PendingItem
 from memray.errors import DeadLetterError
 from memray.ids import ConversationKey, conversation_namespace
@@ -185,7 +186,7 @@ class WritePath:
 
         Fast path (almost every call): no id needs a store lookup and no earlier add of the
         conversation is waiting for one; everything runs synchronously. Otherwise the adds of
-        that conversation form a queue (``conv.tail``): each waits for the one before it."""
+        that conversation form a queue (``conv.last_queued_add``): each waits for the one before it."""
         async with self.admission.admit(sum(len(msgs) for _, msgs in work), block):
             out = await self._assign(work, retried)
             now = time.monotonic()
@@ -197,7 +198,7 @@ class WritePath:
 
     async def _assign(self, work: list[tuple[Conversation, list[Message]]], retried: bool) -> list[list[int]]:
         needs = [c.needs_lookup(msgs, retried) for c, msgs in work]
-        slow = [i for i, (c, _) in enumerate(work) if needs[i] or c.tail is not None]
+        slow = [i for i, (c, _) in enumerate(work) if needs[i] or c.last_queued_add is not None]
         out: list[list[int]] = [[] for _ in work]
         if not slow:  # no await from the first seq to the ledger: nothing is written before it
             for i, (c, msgs) in enumerate(work):
@@ -209,8 +210,8 @@ class WritePath:
         for i, (c, msgs) in enumerate(work):
             if i in slow:
                 fut: asyncio.Future[None] = loop.create_future()
-                queued.append((i, c.tail, fut))
-                c.tail = fut
+                queued.append((i, c.last_queued_add, fut))
+                c.last_queued_add = fut
             else:
                 out[i] = c.add(msgs, c.lost)
         self._ledger.append((c.key, _pairs(msgs, out[i])) for i, (c, msgs) in enumerate(work) if i not in slow)
@@ -235,8 +236,8 @@ class WritePath:
             for i, _, fut in queued:
                 if not fut.done():
                     fut.set_result(None)
-                if work[i][0].tail is fut:
-                    work[i][0].tail = None
+                if work[i][0].last_queued_add is fut:
+                    work[i][0].last_queued_add = None
         return out
 
     async def _stored(self, key: ConversationKey, ids: list[str]) -> dict[str, int]:

@@ -16,6 +16,7 @@ import tempfile
 import time
 from typing import Any
 
+from memray.cli_args import add_data_dir
 from memray.config import MemoryConfig
 from memray.store.layout import data_directory
 
@@ -23,8 +24,6 @@ __all__ = ["add_common_args", "config_from_args", "connect", "ProgressFile", "lo
 
 
 def add_common_args(parser: argparse.ArgumentParser) -> None:
-    from memray.cli import add_data_dir
-
     add_data_dir(parser, "the memray data directory (required)")
     parser.add_argument(
         "--config", default=None, help="a MemoryConfig as a JSON file, flags override it (default: none)"
