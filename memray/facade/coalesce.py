@@ -21,23 +21,33 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine
+from typing import Any, Protocol, TypeVar
 
 from memray.conversation.reads import ContextRead, SearchRead
 from memray.conversation.recall import SearchResults
+from memray.facade.session import Session
 from memray.ids import ConversationKey
 from memray.models import Context, Message
 from memray.rpc.batch import Answer, Coalescer, unwrap
 
-if TYPE_CHECKING:
-    from memray.facade.runner import Runner
-
 __all__ = ["CallerBatches", "MAX_BATCH"]
+
+T = TypeVar("T")
 
 #: The most calls of one kind a batch carries (a tick of 100,000 agents leaves as two).
 MAX_BATCH = 65536
 
 Add = tuple[ConversationKey, list[Message]]
+
+
+class Runner(Protocol):
+    """What the batches need of :class:`memray.facade.runner.Runner` (which makes them)."""
+
+    @property
+    def session(self) -> Session: ...
+    def on_loop(self) -> bool: ...
+    async def arun(self, coro: Coroutine[Any, Any, T]) -> T: ...
 
 
 class _LoopBatches:
