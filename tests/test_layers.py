@@ -103,9 +103,10 @@ LAYERS: list[set[str]] = [
 #: entry; an entry that no longer matches any cycle fails :func:`test_known_cycles_still_exist`,
 #: so the list is emptied as those branches merge, and never grows without a name beside it.
 KNOWN_CYCLES: dict[frozenset[str], str] = {
-    # Every handle types its Memory (under TYPE_CHECKING) and Memory makes the handles; calls and
-    # conversation, service and project import each other. The facade rework (handles run calls
-    # through a small runner, not Memory's private members) removes them.
+    # Every handle's constructor takes its Memory (a public signature, typed under TYPE_CHECKING)
+    # and Memory makes the handles; calls and conversation, service and project import each other.
+    # The handles run their calls through the runner (memray.facade.runner), which imports none
+    # of them; what is left is the constructors' types.
     frozenset(
         {
             "memray.facade.calls",
@@ -118,9 +119,6 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
             "memray.facade.working_memory",
         }
     ): "facade",
-    # coalesce types SessionAccess (under TYPE_CHECKING) and calls its private members; access
-    # makes the coalescers.
-    frozenset({"memray.facade.access", "memray.facade.coalesce"}): "facade",
 }
 
 

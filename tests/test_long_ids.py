@@ -51,7 +51,9 @@ def test_longest_ids_everywhere(mem: memray.Memory, name: str) -> None:
         durable=True,
     ) == [1, 2]
     svc = mem.memory_service
-    svc.add_session_to_project(app, user, long, long, [memray.MemoryEntry(id=long, content=f"{name} zeppelin fact")])
+    svc.for_project(long).add_entries(
+        app, user, [memray.MemoryEntry(id=long, content=f"{name} zeppelin fact")], session_id=long, replace_session=True
+    )
     assert mem.wait_indexed(60)
     assert [h.message.id for h in conv.search("zeppelin lands", limit=1)] == [long]
     found = svc.search(memray.SearchRequest(query="zeppelin fact", user_id=user, app_name=app, project_id=long))

@@ -247,7 +247,7 @@ def test_poison_ids_and_conversation_fields_are_rejected_in_both_modes(mem: memr
     with pytest.raises(ValidationError):
         svc.add_entry("val", "u", {"content": LONE})
     with pytest.raises(InvalidIdError):
-        svc.add_session("val", "u", LONE, ["x"])
+        svc.add_entries("val", "u", ["x"], session_id=LONE, replace_session=True)
     with pytest.raises(InvalidIdError):
-        svc.add_entry_to_project("val", "u", LONE, "x")
+        svc.for_project(LONE).add_entry("val", "u", "x")
     assert conv.info() is not None and conv.info().title == "ok"  # type: ignore[union-attr]

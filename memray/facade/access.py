@@ -1,7 +1,7 @@
-"""`SessionAccess`: how a facade object reaches its open :class:`~memray.facade.session.Session`
-and runs a call on memray's event-loop thread (sync or async), with the one closed-ness check
-every call passes: once closed, every call raises the same :class:`~memray.errors.ClosedError`.
-The parts are private: for the handles, the jobs and the tests.
+"""`SessionAccess`: a :class:`~memray.facade.memory.Memory`'s private view of its open session,
+for the jobs, the benchmarks and the tests that drive the cores under a memray (``mem._run(...)``,
+``mem._deployment.stores``...). Every member is the :class:`~memray.facade.runner.Runner`'s,
+which is what the handles use; nothing here holds state of its own.
 """
 
 from __future__ import annotations
@@ -9,20 +9,16 @@ from __future__ import annotations
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from memray import tracing
 from memray.conversation.client import HostClient
 from memray.conversation.recall import Recall
 from memray.embedding.base import Embedder
 from memray.embedding.query import QueryEncoder
-from memray.errors import ClosedError
-from memray.facade.coalesce import CallerBatches
+from memray.facade.runner import Runner
 from memray.facade.session import Session
 from memray.ids import ConversationKey
 from memray.index.router import ShardRouter
-from memray.rpc.local import LoopThread
 from memray.runtime.deploy import Deployment
 from memray.service.longterm import MemoryService
-from memray.tracing import state as _tracing
 
 __all__ = ["SessionAccess"]
 
@@ -31,64 +27,46 @@ T = TypeVar("T")
 
 class SessionAccess:
     def __init__(self) -> None:
-        self._loop = LoopThread()
-        self._session: Session | None = None
-        #: Concurrent single async calls of a caller's loop, sent as one batch (memray.facade.coalesce).
-        self._calls = CallerBatches(self)
+        self._runner = Runner()
 
     @property
     def closed(self) -> bool:
-        return self._session is None
+        return self._runner.closed
 
     def _check_open(self) -> Session:
-        """The one closed-ness check: every call (sync or async, facade or service) passes here
-        and raises :class:`ClosedError` with the same words once :meth:`close` has run."""
-        if self._session is None:
-            raise ClosedError()
-        return self._session
+        return self._runner.session
 
     @property
     def _deployment(self) -> Deployment:
-        return self._check_open().deployment
+        return self._runner.session.deployment
 
     @property
     def _recall(self) -> Recall:
-        return self._check_open().recall
+        return self._runner.session.recall
 
     @property
     def _router(self) -> ShardRouter:
-        return self._check_open().router
+        return self._runner.session.router
 
     @property
     def _encoder(self) -> QueryEncoder:
-        return self._check_open().encoder
+        return self._runner.session.encoder
 
     @property
     def _embedder(self) -> Embedder | None:
-        return self._check_open().embedder
+        return self._runner.session.embedder
 
     @property
     def _service_core(self) -> MemoryService:
         """The long-term service's async core (``memory_service`` is the sync/async handle)."""
-        return self._check_open().service
+        return self._runner.session.service
 
     def _host_for(self, key: ConversationKey) -> HostClient:
-        """The host of ``key``; calls to it are retried while Ray restarts it (they are idempotent;
-        a retried add asks the host for the seqs its first attempt got)."""
-        return self._check_open().host_for(key)
+        """The host of ``key`` (its retrying client)."""
+        return self._runner.session.host_for(key)
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        if self._session is None:
-            coro.close()  # never started: no "coroutine was never awaited" warning
-            raise ClosedError()
-        if _tracing.on:  # the loop thread does not share this thread's context: carry the trace
-            coro = tracing.carried(coro)
-        return self._loop.run(coro)
+        return self._runner.run(coro)
 
     async def _arun(self, coro: Coroutine[Any, Any, T]) -> T:
-        if self._session is None:
-            coro.close()
-            raise ClosedError()
-        if _tracing.on:
-            coro = tracing.carried(coro)
-        return await self._loop.arun(coro)
+        return await self._runner.arun(coro)

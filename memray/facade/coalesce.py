@@ -21,18 +21,19 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine
+from typing import Any, Protocol, TypeVar
 
 from memray.conversation.reads import ContextRead, SearchRead
 from memray.conversation.recall import SearchResults
+from memray.facade.session import Session
 from memray.ids import ConversationKey
 from memray.models import Context, Message
 from memray.rpc.batch import Answer, Coalescer, unwrap
 
-if TYPE_CHECKING:
-    from memray.facade.access import SessionAccess
-
 __all__ = ["CallerBatches", "MAX_BATCH"]
+
+T = TypeVar("T")
 
 #: The most calls of one kind a batch carries (a tick of 100,000 agents leaves as two).
 MAX_BATCH = 65536
@@ -40,26 +41,37 @@ MAX_BATCH = 65536
 Add = tuple[ConversationKey, list[Message]]
 
 
+class Runner(Protocol):
+    """What the batches need of :class:`memray.facade.runner.Runner` (which makes them)."""
+
+    @property
+    def session(self) -> Session: ...
+    def on_loop(self) -> bool: ...
+    async def arun(self, coro: Coroutine[Any, Any, T]) -> T: ...
+
+
 class _LoopBatches:
     """The batches of one caller event loop."""
 
-    def __init__(self, access: SessionAccess) -> None:
+    def __init__(self, runner: Runner) -> None:
         self.contexts: Coalescer[ContextRead, Answer[Context]] = Coalescer(
-            lambda reads: access._arun(access._recall.context_many(reads)), MAX_BATCH
+            lambda reads: runner.arun(runner.session.recall.context_many(reads)), MAX_BATCH
         )
         self.searches: Coalescer[SearchRead, Answer[SearchResults]] = Coalescer(
-            lambda reads: access._arun(access._recall.search_many(reads)), MAX_BATCH
+            lambda reads: runner.arun(runner.session.recall.search_many(reads)), MAX_BATCH
         )
         self.adds: Coalescer[Add, Answer[list[int]]] = Coalescer(
-            lambda items: access._arun(access._check_open().add_each(items)), MAX_BATCH, lambda item: len(item[1]) or 1
+            lambda items: runner.arun(runner.session.add_each(items)), MAX_BATCH, lambda item: len(item[1]) or 1
         )
 
 
 class CallerBatches:
-    """Coalesces each caller event loop's concurrent single calls (see the module docstring)."""
+    """Coalesces each caller event loop's concurrent single calls (see the module docstring).
+    A call made on memray's own loop (a sync call's coroutine) has no caller loop to share a
+    turn of: it runs alone, at once."""
 
-    def __init__(self, access: SessionAccess) -> None:
-        self._access = access
+    def __init__(self, runner: Runner) -> None:
+        self._runner = runner
         self._lock = threading.Lock()
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopBatches] = weakref.WeakKeyDictionary()
 
@@ -68,14 +80,20 @@ class CallerBatches:
         batches = self._loops.get(loop)
         if batches is None:
             with self._lock:  # callers on other threads' loops may ask at the same time
-                batches = self._loops.setdefault(loop, _LoopBatches(self._access))
+                batches = self._loops.setdefault(loop, _LoopBatches(self._runner))
         return batches
 
     async def context(self, read: ContextRead) -> Context:
+        if self._runner.on_loop():
+            return await self._runner.session.recall.context(read)
         return unwrap(await self._here().contexts.get(read))
 
     async def search(self, read: SearchRead) -> SearchResults:
+        if self._runner.on_loop():
+            return await self._runner.session.recall.search(read)
         return unwrap(await self._here().searches.get(read))
 
     async def add(self, key: ConversationKey, messages: list[Message]) -> list[int]:
+        if self._runner.on_loop():
+            return await self._runner.session.add(key, messages, durable=False, block=True)
         return unwrap(await self._here().adds.get((key, messages)))

@@ -1,19 +1,20 @@
 """`ConversationHandle`: one conversation as the facade offers it (``mem.conversation(...)``).
 
-Every call in a sync form and an ``a``-prefixed asyncio twin, run on the memory's event loop.
+Every call is written once, as the ``a``-prefixed coroutine; its sync twin is derived by
+:func:`~memray.facade.runner.blocking` and runs it on memray's loop.
 """
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from memray.arguments import check_limit, check_roles, check_seq
-from memray.conversation.client import HostClient
 from memray.conversation.recall import SearchResults
 from memray.conversation.working_memory_spec import WorkingMemorySpec
 from memray.errors import ValidationError
 from memray.facade.calls import ContextCall, SearchCall, context_read, search_read
+from memray.facade.runner import blocking
 from memray.facade.working_memory import WorkingMemoryHandle
 from memray.ids import ConversationKey, validate_id
 from memray.models import (
@@ -26,6 +27,7 @@ from memray.models import (
     MessageInput,
     RetrievalMode,
     Scope,
+    coerce_message,
 )
 from memray.ranking import Scoring
 from memray.sim_time import SimTime, window
@@ -33,52 +35,45 @@ from memray.sim_time import SimTime, window
 if TYPE_CHECKING:
     from memray.facade.memory import Memory
 
-__all__ = ["ConversationHandle"]
+__all__ = ["ConversationHandle", "coerce_messages"]
 
 
 class ConversationHandle:
     """One conversation: ``(app, user_id, conversation_id)``. Every call has an async twin."""
 
     def __init__(self, memory: Memory, key: ConversationKey, wm_spec: WorkingMemorySpec | None = None) -> None:
-        self._mem = memory
+        self._runner = memory._runner
         self.key = key
         self.working_memory = WorkingMemoryHandle(memory, key, wm_spec or WorkingMemorySpec())
 
     def __repr__(self) -> str:
         return f"ConversationHandle({self.key.app!r}, {self.key.user_id!r}, {self.key.conversation_id!r})"
 
-    @property
-    def _host(self) -> HostClient:
-        return self._mem._host_for(self.key)
-
     # writes
-    def add(
+    async def aadd(
         self, messages: Iterable[MessageInput] | MessageInput, durable: bool = False, block: bool = True
     ) -> list[int]:
         """Add messages; returns their seqs. ``durable=True`` returns after the store commit.
         When the host already holds ``max_unpersisted`` messages not yet durable (backpressure),
         it waits for room, or with ``block=False`` raises :class:`~memray.errors.Backpressure`
-        at once (nothing written)."""
-        return self._mem._run(self._mem._add(self.key, self._mem._coerce(messages), durable, block))
-
-    async def aadd(
-        self, messages: Iterable[MessageInput] | MessageInput, durable: bool = False, block: bool = True
-    ) -> list[int]:
-        """:meth:`add`'s twin. Concurrent ``aadd`` calls of one event loop (``durable=False``,
+        at once (nothing written). Concurrent ``aadd`` calls of one event loop (``durable=False``,
         ``block=True``) go to the hosts as one ``add_many`` (docs/batching.md)."""
-        msgs = self._mem._coerce(messages)
+        session = self._runner.session
+        msgs = coerce_messages(messages, session.config.max_message_chars)
         if not durable and block:
-            return await self._mem._calls.add(self.key, msgs)
-        return await self._mem._arun(self._mem._add(self.key, msgs, durable, block))
+            return await self._runner.batches.add(self.key, msgs)
+        return await self._runner.arun(session.add(self.key, msgs, durable, block))
 
-    def flush(self) -> None:
-        self._mem._run(self._host.flush(self.key))
+    add = blocking(aadd)
 
     async def aflush(self) -> None:
-        await self._mem._arun(self._host.flush(self.key))
+        """Make everything acknowledged in this conversation durable."""
+        await self._runner.arun(self._runner.session.host_for(self.key).flush(self.key))
+
+    flush = blocking(aflush)
 
     # reads
-    def messages(
+    async def amessages(
         self,
         limit: int | None = None,
         before_seq: int | None = None,
@@ -99,29 +94,6 @@ class ConversationHandle:
         ``agent_id``, ``sub_agent_id``: that agent's messages (:mod:`memray.sim_time`)."""
         bounds = window(after, before, created_after, created_before)
         where = MessageFilter(limit, before_seq, after_seq, roles, metadata, bounds, agent_id, sub_agent_id)
-        return self._mem._run(self._messages(where))
-
-    async def amessages(
-        self,
-        limit: int | None = None,
-        before_seq: int | None = None,
-        after_seq: int | None = None,
-        roles: list[str] | None = None,
-        metadata: dict[str, Any] | None = None,
-        *,
-        after: SimTime | None = None,
-        before: SimTime | None = None,
-        created_after: SimTime | None = None,
-        created_before: SimTime | None = None,
-        agent_id: str | None = None,
-        sub_agent_id: str | None = None,
-    ) -> list[Message]:
-        bounds = window(after, before, created_after, created_before)
-        where = MessageFilter(limit, before_seq, after_seq, roles, metadata, bounds, agent_id, sub_agent_id)
-        return await self._mem._arun(self._messages(where))
-
-    def _messages(self, where: MessageFilter) -> Coroutine[Any, Any, list[Message]]:
-        """The host's read of ``where``, its arguments checked."""
         checked = where._replace(
             limit=check_limit(where.limit, None),
             before_seq=check_seq(where.before_seq, "before_seq"),
@@ -130,9 +102,12 @@ class ConversationHandle:
             agent_id=None if where.agent_id is None else validate_id("agent_id", where.agent_id),
             sub_agent_id=None if where.sub_agent_id is None else validate_id("sub_agent_id", where.sub_agent_id),
         )
-        return self._host.messages(self.key, checked)
+        host = self._runner.session.host_for(self.key)
+        return await self._runner.arun(host.messages(self.key, checked))
 
-    def search(
+    messages = blocking(amessages)
+
+    async def asearch(
         self,
         query: str,
         limit: int = 5,
@@ -149,34 +124,16 @@ class ConversationHandle:
         """Indexed messages most relevant to ``query``; ``score`` in [0, 1] (README "Scores").
         ``scoring=Scoring.stream(now=...)`` ranks the relevant ones by recency, importance and
         relevance (README "Simulations"); ``after``/``before`` keep simulation times in
-        ``[after, before)``, ``created_after``/``created_before`` creation times."""
+        ``[after, before)``, ``created_after``/``created_before`` creation times. Concurrent
+        ``asearch`` calls of one event loop are answered as one batch (docs/batching.md)."""
         call = SearchCall(
             self, query, limit, min_score, mode, scope, scoring, after, before, created_after, created_before
         )
-        return self._mem._run(self._mem._recall.search(search_read(call)))
+        return await self._runner.batches.search(search_read(call))
 
-    async def asearch(
-        self,
-        query: str,
-        limit: int = 5,
-        min_score: float | None = None,
-        mode: RetrievalMode | None = None,
-        scope: Scope = "conversation",
-        *,
-        scoring: Scoring | None = None,
-        after: SimTime | None = None,
-        before: SimTime | None = None,
-        created_after: SimTime | None = None,
-        created_before: SimTime | None = None,
-    ) -> SearchResults:
-        """:meth:`search`'s twin. Concurrent ``asearch`` calls of one event loop are answered
-        as one batch (docs/batching.md)."""
-        call = SearchCall(
-            self, query, limit, min_score, mode, scope, scoring, after, before, created_after, created_before
-        )
-        return await self._mem._calls.search(search_read(call))
+    search = blocking(asearch)
 
-    def context(
+    async def acontext(
         self,
         query: str | None = None,
         limit: int = 10,
@@ -193,127 +150,105 @@ class ConversationHandle:
         Recalled messages are relevant ones only (``min_score=None``: score above 0; README
         "Scores"); a query about nothing in the history recalls nothing. ``scoring`` ranks the
         recalled ones (as in :meth:`search`). Recent messages the summary already covers are
-        left out (the summary stands for them), the newest ``keep_messages`` always stay."""
+        left out (the summary stands for them), the newest ``keep_messages`` always stay.
+        Concurrent ``acontext`` calls of one event loop are answered as one batch
+        (docs/batching.md)."""
         call = ContextCall(self, query, limit, semantic_limit, merge, scope, token_budget, mode, min_score, scoring)
-        return self._mem._run(self._mem._recall.context(context_read(call)))
+        return await self._runner.batches.context(context_read(call))
 
-    async def acontext(
-        self,
-        query: str | None = None,
-        limit: int = 10,
-        semantic_limit: int = 5,
-        merge: Merge = "append",
-        scope: Scope = "conversation",
-        token_budget: int | None = None,
-        mode: RetrievalMode | None = None,
-        min_score: float | None = None,
-        *,
-        scoring: Scoring | None = None,
-    ) -> Context:
-        """:meth:`context`'s twin. Concurrent ``acontext`` calls of one event loop are answered
-        as one batch (docs/batching.md)."""
-        call = ContextCall(self, query, limit, semantic_limit, merge, scope, token_budget, mode, min_score, scoring)
-        return await self._mem._calls.context(context_read(call))
+    context = blocking(acontext)
 
     # deletes
-    def delete_messages(self, ids: Iterable[str]) -> dict[str, int]:
+    async def adelete_messages(self, ids: Iterable[str]) -> dict[str, int]:
         """Delete these messages (ids the conversation does not hold are ignored): from the
         buffer, the store, the vectors and the Parquet exports. Seqs are never reused; a summary
         that already folded them in keeps them until it is rebuilt. Returns counts per store."""
-        return self._mem._run(self._mem._check_open().delete_messages(self.key, _message_ids(ids)))
+        wanted = _message_ids(ids)
+        return await self._runner.arun(self._runner.session.delete_messages(self.key, wanted))
 
-    async def adelete_messages(self, ids: Iterable[str]) -> dict[str, int]:
-        return await self._mem._arun(self._mem._check_open().delete_messages(self.key, _message_ids(ids)))
+    delete_messages = blocking(adelete_messages)
 
-    def clear(self) -> dict[str, int]:
+    async def aclear(self) -> dict[str, int]:
         """Delete every message acknowledged so far, with their vectors, exported rows and the
         summary; keep the conversation, its working memory and its seqs (new messages continue
         after the last one). Returns counts per store; :meth:`verify_deleted` proves it."""
-        return self._mem._run(self._mem._check_open().clear(self.key))
+        return await self._runner.arun(self._runner.session.clear(self.key))
 
-    async def aclear(self) -> dict[str, int]:
-        return await self._mem._arun(self._mem._check_open().clear(self.key))
+    clear = blocking(aclear)
 
-    def verify_deleted(self, ids: Iterable[str] | None = None) -> DeletionProof:
+    async def averify_deleted(self, ids: Iterable[str] | None = None) -> DeletionProof:
         """Scan every store for these messages (``None``: any message of the conversation, the
         check after :meth:`clear` when nothing was added since): the store, the vectors, the
         shard's snapshot files, the host's buffer and queue, the exports. ``.clean`` when none
         remains."""
-        return self._mem._run(self._verify_deleted(ids))
-
-    async def averify_deleted(self, ids: Iterable[str] | None = None) -> DeletionProof:
-        return await self._mem._arun(self._verify_deleted(ids))
-
-    def _verify_deleted(self, ids: Iterable[str] | None) -> Coroutine[Any, Any, DeletionProof]:
         from memray.service.erasure import verify_messages_deleted
 
         wanted = None if ids is None else _message_ids(ids)
-        dep = self._mem._deployment
-        return verify_messages_deleted(dep.stores, dep.shards, dep.hosts, self._mem.config, self.key, wanted)
+        session = self._runner.session
+        dep = session.deployment
+        proof = verify_messages_deleted(dep.stores, dep.shards, dep.hosts, session.config, self.key, wanted)
+        return await self._runner.arun(proof)
+
+    verify_deleted = blocking(averify_deleted)
 
     # summary and metadata
-    def summary(self) -> str | None:
-        """The current summary of the older history, or None."""
-        return self._mem._run(self._summary())
-
     async def asummary(self) -> str | None:
-        return await self._mem._arun(self._summary())
-
-    async def _summary(self) -> str | None:
-        state = await self._mem._deployment.stores.get_summary(self.key)
+        """The current summary of the older history, or None."""
+        state = await self._runner.arun(self._runner.session.deployment.stores.get_summary(self.key))
         return state.text if state is not None else None
 
-    def create(self, title: str | None = None, metadata: dict[str, Any] | None = None) -> ConversationInfo:
-        """Get-or-create the conversation record (a first add creates it too)."""
-        return self._mem._run(self._create(title, metadata))
+    summary = blocking(asummary)
 
     async def acreate(self, title: str | None = None, metadata: dict[str, Any] | None = None) -> ConversationInfo:
-        return await self._mem._arun(self._create(title, metadata))
-
-    async def _create(self, title: str | None, metadata: dict[str, Any] | None) -> ConversationInfo:
-        row = await self._mem._deployment.stores.create_conversation(self.key, title, metadata or {})
+        """Get-or-create the conversation record (a first add creates it too)."""
+        stores = self._runner.session.deployment.stores
+        row = await self._runner.arun(stores.create_conversation(self.key, title, metadata or {}))
         return ConversationInfo.model_validate(row)
 
-    def info(self) -> ConversationInfo | None:
-        """The conversation record, or None before its first write or ``create``."""
-        return self._mem._run(self._info())
+    create = blocking(acreate)
 
     async def ainfo(self) -> ConversationInfo | None:
-        return await self._mem._arun(self._info())
-
-    async def _info(self) -> ConversationInfo | None:
-        row = await self._mem._deployment.stores.get_conversation(self.key)
+        """The conversation record, or None before its first write or ``create``."""
+        row = await self._runner.arun(self._runner.session.deployment.stores.get_conversation(self.key))
         return None if row is None else ConversationInfo.model_validate(row)
 
-    def update(self, title: str | None = None, metadata: dict[str, Any] | None = None) -> ConversationInfo:
-        """Set the title and merge ``metadata`` into the stored metadata (other keys kept)."""
-        return self._mem._run(self._update(title, metadata))
+    info = blocking(ainfo)
 
     async def aupdate(self, title: str | None = None, metadata: dict[str, Any] | None = None) -> ConversationInfo:
-        return await self._mem._arun(self._update(title, metadata))
-
-    async def _update(self, title: str | None, metadata: dict[str, Any] | None) -> ConversationInfo:
-        row = await self._mem._deployment.stores.update_conversation(self.key, title, metadata)
+        """Set the title and merge ``metadata`` into the stored metadata (other keys kept)."""
+        stores = self._runner.session.deployment.stores
+        row = await self._runner.arun(stores.update_conversation(self.key, title, metadata))
         return ConversationInfo.model_validate(row)
 
-    def durable_seq(self) -> int:
-        """The highest seq known durable (committed to the store): everything up to it survives
-        a crash. Asks the conversation's host."""
-        return self._mem._run(self._durable_seq())
+    update = blocking(aupdate)
 
     async def adurable_seq(self) -> int:
-        return await self._mem._arun(self._durable_seq())
-
-    async def _durable_seq(self) -> int:
-        _, durable = await self._host.last_seq(self.key)
+        """The highest seq known durable (committed to the store): everything up to it survives
+        a crash. Asks the conversation's host."""
+        _, durable = await self._runner.arun(self._runner.session.host_for(self.key).last_seq(self.key))
         return int(durable)
 
-    def delete(self) -> dict[str, int]:
-        """Delete the conversation: messages, vectors, its working memory and summary."""
-        return self._mem._run(self._mem._check_open().delete_conversation(self.key))
+    durable_seq = blocking(adurable_seq)
 
     async def adelete(self) -> dict[str, int]:
-        return await self._mem._arun(self._mem._check_open().delete_conversation(self.key))
+        """Delete the conversation: messages, vectors, its working memory and summary."""
+        return await self._runner.arun(self._runner.session.delete_conversation(self.key))
+
+    delete = blocking(adelete)
+
+
+def coerce_messages(messages: Iterable[MessageInput] | MessageInput, max_chars: int) -> list[Message]:
+    """``messages`` (one or a list; dicts or :class:`Message`) as messages, each checked."""
+    if isinstance(messages, (Message, dict)):
+        messages = [messages]
+    elif isinstance(messages, (str, bytes)) or not isinstance(messages, Iterable):
+        raise ValidationError(
+            "messages",
+            messages,
+            f"must be a message or a list of messages, got {type(messages).__name__}",
+            "pass {'role': 'user', 'content': '...'} (or a list of them) or a memray.Message",
+        )
+    return [coerce_message(m, max_chars) for m in messages]
 
 
 def _message_ids(ids: Iterable[str]) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 from typing import TYPE_CHECKING
 
+from memray.facade.runner import blocking
 from memray.service.client import KeyRingClient
 from memray.service.keys import KeyChanges, KeyRecord
 
@@ -24,44 +25,39 @@ class KeysHandle:
     """Make, list and revoke keys; each call has an ``a``-prefixed asyncio twin."""
 
     def __init__(self, memory: Memory) -> None:
-        self._mem = memory
+        self._runner = memory._runner
 
     @property
     def _ring(self) -> KeyRingClient:
-        return self._mem._deployment.keyring()
+        return self._runner.session.deployment.keyring()
 
     def prepare(self) -> None:
         """Start the key ring's actor now, without waiting for it (``memray serve`` does, so the
         ring is this process's and starts while the replicas do)."""
-        self._mem._deployment.keyring()
-
-    def create(
-        self, app: str, user_id: str | None = None, read_only: bool = False, label: str | None = None
-    ) -> tuple[str, KeyRecord]:
-        """A new key for ``app`` (only ``user_id``'s data when given; reads only when
-        ``read_only``): ``(key, record)``. The key is shown this once; the store keeps its digest."""
-        return self._mem._run(self._ring.create(app, user_id, read_only, label))
+        self._runner.session.deployment.keyring()
 
     async def acreate(
         self, app: str, user_id: str | None = None, read_only: bool = False, label: str | None = None
     ) -> tuple[str, KeyRecord]:
-        return await self._mem._arun(self._ring.create(app, user_id, read_only, label))
+        """A new key for ``app`` (only ``user_id``'s data when given; reads only when
+        ``read_only``): ``(key, record)``. The key is shown this once; the store keeps its digest."""
+        return await self._runner.arun(self._ring.create(app, user_id, read_only, label))
 
-    def list(self, app: str | None = None) -> list[KeyRecord]:
-        """Every key (of ``app`` when given), revoked ones included, oldest first."""
-        return self._mem._run(self._ring.list(app))
+    create = blocking(acreate)
 
     async def alist(self, app: str | None = None) -> builtins.list[KeyRecord]:
-        return await self._mem._arun(self._ring.list(app))
+        """Every key (of ``app`` when given), revoked ones included, oldest first."""
+        return await self._runner.arun(self._ring.list(app))
 
-    def revoke(self, key_id: str) -> KeyRecord:
-        """Revoke the key with this id; returns once every server replica refuses it."""
-        return self._mem._run(self._ring.revoke(key_id))
+    list = blocking(alist)
 
     async def arevoke(self, key_id: str) -> KeyRecord:
-        return await self._mem._arun(self._ring.revoke(key_id))
+        """Revoke the key with this id; returns once every server replica refuses it."""
+        return await self._runner.arun(self._ring.revoke(key_id))
+
+    revoke = blocking(arevoke)
 
     async def achanges(self, since: int, follower: str, timeout_s: float = 10.0) -> KeyChanges | None:
         """The live keys once the ring's version is past ``since``, or None after ``timeout_s``
         (a long poll: how a server replica keeps its copy current)."""
-        return await self._mem._arun(self._ring.changes(since, follower, timeout_s))
+        return await self._runner.arun(self._ring.changes(since, follower, timeout_s))

@@ -1,20 +1,20 @@
 """The facade's root: :func:`open` and :class:`Memory` (the handles are in their own modules).
 
-Thin by design: it validates input, routes each call to the right core (a host, a shard, the
-store) through the :class:`~memray.facade.session.Session` it started, and offers every call in
-a sync form and an asyncio twin (``add`` / ``aadd``). Both modes (``ray``, ``inprocess``) run
-the same cores behind it.
+Thin by design: it validates input and routes each call to the right core (a host, a shard, the
+store) through the :class:`~memray.facade.session.Session` it started. Every call runs through
+its :class:`~memray.facade.runner.Runner` (as every handle's does), written once as the
+``a``-prefixed coroutine with its sync twin derived by :func:`~memray.facade.runner.blocking`.
+Both modes (``ray``, ``inprocess``) run the same cores behind it.
 
 Arguments are checked by :mod:`memray.arguments` (the rules the long-term service uses too)
 before anything is sent. Every call on a closed memray raises the same
-:class:`~memray.errors.ClosedError`: the check is :meth:`Memory._check_open`, which ``_run`` /
-``_arun`` (every call goes through one of them), ``conversation()`` and ``memory_service`` use.
+:class:`~memray.errors.ClosedError` (:attr:`Runner.session <memray.facade.runner.Runner.session>`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Iterable
+from collections.abc import Iterable
 from typing import Any, Literal, TypeVar, overload
 
 from memray.arguments import check_count, check_limit, check_min_score, check_mode, check_order, check_query
@@ -24,11 +24,12 @@ from memray.conversation.working_memory_spec import WorkingMemorySpec
 from memray.errors import MemrayError, StoreError, ValidationError
 from memray.facade.access import SessionAccess
 from memray.facade.calls import ContextCall, SearchCall, context_read, reads_of, search_read
-from memray.facade.conversation import ConversationHandle
+from memray.facade.conversation import ConversationHandle, coerce_messages
 from memray.facade.exit import hold, release
 from memray.facade.keys import KeysHandle
+from memray.facade.runner import blocking
 from memray.facade.service import MemoryServiceHandle
-from memray.facade.session import ConversationList, Session, check_path, raise_unpersisted
+from memray.facade.session import ConversationList, check_path, raise_unpersisted
 from memray.ids import ConversationKey, validate_id, validate_optional_id
 from memray.models import (
     Context,
@@ -38,12 +39,11 @@ from memray.models import (
     Message,
     MessageInput,
     RetrievalMode,
-    coerce_message,
 )
 from memray.ranking import Scoring, stream_of
 from memray.rpc.batch import Answer
 from memray.runtime.fork import check_fork_path
-from memray.sim_time import SimTime, Window, window
+from memray.sim_time import SimTime, window
 from memray.store.deadletter import DeadLetter
 
 __all__ = ["open", "Memory"]
@@ -96,7 +96,7 @@ class Memory(SessionAccess):
     @property
     def config(self) -> MemoryConfig:
         """The configuration in force (the active model a re-embedding job recorded included)."""
-        return self._session.config if self._session is not None else self._config
+        return self._config if self._runner.closed else self._runner.session.config
 
     # -- lifecycle ------------------------------------------------------------------------
     def _start(self) -> Memory:
@@ -117,11 +117,9 @@ class Memory(SessionAccess):
             # joins the memray running on this path if there is one (its Ray, namespace and shape)
             self._config, self._connected_ray = ensure_ray(self.config)
             self._started_ray = self._connected_ray and not self.config.address
-        self._loop.start()
         try:
-            self._session = self._loop.run(Session.start(self.config))
+            self._runner.open(self.config)
         except BaseException:
-            self._loop.stop()
             if self._connected_ray:  # a local Ray started for nothing stops; a joined one is left
                 from memray.runtime.actors import shutdown_ray
 
@@ -145,13 +143,12 @@ class Memory(SessionAccess):
         self._close(terminate)
 
     def _close(self, terminate: bool | None, timeout_s: float | None = None) -> None:
-        session = self._session
-        if session is None:
+        if self._runner.closed:
             return
+        session = self._runner.session
         release(self)
         if self.config.mode == "ray" and not _ray_is_up():
-            self._session = None
-            self._loop.stop()
+            self._runner.abandon()
             raise StoreError(
                 "Ray was shut down before this memray was closed, and its actors with it: what they had not yet "
                 "made durable is recorded as lost (Memory.dead_letters()) when the data directory is opened again; "
@@ -160,11 +157,9 @@ class Memory(SessionAccess):
         reports: list[dict[str, Any]] = []
         try:
             default = self._started_ray or self._owns_actors
-            reports = self._loop.run(session.stop(default if terminate is None else terminate), timeout_s)
+            reports = self._runner.stop(default if terminate is None else terminate, timeout_s)
         finally:
             self._config = session.config
-            self._session = None
-            self._loop.stop()
             if self._connected_ray:
                 from memray.runtime.actors import shutdown_ray
 
@@ -205,13 +200,13 @@ class Memory(SessionAccess):
     @property
     def memory_service(self) -> MemoryServiceHandle:
         """The long-term memory service (SPEC §8): entries per app/user/project, search, deletes."""
-        self._check_open()
+        self._runner.check_open()
         return MemoryServiceHandle(self)
 
     @property
     def keys(self) -> KeysHandle:
         """The server's API keys (``memray serve``): create, list, revoke."""
-        self._check_open()
+        self._runner.check_open()
         return KeysHandle(self)
 
     def conversation(
@@ -219,24 +214,11 @@ class Memory(SessionAccess):
     ) -> ConversationHandle:
         """A handle to one conversation (created on first write). Cheap: no call is made.
         ``working_memory`` sets the note's scope and format (default: conversation scope, text)."""
-        self._check_open()
+        self._runner.check_open()
         return ConversationHandle(self, ConversationKey.of(app, user_id, conversation_id), working_memory)
 
     # -- writes -----------------------------------------------------------------------------
-    def _coerce(self, messages: Iterable[MessageInput] | MessageInput) -> list[Message]:
-        if isinstance(messages, (Message, dict)):
-            messages = [messages]
-        elif isinstance(messages, (str, bytes)) or not isinstance(messages, Iterable):
-            raise ValidationError(
-                "messages",
-                messages,
-                f"must be a message or a list of messages, got {type(messages).__name__}",
-                "pass {'role': 'user', 'content': '...'} (or a list of them) or a memray.Message",
-            )
-        limit = self.config.max_message_chars  # a property: read once, not per message
-        return [coerce_message(m, limit) for m in messages]
-
-    def add_many(
+    async def aadd_many(
         self,
         batch: Iterable[tuple[ConversationKey | ConversationHandle, Iterable[MessageInput]]],
         durable: bool = False,
@@ -245,76 +227,35 @@ class Memory(SessionAccess):
         """Add to many conversations at once: one call per host. Returns seqs per input item.
         ``block`` as for :meth:`ConversationHandle.add`; a host that refuses its part raises
         :class:`~memray.errors.Backpressure` whose ``refused`` lists the items not written."""
-        return self._run(self._check_open().add_many(self._prepare_many(batch), durable, block))
+        session = self._runner.session
+        items = _prepare_many(batch, session.config.max_message_chars)
+        return await self._runner.arun(session.add_many(items, durable, block))
 
-    async def aadd_many(
-        self,
-        batch: Iterable[tuple[ConversationKey | ConversationHandle, Iterable[MessageInput]]],
-        durable: bool = False,
-        block: bool = True,
-    ) -> list[list[int]]:
-        return await self._arun(self._check_open().add_many(self._prepare_many(batch), durable, block))
-
-    def _prepare_many(
-        self, batch: Iterable[tuple[Any, Iterable[MessageInput]]]
-    ) -> list[tuple[ConversationKey, list[Message]]]:
-        out = []
-        for target, msgs in batch:
-            key = target.key if isinstance(target, ConversationHandle) else target
-            if not isinstance(key, ConversationKey):
-                raise ValidationError("conversation", target, "must be a ConversationKey or a conversation handle")
-            out.append((key, self._coerce(msgs)))
-        return out
-
-    async def _add(self, key: ConversationKey, messages: list[Message], durable: bool, block: bool) -> list[int]:
-        seqs = await self._host_for(key).add(key, messages, durable, block=block)
-        self._recall.written.add(key, messages, seqs)
-        return seqs
-
-    def flush(self) -> None:
-        """Make everything acknowledged so far durable, in every conversation."""
-        self._run(self._check_open().flush())
+    add_many = blocking(aadd_many)
 
     async def aflush(self) -> None:
-        await self._arun(self._check_open().flush())
+        """Make everything acknowledged so far durable, in every conversation."""
+        await self._runner.arun(self._runner.session.flush())
 
-    def wait_indexed(self, timeout_s: float = 60.0) -> bool:
-        """Flush, then wait until every durable message is embedded and searchable."""
-        return self._run(self._check_open().wait_indexed(timeout_s))
+    flush = blocking(aflush)
 
     async def await_indexed(self, timeout_s: float = 60.0) -> bool:
-        return await self._arun(self._check_open().wait_indexed(timeout_s))
+        """Flush, then wait until every durable message is embedded and searchable."""
+        return await self._runner.arun(self._runner.session.wait_indexed(timeout_s))
 
-    def export(self, root: str | None = None) -> dict[str, Any]:
+    wait_indexed = blocking(await_indexed)
+
+    async def aexport(self, root: str | None = None) -> dict[str, Any]:
         """Export messages and entries to hive-partitioned Parquet under ``root`` (default
         ``config.exports_path``), incrementally; returns the manifest (rows, files, watermark).
         Layout: ``<root>/{messages,entries}/app_key=<key>/bucket=<n>/part-*.parquet``, every file
         holding the ``app`` column (``key`` is the app, or a prefix and a hash of a long one); read it with
         ``ray.data.read_parquet`` or DuckDB's ``read_parquet(..., hive_partitioning=true)``."""
-        return self._run(self._check_open().export(root))
+        return await self._runner.arun(self._runner.session.export(root))
 
-    async def aexport(self, root: str | None = None) -> dict[str, Any]:
-        return await self._arun(self._check_open().export(root))
+    export = blocking(aexport)
 
     # -- reads ------------------------------------------------------------------------------
-    @overload
-    def context_many(
-        self, calls: Iterable[ContextCall], return_exceptions: Literal[False] = False
-    ) -> list[Context]: ...
-    @overload
-    def context_many(self, calls: Iterable[ContextCall], return_exceptions: bool) -> list[Answer[Context]]: ...
-    def context_many(
-        self, calls: Iterable[ContextCall], return_exceptions: bool = False
-    ) -> list[Context] | list[Answer[Context]]:
-        """Many ``conv.context()`` calls at once (``memray.ContextCall(conv, query, ...)``, the
-        same arguments), with one call per host, one to the store and one per shard for them all.
-        Answers in order, each what that ``context()`` would return at this point (read-your-writes
-        included). Every call is checked first: a bad argument raises before anything runs,
-        naming it (``calls[3].limit``). A call that would raise (its host failed) raises after the
-        batch ran; with ``return_exceptions=True`` its error takes its place instead."""
-        reads = reads_of(calls, ContextCall, context_read)
-        return _answers(self._run(self._recall.context_many(reads)), return_exceptions)
-
     @overload
     async def acontext_many(
         self, calls: Iterable[ContextCall], return_exceptions: Literal[False] = False
@@ -324,22 +265,16 @@ class Memory(SessionAccess):
     async def acontext_many(
         self, calls: Iterable[ContextCall], return_exceptions: bool = False
     ) -> list[Context] | list[Answer[Context]]:
+        """Many ``conv.context()`` calls at once (``memray.ContextCall(conv, query, ...)``, the
+        same arguments), with one call per host, one to the store and one per shard for them all.
+        Answers in order, each what that ``context()`` would return at this point (read-your-writes
+        included). Every call is checked first: a bad argument raises before anything runs,
+        naming it (``calls[3].limit``). A call that would raise (its host failed) raises after the
+        batch ran; with ``return_exceptions=True`` its error takes its place instead."""
         reads = reads_of(calls, ContextCall, context_read)
-        return _answers(await self._arun(self._recall.context_many(reads)), return_exceptions)
+        return _answers(await self._runner.arun(self._runner.session.recall.context_many(reads)), return_exceptions)
 
-    @overload
-    def search_many(
-        self, calls: Iterable[SearchCall], return_exceptions: Literal[False] = False
-    ) -> list[SearchResults]: ...
-    @overload
-    def search_many(self, calls: Iterable[SearchCall], return_exceptions: bool) -> list[Answer[SearchResults]]: ...
-    def search_many(
-        self, calls: Iterable[SearchCall], return_exceptions: bool = False
-    ) -> list[SearchResults] | list[Answer[SearchResults]]:
-        """Many ``conv.search()`` calls at once (``memray.SearchCall(conv, query, ...)``), with
-        one call per shard for them all; answers and errors as in :meth:`context_many`."""
-        reads = reads_of(calls, SearchCall, search_read)
-        return _answers(self._run(self._recall.search_many(reads)), return_exceptions)
+    context_many = blocking(acontext_many)
 
     @overload
     async def asearch_many(
@@ -352,35 +287,35 @@ class Memory(SessionAccess):
     async def asearch_many(
         self, calls: Iterable[SearchCall], return_exceptions: bool = False
     ) -> list[SearchResults] | list[Answer[SearchResults]]:
+        """Many ``conv.search()`` calls at once (``memray.SearchCall(conv, query, ...)``), with
+        one call per shard for them all; answers and errors as in :meth:`context_many`."""
         reads = reads_of(calls, SearchCall, search_read)
-        return _answers(await self._arun(self._recall.search_many(reads)), return_exceptions)
+        return _answers(await self._runner.arun(self._runner.session.recall.search_many(reads)), return_exceptions)
 
-    def dead_letters(self, app: str | None = None, user_id: str | None = None, limit: int = 100) -> list[DeadLetter]:
-        """Messages that were acknowledged but could not be stored (``kind="rejected"``: the
-        store refused them; ``"lost"``: not yet durable when their host was killed), newest first.
-        Each keeps its seq, which no other message is ever given. A conversation's next flush
-        (or durable add) raises :class:`~memray.errors.DeadLetterError` naming its own."""
-        return self._run(self._dead_letters(app, user_id, limit))
+    search_many = blocking(asearch_many)
 
     async def adead_letters(
         self, app: str | None = None, user_id: str | None = None, limit: int = 100
     ) -> list[DeadLetter]:
-        return await self._arun(self._dead_letters(app, user_id, limit))
-
-    async def _dead_letters(self, app: str | None, user_id: str | None, limit: int) -> list[DeadLetter]:
+        """Messages that were acknowledged but could not be stored (``kind="rejected"``: the
+        store refused them; ``"lost"``: not yet durable when their host was killed), newest first.
+        Each keeps its seq, which no other message is ever given. A conversation's next flush
+        (or durable add) raises :class:`~memray.errors.DeadLetterError` naming its own."""
         validate_optional_id("app", app)
         validate_optional_id("user_id", user_id)
-        return [DeadLetter(*r) for r in await self._deployment.stores.dead_letters(app, user_id, limit)]
+        rows = await self._runner.arun(self._runner.session.deployment.stores.dead_letters(app, user_id, limit))
+        return [DeadLetter(*r) for r in rows]
 
-    def stats(self) -> list[dict[str, Any]]:
-        """Each host's figures: conversations held, pending writes, commits, embedding failures,
-        dead letters, messages lost on a restart, its pid and memory."""
-        return self._run(self._check_open().stats())
+    dead_letters = blocking(adead_letters)
 
     async def astats(self) -> list[dict[str, Any]]:
-        return await self._arun(self._check_open().stats())
+        """Each host's figures: conversations held, pending writes, commits, embedding failures,
+        dead letters, messages lost on a restart, its pid and memory."""
+        return await self._runner.arun(self._runner.session.stats())
 
-    def list_conversations(
+    stats = blocking(astats)
+
+    async def alist_conversations(
         self,
         user_id: str,
         app: str = "default",
@@ -391,27 +326,14 @@ class Memory(SessionAccess):
         """A page of the user's conversations, ordered by ``updated_*``, ``created_*`` or
         ``title_*`` (``_asc``/``_desc``; untitled last; ties by conversation id), ``limit`` from
         ``offset``; ``.total`` counts them all."""
-        return self._run(self._list_conversations(user_id, app, order, limit, offset))
-
-    async def alist_conversations(
-        self,
-        user_id: str,
-        app: str = "default",
-        order: ConversationOrder = "updated_desc",
-        limit: int = 50,
-        offset: int = 0,
-    ) -> ConversationList:
-        return await self._arun(self._list_conversations(user_id, app, order, limit, offset))
-
-    def _list_conversations(
-        self, user_id: str, app: str, order: ConversationOrder, limit: int, offset: int
-    ) -> Coroutine[Any, Any, ConversationList]:
         validate_id("user_id", user_id)
         validate_id("app", app)
         args = (check_order(order), check_limit(limit, 50), check_count(offset, "offset"))
-        return self._check_open().list_conversations(app, user_id, *args)
+        return await self._runner.arun(self._runner.session.list_conversations(app, user_id, *args))
 
-    def search_app(
+    list_conversations = blocking(alist_conversations)
+
+    async def asearch_app(
         self,
         app: str,
         query: str,
@@ -428,48 +350,23 @@ class Memory(SessionAccess):
         """Search every conversation of every user of ``app`` (an explicit app-wide operation:
         it fans out to every shard). Scores, ``scoring`` and the time bounds as in
         :meth:`ConversationHandle.search`."""
-        bounds = window(after, before, created_after, created_before)
-        return self._run(self._search_app(app, query, limit, mode, min_score, scoring, bounds))
-
-    async def asearch_app(
-        self,
-        app: str,
-        query: str,
-        limit: int = 5,
-        mode: RetrievalMode | None = None,
-        min_score: float | None = None,
-        *,
-        scoring: Scoring | None = None,
-        after: SimTime | None = None,
-        before: SimTime | None = None,
-        created_after: SimTime | None = None,
-        created_before: SimTime | None = None,
-    ) -> SearchResults:
-        bounds = window(after, before, created_after, created_before)
-        return await self._arun(self._search_app(app, query, limit, mode, min_score, scoring, bounds))
-
-    def _search_app(
-        self,
-        app: str,
-        query: str,
-        limit: int,
-        mode: RetrievalMode | None,
-        min_score: float | None,
-        scoring: Scoring | None,
-        bounds: Window | None,
-    ) -> Coroutine[Any, Any, SearchResults]:
         validate_id("app", app)
-        return self._recall.search_app(
+        search = self._runner.session.recall.search_app(
             app,
             check_query(query),
             check_limit(limit, 5),
             check_min_score(min_score),
             check_mode(mode),
             stream_of(scoring),
-            bounds,
+            window(after, before, created_after, created_before),
         )
+        return await self._runner.arun(search)
+
+    search_app = blocking(asearch_app)
 
     # -- forks ----------------------------------------------------------------------------
+    # (written sync and async: opening a memray starts Ray and a loop thread from the caller's
+    # thread, which a coroutine on memray's own loop must not do)
     def fork(self, path: str, mode: RunMode | None = None, **options: Any) -> Memory:
         """A consistent copy of this whole memray at one point in time, taken while agents keep
         writing, opened as an independent memray at ``path``: with this memray's configuration,
@@ -487,16 +384,14 @@ class Memory(SessionAccess):
         config = _configured(self.config, target, mode, options)
         return await asyncio.to_thread(self._open_fork, config, await self.afork_to(target))
 
-    def fork_to(self, path: str) -> dict[str, Any]:
+    async def afork_to(self, path: str) -> dict[str, Any]:
         """Fork into the new data directory ``path`` (as :meth:`fork` does) without opening it:
         ``memray.open(path, ...)`` then opens it in any mode, in any process, while this memray
         runs. Returns the timings and sizes :meth:`fork` puts in ``fork_info``."""
         target = check_fork_path(self.config.root, path)
-        return self._run(self._check_open().fork(target))
+        return await self._runner.arun(self._runner.session.fork(target))
 
-    async def afork_to(self, path: str) -> dict[str, Any]:
-        target = check_fork_path(self.config.root, path)
-        return await self._arun(self._check_open().fork(target))
+    fork_to = blocking(afork_to)
 
     def _open_fork(self, config: MemoryConfig, info: dict[str, Any]) -> Memory:
         fork = Memory(config)
@@ -505,21 +400,31 @@ class Memory(SessionAccess):
         return fork._start()
 
     # -- deletes and erasure ----------------------------------------------------------------
-    def delete_user(self, *, user_id: str, app: str = "default") -> DeletionReceipt:
+    async def adelete_user(self, *, user_id: str, app: str = "default") -> DeletionReceipt:
         """Erase the user everywhere: conversations, messages, entries, working memory,
         summaries, vectors in every shard and their snapshots, Parquet exports, caches. Returns
         counts per store. Keyword-only, so app and user cannot be swapped by position."""
-        return self._run(self._check_open().erase(app, user_id))
+        return await self._runner.arun(self._runner.session.erase(app, user_id))
 
-    async def adelete_user(self, *, user_id: str, app: str = "default") -> DeletionReceipt:
-        return await self._arun(self._check_open().erase(app, user_id))
-
-    def verify_deleted(self, *, user_id: str, app: str = "default") -> DeletionProof:
-        """Scan every store for the user; ``.clean`` is True when nothing of them remains."""
-        return self._run(self._check_open().verify(app, user_id))
+    delete_user = blocking(adelete_user)
 
     async def averify_deleted(self, *, user_id: str, app: str = "default") -> DeletionProof:
-        return await self._arun(self._check_open().verify(app, user_id))
+        """Scan every store for the user; ``.clean`` is True when nothing of them remains."""
+        return await self._runner.arun(self._runner.session.verify(app, user_id))
+
+    verify_deleted = blocking(averify_deleted)
+
+
+def _prepare_many(
+    batch: Iterable[tuple[Any, Iterable[MessageInput]]], max_chars: int
+) -> list[tuple[ConversationKey, list[Message]]]:
+    out = []
+    for target, msgs in batch:
+        key = target.key if isinstance(target, ConversationHandle) else target
+        if not isinstance(key, ConversationKey):
+            raise ValidationError("conversation", target, "must be a ConversationKey or a conversation handle")
+        out.append((key, coerce_messages(msgs, max_chars)))
+    return out
 
 
 def _answers(answers: list[Answer[T]], return_exceptions: bool) -> list[Answer[T]]:

@@ -1,9 +1,32 @@
-"""`MemoryServiceHandle`: the long-term service as the facade offers it (``mem.memory_service``).
+"""`MemoryServiceHandle`: the long-term service as the facade offers it (``mem.memory_service``),
+and :class:`EntryScope`, what it shares with a project's view
+(:class:`~memray.facade.project.ProjectView`, ``svc.for_project("P")``).
 
-Each method of :class:`~memray.service.longterm.MemoryService` in a sync form and an
-``a``-prefixed asyncio twin, run on the memory's event loop like the conversation handles.
-``delete_user`` here is the full erasure of :meth:`memray.Memory.delete_user` (conversations,
-entries, vectors, exports, caches), with its receipt.
+One way to do each thing:
+
+=====================================================  =======================================
+``add_entry`` / ``add_entries``                        store one / several entries (same id
+                                                       replaces); ``session_id=`` tags them,
+                                                       ``replace_session=True`` replaces what
+                                                       the session stored before
+``delete_entries(query)``                              the scope's entries matching ``query``
+``delete_entries(ids=[...])``                          these entries
+``delete_entries(session_id=...)``                     every entry the session stored
+``for_project(P).delete_entries(everything=True)``     every entry of project P
+``search`` / ``list_recent`` / ``list_entries``        in the scope
+``mem.delete_user`` / ``mem.verify_deleted``           erase a user everywhere / prove it
+=====================================================  =======================================
+
+The scope is the service's (global entries) or a project view's (project P; searches and
+``list_recent`` see the global entries too, as the service's table in
+:mod:`memray.service.longterm` says). ``ids=`` and ``session_id=`` name entries exactly: on the
+service they reach entries of every scope, in a view only the project's.
+
+The older names (``add_session``, ``*_to_project``, ``*_in_project``, ``delete_entries_by_id``,
+``delete_project``, ``delete_session``, the service's ``delete_user`` / ``verify_deleted``, and a
+``project_id`` argument where ``for_project`` is the way) still work and warn
+(:mod:`memray.facade.deprecation`), naming their replacement. Every call is written once, as the
+``a``-prefixed coroutine; its sync twin is derived by :func:`~memray.facade.runner.blocking`.
 """
 
 from __future__ import annotations
@@ -11,6 +34,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from memray.errors import ValidationError
+from memray.facade.deprecation import deprecated, deprecated_argument
+from memray.facade.runner import Runner, blocking
 from memray.models import (
     DeletionProof,
     DeletionReceipt,
@@ -22,75 +48,53 @@ from memray.models import (
 from memray.ranking import Scoring
 from memray.service.entries import EntryInput
 from memray.service.longterm import MemoryService
+from memray.service.reader import _parse_request
 from memray.sim_time import SimTime, window
 
 if TYPE_CHECKING:
     from memray.facade.memory import Memory
     from memray.facade.project import ProjectView
 
-__all__ = ["MemoryServiceHandle"]
+__all__ = ["EntryScope", "MemoryServiceHandle", "scope_of"]
 
 
-class MemoryServiceHandle:
-    """Sync + async access to the memory's :class:`MemoryService` (see its docs for semantics)."""
+class EntryScope:
+    """Adds, deletes, searches and listings of long-term entries in one scope: the global
+    entries (``project_id`` None) or one project's (see the module docstring)."""
 
-    def __init__(self, memory: Memory) -> None:
-        self._mem = memory
+    def __init__(self, runner: Runner, project_id: str | None) -> None:
+        self._runner = runner
+        self._project_id = project_id
 
     @property
     def _core(self) -> MemoryService:
-        return self._mem._service_core
+        return self._runner.session.service
 
-    def for_project(self, project_id: str) -> ProjectView:
-        """This service bound to project ``project_id``: ``add_session``, ``add_entry``, ``search``
-        and ``delete_entries`` act on it (:class:`~memray.facade.project.ProjectView`)."""
-        from memray.facade.project import ProjectView
-
-        return ProjectView(self, project_id)
+    def _project(self, project_id: str | None) -> str | None:
+        """The project a call acts on: this scope's, or a (deprecated) ``project_id`` argument,
+        which in a view must be the view's."""
+        if project_id is None:
+            return self._project_id
+        if self._project_id is not None and project_id != self._project_id:
+            raise ValidationError(
+                "project_id",
+                project_id,
+                f"conflicts with this view's project {self._project_id!r}",
+                "leave project_id unset, or call it through svc.for_project(...) of that project",
+            )
+        return project_id
 
     # -- writes -----------------------------------------------------------------------------
-    def add_session(self, app: str, user_id: str, session_id: str, entries: Iterable[EntryInput]) -> list[str]:
-        """Store a session's entries (global); re-adding the session replaces them."""
-        return self._mem._run(self._core.add_session(app, user_id, session_id, list(entries)))
-
-    async def aadd_session(self, app: str, user_id: str, session_id: str, entries: Iterable[EntryInput]) -> list[str]:
-        return await self._mem._arun(self._core.add_session(app, user_id, session_id, list(entries)))
-
-    def add_session_to_project(
-        self, app: str, user_id: str, session_id: str, project_id: str, entries: Iterable[EntryInput]
-    ) -> list[str]:
-        return self._mem._run(self._core.add_session_to_project(app, user_id, session_id, project_id, list(entries)))
-
-    async def aadd_session_to_project(
-        self, app: str, user_id: str, session_id: str, project_id: str, entries: Iterable[EntryInput]
-    ) -> list[str]:
-        return await self._mem._arun(
-            self._core.add_session_to_project(app, user_id, session_id, project_id, list(entries))
-        )
-
-    def add_entry(self, app: str, user_id: str, entry: EntryInput) -> str:
-        return self._mem._run(self._core.add_entry(app, user_id, entry))
-
     async def aadd_entry(self, app: str, user_id: str, entry: EntryInput) -> str:
-        return await self._mem._arun(self._core.add_entry(app, user_id, entry))
+        """Store one entry in this scope (an entry with the same id is replaced). Returns its id."""
+        core, project = self._core, self._project_id
+        if project is None:
+            return await self._runner.arun(core.add_entry(app, user_id, entry))
+        return await self._runner.arun(core.add_entry_to_project(app, user_id, project, entry))
 
-    def add_entry_to_project(self, app: str, user_id: str, project_id: str, entry: EntryInput) -> str:
-        return self._mem._run(self._core.add_entry_to_project(app, user_id, project_id, entry))
+    add_entry = blocking(aadd_entry)
 
-    async def aadd_entry_to_project(self, app: str, user_id: str, project_id: str, entry: EntryInput) -> str:
-        return await self._mem._arun(self._core.add_entry_to_project(app, user_id, project_id, entry))
-
-    def add_entries(
-        self,
-        app: str,
-        user_id: str,
-        entries: Iterable[EntryInput],
-        project_id: str | None = None,
-        session_id: str | None = None,
-    ) -> list[str]:
-        """Store several entries (global, or in ``project_id``); same ids replace; returns ids."""
-        return self._mem._run(self._core.add_entries(app, user_id, list(entries), project_id, session_id))
-
+    @deprecated_argument("project_id", "for_project(project_id).add_entries(...)")
     async def aadd_entries(
         self,
         app: str,
@@ -98,28 +102,136 @@ class MemoryServiceHandle:
         entries: Iterable[EntryInput],
         project_id: str | None = None,
         session_id: str | None = None,
+        *,
+        replace_session: bool = False,
     ) -> list[str]:
-        return await self._mem._arun(self._core.add_entries(app, user_id, list(entries), project_id, session_id))
+        """Store several entries in this scope, each replacing a stored entry with the same id;
+        returns their ids. ``session_id`` tags them with a session (``delete_entries(session_id=...)``
+        removes them); with ``replace_session=True`` they replace everything that session stored
+        before, in any scope (an empty list then just removes it). ``project_id`` is deprecated:
+        use ``for_project(project_id).add_entries(...)``."""
+        core, project, items = self._core, self._project(project_id), list(entries)
+        if not replace_session:
+            return await self._runner.arun(core.add_entries(app, user_id, items, project, session_id))
+        if session_id is None:
+            raise ValidationError(
+                "session_id", None, "is needed with replace_session=True", "pass the session whose entries to replace"
+            )
+        if project is None:
+            return await self._runner.arun(core.add_session(app, user_id, session_id, items))
+        return await self._runner.arun(core.add_session_to_project(app, user_id, session_id, project, items))
+
+    add_entries = blocking(aadd_entries)
+
+    # -- deletes ----------------------------------------------------------------------------
+    async def adelete_entries(
+        self,
+        app: str,
+        user_id: str,
+        query: str | None = None,
+        *,
+        ids: Sequence[str] | None = None,
+        session_id: str | None = None,
+        everything: bool = False,
+    ) -> dict[str, int]:
+        """Delete entries, with their vectors, named by exactly one of: ``query`` (this scope's
+        entries containing every word of it: :mod:`memray.service.entries`), ``ids`` (these
+        entries; unknown ids are ignored), ``session_id`` (every entry the session stored), or
+        ``everything=True`` (every entry of a project: only in a ``for_project`` view; to erase
+        a user use ``mem.delete_user``). On the service, ``ids`` and ``session_id`` reach entries
+        of every scope; in a view, only the project's. Returns ``{"entries": n, "vectors": m}``."""
+        core, project = self._core, self._project_id
+        given = [name for name, v in (("query", query), ("ids", ids), ("session_id", session_id)) if v is not None]
+        if everything:
+            given.append("everything")
+        if len(given) != 1:
+            raise ValidationError(
+                given[1] if given else "query",
+                None,
+                "name what to delete with exactly one of query, ids=, session_id= or everything=True"
+                + (f" (got {' and '.join(given)})" if given else ""),
+                "e.g. svc.delete_entries(app, user_id, 'coffee') or svc.delete_entries(app, user_id, ids=[...])",
+            )
+        if query is not None:
+            if project is None:
+                return await self._runner.arun(core.delete_entries(app, user_id, query))
+            return await self._runner.arun(core.delete_entries_in_project(app, user_id, project, query))
+        if ids is not None:
+            return await self._runner.arun(core.delete_entries_by_id(app, user_id, ids, project))
+        if session_id is not None:
+            return await self._runner.arun(core.delete_session(app, user_id, session_id, project))
+        if project is None:
+            raise ValidationError(
+                "everything",
+                True,
+                "deletes a whole project and needs one",
+                "use svc.for_project(P).delete_entries(app, user_id, everything=True); "
+                "to erase a user everywhere use mem.delete_user(user_id=..., app=...)",
+            )
+        return await self._runner.arun(core.delete_project(app, user_id, project))
+
+    delete_entries = blocking(adelete_entries)
+
+    # deprecated
+    @deprecated("add_entries(app, user_id, entries, session_id=session_id, replace_session=True)")
+    async def aadd_session(self, app: str, user_id: str, session_id: str, entries: Iterable[EntryInput]) -> list[str]:
+        return await self.aadd_entries(app, user_id, entries, session_id=session_id, replace_session=True)
+
+    add_session = blocking(aadd_session)
 
     # -- reads ------------------------------------------------------------------------------
-    def search(self, request: SearchRequest | dict[str, Any]) -> SearchMemoryResponse:
-        """``project_id=None``: global entries only; ``P``: global plus P's. ``limit`` None → 10."""
-        return self._mem._run(self._core.search(request))
-
     async def asearch(self, request: SearchRequest | dict[str, Any]) -> SearchMemoryResponse:
-        return await self._mem._arun(self._core.search(request))
+        """Entries relevant to ``request.query``, ranked (:mod:`memray.service.longterm`):
+        ``project_id=None``: the global entries only; ``P``: global plus P's (in a project view
+        the view's project, which ``request.project_id`` must then be unset or equal to).
+        ``limit`` None → 10."""
+        if self._project_id is not None:
+            req = request if isinstance(request, SearchRequest) else _parse_request(request)
+            request = req.model_copy(update={"project_id": self._project(req.project_id)})
+        return await self._runner.arun(self._core.search(request))
 
-    def list_recent(
-        self, app: str, user_id: str, limit: int | None = None, project_id: str | None = None
-    ) -> list[MemoryResult]:
-        return self._mem._run(self._core.list_recent(app, user_id, limit, project_id))
+    search = blocking(asearch)
 
+    @deprecated_argument("project_id", "for_project(project_id).list_recent(...)")
     async def alist_recent(
         self, app: str, user_id: str, limit: int | None = None, project_id: str | None = None
     ) -> list[MemoryResult]:
-        return await self._mem._arun(self._core.list_recent(app, user_id, limit, project_id))
+        """The newest entries in this scope's search scope (global; in a view global plus the
+        project's), newest first; ``score`` is 0.0. ``project_id`` is deprecated: use
+        ``for_project(project_id).list_recent(...)``."""
+        project = self._project(project_id)
+        return await self._runner.arun(self._core.list_recent(app, user_id, limit, project))
 
-    def search_projects(
+    list_recent = blocking(alist_recent)
+
+    @deprecated_argument("project_id", "for_project(project_id).list_entries(...)")
+    async def alist_entries(
+        self, app: str, user_id: str, project_id: str | None = None, limit: int | None = None
+    ) -> list[MemoryResult]:
+        """Every entry of exactly this scope (global, or the view's project alone), newest
+        first. ``project_id`` is deprecated: use ``for_project(project_id).list_entries(...)``."""
+        project = self._project(project_id)
+        return await self._runner.arun(self._core.list_entries(app, user_id, project, limit))
+
+    list_entries = blocking(alist_entries)
+
+
+class MemoryServiceHandle(EntryScope):
+    """Sync + async access to the memory's :class:`MemoryService` (see its docs for semantics):
+    the global scope's calls of :class:`EntryScope`, the reads across scopes, and
+    :meth:`for_project`."""
+
+    def __init__(self, memory: Memory) -> None:
+        super().__init__(memory._runner, None)
+
+    def for_project(self, project_id: str) -> ProjectView:
+        """This service bound to project ``project_id``: every call of :class:`EntryScope` acts
+        on it (:class:`~memray.facade.project.ProjectView`)."""
+        from memray.facade.project import ProjectView
+
+        return ProjectView(self, project_id)
+
+    async def asearch_projects(
         self,
         app: str,
         user_id: str,
@@ -138,107 +250,83 @@ class MemoryServiceHandle:
         """Search exactly the listed scopes (``None``: global entries) of one user; ``scoring`` and
         the time bounds as in ``SearchRequest``."""
         bounds = window(after, before, created_after, created_before)
-        return self._mem._run(
-            self._core.search_projects(app, user_id, query, project_ids, limit, min_score, mode, scoring, bounds)
-        )
+        search = self._core.search_projects(app, user_id, query, project_ids, limit, min_score, mode, scoring, bounds)
+        return await self._runner.arun(search)
 
-    async def asearch_projects(
-        self,
-        app: str,
-        user_id: str,
-        query: str,
-        project_ids: Sequence[str | None],
-        limit: int | None = None,
-        min_score: float | None = None,
-        mode: RetrievalMode | None = None,
-        *,
-        scoring: Scoring | None = None,
-        after: SimTime | None = None,
-        before: SimTime | None = None,
-        created_after: SimTime | None = None,
-        created_before: SimTime | None = None,
-    ) -> SearchMemoryResponse:
-        bounds = window(after, before, created_after, created_before)
-        return await self._mem._arun(
-            self._core.search_projects(app, user_id, query, project_ids, limit, min_score, mode, scoring, bounds)
-        )
-
-    def get_entries(self, app: str, user_id: str, ids: Sequence[str]) -> list[MemoryResult]:
-        """Entries by id, in the order asked; ids not stored are skipped."""
-        return self._mem._run(self._core.get_entries(app, user_id, ids))
+    search_projects = blocking(asearch_projects)
 
     async def aget_entries(self, app: str, user_id: str, ids: Sequence[str]) -> list[MemoryResult]:
-        return await self._mem._arun(self._core.get_entries(app, user_id, ids))
+        """Entries by id, in the order asked; ids not stored are skipped."""
+        return await self._runner.arun(self._core.get_entries(app, user_id, ids))
 
-    def list_entries(
-        self, app: str, user_id: str, project_id: str | None = None, limit: int | None = None
-    ) -> list[MemoryResult]:
-        """Every entry of exactly one scope (global, or P's alone), newest first."""
-        return self._mem._run(self._core.list_entries(app, user_id, project_id, limit))
-
-    async def alist_entries(
-        self, app: str, user_id: str, project_id: str | None = None, limit: int | None = None
-    ) -> list[MemoryResult]:
-        return await self._mem._arun(self._core.list_entries(app, user_id, project_id, limit))
-
-    def list_projects(self, app: str, user_id: str | None = None) -> list[tuple[str, str]]:
-        """(user_id, project_id) of every project holding entries in ``app`` (or of one user)."""
-        return self._mem._run(self._core.list_projects(app, user_id))
+    get_entries = blocking(aget_entries)
 
     async def alist_projects(self, app: str, user_id: str | None = None) -> list[tuple[str, str]]:
-        return await self._mem._arun(self._core.list_projects(app, user_id))
+        """(user_id, project_id) of every project holding entries in ``app`` (or of one user)."""
+        return await self._runner.arun(self._core.list_projects(app, user_id))
 
-    # -- deletes ----------------------------------------------------------------------------
-    def delete_entries_by_id(self, app: str, user_id: str, ids: Sequence[str]) -> dict[str, int]:
-        """Delete these entries, whatever their scope; unknown ids are ignored."""
-        return self._mem._run(self._core.delete_entries_by_id(app, user_id, ids))
-
-    async def adelete_entries_by_id(self, app: str, user_id: str, ids: Sequence[str]) -> dict[str, int]:
-        return await self._mem._arun(self._core.delete_entries_by_id(app, user_id, ids))
-
-    def delete_entries(self, app: str, user_id: str, query: str) -> dict[str, int]:
-        """Global entries containing every word of ``query``; projects untouched."""
-        return self._mem._run(self._core.delete_entries(app, user_id, query))
-
-    async def adelete_entries(self, app: str, user_id: str, query: str) -> dict[str, int]:
-        return await self._mem._arun(self._core.delete_entries(app, user_id, query))
-
-    def delete_entries_in_project(self, app: str, user_id: str, project_id: str, query: str) -> dict[str, int]:
-        return self._mem._run(self._core.delete_entries_in_project(app, user_id, project_id, query))
-
-    async def adelete_entries_in_project(self, app: str, user_id: str, project_id: str, query: str) -> dict[str, int]:
-        return await self._mem._arun(self._core.delete_entries_in_project(app, user_id, project_id, query))
-
-    def delete_project(self, app: str, user_id: str, project_id: str) -> dict[str, int]:
-        return self._mem._run(self._core.delete_project(app, user_id, project_id))
-
-    async def adelete_project(self, app: str, user_id: str, project_id: str) -> dict[str, int]:
-        return await self._mem._arun(self._core.delete_project(app, user_id, project_id))
-
-    def delete_session(self, app: str, user_id: str, session_id: str) -> dict[str, int]:
-        return self._mem._run(self._core.delete_session(app, user_id, session_id))
-
-    async def adelete_session(self, app: str, user_id: str, session_id: str) -> dict[str, int]:
-        return await self._mem._arun(self._core.delete_session(app, user_id, session_id))
-
-    def delete_user(self, *, user_id: str, app: str = "default") -> DeletionReceipt:
-        """Erase the user everywhere (the same as ``mem.delete_user``, keyword-only as there);
-        returns the receipt."""
-        return self._mem.delete_user(app=app, user_id=user_id)
-
-    async def adelete_user(self, *, user_id: str, app: str = "default") -> DeletionReceipt:
-        return await self._mem.adelete_user(app=app, user_id=user_id)
-
-    def verify_deleted(self, *, user_id: str, app: str = "default") -> DeletionProof:
-        """Scan every store for the user (the same as ``mem.verify_deleted``)."""
-        return self._mem.verify_deleted(app=app, user_id=user_id)
-
-    async def averify_deleted(self, *, user_id: str, app: str = "default") -> DeletionProof:
-        return await self._mem.averify_deleted(app=app, user_id=user_id)
-
-    def wait_indexed(self, timeout_s: float | None = 60.0) -> bool:
-        """Wait until every added entry is indexed (failed embeddings awaiting a retry aside)."""
-        return self._mem._run(self._core.wait_indexed(timeout_s))
+    list_projects = blocking(alist_projects)
 
     async def await_indexed(self, timeout_s: float | None = 60.0) -> bool:
-        return await self._mem._arun(self._core.wait_indexed(timeout_s))
+        """Wait until every added entry is indexed (failed embeddings awaiting a retry aside)."""
+        return await self._runner.arun(self._core.wait_indexed(timeout_s))
+
+    wait_indexed = blocking(await_indexed)
+
+    # -- deprecated: each says what replaces it ---------------------------------------------
+    @deprecated("for_project(project_id).add_entries(app, user_id, entries, session_id=..., replace_session=True)")
+    async def aadd_session_to_project(
+        self, app: str, user_id: str, session_id: str, project_id: str, entries: Iterable[EntryInput]
+    ) -> list[str]:
+        scope = self.for_project(project_id)
+        return await scope.aadd_entries(app, user_id, entries, session_id=session_id, replace_session=True)
+
+    add_session_to_project = blocking(aadd_session_to_project)
+
+    @deprecated("for_project(project_id).add_entry(app, user_id, entry)")
+    async def aadd_entry_to_project(self, app: str, user_id: str, project_id: str, entry: EntryInput) -> str:
+        return await self.for_project(project_id).aadd_entry(app, user_id, entry)
+
+    add_entry_to_project = blocking(aadd_entry_to_project)
+
+    @deprecated("delete_entries(app, user_id, ids=ids)")
+    async def adelete_entries_by_id(self, app: str, user_id: str, ids: Sequence[str]) -> dict[str, int]:
+        return await self.adelete_entries(app, user_id, ids=ids)
+
+    delete_entries_by_id = blocking(adelete_entries_by_id)
+
+    @deprecated("for_project(project_id).delete_entries(app, user_id, query)")
+    async def adelete_entries_in_project(self, app: str, user_id: str, project_id: str, query: str) -> dict[str, int]:
+        return await self.for_project(project_id).adelete_entries(app, user_id, query)
+
+    delete_entries_in_project = blocking(adelete_entries_in_project)
+
+    @deprecated("for_project(project_id).delete_entries(app, user_id, everything=True)")
+    async def adelete_project(self, app: str, user_id: str, project_id: str) -> dict[str, int]:
+        return await self.for_project(project_id).adelete_entries(app, user_id, everything=True)
+
+    delete_project = blocking(adelete_project)
+
+    @deprecated("delete_entries(app, user_id, session_id=session_id)")
+    async def adelete_session(self, app: str, user_id: str, session_id: str) -> dict[str, int]:
+        return await self.adelete_entries(app, user_id, session_id=session_id)
+
+    delete_session = blocking(adelete_session)
+
+    @deprecated("mem.delete_user(user_id=..., app=...), the same erasure")
+    async def adelete_user(self, *, user_id: str, app: str = "default") -> DeletionReceipt:
+        return await self._runner.arun(self._runner.session.erase(app, user_id))
+
+    delete_user = blocking(adelete_user)
+
+    @deprecated("mem.verify_deleted(user_id=..., app=...), the same scan")
+    async def averify_deleted(self, *, user_id: str, app: str = "default") -> DeletionProof:
+        return await self._runner.arun(self._runner.session.verify(app, user_id))
+
+    verify_deleted = blocking(averify_deleted)
+
+
+def scope_of(service: MemoryServiceHandle, project_id: str | None) -> EntryScope:
+    """The service itself (``project_id`` None) or its view of that project: for callers that
+    take an optional project from outside (the server's routes, the integrations)."""
+    return service if project_id is None else service.for_project(project_id)

@@ -114,6 +114,12 @@ class Session:
             self.service.set_embedder(self.embedder)
 
     # -- what a call needs of more than one part ------------------------------------------
+    async def add(self, key: ConversationKey, messages: list[Message], durable: bool, block: bool) -> list[int]:
+        """Add to one conversation; what its host acknowledged is kept for read-your-writes."""
+        seqs = await self.host_for(key).add(key, messages, durable, block=block)
+        self.recall.written.add(key, messages, seqs)
+        return seqs
+
     async def add_many(
         self, batch: list[tuple[ConversationKey, list[Message]]], durable: bool, block: bool = True
     ) -> list[list[int]]:

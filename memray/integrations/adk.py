@@ -38,6 +38,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from memray.errors import MissingExtraError
+from memray.facade.service import scope_of
 from memray.ids import validate_id, validate_optional_id, validate_project_id
 from memray.models import MemoryEntry, MemoryResult, SearchRequest
 
@@ -88,12 +89,10 @@ class MemrayMemoryService(BaseMemoryService):
         _scope(session.app_name, session.user_id)
         validate_id("session.id", session.id)
         entries = events_to_entries(session.events)
-        if self.project_id is None:
-            await self._svc.aadd_session(session.app_name, session.user_id, session.id, entries)
-        else:
-            await self._svc.aadd_session_to_project(
-                session.app_name, session.user_id, session.id, self.project_id, entries
-            )
+        scope = scope_of(self._svc, self.project_id)
+        await scope.aadd_entries(
+            session.app_name, session.user_id, entries, session_id=session.id, replace_session=True
+        )
 
     async def add_events_to_memory(
         self,
@@ -107,7 +106,7 @@ class MemrayMemoryService(BaseMemoryService):
         _scope(app_name, user_id)
         validate_optional_id("session_id", session_id)
         entries = events_to_entries(events, custom_metadata)
-        await self._svc.aadd_entries(app_name, user_id, entries, self.project_id, session_id)
+        await scope_of(self._svc, self.project_id).aadd_entries(app_name, user_id, entries, session_id=session_id)
 
     async def add_memory(
         self,
@@ -138,7 +137,7 @@ class MemrayMemoryService(BaseMemoryService):
         _scope(app_name, user_id)
         validate_optional_id("project_id", project_id)
         entries = [_from_adk(m, custom_metadata) for m in memories]
-        await self._svc.aadd_entries(app_name, user_id, entries, project_id)
+        await scope_of(self._svc, project_id).aadd_entries(app_name, user_id, entries)
 
     async def delete_memory(self, *, app_name: str, user_id: str, memory_id: str | None = None) -> None:
         _scope(app_name, user_id)
@@ -146,7 +145,7 @@ class MemrayMemoryService(BaseMemoryService):
             return
         found = await self._svc.aget_entries(app_name, user_id, [validate_id("memory_id", memory_id)])
         if found and found[0].project_id == self.project_id:
-            await self._svc.adelete_entries_by_id(app_name, user_id, [memory_id])
+            await self._svc.adelete_entries(app_name, user_id, ids=[memory_id])
 
     # -- reads ------------------------------------------------------------------------------
     async def search_memory(self, *, app_name: str, user_id: str, query: str) -> SearchMemoryResponse:

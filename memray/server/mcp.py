@@ -23,6 +23,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memray.facade.memory import Memory
+from memray.facade.service import scope_of
 from memray.models import SearchRequest
 from memray.server.auth import AuthError, KeyCache, authorize, presented_key
 from memray.server.problems import problem
@@ -80,7 +81,7 @@ def mcp_server(mem: Memory, keys: KeyCache | None, default_app: str) -> MCPServe
         if conversation_id is not None:
             seqs = await mem.conversation(user_id, conversation_id, app).aadd({"role": role, "content": content})
             return {"seqs": seqs, "durable": False, "in_context": True}
-        ids = await mem.memory_service.aadd_entries(app, user_id, [{"content": content}], project_id)
+        ids = await scope_of(mem.memory_service, project_id).aadd_entries(app, user_id, [{"content": content}])
         return {"ids": ids, "durable": True, "searchable": True}
 
     @server.tool()
@@ -137,7 +138,7 @@ def mcp_server(mem: Memory, keys: KeyCache | None, default_app: str) -> MCPServe
         if conversation_id is not None:
             messages = await mem.conversation(user_id, conversation_id, app).amessages(limit)
             return {"memories": [{"id": x.id, "seq": x.seq, "role": x.role, "text": x.text} for x in messages]}
-        entries = await mem.memory_service.alist_entries(app, user_id, project_id, limit)
+        entries = await scope_of(mem.memory_service, project_id).alist_entries(app, user_id, limit=limit)
         return {"memories": [{"id": r.entry.id, "text": r.entry.text, "project_id": r.project_id} for r in entries]}
 
     @server.tool()
@@ -151,7 +152,7 @@ def mcp_server(mem: Memory, keys: KeyCache | None, default_app: str) -> MCPServe
         app = scope(ctx, user_id, write=True)
         if conversation_id is not None:
             return {"deleted": await mem.conversation(user_id, conversation_id, app).adelete_messages([memory_id])}
-        return {"deleted": await mem.memory_service.adelete_entries_by_id(app, user_id, [memory_id])}
+        return {"deleted": await mem.memory_service.adelete_entries(app, user_id, ids=[memory_id])}
 
     @server.tool()
     async def delete_all_memories(
@@ -164,7 +165,11 @@ def mcp_server(mem: Memory, keys: KeyCache | None, default_app: str) -> MCPServe
         if conversation_id is not None:
             return {"deleted": await mem.conversation(user_id, conversation_id, app).aclear()}
         if project_id is not None:
-            return {"deleted": await mem.memory_service.adelete_project(app, user_id, project_id)}
+            return {
+                "deleted": await mem.memory_service.for_project(project_id).adelete_entries(
+                    app, user_id, everything=True
+                )
+            }
         receipt = await mem.adelete_user(app=app, user_id=user_id)
         return {"deleted": receipt.counts}
 

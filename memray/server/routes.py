@@ -18,7 +18,7 @@ from memray.errors import ValidationError
 from memray.facade.calls import SearchCall
 from memray.facade.conversation import ConversationHandle
 from memray.facade.memory import Memory
-from memray.facade.service import MemoryServiceHandle
+from memray.facade.service import MemoryServiceHandle, scope_of
 from memray.ids import ConversationKey
 from memray.models import ConversationOrder, DeletionReceipt, SearchRequest
 from memray.server import models as m
@@ -172,7 +172,9 @@ def build_router(mem: Memory, keys: KeyCache | None, replicas: int) -> APIRouter
     async def add_entries(s: Write, body: m.AddEntries) -> m.EntriesAdded:
         """Store entries (global, or in ``project_id``); the same id replaces an entry."""
         entries = [x.model_dump(exclude_none=True) for x in body.entries]
-        ids = await s.service.aadd_entries(s.app, s.user_id, entries, body.project_id, body.session_id)
+        ids = await scope_of(s.service, body.project_id).aadd_entries(
+            s.app, s.user_id, entries, session_id=body.session_id
+        )
         return m.EntriesAdded(ids=ids)
 
     @router.post(user + "/entries/search", tags=["entries"], response_model=m.EntrySearchOut)
@@ -185,28 +187,28 @@ def build_router(mem: Memory, keys: KeyCache | None, replicas: int) -> APIRouter
     @router.get(user + "/entries", tags=["entries"], response_model=m.EntryList)
     async def list_entries(s: Read, project_id: str | None = None, limit: int | None = None) -> m.EntryList:
         """Every entry of one scope (global, or P's alone), newest first."""
-        return m.EntryList(memories=await s.service.alist_entries(s.app, s.user_id, project_id, limit))
+        return m.EntryList(memories=await scope_of(s.service, project_id).alist_entries(s.app, s.user_id, limit=limit))
 
     @router.delete(user + "/entries", tags=["entries"], response_model=m.Counts, **WRITE)
     async def delete_entries(s: Write, ids: Annotated[list[str], Query()]) -> m.Counts:
         """Delete these entries, whatever their scope."""
-        return m.Counts(counts=await s.service.adelete_entries_by_id(s.app, s.user_id, ids))
+        return m.Counts(counts=await s.service.adelete_entries(s.app, s.user_id, ids=ids))
 
     @router.post(user + "/entries/delete", tags=["entries"], response_model=m.Counts, **WRITE)
     async def delete_matching_entries(s: Write, body: m.EntryDeleteIn) -> m.Counts:
         """Entries containing every word of ``query``: global ones, or ``project_id``'s only."""
-        if body.project_id is None:
-            return m.Counts(counts=await s.service.adelete_entries(s.app, s.user_id, body.query))
-        counts = await s.service.adelete_entries_in_project(s.app, s.user_id, body.project_id, body.query)
+        counts = await scope_of(s.service, body.project_id).adelete_entries(s.app, s.user_id, body.query)
         return m.Counts(counts=counts)
 
     @router.delete(user + "/projects/{project_id}", tags=["entries"], response_model=m.Counts, **WRITE)
     async def delete_project(s: Write, project_id: str) -> m.Counts:
-        return m.Counts(counts=await s.service.adelete_project(s.app, s.user_id, project_id))
+        return m.Counts(
+            counts=await s.service.for_project(project_id).adelete_entries(s.app, s.user_id, everything=True)
+        )
 
     @router.delete(user + "/sessions/{session_id}", tags=["entries"], response_model=m.Counts, **WRITE)
     async def delete_session(s: Write, session_id: str) -> m.Counts:
-        return m.Counts(counts=await s.service.adelete_session(s.app, s.user_id, session_id))
+        return m.Counts(counts=await s.service.adelete_entries(s.app, s.user_id, session_id=session_id))
 
     @router.delete(user, tags=["users"], response_model=DeletionReceipt, **WRITE)
     async def delete_user(s: Write) -> DeletionReceipt:

@@ -74,20 +74,38 @@ LOAD_MEMORY_TOOL: dict[str, Any] = {
 }
 
 
-class SyncService(Protocol):
+class SyncScope(Protocol):
     def search(self, request: SearchRequest) -> SearchMemoryResponse: ...
-    def add_session(self, app: str, user_id: str, session_id: str, entries: Iterable[Any]) -> list[str]: ...
-    def add_session_to_project(
-        self, app: str, user_id: str, session_id: str, project_id: str, entries: Iterable[Any]
+    def add_entries(
+        self,
+        app: str,
+        user_id: str,
+        entries: Iterable[Any],
+        *,
+        session_id: str | None = ...,
+        replace_session: bool = ...,
     ) -> list[str]: ...
 
 
-class AsyncService(Protocol):
+class SyncService(SyncScope, Protocol):
+    def for_project(self, project_id: str) -> SyncScope: ...
+
+
+class AsyncScope(Protocol):
     async def asearch(self, request: SearchRequest) -> SearchMemoryResponse: ...
-    async def aadd_session(self, app: str, user_id: str, session_id: str, entries: Iterable[Any]) -> list[str]: ...
-    async def aadd_session_to_project(
-        self, app: str, user_id: str, session_id: str, project_id: str, entries: Iterable[Any]
+    async def aadd_entries(
+        self,
+        app: str,
+        user_id: str,
+        entries: Iterable[Any],
+        *,
+        session_id: str | None = ...,
+        replace_session: bool = ...,
     ) -> list[str]: ...
+
+
+class AsyncService(AsyncScope, Protocol):
+    def for_project(self, project_id: str) -> AsyncScope: ...
 
 
 # -- the preloaded block ---------------------------------------------------------------------
@@ -252,16 +270,13 @@ def store_session(
 ) -> list[str]:
     """Store a finished session as memories (opt-in, after the session); re-storing the same
     ``session_id`` replaces it. Returns the entry ids stored."""
-    entries = messages_to_entries(messages)
-    if project_id is None:
-        return svc.add_session(app, user_id, session_id, entries)
-    return svc.add_session_to_project(app, user_id, session_id, project_id, entries)
+    scope = svc if project_id is None else svc.for_project(project_id)
+    return scope.add_entries(app, user_id, messages_to_entries(messages), session_id=session_id, replace_session=True)
 
 
 async def astore_session(
     svc: AsyncService, app: str, user_id: str, session_id: str, messages: Iterable[Any], project_id: str | None = None
 ) -> list[str]:
+    scope = svc if project_id is None else svc.for_project(project_id)
     entries = messages_to_entries(messages)
-    if project_id is None:
-        return await svc.aadd_session(app, user_id, session_id, entries)
-    return await svc.aadd_session_to_project(app, user_id, session_id, project_id, entries)
+    return await scope.aadd_entries(app, user_id, entries, session_id=session_id, replace_session=True)

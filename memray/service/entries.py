@@ -6,8 +6,8 @@ token of the query (:func:`memray.text.tokenize`: case-folded words, punctuation
 CJK characters and bigrams) is among the entry's tokens. It is a predicate, not a ranking: no
 score threshold, no embedding, so what it deletes is predictable and never more than the entries
 that literally contain the query's words. A query with no tokens (``""``, ``"?!"``) is rejected
-with :class:`~memray.errors.ValidationError`: use ``delete_project`` or ``delete_user`` to delete
-everything.
+with :class:`~memray.errors.ValidationError`: ``for_project(P).delete_entries(...,
+everything=True)`` deletes a whole project, ``mem.delete_user`` everything of a user.
 """
 
 from __future__ import annotations

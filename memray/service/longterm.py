@@ -15,7 +15,8 @@ search ``project_id=P``      global entries plus P's (never another project's)
 ``delete_entries``           global entries matching the query; projects untouched
 ``delete_entries_in_project``  P's entries matching the query; global untouched
 ``delete_project``           every entry of P
-``delete_session``           every entry of the session, in whatever scope
+``delete_session``           every entry of the session, in whatever scope (or only P's)
+``delete_entries_by_id``     these entries, in whatever scope (or only P's)
 ``delete_user`` (here)       every entry of the user; :meth:`memray.Memory.delete_user` erases
                              everything else too (conversations, exports, caches...)
 ==========================  ======================================================
@@ -25,6 +26,11 @@ returns), then queues them on the pipeline and waits (up to ``index_timeout_s``)
 indexed, so a search right after an add finds them. If the embedder fails the add still succeeds:
 the entries are indexed lexically at once and embedded by the pipeline's retries (or the
 backfill). Re-adding a session replaces that session's entries.
+
+These are the core's calls; users reach them through the facade's
+:class:`~memray.facade.service.MemoryServiceHandle`, which offers one add family and one delete
+family over them (``add_entry``/``add_entries``, ``delete_entries``) with project scope through
+``for_project``.
 
 "Entries matching a query" (the ``delete_entries*`` calls): see :mod:`memray.service.entries`.
 
@@ -219,21 +225,25 @@ class MemoryService(EntryReader):
                 "query",
                 query,
                 "has no words to match, so it would match nothing or everything",
-                "to delete every entry use delete_project(...) or delete_user(...)",
+                "to delete a whole project use svc.for_project(P).delete_entries(app, user_id, everything=True); "
+                "to erase a user, mem.delete_user(...)",
             )
         async with self.user_lock(app, user_id):
             rows: list[EntryRow] = await self._store.list_entries(app, user_id, project_id, None, False, None)
             return await self._delete_rows(app, user_id, [r for r in rows if entry_matches(wanted, r.text)])
 
-    async def delete_entries_by_id(self, app: str, user_id: str, ids: Sequence[str]) -> dict[str, int]:
-        """Delete these entries (whatever their scope) with their vectors; ids not stored are
-        ignored. Returns ``{"entries": n, "vectors": m}``."""
+    async def delete_entries_by_id(
+        self, app: str, user_id: str, ids: Sequence[str], project_id: str | None = None
+    ) -> dict[str, int]:
+        """Delete these entries with their vectors: whatever their scope, or only those of
+        ``project_id`` when given; ids not stored are ignored. Returns ``{"entries": n, "vectors": m}``."""
         validate_id("app", app)
         validate_id("user_id", user_id)
         wanted = [validate_id("entry.id", i) for i in ids]
+        project = None if project_id is None else validate_project_id(project_id)
         async with self.user_lock(app, user_id):
             rows = await self._store.get_entries(app, user_id, wanted) if wanted else []
-            return await self._delete_rows(app, user_id, rows)
+            return await self._delete_rows(app, user_id, _in_project(rows, project))
 
     async def delete_project(self, app: str, user_id: str, project_id: str) -> dict[str, int]:
         """Delete every entry of ``project_id`` (global entries and other projects untouched)."""
@@ -246,14 +256,18 @@ class MemoryService(EntryReader):
             counts["vectors"] += await self._router.drop(app, user_id, "entry", project_id)
             return counts
 
-    async def delete_session(self, app: str, user_id: str, session_id: str) -> dict[str, int]:
-        """Delete every entry the session stored, global or in a project."""
+    async def delete_session(
+        self, app: str, user_id: str, session_id: str, project_id: str | None = None
+    ) -> dict[str, int]:
+        """Delete every entry the session stored, global or in a project (only ``project_id``'s
+        when given)."""
         validate_id("app", app)
         validate_id("user_id", user_id)
         validate_id("session_id", session_id)
+        project = None if project_id is None else validate_project_id(project_id)
         async with self.user_lock(app, user_id):
             rows = await self._store.list_entries(app, user_id, None, session_id, True, None)
-            return await self._delete_rows(app, user_id, rows)
+            return await self._delete_rows(app, user_id, _in_project(rows, project))
 
     async def delete_user(self, app: str, user_id: str) -> dict[str, int]:
         """Delete every entry of the user (global and all projects) with their vectors. This is
@@ -301,3 +315,8 @@ class MemoryService(EntryReader):
         picked up by the next start's sweep or the backfill job."""
         await self._pipeline.wait_idle(self._index_timeout_s)
         await self._pipeline.close()
+
+
+def _in_project(rows: list[EntryRow], project_id: str | None) -> list[EntryRow]:
+    """``rows`` of ``project_id`` (None: all of them)."""
+    return rows if project_id is None else [r for r in rows if r.project_id == project_id]

@@ -163,3 +163,10 @@ def test_read_path_micro_times_each_part_against_the_raw_floor() -> None:
     for kind in ("asearch", "acontext"):
         assert result[kind]["n"] == 8 and result[f"{kind}_many_of_one"]["n"] == 8
         assert isinstance(result["coalescing_added_ms"][kind], float)
+
+
+def test_facade_overhead_times_sync_calls_against_the_hop_and_the_core_call() -> None:
+    result = run_module("facade_overhead", ["--n", "50", "--repeat", "2"])
+    parts = ("hop_us", "core_durable_seq_us", "durable_seq_us", "messages_us", "add_us")
+    assert all(result[part] > 0 for part in parts), result
+    assert result["facade_added_us"] == round(result["durable_seq_us"] - result["core_durable_seq_us"], 2)

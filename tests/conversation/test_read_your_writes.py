@@ -101,7 +101,7 @@ def test_a_query_about_nothing_in_memory_returns_nothing(mem):
     assert len(conv.search("programming rust", min_score=0.0)) == 2  # the floor can be lifted
     svc = mem.memory_service
     user = uuid.uuid4().hex[:8]
-    svc.add_session(APP, user, "s", ["The weather is sunny"])
+    svc.add_entries(APP, user, ["The weather is sunny"], session_id="s", replace_session=True)
     assert svc.search(SearchRequest(query="programming rust", user_id=user, app_name=APP)).memories == []
     assert [
         m.entry.text for m in svc.search(SearchRequest(query="sunny weather", user_id=user, app_name=APP)).memories

@@ -89,7 +89,13 @@ def exercise(mem: memray.Memory, kind: str) -> None:
     vector = c1.search("cat", mode="vector")  # the vector part is unusable: lexical, and said so
     assert CATS["c1"] in texts(vector) and vector.degraded and vector.reason, (kind, vector)
     svc = mem.memory_service
-    svc.add_session("app", "u", "s1", [memray.MemoryEntry(content="the cat prefers the window", author="user")])
+    svc.add_entries(
+        "app",
+        "u",
+        [memray.MemoryEntry(content="the cat prefers the window", author="user")],
+        session_id="s1",
+        replace_session=True,
+    )
     request = memray.SearchRequest(query="cat", user_id="u", app_name="app")
     until(lambda: bool(svc.search(request).memories))
     memories = svc.search(request).memories

@@ -4,6 +4,7 @@ messages out (``keep_messages=2``), so the tests meet summarised conversations t
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -17,3 +18,9 @@ def mem(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     summarizer = memray.SummarizerConfig(trigger_tokens=60, keep_messages=2)
     with memory_in_mode(request, tmp_path_factory, summarizer=summarizer) as m:
         yield m
+
+
+@pytest.fixture
+def app() -> str:
+    """A fresh app name: tests sharing one memray never see each other's data."""
+    return f"app-{uuid.uuid4().hex[:12]}"

@@ -56,7 +56,7 @@ def test_block_has_dates_authors_and_projects_and_is_empty_without_memories():
 def test_relevant_memories_block_uses_the_scope(mem, app):
     svc = mem.memory_service
     svc.add_entry(app, "u", "I prefer dark mode")
-    svc.add_entry_to_project(app, "u", "P", "The project uses dark theme tokens")
+    svc.for_project("P").add_entry(app, "u", "The project uses dark theme tokens")
     assert "dark mode" in relevant_memories_block(svc, app, "u", "dark")
     assert "dark theme" not in relevant_memories_block(svc, app, "u", "dark")
     assert "(project P)" in relevant_memories_block(svc, app, "u", "dark", project_id="P")
@@ -121,7 +121,7 @@ def test_store_session_replaces_the_session_and_scopes_to_the_project(mem, app):
     svc = mem.memory_service
     store_session(svc, app, "u", "s", [{"role": "user", "content": "first take on badgers"}], project_id="P")
     store_session(svc, app, "u", "s", [{"role": "user", "content": "second take on badgers"}], project_id="P")
-    recent = svc.list_recent(app, "u", project_id="P")
+    recent = svc.for_project("P").list_recent(app, "u")
     assert [(r.entry.text, r.project_id, r.session_id) for r in recent] == [("second take on badgers", "P", "s")]
     assert svc.list_recent(app, "u") == []
 
@@ -147,7 +147,13 @@ def scripted_reply(body: dict[str, Any]) -> str | dict[str, Any]:
 def test_example_agent_loop_against_the_fake_server(mem, app, openai_server):
     example = load_example()
     svc = mem.memory_service
-    svc.add_session(app, "u", "earlier", [MemoryEntry(content="My favourite colour is teal", author="user")])
+    svc.add_entries(
+        app,
+        "u",
+        [MemoryEntry(content="My favourite colour is teal", author="user")],
+        session_id="earlier",
+        replace_session=True,
+    )
     openai_server.reply = scripted_reply
     client = OpenAI(base_url=openai_server.url, api_key="test", max_retries=0)
 

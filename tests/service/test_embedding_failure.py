@@ -31,7 +31,13 @@ def test_add_survives_embedding_failure_and_entries_are_embedded_later(tmp_path,
     with memray.open(config=cfg) as mem:
         svc = mem.memory_service
         openai_server.fail_always(500)
-        ids = svc.add_session("app", "u", "s", ["the lighthouse keeper's logbook", "a recipe for fig jam"])
+        ids = svc.add_entries(
+            "app",
+            "u",
+            ["the lighthouse keeper's logbook", "a recipe for fig jam"],
+            session_id="s",
+            replace_session=True,
+        )
         assert openai_server.count("/v1/embeddings") >= 1  # it was tried, and failed
 
         rows = mem._run(mem._deployment.stores.get_entries("app", "u", ids))

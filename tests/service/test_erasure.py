@@ -74,16 +74,17 @@ def test_delete_user_erases_everything_and_proves_it(summarizing_mem):
     other = mem.conversation(user_id="victim", conversation_id="c2", app=app)
     other.add({"role": "user", "content": f"second conversation {markers['other_conv']}"}, durable=True)
     conv.working_memory.update(f"victim prefers {markers['wm']}")
-    svc.add_session(
+    svc.add_entries(
         app,
         "victim",
-        "s1",
         [
             MemoryEntry(content=f"global memory {markers['entry']}"),
             MemoryEntry(content=f"another global {markers['entry']}"),
         ],
+        session_id="s1",
+        replace_session=True,
     )
-    svc.add_entry_to_project(app, "victim", "proj", MemoryEntry(content=f"project memory {markers['project']}"))
+    svc.for_project("proj").add_entry(app, "victim", MemoryEntry(content=f"project memory {markers['project']}"))
 
     # a user who must survive
     keeper = mem.conversation(user_id="keeper", conversation_id="c1", app=app)
@@ -91,7 +92,7 @@ def test_delete_user_erases_everything_and_proves_it(summarizing_mem):
         [{"role": "user", "content": "keeper likes sailing boats"}, {"role": "assistant", "content": "noted: sailing"}],
         durable=True,
     )
-    svc.add_entry_to_project(app, "keeper", "proj", MemoryEntry(id="k1", content="keeper project about sailing"))
+    svc.for_project("proj").add_entry(app, "keeper", MemoryEntry(id="k1", content="keeper project about sailing"))
 
     wait_for(lambda: conv.summary() is not None)
     assert markers["msg"] in conv.summary()

@@ -75,15 +75,15 @@ def test_no_operation_sequence_leaks_across_scopes(inproc, ops):
             if p is None:
                 svc.add_entry(app, u, MemoryEntry(id=eid, content=text))
             else:
-                svc.add_entry_to_project(app, u, p, MemoryEntry(id=eid, content=text))
+                svc.for_project(p).add_entry(app, u, MemoryEntry(id=eid, content=text))
             model.rows[eid] = Row(a, u, p, None, text)
         elif kind == "add_session":
             session, texts = item[2], [" ".join(ws) for ws in item[3]]
             entries = [MemoryEntry(id=f"e{next(model.ids)}", content=t) for t in texts]
             if p is None:
-                svc.add_session(app, u, session, entries)
+                svc.add_entries(app, u, entries, session_id=session, replace_session=True)
             else:
-                svc.add_session_to_project(app, u, session, p, entries)
+                svc.for_project(p).add_entries(app, u, entries, session_id=session, replace_session=True)
             model.drop(lambda r: not (r.app == a and r.user == u and r.session == session))
             model.rows.update({e.id: Row(a, u, p, session, e.text) for e in entries})
         elif kind == "search":
@@ -106,14 +106,14 @@ def test_no_operation_sequence_leaks_across_scopes(inproc, ops):
             if p is None:
                 svc.delete_entries(app, u, word)
             else:
-                svc.delete_entries_in_project(app, u, p, word)
+                svc.for_project(p).delete_entries(app, u, word)
             model.drop(lambda r: not (r.app == a and r.user == u and r.project == p and word in r.text.split()))
         elif kind == "delete_project":
             if p is not None:
-                svc.delete_project(app, u, p)
+                svc.for_project(p).delete_entries(app, u, everything=True)
                 model.drop(lambda r: not (r.app == a and r.user == u and r.project == p))
         elif kind == "delete_session":
-            svc.delete_session(app, u, item[2])
+            svc.delete_entries(app, u, session_id=item[2])
             model.drop(lambda r: not (r.app == a and r.user == u and r.session == item[2]))
     for a, u in itertools.product(APPS, USERS):  # the end state, every scope, every word
         stored = inproc._run(inproc._deployment.stores.list_entries(app_name[a], u, None, None, True, None))

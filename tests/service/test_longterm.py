@@ -33,11 +33,13 @@ def stored_ids(mem: memray.Memory, app: str, user: str) -> set[str]:
 # -- the search-semantics matrix ----------------------------------------------------------------
 def _populate_scopes(mem: memray.Memory, app: str) -> None:
     svc = mem.memory_service
-    svc.add_session(app, "u", "s-global", [entry("g", "zephyr global note")])
-    svc.add_session_to_project(app, "u", "s-a", "A", [entry("a", "zephyr project A note")])
-    svc.add_entry_to_project(app, "u", "B", entry("b", "zephyr project B note"))
+    svc.add_entries(app, "u", [entry("g", "zephyr global note")], session_id="s-global", replace_session=True)
+    svc.for_project("A").add_entries(
+        app, "u", [entry("a", "zephyr project A note")], session_id="s-a", replace_session=True
+    )
+    svc.for_project("B").add_entry(app, "u", entry("b", "zephyr project B note"))
     svc.add_entry(app, "v", entry("v", "zephyr other user note"))
-    svc.add_entry_to_project(app, "v", "A", entry("va", "zephyr other user project A"))
+    svc.for_project("A").add_entry(app, "v", entry("va", "zephyr other user project A"))
     svc.add_entry(app + "-other", "u", entry("w", "zephyr other app note"))
 
 
@@ -69,11 +71,12 @@ def test_results_carry_scope_session_and_score(mem, app):
 
 def test_ties_break_by_recency_then_id(mem, app):
     svc = mem.memory_service
-    svc.add_session(
+    svc.add_entries(
         app,
         "u",
-        "s",
         [entry("b-old", "same words", 1.0), entry("a-new", "same words", 2.0), entry("c-new", "same words", 2.0)],
+        session_id="s",
+        replace_session=True,
     )
     for mode in MODES:
         assert found(mem, app, "u", "same words", mode=mode) == ["a-new", "c-new", "b-old"]
@@ -82,12 +85,16 @@ def test_ties_break_by_recency_then_id(mem, app):
 # -- the delete-semantics matrix ----------------------------------------------------------------
 def _populate_for_deletes(mem: memray.Memory, app: str) -> None:
     svc = mem.memory_service
-    svc.add_session(app, "u", "s1", [entry("g1", "kiwi smoothie"), entry("g2", "banana bread")])
-    svc.add_session_to_project(app, "u", "s2", "A", [entry("a1", "kiwi tart"), entry("a2", "banana split")])
-    svc.add_entry_to_project(app, "u", "B", entry("b1", "kiwi jam"))
-    svc.add_session_to_project(app, "u", "s1b", "B", [entry("b2", "ripe kiwi fruit")])
+    svc.add_entries(
+        app, "u", [entry("g1", "kiwi smoothie"), entry("g2", "banana bread")], session_id="s1", replace_session=True
+    )
+    svc.for_project("A").add_entries(
+        app, "u", [entry("a1", "kiwi tart"), entry("a2", "banana split")], session_id="s2", replace_session=True
+    )
+    svc.for_project("B").add_entry(app, "u", entry("b1", "kiwi jam"))
+    svc.for_project("B").add_entries(app, "u", [entry("b2", "ripe kiwi fruit")], session_id="s1b", replace_session=True)
     svc.add_entry(app, "v", entry("v1", "kiwi smoothie"))
-    svc.add_entry_to_project(app, "v", "A", entry("va1", "kiwi tart"))
+    svc.for_project("A").add_entry(app, "v", entry("va1", "kiwi tart"))
 
 
 ALL_U = {"g1", "g2", "a1", "a2", "b1", "b2"}
@@ -96,15 +103,15 @@ ALL_U = {"g1", "g2", "a1", "a2", "b1", "b2"}
 @pytest.mark.parametrize(
     "op,removed",
     [
-        (lambda svc, app: svc.delete_entries(app, "u", "kiwi"), {"g1"}),
-        (lambda svc, app: svc.delete_entries(app, "u", "KIWI smoothie!"), {"g1"}),
-        (lambda svc, app: svc.delete_entries(app, "u", "kiwi bread"), set()),  # every word must match
-        (lambda svc, app: svc.delete_entries_in_project(app, "u", "A", "kiwi"), {"a1"}),
-        (lambda svc, app: svc.delete_entries_in_project(app, "u", "B", "kiwi"), {"b1", "b2"}),
-        (lambda svc, app: svc.delete_project(app, "u", "A"), {"a1", "a2"}),
-        (lambda svc, app: svc.delete_session(app, "u", "s1"), {"g1", "g2"}),
-        (lambda svc, app: svc.delete_session(app, "u", "s2"), {"a1", "a2"}),
-        (lambda svc, app: svc.delete_user(app=app, user_id="u"), ALL_U),
+        (lambda mem, app: mem.memory_service.delete_entries(app, "u", "kiwi"), {"g1"}),
+        (lambda mem, app: mem.memory_service.delete_entries(app, "u", "KIWI smoothie!"), {"g1"}),
+        (lambda mem, app: mem.memory_service.delete_entries(app, "u", "kiwi bread"), set()),  # every word must match
+        (lambda mem, app: mem.memory_service.for_project("A").delete_entries(app, "u", "kiwi"), {"a1"}),
+        (lambda mem, app: mem.memory_service.for_project("B").delete_entries(app, "u", "kiwi"), {"b1", "b2"}),
+        (lambda mem, app: mem.memory_service.for_project("A").delete_entries(app, "u", everything=True), {"a1", "a2"}),
+        (lambda mem, app: mem.memory_service.delete_entries(app, "u", session_id="s1"), {"g1", "g2"}),
+        (lambda mem, app: mem.memory_service.delete_entries(app, "u", session_id="s2"), {"a1", "a2"}),
+        (lambda mem, app: mem.delete_user(app=app, user_id="u"), ALL_U),
     ],
     ids=[
         "entries",
@@ -120,7 +127,7 @@ ALL_U = {"g1", "g2", "a1", "a2", "b1", "b2"}
 )
 def test_delete_scope_matrix(mem, app, op, removed):
     _populate_for_deletes(mem, app)
-    result = op(mem.memory_service, app)
+    result = op(mem, app)
     if isinstance(result, dict):
         assert result == {"entries": len(removed), "vectors": len(removed)}
     else:
@@ -136,10 +143,10 @@ def test_delete_scope_matrix(mem, app, op, removed):
 @pytest.mark.parametrize("query", ["", "   ", "?!", "-", '"'])
 def test_delete_with_a_wordless_query_is_refused(mem, app, query):
     _populate_for_deletes(mem, app)
-    with pytest.raises(ValidationError, match="delete_project"):
+    with pytest.raises(ValidationError, match="everything=True"):
         mem.memory_service.delete_entries(app, "u", query)
     with pytest.raises(ValidationError, match="query"):
-        mem.memory_service.delete_entries_in_project(app, "u", "A", query)
+        mem.memory_service.for_project("A").delete_entries(app, "u", query)
     assert stored_ids(mem, app, "u") == ALL_U
 
 
@@ -153,8 +160,12 @@ def test_entry_matches_is_every_query_token():
 
 # -- limit, min_score, query safety -------------------------------------------------------------
 def test_limit_defaults_to_10_and_is_honoured(mem, app):
-    mem.memory_service.add_session(
-        app, "u", "s", [entry(f"e{i:02d}", f"walnut fact {i}", 1000.0 + i) for i in range(15)]
+    mem.memory_service.add_entries(
+        app,
+        "u",
+        [entry(f"e{i:02d}", f"walnut fact {i}", 1000.0 + i) for i in range(15)],
+        session_id="s",
+        replace_session=True,
     )
     assert len(found(mem, app, "u", "walnut")) == 10
     assert len(found(mem, app, "u", "walnut", limit=3)) == 3
@@ -178,16 +189,17 @@ def test_bad_min_score_is_a_validation_error(mem, app, value):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_min_score_filters_exactly_the_weaker_hits(mem, app, mode):
-    mem.memory_service.add_session(
+    mem.memory_service.add_entries(
         app,
         "u",
-        "s",
         [
             entry("e1", "the hiking trip to the alps in june"),
             entry("e2", "hiking boots size 44"),
             entry("e3", "tax return deadline"),
             entry("e4", "my cat likes tuna"),
         ],
+        session_id="s",
+        replace_session=True,
     )
     resp = mem.memory_service.search(
         SearchRequest(query="hiking trip alps", user_id="u", app_name=app, mode=mode, limit=50)
@@ -205,15 +217,16 @@ def test_min_score_filters_exactly_the_weaker_hits(mem, app, mode):
 
 
 def test_any_query_text_is_safe_and_punctuation_and_cjk_match(mem, app):
-    mem.memory_service.add_session(
+    mem.memory_service.add_entries(
         app,
         "u",
-        "s",
         [
             entry("p", "a well-known 'quoted' thing - really? e-mail me"),
             entry("c", "我喜欢在东京吃寿司"),
             entry("k", "서울에서 만나요"),
         ],
+        session_id="s",
+        replace_session=True,
     )
     for q in ['"', "?", "-", "'", "", "   ", "*:()", "\\", "%_", "a OR b", "NOT", "(", "\x00"]:
         for mode in MODES:
@@ -229,17 +242,19 @@ def test_any_query_text_is_safe_and_punctuation_and_cjk_match(mem, app):
 # -- writes ---------------------------------------------------------------------------------------
 def test_readding_a_session_replaces_its_entries(mem, app):
     svc = mem.memory_service
-    svc.add_session(app, "u", "s1", [entry("old1", "walnut cake"), entry("old2", "walnut bread")])
-    svc.add_session(app, "u", "s2", [entry("keep", "walnut pie")])
-    svc.add_session(app, "u", "s1", [entry("new1", "pecan cake")])
+    svc.add_entries(
+        app, "u", [entry("old1", "walnut cake"), entry("old2", "walnut bread")], session_id="s1", replace_session=True
+    )
+    svc.add_entries(app, "u", [entry("keep", "walnut pie")], session_id="s2", replace_session=True)
+    svc.add_entries(app, "u", [entry("new1", "pecan cake")], session_id="s1", replace_session=True)
     assert stored_ids(mem, app, "u") == {"new1", "keep"}
     for mode in MODES:
         assert set(found(mem, app, "u", "walnut pecan cake", mode=mode)) == {"new1", "keep"}
     # re-adding into a project moves the session there: nothing stays behind in the global scope
-    svc.add_session_to_project(app, "u", "s1", "P", [entry("new1", "pecan tart")])
+    svc.for_project("P").add_entries(app, "u", [entry("new1", "pecan tart")], session_id="s1", replace_session=True)
     assert set(found(mem, app, "u", "pecan", mode="vector", min_score=0.0)) == {"keep"}  # every global entry
     assert set(found(mem, app, "u", "pecan", "P", mode="lexical")) == {"new1"}
-    assert [r.entry.text for r in svc.list_recent(app, "u", project_id="P") if r.entry.id == "new1"] == ["pecan tart"]
+    assert [r.entry.text for r in svc.for_project("P").list_recent(app, "u") if r.entry.id == "new1"] == ["pecan tart"]
 
 
 def test_add_entry_with_an_existing_id_replaces_it(mem, app):
@@ -254,28 +269,29 @@ def test_add_entry_with_an_existing_id_replaces_it(mem, app):
 def test_list_recent_is_newest_first_in_the_search_scope(mem, app):
     svc = mem.memory_service
     svc.add_entry(app, "u", entry("g-old", "one", 1.0))
-    svc.add_entry_to_project(app, "u", "P", entry("p-mid", "two", 2.0))
+    svc.for_project("P").add_entry(app, "u", entry("p-mid", "two", 2.0))
     svc.add_entry(app, "u", entry("g-new", "three", 3.0))
-    svc.add_entry_to_project(app, "u", "Q", entry("q", "four", 4.0))
+    svc.for_project("Q").add_entry(app, "u", entry("q", "four", 4.0))
     assert [r.entry.id for r in svc.list_recent(app, "u")] == ["g-new", "g-old"]
-    assert [r.entry.id for r in svc.list_recent(app, "u", limit=2, project_id="P")] == ["g-new", "p-mid"]
+    assert [r.entry.id for r in svc.for_project("P").list_recent(app, "u", limit=2)] == ["g-new", "p-mid"]
     with pytest.raises(ValidationError, match="limit"):
         svc.list_recent(app, "u", limit=0)
 
 
 def test_entries_may_be_strings_dicts_or_parts(mem, app):
     svc = mem.memory_service
-    ids = svc.add_session(
+    ids = svc.add_entries(
         app,
         "u",
-        "s",
         ["plain string memo", {"content": [{"type": "text", "text": "parts memo"}], "author": "assistant"}],
+        session_id="s",
+        replace_session=True,
     )
     assert len(ids) == 2
     hits = mem.memory_service.search(SearchRequest(query="memo", user_id="u", app_name=app, mode="lexical")).memories
     assert {h.entry.text for h in hits} == {"plain string memo", "parts memo"}
     with pytest.raises(ValidationError, match="entries"):
-        svc.add_session(app, "u", "s", [{"content": "x", "bogus": 1}])
+        svc.add_entries(app, "u", [{"content": "x", "bogus": 1}], session_id="s", replace_session=True)
 
 
 # -- ids ------------------------------------------------------------------------------------------
@@ -295,13 +311,15 @@ def test_validate_project_id_accepts_256_characters_not_bytes(good):
 @pytest.mark.parametrize(
     "call",
     [
-        lambda svc, app: svc.add_entry_to_project(app, "u", "", "text"),
-        lambda svc, app: svc.add_entry_to_project(app, "u", "p" * 257, "text"),
-        lambda svc, app: svc.add_session_to_project(app, "u", "s", "", ["text"]),
-        lambda svc, app: svc.add_session(app, "", "s", ["text"]),
-        lambda svc, app: svc.add_session(app, "u", "s" * 257, ["text"]),
+        lambda svc, app: svc.for_project("").add_entry(app, "u", "text"),
+        lambda svc, app: svc.for_project("p" * 257).add_entry(app, "u", "text"),
+        lambda svc, app: svc.for_project("").add_entries(app, "u", ["text"], session_id="s", replace_session=True),
+        lambda svc, app: svc.add_entries(app, "", ["text"], session_id="s", replace_session=True),
+        lambda svc, app: svc.add_entries(app, "u", ["text"], session_id="s" * 257, replace_session=True),
         lambda svc, app: svc.add_entry(app, "u", {"id": "", "content": "text"}),
-        lambda svc, app: svc.add_session(app, "u", "s", ["fine", {"id": "bad\x07", "content": "x"}]),
+        lambda svc, app: svc.add_entries(
+            app, "u", ["fine", {"id": "bad\x07", "content": "x"}], session_id="s", replace_session=True
+        ),
     ],
 )
 def test_invalid_ids_write_nothing(mem, app, call):
@@ -322,10 +340,10 @@ def test_async_twins(mem, app):
     svc = mem.memory_service
 
     async def main() -> tuple[list[str], dict[str, int]]:
-        await svc.aadd_session(app, "u", "s", [entry("x", "async otter")])
-        await svc.aadd_entry_to_project(app, "u", "P", entry("y", "async otter in P"))
+        await svc.aadd_entries(app, "u", [entry("x", "async otter")], session_id="s", replace_session=True)
+        await svc.for_project("P").aadd_entry(app, "u", entry("y", "async otter in P"))
         resp = await svc.asearch(SearchRequest(query="otter", user_id="u", app_name=app, project_id="P"))
-        deleted = await svc.adelete_project(app, "u", "P")
+        deleted = await svc.for_project("P").adelete_entries(app, "u", everything=True)
         return [r.entry.id for r in resp.memories], deleted
 
     ids, deleted = asyncio.run(main())

@@ -15,7 +15,13 @@ def test_project_view_binds_the_service_to_one_project(mem, app):
     svc = mem.memory_service
     user = uuid.uuid4().hex
     web = svc.for_project("web")
-    web.add_session(app, user, "s1", [MemoryEntry(id="w1", content="the web app uses dark theme tokens")])
+    web.add_entries(
+        app,
+        user,
+        [MemoryEntry(id="w1", content="the web app uses dark theme tokens")],
+        session_id="s1",
+        replace_session=True,
+    )
     web.add_entry(app, user, MemoryEntry(id="w2", content="the web app deploys on fridays"))
     svc.add_entry(app, user, MemoryEntry(id="g1", content="I prefer a dark theme"))
     svc.for_project("cli").add_entry(app, user, MemoryEntry(id="c1", content="the cli has a dark theme flag"))
@@ -31,5 +37,5 @@ def test_project_view_binds_the_service_to_one_project(mem, app):
         web.search(SearchRequest(query="x", user_id=user, app_name=app, project_id="cli"))
     assert web.delete_entries(app, user, "dark theme") == {"entries": 1, "vectors": 1}
     assert [m.entry.id for m in svc.list_entries(app, user)] == ["g1"]
-    assert [m.entry.id for m in svc.list_entries(app, user, project_id="web")] == ["w2"]
+    assert [m.entry.id for m in svc.for_project("web").list_entries(app, user)] == ["w2"]
     assert mem._run(web.aadd_entry(app, user, "async works too")) != ""
