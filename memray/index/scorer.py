@@ -138,8 +138,10 @@ def query_terms(query: Query) -> list[str]:
 
 
 def hit_order(hit: ShardHit) -> tuple[float, float, str, tuple[str, ...]]:
-    """Sort key: score desc, recency desc, doc_id asc, namespace asc."""
-    return (-hit.score, -hit.recency, hit.doc_id, tuple(hit.namespace))
+    """Sort key: score desc, recency desc, doc_id asc, namespace asc. Scores are compared to 12
+    decimals: hits scored apart (a shard's and a tail's, two shards') reach a score that is equal
+    in exact arithmetic by sums in another order, a last bit apart, and that must stay a tie."""
+    return (-round(hit.score, 12), -hit.recency, hit.doc_id, tuple(hit.namespace))
 
 
 def top_hits(hits: Sequence[ShardHit], k: int, min_score: float | None = None) -> list[ShardHit]:

@@ -21,7 +21,7 @@ from memray.conversation.read_your_writes import TailSearch, score_tails
 from memray.ids import Namespace
 from memray.index import IndexItem, VectorShard, scorer
 from memray.index.base import ShardHit, normalise
-from memray.index.scorer import SPARSE_ABOVE, Search, score
+from memray.index.scorer import SPARSE_ABOVE, Search, hit_order, score
 from memray.index.search import AppSearch, NamespaceSearch, Query, ShardSearch, UserSearch
 from memray.models import Message
 from memray.ranking import Stream
@@ -406,3 +406,13 @@ def test_with_no_floor_the_best_of_many_tied_items_are_the_reference_s(flat_hnsw
                         same(shard.search_many([request])[0].hits, ref.search(scope_items, ask, 0.2), request)  # type: ignore[union-attr]
                         checked += 1
     assert checked >= 20
+
+
+def test_scores_a_last_bit_apart_are_a_tie_broken_by_recency() -> None:
+    """A shard's hit and a tail's hit whose scores are equal in exact arithmetic but summed in
+    another order (0.8923996584116141 and ...142, from a failing Hypothesis example) order as the
+    tie they are: the newer first."""
+    ns = Namespace("app", "u0", "conv", "c0")
+    older = ShardHit(ns, "a", 0.8923996584116142, 8.0)
+    newer = ShardHit(ns, "b", 0.8923996584116141, 9.0)
+    assert [h.doc_id for h in sorted([older, newer], key=hit_order)] == ["b", "a"]
