@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from memray.facade.calls import ContextCall
+from memray.facade.conversation import ContextCall
 from memray.facade.memory import Memory
 from memray.ids import ConversationKey
 from memray.models import Context

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memray
-from memray.facade.calls import ContextCall, SearchCall
+from memray.facade.conversation import ContextCall, SearchCall
 
 MODES = ["inprocess", pytest.param("ray", marks=pytest.mark.ray)]
 WORDS = ["apple", "river", "violin", "tiger", "cloud", "sugar", "piano", "garden"]

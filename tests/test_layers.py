@@ -98,27 +98,24 @@ LAYERS: list[set[str]] = [
     },
 ]
 
-#: Import cycles that another branch removes, allowed here until it is merged: the modules of
-#: each cycle, and the branch. A cycle found passes only when all of its modules lie in one
-#: entry; an entry that no longer matches any cycle fails :func:`test_known_cycles_still_exist`,
-#: so the list is emptied as those branches merge, and never grows without a name beside it.
+#: Import cycles allowed while the work that removes them is under way: the modules of each
+#: cycle, and who removes it. A cycle found passes only when all of its modules lie in one entry;
+#: an entry that no longer matches any cycle fails :func:`test_known_cycles_still_exist`, so the
+#: list only shrinks, and never grows without a name beside it.
 KNOWN_CYCLES: dict[frozenset[str], str] = {
-    # Every handle's constructor takes its Memory (a public signature, typed under TYPE_CHECKING)
-    # and Memory makes the handles; calls and conversation, service and project import each other.
-    # The handles run their calls through the runner (memray.facade.runner), which imports none
-    # of them; what is left is the constructors' types.
+    # Type-only: each handle's public constructor takes the Memory that makes it (``memory:
+    # Memory``, imported under TYPE_CHECKING), and the Memory module makes the handles. Typing the
+    # constructors by a protocol of the runner would break it, at the price of an unexported type in
+    # a public signature (tests/test_public_api.py): kept until handles are built from the runner.
     frozenset(
         {
-            "memray.facade.calls",
             "memray.facade.conversation",
-            "memray.facade.exit",
             "memray.facade.keys",
             "memray.facade.memory",
-            "memray.facade.project",
             "memray.facade.service",
             "memray.facade.working_memory",
         }
-    ): "facade",
+    ): "the facade's handle constructors",
 }
 
 

@@ -5,12 +5,10 @@ form and an ``a``-prefixed asyncio twin; :class:`ContextCall` and :class:`Search
 requests of ``mem.context_many`` / ``mem.search_many``.
 """
 
-from memray.facade.calls import ContextCall, SearchCall
-from memray.facade.conversation import ConversationHandle
+from memray.facade.conversation import ContextCall, ConversationHandle, SearchCall
 from memray.facade.keys import KeysHandle
 from memray.facade.memory import Memory, open
-from memray.facade.project import ProjectView
-from memray.facade.service import MemoryServiceHandle
+from memray.facade.service import MemoryServiceHandle, ProjectView
 from memray.facade.session import ConversationList
 from memray.facade.working_memory import WorkingMemoryHandle
 

@@ -15,19 +15,29 @@ from __future__ import annotations
 
 import sys
 import threading
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from memray.facade.memory import Memory
+from memray.config import MemoryConfig
 
-__all__ = ["hold", "release"]
+__all__ = ["hold", "release", "ClosesAtExit"]
 
-_open: dict[int, Memory] = {}
+
+class ClosesAtExit(Protocol):
+    """What is held here: a :class:`~memray.facade.memory.Memory` (typed by this protocol so that
+    this module need not import the one that uses it)."""
+
+    @property
+    def config(self) -> MemoryConfig: ...
+
+    def _close_at_exit(self) -> str | None: ...
+
+
+_open: dict[int, ClosesAtExit] = {}
 _lock = threading.Lock()
 _hooked = False
 
 
-def hold(memory: Memory) -> None:
+def hold(memory: ClosesAtExit) -> None:
     """Close ``memory`` at exit unless it is closed (:func:`release`) before."""
     global _hooked
     with _lock:
@@ -39,7 +49,7 @@ def hold(memory: Memory) -> None:
             _hooked = True
 
 
-def release(memory: Memory) -> None:
+def release(memory: ClosesAtExit) -> None:
     with _lock:
         _open.pop(id(memory), None)
 

@@ -15,7 +15,7 @@ from memray.facade.runner import blocking
 from memray.service.client import KeyRingClient
 from memray.service.keys import KeyChanges, KeyRecord
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (a handle is made by the Memory: a type-only import back)
     from memray.facade.memory import Memory
 
 __all__ = ["KeysHandle"]

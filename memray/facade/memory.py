@@ -23,8 +23,15 @@ from memray.conversation.recall import SearchResults
 from memray.conversation.working_memory_spec import WorkingMemorySpec
 from memray.errors import MemrayError, StoreError, ValidationError
 from memray.facade.access import SessionAccess
-from memray.facade.calls import ContextCall, SearchCall, context_read, reads_of, search_read
-from memray.facade.conversation import ConversationHandle, coerce_messages
+from memray.facade.conversation import (
+    ContextCall,
+    ConversationHandle,
+    SearchCall,
+    coerce_messages,
+    context_read,
+    reads_of,
+    search_read,
+)
 from memray.facade.exit import hold, release
 from memray.facade.keys import KeysHandle
 from memray.facade.runner import blocking

@@ -1,6 +1,6 @@
 """`MemoryServiceHandle`: the long-term service as the facade offers it (``mem.memory_service``),
 and :class:`EntryScope`, what it shares with a project's view
-(:class:`~memray.facade.project.ProjectView`, ``svc.for_project("P")``).
+(:class:`ProjectView`, ``svc.for_project("P")``).
 
 One way to do each thing:
 
@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from memray.errors import ValidationError
 from memray.facade.deprecation import deprecated, deprecated_argument
 from memray.facade.runner import Runner, blocking
+from memray.ids import validate_project_id
 from memray.models import (
     DeletionProof,
     DeletionReceipt,
@@ -51,11 +52,10 @@ from memray.service.longterm import MemoryService
 from memray.service.reader import _parse_request
 from memray.sim_time import SimTime, window
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (a handle is made by the Memory: a type-only import back)
     from memray.facade.memory import Memory
-    from memray.facade.project import ProjectView
 
-__all__ = ["EntryScope", "MemoryServiceHandle", "scope_of"]
+__all__ = ["EntryScope", "MemoryServiceHandle", "ProjectView", "scope_of"]
 
 
 class EntryScope:
@@ -226,9 +226,7 @@ class MemoryServiceHandle(EntryScope):
 
     def for_project(self, project_id: str) -> ProjectView:
         """This service bound to project ``project_id``: every call of :class:`EntryScope` acts
-        on it (:class:`~memray.facade.project.ProjectView`)."""
-        from memray.facade.project import ProjectView
-
+        on it (:class:`ProjectView`)."""
         return ProjectView(self, project_id)
 
     async def asearch_projects(
@@ -330,3 +328,19 @@ def scope_of(service: MemoryServiceHandle, project_id: str | None) -> EntryScope
     """The service itself (``project_id`` None) or its view of that project: for callers that
     take an optional project from outside (the server's routes, the integrations)."""
     return service if project_id is None else service.for_project(project_id)
+
+
+class ProjectView(EntryScope):
+    """The long-term service bound to one project (``svc.for_project("P")``). Every call of
+    :class:`EntryScope` (``add_entry``, ``add_entries``, ``delete_entries``, ``search``,
+    ``list_recent``, ``list_entries``, with their ``a``-prefixed twins) acts on project P: searches
+    and ``list_recent`` see the global entries plus P's, the rest P's alone. Code written for the
+    unscoped service works on one project without passing it along."""
+
+    def __init__(self, service: MemoryServiceHandle, project_id: str) -> None:
+        self.service = service
+        self.project_id = validate_project_id(project_id)
+        super().__init__(service._runner, self.project_id)
+
+    def __repr__(self) -> str:
+        return f"ProjectView({self.project_id!r})"

@@ -11,7 +11,7 @@ from memray.conversation.working_memory_spec import WMMode, WorkingMemorySpec, W
 from memray.facade.runner import blocking
 from memray.ids import ConversationKey
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (a handle is made by the Memory: a type-only import back)
     from memray.facade.memory import Memory
 
 __all__ = ["WorkingMemoryHandle"]

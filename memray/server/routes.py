@@ -15,8 +15,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 
 from memray.errors import ValidationError
-from memray.facade.calls import SearchCall
-from memray.facade.conversation import ConversationHandle
+from memray.facade.conversation import ConversationHandle, SearchCall
 from memray.facade.memory import Memory
 from memray.facade.service import MemoryServiceHandle, scope_of
 from memray.ids import ConversationKey
