@@ -181,7 +181,9 @@ def passes(relevance: float, ask: Ask) -> bool:
 
 
 def order(found: Found) -> tuple[float, float, str, tuple[str, ...]]:
-    return (-found.score, -found.recency, found.doc_id, tuple(found.namespace))
+    """The kernel's order: scores equal to 12 decimals are a tie (sums in another order differ in
+    the last bit), broken by recency, doc_id, namespace."""
+    return (-round(found.score, 12), -found.recency, found.doc_id, tuple(found.namespace))
 
 
 # -- a search ------------------------------------------------------------------------------
