@@ -255,7 +255,7 @@ class Restart:
                 if where.state == "DEAD":
                     why = f"Ray has it DEAD: it will not be restarted. {_REOPEN}"
                     break
-                if stranded := self._stranded(where):
+                if stranded := await self._stranded(where):
                     why = f"Ray is restarting it{stranded}"
                     break
                 if loop.time() >= deadline:
@@ -266,11 +266,11 @@ class Restart:
             if not back.done():
                 back.set_result(why)
 
-    def _stranded(self, where: Placement) -> str:
+    async def _stranded(self, where: Placement) -> str:
         if where.placed:
             return ""
-        try:
-            return where.stranded(self._offered())
+        try:  # (in a thread: Ray's cluster_resources() blocks, and this polls every few ms)
+            return where.stranded(await asyncio.to_thread(self._offered))
         except Exception as exc:  # cannot tell: keep waiting
             log.debug("could not tell what %s's nodes offer: %r", self._label, exc)
             return ""
