@@ -106,12 +106,18 @@ def _did_you_mean(given: str, choices: list[str]) -> str:
 
 
 class EmbedderConfig(_Config):
-    """Which embedder turns text into vectors. ``kind="none"`` disables semantic recall;
-    ``kind="custom"`` uses ``custom``, an object of the Embedder protocol or a plain function
-    (``memray.open(path, embedder=...)`` sets both; :mod:`memray.embedding.custom`)."""
+    """Which embedder turns text into vectors: ``"static"`` (the default: meaning, offline, tens
+    of thousands of texts a second; :mod:`memray.embedding.static`), ``"minilm"`` (the transformer
+    it is distilled from, run in numpy: more accurate, ~100x slower), ``"hash"`` (words only, no
+    model), ``"openai"`` (any OpenAI-compatible endpoint), ``"local"`` (sentence-transformers,
+    needs torch). ``kind="none"`` disables semantic recall; ``kind="custom"`` uses ``custom``, an
+    object of the Embedder protocol or a plain function (``memray.open(path, embedder=...)`` sets
+    both; :mod:`memray.embedding.custom`). ``memray.open(path, embedder="minilm")`` names a kind."""
 
-    kind: Literal["hash", "openai", "local", "none", "custom"] = "hash"
-    model: str | None = None  # openai/local model name; custom: its model id; hash: ignored
+    kind: Literal["static", "minilm", "hash", "openai", "local", "none", "custom"] = "static"
+    # static: the model (default minilm-static-v1, or a folder); openai/local: the model name;
+    # custom: its model id; hash, minilm: ignored
+    model: str | None = None
     custom: Any = None  # kind="custom": the caller's embedder (pickled to the actors in Ray mode)
     dim: int = Field(256, gt=0, le=8192)  # hash dimension, or `dimensions` asked of the API
     base_url: str | None = None  # OpenAI-compatible endpoint (vLLM, Ollama...); None: OPENAI_BASE_URL

@@ -194,8 +194,9 @@ class Backpressure(MemrayError):
 class MissingExtraError(MemrayError, ImportError):
     """An optional dependency is missing."""
 
-    def __init__(self, package: str, extra: str) -> None:
-        super().__init__(f"{package} is not installed; install the extra: pip install 'memray-agents[{extra}]'")
+    def __init__(self, package: str, extra: str, hint: str | None = None) -> None:
+        install = hint or f"pip install 'memray-agents[{extra}]'"
+        super().__init__(f"{package} is not installed; install the extra: {install}")
         self.package = package
         self.extra = extra
 

@@ -6,6 +6,12 @@ new model it records it here, and from then on :func:`memray.open`, the conversa
 the shards use the recorded model instead of the configured one (a warning says so when they
 differ). Change models by running ``memray backfill embeddings``, not by editing the config.
 
+The default embedder is recorded when a directory is first opened with it
+(:func:`record_default`), so a later release that changes the default never changes the model of an
+existing directory. A directory made before models were recorded this way holds data and no
+``model.json``: the default then was the hash embedder, so it keeps it, and the log says how to
+re-embed it to today's default (``memray backfill embeddings DIR --model static``).
+
 The file holds JSON only: ``{"model_id", "dim", "embedder": <EmbedderConfig>, "updated_at"}``.
 """
 
@@ -21,11 +27,23 @@ from pydantic import BaseModel, ConfigDict
 from memray.config import EmbedderConfig, MemoryConfig
 from memray.files import atomic_write
 
-__all__ = ["ActiveModel", "MODEL_FILE", "read_active_model", "write_active_model", "resolve_config", "ModelWatcher"]
+__all__ = [
+    "ActiveModel",
+    "MODEL_FILE",
+    "LEGACY_DEFAULT",
+    "read_active_model",
+    "write_active_model",
+    "record_default",
+    "holds_data",
+    "resolve_config",
+    "ModelWatcher",
+]
 
 log = logging.getLogger(__name__)
 
 MODEL_FILE = "model.json"
+#: The default embedder of the releases that did not record it: the directories they made use it.
+LEGACY_DEFAULT = EmbedderConfig(kind="hash")
 
 
 class ActiveModel(BaseModel):
@@ -61,6 +79,39 @@ def write_active_model(root: str, embedder: EmbedderConfig, model_id: str, dim: 
     os.makedirs(os.path.dirname(path), exist_ok=True)
     atomic_write(path, lambda fh: fh.write(record.model_dump_json().encode("utf-8")))
     return record
+
+
+def holds_data(root: str) -> bool:
+    """Whether ``root`` already holds a store or vectors."""
+    try:
+        names = os.listdir(root)
+    except FileNotFoundError:
+        return False
+    return "vectors" in names or any(n.startswith("history") and n.endswith(".duckdb") for n in names)
+
+
+def record_default(config: MemoryConfig, existing: bool) -> ActiveModel | None:
+    """Record the model of a directory opened with the default embedder and none recorded: the
+    default itself for a new directory, :data:`LEGACY_DEFAULT` for one that already held data
+    (``existing``, :func:`holds_data` before memray started on it; module docstring). The record
+    written, or None when nothing was to be recorded."""
+    if config.embedder != EmbedderConfig() or read_active_model(config.root) is not None:
+        return None
+    from memray.embedding.factory import build_embedder
+
+    embedder = LEGACY_DEFAULT if existing else config.embedder
+    built = build_embedder(embedder)
+    assert built is not None  # neither default is kind="none"
+    if embedder == LEGACY_DEFAULT:
+        log.warning(
+            "%s was made with the hash embedder (%s), memray's default until the static embedder: it "
+            "keeps using it. Its searches find words, not meaning; re-embed it to today's default with "
+            "`memray backfill embeddings %s --model static`",
+            config.root,
+            built.model_id,
+            config.root,
+        )
+    return write_active_model(config.root, embedder, built.model_id, built.dim)
 
 
 def resolve_config(config: MemoryConfig) -> MemoryConfig:

@@ -17,8 +17,10 @@ __all__ = ["build_embedder"]
 def build_embedder(config: EmbedderConfig) -> Embedder | None:
     """Build the embedder ``config`` describes; ``None`` for ``kind="none"``.
 
-    Wrapped in a :class:`~memray.embedding.cache.CachedEmbedder` when ``cache_size > 0``.
-    Constructing never touches the network or loads a model; the first ``embed`` does.
+    Wrapped in a :class:`~memray.embedding.cache.CachedEmbedder` when ``cache_size > 0``, unless
+    it is recomputable (static, hash): those embed a new text faster than the cache looks one up
+    (static: 135,000 new texts/s bare, 40,000 cached, on one core).
+    Constructing never touches the network or loads a model's weights; the first ``embed`` does.
     """
     inner: Embedder
     if config.kind == "none":
@@ -27,6 +29,14 @@ def build_embedder(config: EmbedderConfig) -> Embedder | None:
         from memray.embedding.custom import CustomEmbedder
 
         inner = CustomEmbedder(config.custom, config.model)
+    elif config.kind == "static":
+        from memray.embedding.static import DEFAULT_MODEL, StaticEmbedder
+
+        inner = StaticEmbedder(config.model or DEFAULT_MODEL)
+    elif config.kind == "minilm":
+        from memray.embedding.minilm import MiniLMEmbedder
+
+        inner = MiniLMEmbedder(min(config.batch_size, 64))
     elif config.kind == "hash":
         from memray.embedding.hashing import HashEmbedder
 
@@ -50,7 +60,7 @@ def build_embedder(config: EmbedderConfig) -> Embedder | None:
         inner = LocalEmbedder(
             config.model or "sentence-transformers/all-MiniLM-L6-v2", device=config.device, batch_size=config.batch_size
         )
-    if config.cache_size > 0:
+    if config.cache_size > 0 and not getattr(inner, "recomputable", False):
         from memray.embedding.cache import CachedEmbedder, EmbeddingCache
 
         return CachedEmbedder(inner, EmbeddingCache(config.cache_size, config.cache_ttl_s))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from typing import Any, Literal, TypeVar, overload
+from typing import Any, Literal, TypeVar, get_args, overload
 
 from memray.arguments import check_count, check_limit, check_min_score, check_mode, check_order, check_query
 from memray.config import EmbedderConfig, MemoryConfig, RunMode
@@ -66,7 +66,8 @@ def open(
     path: str | None = None, mode: RunMode | None = None, config: MemoryConfig | None = None, **overrides: Any
 ) -> Memory:  # noqa: A001
     """Open (creating if needed) the memory at ``path``; ``mode="ray"`` (default) or ``"inprocess"``.
-    ``embedder=`` takes an :class:`~memray.config.EmbedderConfig`, or your own embedder: any
+    ``embedder=`` takes a kind (``"static"``, the default; ``"minilm"``, ``"hash"``, ``"openai"``,
+    ...), an :class:`~memray.config.EmbedderConfig`, or your own embedder: any
     object with ``model_id``, ``dim`` and ``embed(texts)``, or a plain function
     ``list[str] -> array`` (:mod:`memray.embedding.custom`)."""
     return Memory(_configured(config or MemoryConfig(), path, mode, overrides))._start()
@@ -76,6 +77,8 @@ def _configured(base: MemoryConfig, path: str | None, mode: RunMode | None, over
     """``base`` with ``path``, ``mode`` and ``overrides`` (options of :func:`open`) applied,
     validated as a whole."""
     updates = dict(overrides)
+    if isinstance(updates.get("embedder"), str):  # a kind: "static", "minilm", "hash", "openai", ...
+        updates["embedder"] = {"kind": embedder_kind(updates["embedder"])}
     if "embedder" in updates and not isinstance(updates["embedder"], (EmbedderConfig, dict)):
         from memray.embedding.custom import check_custom
 
@@ -85,6 +88,16 @@ def _configured(base: MemoryConfig, path: str | None, mode: RunMode | None, over
     if mode is not None:
         updates["mode"] = mode
     return MemoryConfig.model_validate({**base.model_dump(), **updates})
+
+
+def embedder_kind(kind: str) -> str:
+    """``kind`` if it names an embedder that needs no object (not ``"custom"``), else a ValidationError."""
+    kinds = [k for k in get_args(EmbedderConfig.model_fields["kind"].annotation) if k != "custom"]
+    if kind not in kinds:
+        raise ValidationError(
+            "embedder", kind, "is not an embedder kind", f"use one of {kinds}, an EmbedderConfig or your own embedder"
+        )
+    return kind
 
 
 class Memory(SessionAccess):

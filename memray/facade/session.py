@@ -58,8 +58,11 @@ class Session:
     async def start(cls, config: MemoryConfig) -> Session:
         """Start the deployment ``config`` describes and the cores that run in this process."""
         from memray.embedding import build_embedder
-        from memray.embedding.active import resolve_config
+        from memray.embedding.active import holds_data, record_default, resolve_config
 
+        existing = holds_data(config.root)
+        if existing:
+            record_default(config, existing)  # made before models were recorded: it keeps the model it was made with
         watcher = ModelWatcher(config.root)
         config = resolve_config(config)
         if config.mode == "ray":
@@ -69,6 +72,8 @@ class Session:
         else:
             deployment = LocalDeployment(config)
         await deployment.start()
+        if not existing:
+            record_default(config, existing)  # a new directory keeps today's default, whatever a later one is
         # calls to a host are retried while Ray restarts it (they are idempotent; a retried add
         # asks the host for the seqs its first attempt got)
         hosts = [host.retrying() for host in deployment.hosts]

@@ -1,6 +1,6 @@
 """Re-embed every message and entry with a model, build its indexes and cut over atomically.
 
-    python -m jobs.backfill_embeddings DATA --model hash:384 | openai:<model>[:dim] | local:<name>
+    python -m jobs.backfill_embeddings DATA --model static | minilm | hash:384 | openai:<model>[:dim] | local:<name>
         [--workers N] [--cpus-per-worker C] [--timeout S] [--since WATERMARK] [--batch-size N]
         [--base-url URL] [--address ADDR]
 
@@ -58,16 +58,21 @@ from memray.store.rows import EmbeddingRow
 __all__ = ["parse_model", "run", "main", "EmbedBatches"]
 
 #: Rows per pool call, by embedder kind: a local model's batch takes seconds on a CPU (and a
-#: stop waits for the batches in flight); the hash embedder's takes milliseconds.
-BATCH_SIZES = {"local": 256, "hash": 2048, "openai": 1024}
+#: stop waits for the batches in flight); the static and hash embedders' take milliseconds.
+BATCH_SIZES = {"local": 256, "minilm": 64, "static": 4096, "hash": 2048, "openai": 1024}
 _PAGE = 2048
 _STAGE_PAGE = 20_000  # each scan_index_rows page re-sorts the shard's rows: few, large pages
 
 
 def parse_model(spec: str, base_url: str | None = None, batch_size: int = 256) -> EmbedderConfig:
-    """``hash:<dim>`` | ``openai:<model>[:<dim>]`` | ``local:<name>`` → an EmbedderConfig."""
+    """``static[:<model>]`` | ``minilm`` | ``hash:<dim>`` | ``openai:<model>[:<dim>]`` |
+    ``local:<name>`` → an EmbedderConfig."""
     kind, _, rest = spec.partition(":")
     try:
+        if kind == "static":
+            return EmbedderConfig(kind="static", model=rest or None)
+        if kind == "minilm" and not rest:
+            return EmbedderConfig(kind="minilm", batch_size=min(batch_size, 64))
         if kind == "hash":
             return EmbedderConfig(kind="hash", dim=int(rest or 256), batch_size=min(batch_size, 2048))
         if kind == "openai" and rest:
@@ -80,7 +85,9 @@ def parse_model(spec: str, base_url: str | None = None, batch_size: int = 256) -
         raise ValidationError(
             "model", spec, str(exc).splitlines()[0], "e.g. hash:384, openai:text-embedding-3-small:512"
         ) from exc
-    raise ValidationError("model", spec, "unknown model spec", "use hash:<dim>, openai:<model>[:<dim>] or local:<name>")
+    raise ValidationError(
+        "model", spec, "unknown model spec", "use static, minilm, hash:<dim>, openai:<model>[:<dim>] or local:<name>"
+    )
 
 
 async def _index_items(

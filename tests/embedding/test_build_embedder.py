@@ -10,6 +10,7 @@ import pytest
 from memray.config import EmbedderConfig
 from memray.embedding import CachedEmbedder, HashEmbedder, build_embedder
 from memray.embedding.openai import OpenAIEmbedder
+from memray.embedding.static import StaticEmbedder
 from tests.support.openai_server import FakeOpenAIServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -19,16 +20,25 @@ def test_none_disables_embedding() -> None:
     assert build_embedder(EmbedderConfig(kind="none")) is None
 
 
-def test_default_is_cached_hash() -> None:
+def test_default_is_the_static_embedder_uncached() -> None:
     emb = build_embedder(EmbedderConfig())
-    assert isinstance(emb, CachedEmbedder) and isinstance(emb.embedder, HashEmbedder)
-    assert emb.model_id == "hash-v1-256" and emb.dim == 256
-    assert emb.cache.max_entries == 100_000
+    assert isinstance(emb, StaticEmbedder)  # recomputable: embedding a new text beats a cache look-up
+    assert emb.model_id == "static:minilm-static-v1:384" and emb.dim == 384
 
 
-def test_cache_size_zero_gives_bare_embedder() -> None:
-    emb = build_embedder(EmbedderConfig(dim=64, cache_size=0))
+def test_hash_is_not_cached_either() -> None:
+    emb = build_embedder(EmbedderConfig(kind="hash", dim=64))
     assert isinstance(emb, HashEmbedder) and emb.dim == 64
+
+
+def test_an_api_embedder_is_cached(openai_server: FakeOpenAIServer) -> None:
+    emb = build_embedder(EmbedderConfig(kind="openai", model="fake-embed", dim=32, base_url=openai_server.url))
+    assert isinstance(emb, CachedEmbedder) and isinstance(emb.embedder, OpenAIEmbedder)
+    assert emb.cache.max_entries == 100_000
+    bare = build_embedder(
+        EmbedderConfig(kind="openai", model="fake-embed", dim=32, base_url=openai_server.url, cache_size=0)
+    )
+    assert isinstance(bare, OpenAIEmbedder)
 
 
 def test_openai_from_config_uses_key_from_env(openai_server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -76,8 +76,13 @@ def test_a_callers_embedder_embeds_messages_and_queries(tmp_path, request, mode,
         mem.close(terminate=True)
 
 
+def test_a_kind_names_an_embedder(tmp_path):
+    with memray.open(str(tmp_path / "d"), mode="inprocess", embedder="hash") as mem:
+        assert mem.config.embedder.kind == "hash"
+
+
 def test_what_cannot_be_an_embedder_is_refused_before_anything_opens(tmp_path):
-    for bad in (42, "hash", None):
+    for bad in (42, "no-such-kind", "custom", None):
         with pytest.raises(ValidationError, match="embedder"):
             memray.open(str(tmp_path / "d"), mode="inprocess", embedder=bad)
     with pytest.raises(ValidationError, match="shape"):

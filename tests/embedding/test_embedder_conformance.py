@@ -1,5 +1,5 @@
-"""The conformance suite every embedder passes: hash (two dims), OpenAI against the fake server
-over real HTTP, and the cached wrapper of each."""
+"""The conformance suite every embedder passes: static (the default), MiniLM in numpy, hash (two
+dims), OpenAI against the fake server over real HTTP, and the cached wrapper of each."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from memray.embedding import CachedEmbedder, Embedder, EmbeddingCache, HashEmbedder
+from memray.embedding.minilm import MiniLMEmbedder
 from memray.embedding.openai import OpenAIEmbedder
+from memray.embedding.static import StaticEmbedder
 from tests.support.openai_server import FakeOpenAIServer
 
 BATCH = 7  # the OpenAI embedder's batch size here, small so splitting is exercised
@@ -33,7 +35,7 @@ def _cached(inner: Embedder) -> CachedEmbedder:
     return CachedEmbedder(inner, EmbeddingCache(max_entries=1000, ttl_s=60))
 
 
-KINDS = ["hash-64", "hash-256", "openai", "cached-hash", "cached-openai"]
+KINDS = ["static", "minilm", "hash-64", "hash-256", "openai", "cached-hash", "cached-openai"]
 
 
 @pytest.fixture(params=KINDS)
@@ -43,6 +45,10 @@ def case(request: pytest.FixtureRequest) -> Iterator[Case]:
         server: FakeOpenAIServer = request.getfixturevalue("openai_server")
         inner: Embedder = _openai(server)
         yield Case(_cached(inner) if kind.startswith("cached") else inner, server)
+    elif kind == "static":
+        yield Case(StaticEmbedder())
+    elif kind == "minilm":
+        yield Case(MiniLMEmbedder(batch_size=BATCH))
     elif kind == "cached-hash":
         yield Case(_cached(HashEmbedder(128)))
     else:

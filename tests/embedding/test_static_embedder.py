@@ -1,0 +1,125 @@
+"""The static embedder (the default): its tokens are the tokenizer's, its bits do not depend on the
+batch or the process, its table is what the recipe makes, and it finds meaning — while a
+question about something never stored finds nothing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import memray
+from memray.embedding.static import DEFAULT_MODEL, MODELS, StaticEmbedder, model_folder
+from memray.errors import ValidationError
+from tests.embedding.test_embedder_conformance import TEXTS
+
+REPO = Path(__file__).resolve().parents[2]
+PARAPHRASES = json.loads((REPO / "benchmarks" / "data" / "paraphrase.json").read_text(encoding="utf-8"))
+CORPUS = (
+    TEXTS
+    + [p["fact"] for p in PARAPHRASES["pairs"]]
+    + [p["question"] for p in PARAPHRASES["pairs"]]
+    + [f["content"] for f in PARAPHRASES["filler"]]
+    + ["Zürich café naïve résumé", "tab\tseparated\nlines", "non\u00a0breaking", "中文和English混合", "a_b-c/d"]
+)
+
+
+@pytest.fixture(scope="module")
+def embedder() -> StaticEmbedder:
+    return StaticEmbedder()
+
+
+def test_token_ids_are_the_tokenizers_own(embedder: StaticEmbedder) -> None:
+    tokenizer = embedder._m.tokenizer
+    expected = [e.ids for e in tokenizer.encode_batch(CORPUS, add_special_tokens=False)]
+    assert embedder.token_ids(CORPUS) == expected
+
+
+def test_same_bits_alone_in_a_batch_and_after_the_word_table_is_cleared() -> None:
+    small = StaticEmbedder(max_words=50)  # the word table is cleared again and again
+    together = small.embed(CORPUS)
+    assert np.array_equal(together, np.vstack([small.embed([t]) for t in CORPUS]))
+    assert np.array_equal(together, StaticEmbedder().embed(CORPUS))
+    assert len(small._words) <= 50
+
+
+def test_same_bits_in_another_process(embedder: StaticEmbedder) -> None:
+    code = (
+        "import json, sys, hashlib; from memray.embedding.static import StaticEmbedder; "
+        "print(hashlib.sha256(StaticEmbedder().embed(json.loads(sys.stdin.read())).tobytes()).hexdigest())"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], input=json.dumps(CORPUS), capture_output=True, text=True, check=True, cwd=REPO
+    )
+    import hashlib
+
+    assert out.stdout.strip() == hashlib.sha256(embedder.embed(CORPUS).tobytes()).hexdigest()
+
+
+def test_a_text_without_content_gets_a_unit_row_near_nothing(embedder: StaticEmbedder) -> None:
+    out = embedder.embed(["", "is it?", "...", "I drive a red Tesla Model 3"])
+    np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0, atol=1e-6)
+    assert np.abs(out[:3] @ out[3]).max() < 0.2
+
+
+def test_a_long_text_is_embedded_in_bounded_memory(embedder: StaticEmbedder) -> None:
+    out = embedder.embed(["peanut " * 50_000, "allergy"] + ["filler words here"] * 300)
+    assert out.shape == (302, embedder.dim) and float(out[0] @ out[1]) > float(out[2] @ out[1])
+
+
+def test_meaning_without_a_shared_word(embedder: StaticEmbedder) -> None:
+    pairs = [
+        ("I drive a red Tesla Model 3", "what car do I own?"),
+        ("I work as a nurse in the night shift", "what is my job?"),
+        ("My cat Pilot is 12 years old", "do I have any pets?"),
+    ]
+    facts = embedder.embed([f for f, _ in pairs])
+    questions = embedder.embed([q for _, q in pairs])
+    sims = questions @ facts.T
+    assert list(sims.argmax(axis=1)) == [0, 1, 2]  # each question nearest its own fact
+
+
+def test_the_shipped_table_is_what_the_recipe_makes() -> None:
+    """Rows recomputed from MiniLM in numpy match the shipped float16 table. The recipe centres
+    the content rows on their mean, which cancels in a difference of two rows."""
+    from memray.embedding.distill import token_vectors, token_weights
+    from memray.embedding.minilm import MiniLM
+
+    model = MiniLM().open()
+    weights = token_weights(model.tokenizer.get_vocab())
+    content = np.flatnonzero(weights > 0)
+    sample = np.random.default_rng(0).choice(content, 48, replace=False)
+    made = token_vectors(model, sample) * weights[sample, None].astype(np.float32)
+    shipped = np.load(MODELS / DEFAULT_MODEL / "vectors.npy").astype(np.float32)
+    np.testing.assert_allclose(made[1:] - made[0], shipped[sample[1:]] - shipped[sample[0]], atol=4e-3)
+    zero = np.flatnonzero(weights == 0)
+    assert not shipped[zero].any()  # function words, punctuation, specials weigh nothing
+    card = json.loads((MODELS / DEFAULT_MODEL / "model.json").read_text(encoding="utf-8"))
+    assert (card["dim"], card["vocabulary"]) == (shipped.shape[1], shipped.shape[0]) == (384, 30522)
+
+
+def test_an_unknown_model_is_named() -> None:
+    with pytest.raises(ValidationError, match="embedder.model.*minilm-static-v1"):
+        model_folder("no-such-model")
+
+
+def test_through_memray_meaning_is_found_and_the_unrelated_finds_nothing(tmp_path: Path) -> None:
+    """The defaults, as a user meets them: each fact in its own conversation of filler."""
+    pairs = PARAPHRASES["pairs"][::12]
+    filler = [f["content"] for f in PARAPHRASES["filler"]][:10]
+    with memray.open(str(tmp_path / "m"), mode="inprocess") as mem:
+        assert mem.config.embedder.kind == "static"
+        found = 0
+        for p in pairs:
+            conv = mem.conversation(user_id="u", conversation_id=p["id"])
+            conv.add([{"role": "user", "content": t} for t in filler[:5] + [p["fact"]] + filler[5:]])
+            found += p["fact"] in [h.message.text for h in conv.search(p["question"], limit=3)]
+        assert found >= len(pairs) // 2, f"{found} of {len(pairs)}"
+        conv = mem.conversation(user_id="u", conversation_id=pairs[0]["id"])
+        unrelated = [u["question"] for u in PARAPHRASES["unrelated"]][:20]
+        answered = [q for q in unrelated if conv.search(q, limit=3)]
+        assert len(answered) <= 2, answered
