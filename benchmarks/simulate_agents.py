@@ -343,7 +343,12 @@ async def rss_per_conversation(cfg: memray.MemoryConfig, agents: int, turns: int
 
 async def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
     cfg = memray.MemoryConfig(
-        path=os.path.join(root, "mem"), mode=args.mode, hosts=args.hosts, shards=args.shards, address=args.address
+        path=os.path.join(root, "mem"),
+        mode=args.mode,
+        hosts=args.hosts,
+        shards=args.shards,
+        address=args.address,
+        embedder=memray.EmbedderConfig(kind=args.embedder),
     )
     mem = memray.open(config=cfg)
     try:
@@ -451,6 +456,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--probes", type=int, default=4, help="agents per tick whose message is polled for by search")
     ap.add_argument("--poll-ms", type=float, default=25.0)
     ap.add_argument("--skip-rss", action="store_true", help="skip the memory-per-conversation phase")
+    ap.add_argument("--embedder", default=memray.EmbedderConfig().kind, help="embedder kind (default: memray's)")
     ap.add_argument(
         "--skip-floors",
         action="store_true",
