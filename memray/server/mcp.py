@@ -6,7 +6,8 @@ does (:func:`~memray.server.auth.authorize`): the app is the key's (or the serve
 when auth is off), ``user_id`` must be the key's user when it is bound to one, and a read-only
 key cannot call a tool that writes or deletes. Over HTTP the endpoint is stateless (every POST
 stands alone, so any replica answers it) and answers JSON; it refuses a request without a valid
-key (401) and one whose ``Origin`` is not allowed (403) before the SDK sees it.
+key (401, :mod:`memray.server.edge`), one whose ``Origin`` is not allowed (403) and anything but a
+``POST`` (405) before the SDK sees it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import Field
-from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -26,7 +26,7 @@ from memray.facade.memory import Memory
 from memray.facade.service import scope_of
 from memray.models import SearchRequest
 from memray.server.auth import AuthError, KeyCache, authorize, presented_key
-from memray.server.problems import problem
+from memray.server.edge import refuse
 from memray.server.settings import ServerSettings
 
 __all__ = ["build_mcp", "mcp_server"]
@@ -192,36 +192,30 @@ def build_mcp(
     )
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 
-    guarded = Guard(StreamableHTTPASGIApp(server.session_manager), keys, settings.allowed_origins)
-    return Route("/mcp", endpoint=guarded, methods=["GET", "POST", "DELETE"]), server.session_manager.run
+    guarded = Guard(StreamableHTTPASGIApp(server.session_manager), settings.allowed_origins)
+    return Route("/mcp", endpoint=guarded), server.session_manager.run  # every method: the Guard answers
 
 
 class Guard:
-    """401 without a valid key, 403 for an ``Origin`` not allowed (a browser page on another
-    site: the DNS-rebinding attack the MCP spec warns about), else the MCP app."""
+    """Before the MCP app: 405 for anything but ``POST`` (a stateless server has no stream to
+    offer on ``GET`` and no session to end on ``DELETE``; the spec allows the 405, and no idle
+    stream then holds a replica's slot), and 403 for an ``Origin`` not allowed (a browser page on
+    another site: the DNS-rebinding attack the MCP spec warns about). The key and the ``Host``
+    were checked in front of every route (:class:`memray.server.edge.Gate`)."""
 
-    def __init__(self, app: ASGIApp, keys: KeyCache | None, origins: tuple[str, ...]) -> None:
+    def __init__(self, app: ASGIApp, origins: tuple[str, ...]) -> None:
         self.app = app
-        self.keys = keys
         self.origins = origins
 
     def _origin_allowed(self, origin: str) -> bool:
         return any(origin == o or origin.startswith(o + ":") for o in self.origins)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        origin = headers.get("origin")
-        refusal: tuple[int, str] | None = None
+        if scope["method"] != "POST":
+            detail = f"{scope['method']} /mcp: this server is stateless and answers POST only (no SSE stream)"
+            return await refuse(send, 405, "MethodNotAllowed", detail, {"Allow": "POST"})
+        origin = next((v.decode("latin-1") for k, v in scope["headers"] if k.lower() == b"origin"), None)
         if origin and not self._origin_allowed(origin):
-            refusal = (403, f"Origin {origin!r} is not allowed (memray serve --allow-origin)")
-        elif self.keys is not None:
-            key = presented_key(headers)
-            if key is None or self.keys.principal(key) is None:
-                refusal = (401, "no valid key: send Authorization: Bearer KEY or X-API-Key: KEY")
-        if refusal is None:
-            return await self.app(scope, receive, send)
-        status, detail = refusal
-        body, extra = problem(status, "AuthError", detail)
-        await JSONResponse(body, status_code=status, headers=extra, media_type="application/problem+json")(
-            scope, receive, send
-        )
+            detail = f"Origin {origin!r} is not allowed (memray serve --allow-origin)"
+            return await refuse(send, 403, "AuthError", detail)
+        await self.app(scope, receive, send)

@@ -45,9 +45,10 @@ _STATUS: list[tuple[type[MemrayError], int]] = [
     (ClosedError, 503),
 ]
 
-_TITLES = {401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 409: "Conflict", 413: "Content Too Large",
+_TITLES = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
+           409: "Conflict", 413: "Content Too Large", 415: "Unsupported Media Type", 421: "Misdirected Request",
            422: "Unprocessable Content", 429: "Too Many Requests", 500: "Internal Server Error",
-           503: "Service Unavailable"}  # fmt: skip
+           503: "Service Unavailable", 504: "Gateway Timeout"}  # fmt: skip
 
 
 def status_of(exc: MemrayError) -> int:

@@ -49,7 +49,7 @@ def test_working_memory_summary_deletes_and_clear(served: Served) -> None:
         assert http.request("DELETE", conv + "/messages", params={"ids": ids[:1]}).status_code == 200
         assert http.get(conv + "/messages").json()["messages"] == []
         http.post(conv + "/messages", json={"messages": [{"role": "user", "content": "b"}]})
-        assert http.post(conv + "/clear").status_code == 200
+        assert http.post(conv + "/clear", json={}).status_code == 200
         assert http.get(conv + "/messages").json()["messages"] == []
         again = http.post(conv + "/messages", json={"messages": [{"role": "user", "content": "c"}]}).json()
         assert again["seqs"][0] > seqs[0] + 1  # seqs are never reused
