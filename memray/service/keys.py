@@ -10,7 +10,8 @@ no call per request) and follows changes with :meth:`KeyRing.changes`, a long po
 as soon as the ring's version moves. :meth:`KeyRing.revoke` returns only once every replica
 that follows the ring has fetched the version without the key (or ``settle_s`` passed, for a
 replica that stopped polling), so a revoked key is refused by the next request after
-``memray keys revoke`` returns.
+``memray keys revoke`` returns. Erasing a user (:meth:`KeyRing.erase_user`) removes the keys bound
+to them the same way.
 """
 
 from __future__ import annotations
@@ -106,6 +107,21 @@ class KeyRing:
             record = records[key_id] = record._replace(revoked_at=now)
             await self._settled(await self._bump())
         return record
+
+    async def erase_user(self, app: str, user_id: str) -> int:
+        """Every key bound to the user goes (their erasure): its row is deleted from the store, so
+        no user id or label of theirs is left, and the call returns once every follower has
+        dropped it (as :meth:`revoke` does). How many keys went, revoked ones included."""
+        validate_id("app", app)
+        validate_id("user_id", user_id)
+        records = await self._loaded()
+        removed = await self._store.delete_user_api_keys(app, user_id)
+        bound = [k for k, r in records.items() if r.app == app and r.user_id == user_id]
+        for key_id in bound:
+            del records[key_id]
+        if bound:
+            await self._settled(await self._bump())
+        return max(removed, len(bound))
 
     async def changes(self, since: int, follower: str, timeout_s: float = 10.0) -> KeyChanges | None:
         """The live keys once the ring's version is past ``since`` (at once if it already is),
