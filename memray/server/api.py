@@ -118,12 +118,43 @@ def _install_errors(app: FastAPI) -> None:
         return answer(422, *_invalid(exc.errors()))
 
 
+#: The pydantic error context keys that name a cap: on a length, or on a number.
+_LENGTH_CAPS = ("max_length", "min_length")
+_NUMBER_CAPS = ("le", "lt", "ge", "gt")
+
+
 def _invalid(errors: Any) -> tuple[dict[str, Any], dict[str, str]]:
-    """A 422 naming the first field at fault (``body.messages.0.role``) and what is wrong."""
-    first = list(errors)[0] if errors else {"loc": (), "msg": "invalid request"}
+    """A 422 naming the first field at fault (``body.messages.0.role``), what is wrong and, for a
+    value past a bound, the cap and the value (a length, for a text or a list)."""
+    first: dict[str, Any] = list(errors)[0] if errors else {"loc": (), "msg": "invalid request"}
     where = ".".join(str(p) for p in first.get("loc", ()))
     detail = f"invalid {where}: {first.get('msg')}" if where else str(first.get("msg"))
-    return problem(422, "ValidationError", detail, where or None)
+    bound = _bound(first)
+    if bound is None:
+        return problem(422, "ValidationError", detail, where or None)
+    cap, value, length = bound
+    said = f"{value} long" if length else f"{value}"
+    detail = f"invalid {where}: {first.get('msg')} (the cap is {cap}, this is {said}; docs/server.md lists every cap)"
+    body, headers = problem(422, "ValidationError", detail, where or None)
+    body.update(cap=cap, value=value)
+    return body, headers
+
+
+def _bound(error: dict[str, Any]) -> tuple[Any, Any, bool] | None:
+    """(cap, value, whether the value is a length) of an error on a bound; None for another error."""
+    context: dict[str, Any] = error.get("ctx") or {}
+    given = error.get("input")
+    for key in _LENGTH_CAPS:
+        if key in context and isinstance(given, (str, list, dict)):
+            return context[key], len(given), True
+    for key in _NUMBER_CAPS:
+        if key in context:
+            try:
+                value = given if isinstance(given, (int, float)) else float(str(given))
+            except (TypeError, ValueError):
+                return None
+            return context[key], int(value) if float(value).is_integer() else value, False
+    return None
 
 
 class Observed:

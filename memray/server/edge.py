@@ -22,6 +22,7 @@ import asyncio
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -36,9 +37,17 @@ PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json", "/docs", "/doc
 _WRITES = frozenset({"POST", "PUT", "PATCH"})
 
 
-async def refuse(send: Send, status: int, error: str, detail: str, headers: dict[str, str] | None = None) -> None:
-    """Answer ``status`` as a problem detail (nothing of the request is read)."""
+async def refuse(
+    send: Send,
+    status: int,
+    error: str,
+    detail: str,
+    headers: dict[str, str] | None = None,
+    members: dict[str, Any] | None = None,
+) -> None:
+    """Answer ``status`` as a problem detail, with extra ``members`` (nothing of the request is read)."""
     body, extra = problem(status, error, detail)
+    body.update(members or {})
     response = JSONResponse(
         body, status_code=status, headers={**extra, **(headers or {})}, media_type="application/problem+json"
     )
@@ -176,7 +185,7 @@ class BodyLimit:
             return await self.app(scope, receive, send)
         length = _first(scope, b"content-length")
         if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
-            return await self._too_large(send, length)
+            return await self._too_large(send, length, int(length) if length.isdigit() else None)
         chunks: list[bytes] = []
         seen = 0
         while True:
@@ -186,7 +195,7 @@ class BodyLimit:
             chunk = message.get("body", b"")
             seen += len(chunk)
             if seen > self.max_bytes:
-                return await self._too_large(send, f"more than {self.max_bytes}")
+                return await self._too_large(send, f"more than {self.max_bytes}", seen)
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
@@ -202,9 +211,10 @@ class BodyLimit:
 
         await self.app(scope, replay, send)
 
-    async def _too_large(self, send: Send, size: str) -> None:
+    async def _too_large(self, send: Send, size: str, value: int | None) -> None:
+        """413 naming the cap and the size (a chunked body: what had arrived when it went past)."""
         detail = f"the request body is {size} bytes; the cap is {self.max_bytes} (memray serve --max-body-bytes)"
-        await refuse(send, 413, "BodyTooLarge", detail)
+        await refuse(send, 413, "BodyTooLarge", detail, members={"cap": self.max_bytes, "value": value})
 
 
 def guarded(
