@@ -63,6 +63,7 @@ def _serve(args: argparse.Namespace) -> int:
         allowed_hosts=hosts,
         request_timeout_s=args.request_timeout_s,
         max_requests_per_key=args.max_requests_per_key,
+        key_ring_stale_s=args.key_ring_stale_s,
         max_ongoing_requests=args.max_ongoing_requests,
         max_queued_requests=args.max_queued_requests,
         otlp_endpoint=args.otlp_endpoint,
@@ -158,6 +159,12 @@ def add_parsers(sub: Any) -> None:
     )
     serve.add_argument(
         "--max-requests-per-key", type=int, default=32, help="one key's requests in flight per replica (then 429)"
+    )
+    serve.add_argument(
+        "--key-ring-stale-s",
+        type=float,
+        default=30.0,
+        help="a replica not hearing from the key ring for this long accepts no key (503)",
     )
     serve.add_argument(
         "--max-ongoing-requests", type=int, default=256, help="requests one replica runs at once (Serve's)"

@@ -59,7 +59,7 @@ class MemrayIngress:
         self.settings = settings
         tracing.configure(settings.otlp_endpoint)
         self.mem: Memory = await asyncio.to_thread(memray.open, config=settings.config)
-        self.keys = KeyCache(self.mem.keys) if settings.auth else None
+        self.keys = KeyCache(self.mem.keys, stale_s=settings.key_ring_stale_s) if settings.auth else None
 
     def __serve_build_asgi_app__(self) -> Any:
         return build_app(self.mem, self.keys, self.settings)
@@ -89,6 +89,7 @@ class ServeArgs(BaseModel):
     allowed_hosts: list[str] = []
     request_timeout_s: float = 30.0
     max_requests_per_key: int = 32
+    key_ring_stale_s: float = 30.0
     max_ongoing_requests: int = 256
     max_queued_requests: int = 1024
     otlp_endpoint: str | None = None
@@ -124,6 +125,7 @@ class ServeArgs(BaseModel):
             allowed_hosts=tuple(self.allowed_hosts) or ServerSettings.allowed_hosts,
             request_timeout_s=self.request_timeout_s,
             max_requests_per_key=self.max_requests_per_key,
+            key_ring_stale_s=self.key_ring_stale_s,
             max_ongoing_requests=self.max_ongoing_requests,
             max_queued_requests=self.max_queued_requests,
             otlp_endpoint=self.otlp_endpoint,

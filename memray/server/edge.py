@@ -6,7 +6,8 @@ Outermost first (:func:`guarded` composes them):
    with ``--no-auth``: a DNS-rebinding page cannot reach a local server) → else 421; at most one
    credential (two different keys in one request → 400); a valid key on every route but the
    public ones, checked *before* the body is read → else 401; a JSON content type on every
-   ``POST``/``PUT``/``PATCH`` (no route is form-postable) → else 415; and at most
+   ``POST``/``PUT``/``PATCH`` (no route is form-postable) → else 415; a replica whose copy of the
+   keys is stale (the key ring has not answered for ``stale_s``) accepts no key → 503; and at most
    ``max_requests_per_key`` requests of one key in flight → else 429 with ``Retry-After``, so
    one tenant cannot take every slot of a replica.
 2. :class:`Deadline` — the request (its body read included) answers within ``timeout_s``, else 504.
@@ -116,6 +117,12 @@ class Gate:
             )
         if self.keys is None:
             return await self.app(scope, receive, send)
+        if not self.keys.fresh:
+            detail = (
+                f"this replica has not heard from the key ring for over {self.keys.stale_s:g} s, so it "
+                "accepts no key (a revoke might not have reached it); retry shortly"
+            )
+            return await refuse(send, 503, "KeyRingUnreachable", detail)
         who = self.keys.principal(next(iter(keys))) if keys else None
         if who is None or who.key_id is None:
             detail = "unknown or revoked key" if keys else "no key: send Authorization: Bearer KEY or X-API-Key: KEY"

@@ -32,6 +32,8 @@ class ServerSettings:
     request_timeout_s: float = 30.0
     #: Requests of one key in flight in one replica: past it, 429 with ``Retry-After``.
     max_requests_per_key: int = 32
+    #: A replica that has not heard from the key ring for this long accepts no key (503).
+    key_ring_stale_s: float = 30.0
     #: Requests one replica runs at once (Serve's ``max_ongoing_requests``).
     max_ongoing_requests: int = 256
     #: Requests waiting for a replica (Serve's ``max_queued_requests``): past it, Serve answers 503.
