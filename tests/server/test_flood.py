@@ -24,15 +24,15 @@ BOUND = ServerSettings.max_requests_per_key  # the served app runs with the defa
 OVER = 16  # slow requests past the bound: each must be refused at once
 
 
-async def median_s(http: httpx.AsyncClient, url: str, n: int = 40) -> float:
-    """Median latency of ``n`` sequential GETs (each must answer 200 within the client's timeout)."""
+async def latencies_s(http: httpx.AsyncClient, url: str, n: int = 40) -> list[float]:
+    """Latencies of ``n`` sequential GETs (each must answer 200 within the client's timeout)."""
     times = []
     for _ in range(n):
         t0 = time.perf_counter()
         r = await http.get(url)
         times.append(time.perf_counter() - t0)
         assert r.status_code == 200, r.text
-    return statistics.median(times)
+    return times
 
 
 async def refusals(http: httpx.AsyncClient, status: int) -> float:
@@ -60,13 +60,13 @@ async def flood(served: Served) -> tuple[float, float, Counter[int], Counter[int
         httpx.AsyncClient(base_url=served.url, headers={"X-API-Key": served.keys["admin"]}, timeout=10.0) as admin,
         AsyncExitStack() as held,
     ):
-        await median_s(victim, victim_url, 5)  # warm the connection and the route
-        unloaded = await median_s(victim, victim_url)
+        await latencies_s(victim, victim_url, 5)  # warm the connection and the route
+        before = await latencies_s(victim, victim_url)
         sse = {"Accept": "text/event-stream"}
         streams = await asyncio.gather(
             *(held.enter_async_context(attacker.stream("GET", "/mcp", headers=sse)) for _ in range(STREAMS))
         )  # each stream is open and answered (its status line arrived); none is closed yet
-        before = await refusals(admin, 429)
+        refused_before = await refusals(admin, 429)
         slow = [
             asyncio.create_task(attacker.post(search, content=trickle(), headers={"content-type": "application/json"}))
             for _ in range(BOUND + OVER)
@@ -74,11 +74,16 @@ async def flood(served: Served) -> tuple[float, float, Counter[int], Counter[int
         # The server answers the requests past the bound at once (the client reads those answers
         # only once it has sent its whole body, after the release): wait until it has.
         deadline = time.monotonic() + 30.0
-        while await refusals(admin, 429) < before + OVER:
+        while await refusals(admin, 429) < refused_before + OVER:
             assert time.monotonic() < deadline, "the requests past the bound were not refused within 30 s"
-        loaded = await median_s(victim, victim_url)  # BOUND slow requests still hold their slots
+        loaded = statistics.median(await latencies_s(victim, victim_url))  # BOUND slow ones hold their slots
         release.set()
         answered = await asyncio.gather(*slow)
+        await held.aclose()  # the streams close
+        after = await latencies_s(victim, victim_url)
+    # unloaded: before and after the flood pooled, so a drift of the machine's own load (two
+    # cores, shared) does not pass for the flood's effect either way
+    unloaded = statistics.median(before + after)
     return unloaded, loaded, Counter(s.status_code for s in streams), Counter(r.status_code for r in answered)
 
 
