@@ -23,7 +23,7 @@ import asyncio
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -31,7 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from memray.server.auth import KeyCache
 from memray.server.problems import problem
 
-__all__ = ["Gate", "Deadline", "BodyLimit", "guarded", "refuse", "PUBLIC_PATHS", "credentials"]
+__all__ = ["Gate", "Deadline", "BodyLimit", "Refusal", "guarded", "refuse", "PUBLIC_PATHS", "credentials"]
 
 #: Paths answered without a key: liveness, readiness, and the API's description.
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
@@ -85,6 +85,14 @@ def host_allowed(host: str | None, allowed: Iterable[str]) -> bool:
     return name.lower() in {a.lower() for a in allowed}
 
 
+class Refusal(NamedTuple):
+    """A request refused at the door: its status, the error it names, and why."""
+
+    status: int
+    error: str
+    detail: str
+
+
 @dataclass
 class Gate:
     """Host, credentials, content type and per-key concurrency (see the module docstring)."""
@@ -100,48 +108,55 @@ class Gate:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        checked = self._refusal(scope) or self._principal(scope)
+        if isinstance(checked, Refusal):
+            return await refuse(send, *checked)
+        if checked is None:  # a public path, or auth is off: one tenant, nothing to bound
+            return await self.app(scope, receive, send)
+        self.in_flight[checked] += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.in_flight[checked] -= 1
+            if not self.in_flight[checked]:
+                del self.in_flight[checked]
+
+    def _refusal(self, scope: Scope) -> Refusal | None:
+        """What is wrong with the request whoever sends it: its Host, its credentials, its type."""
         path: str = scope["path"]
         host = _first(scope, b"host")
         if (path == "/mcp" or self.keys is None) and not host_allowed(host, self.allowed_hosts):
-            return await refuse(
-                send, 421, "HostNotAllowed", f"Host {host!r} is not served here (memray serve --allow-host)"
-            )
+            return Refusal(421, "HostNotAllowed", f"Host {host!r} is not served here (memray serve --allow-host)")
         if path in PUBLIC_PATHS:
-            return await self.app(scope, receive, send)
-        keys = credentials(scope)
-        if len(keys) > 1:
-            return await refuse(send, 400, "AuthError", "two different keys in one request: send one")
+            return None
+        if len(credentials(scope)) > 1:
+            return Refusal(400, "AuthError", "two different keys in one request: send one")
         if scope["method"] in _WRITES and not _is_json(scope):
-            return await refuse(
-                send, 415, "UnsupportedMediaType", "send the body as JSON: content-type: application/json"
-            )
-        if self.keys is None:
-            return await self.app(scope, receive, send)
+            return Refusal(415, "UnsupportedMediaType", "send the body as JSON: content-type: application/json")
+        return None
+
+    def _principal(self, scope: Scope) -> str | Refusal | None:
+        """The id of the request's key once it may go on (None: no key needed), or a refusal."""
+        if self.keys is None or scope["path"] in PUBLIC_PATHS:
+            return None
         if not self.keys.fresh:
             detail = (
                 f"this replica has not heard from the key ring for over {self.keys.stale_s:g} s, so it "
                 "accepts no key (a revoke might not have reached it); retry shortly"
             )
-            return await refuse(send, 503, "KeyRingUnreachable", detail)
+            return Refusal(503, "KeyRingUnreachable", detail)
+        keys = credentials(scope)
         who = self.keys.principal(next(iter(keys))) if keys else None
         if who is None or who.key_id is None:
             detail = "unknown or revoked key" if keys else "no key: send Authorization: Bearer KEY or X-API-Key: KEY"
-            return await refuse(send, 401, "AuthError", detail)
+            return Refusal(401, "AuthError", detail)
         if self.in_flight[who.key_id] >= self.max_per_key:
-            return await refuse(
-                send,
-                429,
-                "TooManyRequests",
+            detail = (
                 f"this key has {self.max_per_key} requests in flight (memray serve --max-requests-per-key): "
-                "wait for one to answer",
+                "wait for one to answer"
             )
-        self.in_flight[who.key_id] += 1
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            self.in_flight[who.key_id] -= 1
-            if not self.in_flight[who.key_id]:
-                del self.in_flight[who.key_id]
+            return Refusal(429, "TooManyRequests", detail)
+        return who.key_id
 
 
 def _is_json(scope: Scope) -> bool:
