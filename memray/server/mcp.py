@@ -33,7 +33,15 @@ from memray.models import RetrievalMode, Role, SearchRequest
 from memray.models import Scope as SearchScope
 from memray.server.auth import AuthError, KeyCache, authorize, presented_key
 from memray.server.edge import refuse
-from memray.server.limits import DEFAULT_LIMIT, MAX_ID_CHARS, MAX_LIMIT, MAX_QUERY_CHARS, MAX_TEXT_CHARS
+from memray.server.limits import (
+    CONTEXT_LIMIT,
+    CONTEXT_SEMANTIC_LIMIT,
+    DEFAULT_LIMIT,
+    MAX_ID_CHARS,
+    MAX_LIMIT,
+    MAX_QUERY_CHARS,
+    MAX_TEXT_CHARS,
+)
 from memray.server.problems import of_error
 from memray.server.settings import ServerSettings
 
@@ -181,8 +189,10 @@ def mcp_server(mem: Memory, keys: KeyCache | None, default_app: str) -> MCPServe
             str | None,
             Field(max_length=MAX_QUERY_CHARS, description="the next question, to recall older messages about it"),
         ] = None,
-        limit: Annotated[int, Field(ge=1, le=MAX_LIMIT, description="recent messages to include")] = 10,
-        semantic_limit: Annotated[int, Field(ge=0, le=MAX_LIMIT, description="older relevant messages to recall")] = 5,
+        limit: Annotated[int, Field(ge=1, le=MAX_LIMIT, description="recent messages to include")] = CONTEXT_LIMIT,
+        semantic_limit: Annotated[
+            int, Field(ge=0, le=MAX_LIMIT, description="older relevant messages to recall")
+        ] = CONTEXT_SEMANTIC_LIMIT,
     ) -> dict[str, Any]:
         """What the next prompt of a conversation needs: its recent messages, older ones relevant
         to query, its summary and its working memory."""

@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from memray.models import Context, ConversationInfo, Hit, MemoryResult, Merge, Message, RetrievalMode, Role, Scope
 from memray.server.limits import (
+    CONTEXT_LIMIT,
+    CONTEXT_SEMANTIC_LIMIT,
     DEFAULT_LIMIT,
     MAX_BATCH_ITEMS,
     MAX_ENTRIES_PER_ADD,
@@ -131,8 +133,8 @@ class SearchOut(BaseModel):
 
 class ContextIn(_In):
     query: QueryText | None = None
-    limit: Limit = 10
-    semantic_limit: Annotated[int, Field(ge=0, le=MAX_LIMIT)] = 5
+    limit: Limit = CONTEXT_LIMIT
+    semantic_limit: Annotated[int, Field(ge=0, le=MAX_LIMIT)] = CONTEXT_SEMANTIC_LIMIT
     merge: Merge = "append"
     scope: Scope = "conversation"
     token_budget: int | None = None

@@ -150,3 +150,17 @@ def test_tools_say_what_they_do_to_memories(served: Served) -> None:
     search = tools["search_memories"].input_schema["properties"]
     assert search["limit"]["maximum"] == 1000 and search["limit"]["default"] == 5 and "mode" in search
     assert search["scope"]["enum"] == ["conversation", "user"]
+    # one default per argument: the facade's, on REST and MCP alike
+    import inspect
+
+    import httpx
+
+    from memray.facade.conversation import ConversationHandle
+
+    rest = httpx.get(served.url + "/openapi.json").json()["components"]["schemas"]
+    context = tools["get_context"].input_schema["properties"]
+    facade = inspect.signature(ConversationHandle.acontext).parameters
+    for name in ("limit", "semantic_limit"):
+        assert context[name]["default"] == rest["ContextIn"]["properties"][name]["default"] == facade[name].default
+    searched = inspect.signature(ConversationHandle.asearch).parameters["limit"].default
+    assert search["limit"]["default"] == rest["SearchIn"]["properties"]["limit"]["default"] == searched
