@@ -164,3 +164,29 @@ def test_tools_say_what_they_do_to_memories(served: Served) -> None:
         assert context[name]["default"] == rest["ContextIn"]["properties"][name]["default"] == facade[name].default
     searched = inspect.signature(ConversationHandle.asearch).parameters["limit"].default
     assert search["limit"]["default"] == rest["SearchIn"]["properties"]["limit"]["default"] == searched
+
+
+def test_every_tool_refuses_who_may_not(served: Served) -> None:
+    """Generated from the tool list (a new tool is covered without touching this test): each tool,
+    with its required arguments, refuses a key bound to another user; each tool that is not
+    read-only refuses a read-only key; and bob's data stays as it was."""
+    served.mem.memory_service.add_entry(APP, "bob", {"content": "bob's bike lock is 3141"})
+    before = [r.entry.text for r in served.mem.memory_service.list_entries(APP, "bob")]
+
+    async def attempts(session: ClientSession, key: str) -> list[tuple[str, Any]]:
+        await session.initialize()
+        out = []
+        for tool in (await session.list_tools()).tools:
+            if key == "reader" and tool.annotations.read_only_hint:
+                continue
+            arguments = {name: "x" for name in tool.input_schema["required"]} | {"user_id": "bob"}
+            out.append((tool.name, await session.call_tool(tool.name, arguments)))
+        return out
+
+    for key in ("ada", "reader"):
+        results = over_http(served, served.keys[key], lambda s, key=key: attempts(s, key))
+        assert results and {name for name, _ in results} <= TOOLS
+        for name, result in results:
+            assert result.is_error and "403 AuthError" in result.content[0].text, (key, name, result.content)
+            assert "3141" not in str(result.content)
+    assert [r.entry.text for r in served.mem.memory_service.list_entries(APP, "bob")] == before
