@@ -20,6 +20,8 @@ import asyncio
 import contextlib
 import logging
 import math
+import os
+import socket
 import time
 import uuid
 from collections.abc import Mapping
@@ -74,7 +76,7 @@ class KeyCache:
         self._poll_s = poll_s
         self.stale_s = stale_s
         self._heard_at = -math.inf  # when the ring last answered a poll (monotonic)
-        self._follower = uuid.uuid4().hex
+        self._follower = f"{socket.gethostname()} pid {os.getpid()} ({uuid.uuid4().hex[:8]})"  # a revoke names it
         self._by_digest: dict[str, Principal] = {}
         self._version = -1
         self._task: asyncio.Task[None] | None = None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import json
+import sys
 from typing import Any
 
 from memray.cli_args import DefaultsHelpFormatter, add_data_dir
@@ -110,8 +111,14 @@ def _keys(args: argparse.Namespace) -> int:
                 row = {k: v for k, v in r._asdict().items() if k != "digest"}
                 print(json.dumps(row) if args.json else _key_line(row))
         else:
-            record = mem.keys.revoke(args.key_id)
+            record, unconfirmed = mem.keys.revoke(args.key_id)
             print(f"revoked {record.key_id} (app {record.app!r})")
+            if unconfirmed:
+                print(
+                    f"not confirmed within 5 s by {len(unconfirmed)} replica(s): {', '.join(unconfirmed)}; each "
+                    "refuses every key once it has not heard from the key ring for --key-ring-stale-s",
+                    file=sys.stderr,
+                )
     return 0
 
 

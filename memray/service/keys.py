@@ -17,6 +17,7 @@ to them the same way.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import hashlib
 import secrets
 import time
@@ -27,7 +28,7 @@ from memray.ids import validate_id
 from memray.store.client import StoreClient
 from memray.store.keys import KeyRecord
 
-__all__ = ["KeyRing", "KeyRecord", "KeyChanges", "digest_of", "KEY_PREFIX"]
+__all__ = ["KeyRing", "KeyRecord", "KeyChanges", "Revocation", "digest_of", "KEY_PREFIX"]
 
 KEY_PREFIX = "mry_"
 #: A follower that has not polled for this long is no longer waited for by a revoke.
@@ -42,6 +43,15 @@ def digest_of(key: str) -> str:
 class KeyChanges(NamedTuple):
     version: int
     live: list[KeyRecord]  # every key not revoked, with its digest
+
+
+class Revocation(NamedTuple):
+    """A revoked key's record, and the followers (server replicas) that had not dropped it when
+    the revoke stopped waiting (``settle_s``): each refuses every key once it has not heard from
+    the ring for its ``stale_s``, so the key stops working there within that bound."""
+
+    record: KeyRecord
+    unconfirmed: list[str]
 
 
 class KeyRing:
@@ -92,21 +102,23 @@ class KeyRing:
         records = await self._loaded()
         return sorted((r for r in records.values() if app is None or r.app == app), key=lambda r: r.created_at)
 
-    async def revoke(self, key_id: str) -> KeyRecord:
-        """Revoke the key; returns its record once every follower has dropped it (see the module
-        docstring). NotFoundError if no key has that id; revoking twice is not an error."""
+    async def revoke(self, key_id: str) -> Revocation:
+        """Revoke the key; returns its record once every follower has dropped it, or ``settle_s``
+        passed (then naming the followers that had not: see the module docstring). NotFoundError
+        if no key has that id; revoking twice is not an error."""
         if not isinstance(key_id, str) or not key_id:
             raise ValidationError("key_id", key_id, "must be a key id", "see `memray keys list`")
         records = await self._loaded()
         record = records.get(key_id)
         if record is None:
             raise NotFoundError(f"no key has id {key_id!r}; `memray keys list` shows the ids")
+        unconfirmed: list[str] = []
         if record.revoked_at is None:
             now = time.time()
             await self._store.revoke_api_key(key_id, now)
             record = records[key_id] = record._replace(revoked_at=now)
-            await self._settled(await self._bump())
-        return record
+            unconfirmed = await self._settled(await self._bump())
+        return Revocation(record, unconfirmed)
 
     async def erase_user(self, app: str, user_id: str) -> int:
         """Every key bound to the user goes (their erasure): its row is deleted from the store, so
@@ -146,13 +158,14 @@ class KeyRing:
             self._changed.notify_all()
         return self._version
 
-    async def _settled(self, version: int) -> None:
+    async def _settled(self, version: int) -> builtins.list[str]:
         """Wait until every follower seen in the last :data:`FOLLOWER_TTL_S` has polled since
-        ``version`` was made (its next poll asks with ``since >= version``), at most ``settle_s``."""
+        ``version`` was made (its next poll asks with ``since >= version``), at most ``settle_s``;
+        the followers still behind then (none when all confirmed)."""
         deadline = time.monotonic() + self.settle_s
-        while time.monotonic() < deadline:
+        while True:
             now = time.monotonic()
             behind = [f for f, (seen, at) in self._followers.items() if seen < version and now - at < FOLLOWER_TTL_S]
-            if not behind:
-                return
+            if not behind or now >= deadline:
+                return sorted(behind)
             await asyncio.sleep(0.005)
