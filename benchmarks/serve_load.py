@@ -3,13 +3,14 @@
     python -m benchmarks.serve_load --clients 1,16,64 --requests 2000 --phase-seconds 60
 
 Starts a local Ray, opens a memray (ray mode) seeded with ``--conversations`` conversations of
-``--messages`` messages each (indexed before the load starts), makes a key and deploys the Serve
+``--messages`` messages each (indexed before the load starts), makes a key per client (the server
+bounds each key's requests in flight: ``--max-requests-per-key``) and deploys the Serve
 app on 127.0.0.1 (loopback only). Then, for each client count, it times four phases of
 ``--requests`` requests each, alternating memray and its floor:
 
 - ``search``: ``POST .../conversations/{c}/search`` (5 hits, ``scope=conversation``);
 - ``add``: ``POST .../conversations/{c}/messages`` (one message, ``ack=buffered``);
-- ``floor_search`` / ``floor_add``: the same bodies, with the same key, to ``POST
+- ``floor_search`` / ``floor_add``: the same bodies, with the same keys, to ``POST
   /v1/apps/{app}/noop`` of the same Serve app: the proxy, the replica, FastAPI, the key check and
   the body's parsing, and nothing of memray (the limit of this server on this machine).
 
@@ -70,33 +71,34 @@ def phases(args: argparse.Namespace, rng: random.Random) -> dict[str, tuple[list
 
 
 async def run_phase(
-    base: str, key: str, clients: int, urls: list[str], bodies: list[dict[str, Any]], seconds: float
+    base: str, keys: list[str], clients: int, urls: list[str], bodies: list[dict[str, Any]], seconds: float
 ) -> dict[str, Any]:
-    """``clients`` loops sharing the requests, until they are done or ``seconds`` passed."""
+    """``clients`` loops sharing the requests, until they are done or ``seconds`` passed; client
+    ``c`` sends key ``keys[c]`` (each agent its own key, as the server bounds each key's requests)."""
     latencies: list[float] = []
     errors = 0
     todo = iter(range(len(urls)))
     deadline = time.perf_counter() + seconds
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(base_url=base, headers={"X-API-Key": key}, limits=limits, timeout=60.0) as http:
+    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=60.0) as http:
 
-        async def client() -> None:
+        async def client(c: int) -> None:
             nonlocal errors
             for i in todo:
                 if time.perf_counter() > deadline:
                     return
                 t0 = time.perf_counter()
-                r = await http.post(urls[i], json=bodies[i])
+                r = await http.post(urls[i], json=bodies[i], headers={"X-API-Key": keys[c]})
                 latencies.append(time.perf_counter() - t0)
                 errors += r.status_code != 200
 
         t0 = time.perf_counter()
-        await asyncio.gather(*(client() for _ in range(clients)))
+        await asyncio.gather(*(client(c) for c in range(clients)))
         wall = time.perf_counter() - t0
     return {**pct_ms(latencies), "requests_per_s": round(len(latencies) / wall, 1), "errors": errors}
 
 
-async def measure_http(base: str, key: str, args: argparse.Namespace) -> dict[str, Any]:
+async def measure_http(base: str, keys: list[str], args: argparse.Namespace) -> dict[str, Any]:
     """Every phase at every client count against a server at ``base``."""
     rng = random.Random(args.seed)
     out: dict[str, Any] = {}
@@ -104,7 +106,7 @@ async def measure_http(base: str, key: str, args: argparse.Namespace) -> dict[st
         row: dict[str, Any] = {}
         for name, (urls, bodies) in phases(args, rng).items():
             log(f"{clients} clients: {name}")
-            row[name] = await run_phase(base, key, clients, urls, bodies, args.phase_seconds)
+            row[name] = await run_phase(base, keys, clients, urls, bodies, args.phase_seconds)
         for op in ("search", "add"):
             mine, floor = row[op], row[f"floor_{op}"]
             row[f"{op}_p50_to_floor"] = ratio(mine["p50_ms"], floor["p50_ms"])
@@ -153,10 +155,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         with memray.open(config=config) as mem:
             log(f"seeding {args.conversations} conversations x {args.messages} messages")
             seed(mem, args)
-            key, _ = mem.keys.create(APP, label="serve_load")
+            most = max(int(c) for c in str(args.clients).split(","))
+            keys = [mem.keys.create(APP, label=f"serve_load-{c}")[0] for c in range(most)]
             base = deploy(ServerSettings(config=config, replicas=args.replicas), "127.0.0.1", free_port())
             try:
-                return asyncio.run(measure_http(base, key, args))
+                return asyncio.run(measure_http(base, keys, args))
             finally:
                 serve.delete(APP_NAME)
                 serve.shutdown()  # type: ignore[no-untyped-call]

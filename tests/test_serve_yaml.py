@@ -53,3 +53,12 @@ def test_unknown_args_are_refused() -> None:
 
     with pytest.raises(pydantic.ValidationError, match="replica"):
         ServeArgs.model_validate({"path": "/data/memray", "replica": 2})
+
+
+def test_auth_false_is_refused_in_a_serve_config() -> None:
+    import pydantic
+
+    from memray.server.deployment import ServeArgs
+
+    with pytest.raises(pydantic.ValidationError, match="auth: false is refused"):
+        ServeArgs.model_validate({"path": "/data/memray", "auth": False})

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from memray.facade.runner import blocking
 from memray.service.client import KeyRingClient
-from memray.service.keys import KeyChanges, KeyRecord
+from memray.service.keys import KeyChanges, KeyRecord, Revocation
 
 if TYPE_CHECKING:  # (a handle is made by the Memory: a type-only import back)
     from memray.facade.memory import Memory
@@ -51,8 +51,10 @@ class KeysHandle:
 
     list = blocking(alist)
 
-    async def arevoke(self, key_id: str) -> KeyRecord:
-        """Revoke the key with this id; returns once every server replica refuses it."""
+    async def arevoke(self, key_id: str) -> Revocation:
+        """Revoke the key with this id; returns once every server replica refuses it, or after
+        5 s naming the replicas that had not confirmed (``unconfirmed``: each refuses every key
+        within ``--key-ring-stale-s`` of losing the ring)."""
         return await self._runner.arun(self._ring.revoke(key_id))
 
     revoke = blocking(arevoke)

@@ -232,7 +232,7 @@ class Session:
 
         dep = self.deployment
         return await erase_user(
-            dep.stores, dep.shards, dep.hosts, self.service, self.embedder, app, user_id, self.recall
+            dep.stores, dep.shards, dep.hosts, self.service, self.embedder, app, user_id, self.recall, dep.keyring()
         )
 
     async def verify(self, app: str, user_id: str) -> DeletionProof:

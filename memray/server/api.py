@@ -1,9 +1,10 @@
 """The server's ASGI app: the ``/v1`` routes, MCP at ``/mcp``, health, readiness, metrics.
 
-Around every request: a body limit (413 past ``max_body_bytes``, before the body is parsed), and
-one ASGI layer that records the request's metrics and — only when tracing is on — opens its
-server span under the caller's ``traceparent``. memray's errors become problem details
-(:mod:`memray.server.problems`); so do auth refusals and malformed bodies.
+Around every request: the front door of :mod:`memray.server.edge` (Host, credentials, content
+type, per-key concurrency, deadline, body limit), and one ASGI layer that records the request's
+metrics and — only when tracing is on — opens its server span under the caller's ``traceparent``.
+memray's errors become problem details (:mod:`memray.server.problems`); so do auth refusals,
+malformed bodies and Starlette's own 404 and 405.
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ import pydantic
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memray import __version__, metrics, tracing
 from memray.errors import MemrayError
 from memray.facade.memory import Memory
 from memray.server.auth import AuthError, KeyCache
+from memray.server.edge import guarded
 from memray.server.problems import of_error, problem
 from memray.server.prometheus import render
 from memray.server.routes import build_router
@@ -73,18 +76,20 @@ def build_app(mem: Memory, keys: KeyCache | None, settings: ServerSettings) -> A
         return JSONResponse({"status": "ready" if ready else "closed"}, status_code=200 if ready else 503)
 
     @app.get("/metrics", tags=["server"], response_class=PlainTextResponse)
-    async def prometheus(request: Request) -> PlainTextResponse:
+    async def prometheus() -> PlainTextResponse:
         """This replica's metrics, Prometheus text format (a key of any app, or none with --no-auth)."""
-        if keys is not None:
-            from memray.server.auth import presented_key
-
-            key = presented_key(request.headers)
-            if key is None or keys.principal(key) is None:
-                raise AuthError(401, "no valid key")
         return PlainTextResponse(render(metrics.snapshot()), media_type="text/plain; version=0.0.4")
 
     app.router.routes.append(mcp_app)
-    return BodyLimit(Observed(app), settings.max_body_bytes)
+    front = guarded(
+        app,
+        keys,
+        allowed_hosts=settings.allowed_hosts,
+        max_per_key=settings.max_requests_per_key,
+        timeout_s=settings.request_timeout_s,
+        max_body_bytes=settings.max_body_bytes,
+    )
+    return Observed(front)
 
 
 def _install_errors(app: FastAPI) -> None:
@@ -99,6 +104,11 @@ def _install_errors(app: FastAPI) -> None:
     async def auth_error(_: Request, exc: AuthError) -> JSONResponse:
         return answer(exc.status, *problem(exc.status, "AuthError", exc.detail))
 
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        body, headers = problem(exc.status_code, "HTTPError", str(exc.detail))
+        return answer(exc.status_code, body, {**(exc.headers or {}), **headers})
+
     @app.exception_handler(RequestValidationError)
     async def bad_request(_: Request, exc: RequestValidationError) -> JSONResponse:
         return answer(422, *_invalid(exc.errors()))
@@ -108,64 +118,43 @@ def _install_errors(app: FastAPI) -> None:
         return answer(422, *_invalid(exc.errors()))
 
 
+#: The pydantic error context keys that name a cap: on a length, or on a number.
+_LENGTH_CAPS = ("max_length", "min_length")
+_NUMBER_CAPS = ("le", "lt", "ge", "gt")
+
+
 def _invalid(errors: Any) -> tuple[dict[str, Any], dict[str, str]]:
-    """A 422 naming the first field at fault (``body.messages.0.role``) and what is wrong."""
-    first = list(errors)[0] if errors else {"loc": (), "msg": "invalid request"}
+    """A 422 naming the first field at fault (``body.messages.0.role``), what is wrong and, for a
+    value past a bound, the cap and the value (a length, for a text or a list)."""
+    first: dict[str, Any] = list(errors)[0] if errors else {"loc": (), "msg": "invalid request"}
     where = ".".join(str(p) for p in first.get("loc", ()))
     detail = f"invalid {where}: {first.get('msg')}" if where else str(first.get("msg"))
-    return problem(422, "ValidationError", detail, where or None)
+    bound = _bound(first)
+    if bound is None:
+        return problem(422, "ValidationError", detail, where or None)
+    cap, value, length = bound
+    said = f"{value} long" if length else f"{value}"
+    detail = f"invalid {where}: {first.get('msg')} (the cap is {cap}, this is {said}; docs/server.md lists every cap)"
+    body, headers = problem(422, "ValidationError", detail, where or None)
+    body.update(cap=cap, value=value)
+    return body, headers
 
 
-class BodyLimit:
-    """413 for a body over ``max_bytes`` (by its Content-Length, or as it streams in)."""
-
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        length = dict(scope["headers"]).get(b"content-length")
-        if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
-            return await self._refuse(send)
-        seen = 0
-        started = False
-
-        async def counted() -> Message:
-            nonlocal seen
-            message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > self.max_bytes:
-                raise _TooLarge
-            return message
-
-        async def watched(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, counted, watched)
-        except _TooLarge:
-            if not started:
-                await self._refuse(send)
-
-    async def _refuse(self, send: Send) -> None:
-        response = JSONResponse(
-            problem(413, "BodyTooLarge", f"the request body is over {self.max_bytes} bytes")[0],
-            status_code=413,
-            media_type="application/problem+json",
-        )
-        await response({"type": "http"}, _no_body, send)
-
-
-async def _no_body() -> Message:
-    return {"type": "http.request", "body": b"", "more_body": False}
-
-
-class _TooLarge(Exception):
-    pass
+def _bound(error: dict[str, Any]) -> tuple[Any, Any, bool] | None:
+    """(cap, value, whether the value is a length) of an error on a bound; None for another error."""
+    context: dict[str, Any] = error.get("ctx") or {}
+    given = error.get("input")
+    for key in _LENGTH_CAPS:
+        if key in context and isinstance(given, (str, list, dict)):
+            return context[key], len(given), True
+    for key in _NUMBER_CAPS:
+        if key in context:
+            try:
+                value = given if isinstance(given, (int, float)) else float(str(given))
+            except (TypeError, ValueError):
+                return None
+            return context[key], int(value) if float(value).is_integer() else value, False
+    return None
 
 
 class Observed:

@@ -9,8 +9,9 @@ of a batch or a tool's arguments — so nothing in a body can reach past the key
 - a key of another app, or bound to another user → 403 (nothing is read or written);
 - a read-only key on a write → 403.
 
-:class:`KeyCache` is the replica's copy of the live keys: checking a key is one SHA-256 and one
-dict lookup. It follows the key ring with a long poll, so a revoke reaches it at once.
+The replica's copy of the live keys (:class:`KeyCache`): checking a key is one SHA-256 and one
+dict lookup. It follows the key ring with a long poll, so a revoke reaches it at once; a copy that
+has not heard from the ring for ``stale_s`` accepts no key (fail-closed) until it does.
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
+import os
+import socket
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -66,10 +71,12 @@ def presented_key(headers: Mapping[str, str]) -> str | None:
 class KeyCache:
     """The live keys, kept current from the key ring (see the module docstring)."""
 
-    def __init__(self, keys: KeysHandle, poll_s: float = 10.0) -> None:
+    def __init__(self, keys: KeysHandle, poll_s: float = 10.0, stale_s: float = 30.0) -> None:
         self._keys = keys
         self._poll_s = poll_s
-        self._follower = uuid.uuid4().hex
+        self.stale_s = stale_s
+        self._heard_at = -math.inf  # when the ring last answered a poll (monotonic)
+        self._follower = f"{socket.gethostname()} pid {os.getpid()} ({uuid.uuid4().hex[:8]})"  # a revoke names it
         self._by_digest: dict[str, Principal] = {}
         self._version = -1
         self._task: asyncio.Task[None] | None = None
@@ -85,8 +92,16 @@ class KeyCache:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
+    @property
+    def fresh(self) -> bool:
+        """The ring answered within ``stale_s``: this copy can be trusted (fail-closed: a replica
+        cut off from the ring would not learn of a revoke, so it accepts no key until it hears)."""
+        return time.monotonic() - self._heard_at <= self.stale_s
+
     def principal(self, key: str) -> Principal | None:
-        """The principal of a live key, or None."""
+        """The principal of a live key, or None (also for every key while the copy is stale)."""
+        if not self.fresh:
+            return None
         try:
             return self._by_digest.get(digest_of(key))
         except UnicodeError:
@@ -94,6 +109,7 @@ class KeyCache:
 
     async def _apply_next(self, timeout_s: float) -> None:
         got = await self._keys.achanges(self._version, self._follower, timeout_s)
+        self._heard_at = time.monotonic()
         if got is not None:
             self._by_digest = {r.digest: _principal(r) for r in got.live}
             self._version = got.version

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import json
+import sys
 from typing import Any
 
 from memray.cli_args import DefaultsHelpFormatter, add_data_dir
@@ -51,12 +52,21 @@ def _serve(args: argparse.Namespace) -> int:
     from memray.server.settings import ServerSettings
 
     origins = tuple(args.allow_origin) or ServerSettings.allowed_origins
+    hosts = tuple(args.allow_host) or ServerSettings.allowed_hosts
+    if args.host not in ("0.0.0.0", "::", "") and args.host not in hosts:  # the address it listens on
+        hosts += (f"[{args.host}]" if ":" in args.host else args.host,)
     settings = ServerSettings(
         config=_config(args),
         replicas=args.replicas,
         auth=not args.no_auth,
         max_body_bytes=args.max_body_bytes,
         allowed_origins=origins,
+        allowed_hosts=hosts,
+        request_timeout_s=args.request_timeout_s,
+        max_requests_per_key=args.max_requests_per_key,
+        key_ring_stale_s=args.key_ring_stale_s,
+        max_ongoing_requests=args.max_ongoing_requests,
+        max_queued_requests=args.max_queued_requests,
         otlp_endpoint=args.otlp_endpoint,
         mcp_app=args.app,
     )
@@ -101,8 +111,14 @@ def _keys(args: argparse.Namespace) -> int:
                 row = {k: v for k, v in r._asdict().items() if k != "digest"}
                 print(json.dumps(row) if args.json else _key_line(row))
         else:
-            record = mem.keys.revoke(args.key_id)
+            record, unconfirmed = mem.keys.revoke(args.key_id)
             print(f"revoked {record.key_id} (app {record.app!r})")
+            if unconfirmed:
+                print(
+                    f"not confirmed within 5 s by {len(unconfirmed)} replica(s): {', '.join(unconfirmed)}; each "
+                    "refuses every key once it has not heard from the key ring for --key-ring-stale-s",
+                    file=sys.stderr,
+                )
     return 0
 
 
@@ -137,6 +153,31 @@ def add_parsers(sub: Any) -> None:
         action="append",
         default=[],
         help="an Origin MCP accepts (repeatable; a trailing port is allowed) (default: the loopback origins)",
+    )
+    serve.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        help="a Host name /mcp answers (and every route with --no-auth) (repeatable; any port) "
+        "(default: the loopback names and --host)",
+    )
+    serve.add_argument(
+        "--request-timeout-s", type=float, default=30.0, help="each request's deadline in the replica (then 504)"
+    )
+    serve.add_argument(
+        "--max-requests-per-key", type=int, default=32, help="one key's requests in flight per replica (then 429)"
+    )
+    serve.add_argument(
+        "--key-ring-stale-s",
+        type=float,
+        default=30.0,
+        help="a replica not hearing from the key ring for this long accepts no key (503)",
+    )
+    serve.add_argument(
+        "--max-ongoing-requests", type=int, default=256, help="requests one replica runs at once (Serve's)"
+    )
+    serve.add_argument(
+        "--max-queued-requests", type=int, default=1024, help="requests waiting for a replica (then Serve's 503)"
     )
     serve.add_argument(
         "--otlp-endpoint",

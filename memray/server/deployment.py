@@ -24,6 +24,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import pydantic
 from pydantic import BaseModel, ConfigDict
 from ray import serve
 
@@ -49,7 +50,7 @@ __all__ = [
 APP_NAME = "memray"
 
 
-@serve.deployment(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=256)
+@serve.deployment(ray_actor_options={"num_cpus": 0})
 @serve.ingress()
 class MemrayIngress:
     """One replica: the memray opened in Ray mode (joining the running actors), its key cache."""
@@ -58,7 +59,7 @@ class MemrayIngress:
         self.settings = settings
         tracing.configure(settings.otlp_endpoint)
         self.mem: Memory = await asyncio.to_thread(memray.open, config=settings.config)
-        self.keys = KeyCache(self.mem.keys) if settings.auth else None
+        self.keys = KeyCache(self.mem.keys, stale_s=settings.key_ring_stale_s) if settings.auth else None
 
     def __serve_build_asgi_app__(self) -> Any:
         return build_app(self.mem, self.keys, self.settings)
@@ -85,8 +86,25 @@ class ServeArgs(BaseModel):
     auth: bool = True
     max_body_bytes: int = 4 * 1024 * 1024
     allowed_origins: list[str] = []
+    allowed_hosts: list[str] = []
+    request_timeout_s: float = 30.0
+    max_requests_per_key: int = 32
+    key_ring_stale_s: float = 30.0
+    max_ongoing_requests: int = 256
+    max_queued_requests: int = 1024
     otlp_endpoint: str | None = None
     mcp_app: str = "default"
+
+    @pydantic.field_validator("auth")
+    @classmethod
+    def _keys_required(cls, auth: bool) -> bool:
+        if not auth:
+            raise ValueError(
+                "auth: false is refused in a Serve config: it deploys onto the cluster's HTTP proxies "
+                "(http_options.host), which are not loopback; run `memray serve --no-auth` on 127.0.0.1 "
+                "for a keyless local server, or keep auth: true and make a key with `memray keys create`"
+            )
+        return auth
 
     def settings(self) -> ServerSettings:
         config = MemoryConfig(
@@ -98,9 +116,20 @@ class ServeArgs(BaseModel):
             hosts=self.hosts,
             shards=self.shards,
         )
-        origins = tuple(self.allowed_origins) or ServerSettings.allowed_origins
         return ServerSettings(
-            config, self.replicas, self.auth, self.max_body_bytes, origins, self.otlp_endpoint, self.mcp_app
+            config,
+            replicas=self.replicas,
+            auth=self.auth,
+            max_body_bytes=self.max_body_bytes,
+            allowed_origins=tuple(self.allowed_origins) or ServerSettings.allowed_origins,
+            allowed_hosts=tuple(self.allowed_hosts) or ServerSettings.allowed_hosts,
+            request_timeout_s=self.request_timeout_s,
+            max_requests_per_key=self.max_requests_per_key,
+            key_ring_stale_s=self.key_ring_stale_s,
+            max_ongoing_requests=self.max_ongoing_requests,
+            max_queued_requests=self.max_queued_requests,
+            otlp_endpoint=self.otlp_endpoint,
+            mcp_app=self.mcp_app,
         )
 
 
@@ -112,7 +141,9 @@ def build(args: dict[str, Any]) -> Any:
 def application(settings: ServerSettings) -> Any:
     """The bound Serve application (``serve.run`` it, or name it in a Serve config)."""
     return MemrayIngress.options(  # type: ignore[attr-defined]  # a serve Deployment
-        num_replicas=settings.replicas
+        num_replicas=settings.replicas,
+        max_ongoing_requests=settings.max_ongoing_requests,
+        max_queued_requests=settings.max_queued_requests,
     ).bind(settings)
 
 

@@ -9,11 +9,24 @@ library caller's arguments (so a bad field gets the same memray error, and the s
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from memray.models import Context, ConversationInfo, Hit, MemoryResult, Merge, Message, RetrievalMode, Role, Scope
+from memray.server.limits import (
+    CONTEXT_LIMIT,
+    CONTEXT_SEMANTIC_LIMIT,
+    DEFAULT_LIMIT,
+    MAX_BATCH_ITEMS,
+    MAX_ENTRIES_PER_ADD,
+    MAX_ID_CHARS,
+    MAX_LIMIT,
+    MAX_MESSAGES_PER_ADD,
+    MAX_PARTS,
+    MAX_QUERY_CHARS,
+    MAX_TEXT_CHARS,
+)
 from memray.service.keys import KeyRecord
 
 __all__ = [
@@ -51,6 +64,17 @@ __all__ = [
 #: debounce, ~0.2 s, plus one group commit); ``durable``: answered after the store committed them.
 Ack = Literal["buffered", "durable"]
 
+#: An id (memray's rule: 1-256 characters; control characters are refused by the facade).
+Id = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)]
+#: A message's or entry's content: a text, or a list of parts (text, reasoning, tool, data).
+Content = (
+    Annotated[str, Field(max_length=MAX_TEXT_CHARS)] | Annotated[list[dict[str, Any]], Field(max_length=MAX_PARTS)]
+)
+#: A search or delete query.
+QueryText = Annotated[str, Field(max_length=MAX_QUERY_CHARS)]
+#: ``limit`` of a search or list.
+Limit = Annotated[int, Field(ge=1, le=MAX_LIMIT)]
+
 
 class _In(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -60,18 +84,18 @@ class MessageIn(_In):
     """A message to add: ``content`` is a string or a list of parts (text, reasoning, tool, data)."""
 
     role: Role
-    content: str | list[dict[str, Any]]
-    id: str | None = Field(None, description="re-adding an id updates that message (its seq stays)")
+    content: Content
+    id: Id | None = Field(None, description="re-adding an id updates that message (its seq stays)")
     metadata: dict[str, Any] | None = None
     created_at: float | None = None
     sim_time: float | None = None
     importance: float | None = Field(None, ge=0.0, le=1.0)
-    agent_id: str | None = None
-    sub_agent_id: str | None = None
+    agent_id: Id | None = None
+    sub_agent_id: Id | None = None
 
 
 class AddMessages(_In):
-    messages: list[MessageIn] = Field(min_length=1)
+    messages: list[MessageIn] = Field(min_length=1, max_length=MAX_MESSAGES_PER_ADD)
     ack: Ack = "buffered"
 
 
@@ -94,8 +118,8 @@ class MessageList(BaseModel):
 
 
 class SearchIn(_In):
-    query: str
-    limit: int = 5
+    query: QueryText
+    limit: Limit = DEFAULT_LIMIT
     min_score: float | None = None
     mode: RetrievalMode | None = None
     scope: Scope = "conversation"
@@ -108,9 +132,9 @@ class SearchOut(BaseModel):
 
 
 class ContextIn(_In):
-    query: str | None = None
-    limit: int = 10
-    semantic_limit: int = 5
+    query: QueryText | None = None
+    limit: Limit = CONTEXT_LIMIT
+    semantic_limit: Annotated[int, Field(ge=0, le=MAX_LIMIT)] = CONTEXT_SEMANTIC_LIMIT
     merge: Merge = "append"
     scope: Scope = "conversation"
     token_budget: int | None = None
@@ -122,7 +146,7 @@ ContextOut = Context
 
 
 class WorkingMemoryIn(_In):
-    content: str
+    content: Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
     mode: Literal["append", "replace"] = "append"
     expected_version: int | None = None
 
@@ -143,9 +167,9 @@ class ConversationsOut(BaseModel):
 
 
 class EntryIn(_In):
-    content: str | list[dict[str, Any]]
-    id: str | None = None
-    author: str = "user"
+    content: Content
+    id: Id | None = None
+    author: Id = "user"
     timestamp: float | None = None
     metadata: dict[str, Any] | None = None
     sim_time: float | None = None
@@ -153,9 +177,9 @@ class EntryIn(_In):
 
 
 class AddEntries(_In):
-    entries: list[EntryIn] = Field(min_length=1)
-    project_id: str | None = None
-    session_id: str | None = Field(None, description="tag them with a session (delete it as one)")
+    entries: list[EntryIn] = Field(min_length=1, max_length=MAX_ENTRIES_PER_ADD)
+    project_id: Id | None = None
+    session_id: Id | None = Field(None, description="tag them with a session (delete it as one)")
 
 
 class EntriesAdded(BaseModel):
@@ -167,10 +191,10 @@ class EntriesAdded(BaseModel):
 
 
 class EntrySearchIn(_In):
-    query: str
-    limit: int | None = None
+    query: QueryText
+    limit: Limit | None = None
     min_score: float | None = None
-    project_id: str | None = Field(None, description="None: global entries only; P: global plus P's")
+    project_id: Id | None = Field(None, description="None: global entries only; P: global plus P's")
     mode: RetrievalMode | None = None
 
 
@@ -187,18 +211,18 @@ class EntryList(BaseModel):
 class EntryDeleteIn(_In):
     """Entries containing every word of ``query``: global ones, or ``project_id``'s only."""
 
-    query: str
-    project_id: str | None = None
+    query: QueryText
+    project_id: Id | None = None
 
 
 class BatchAddItem(_In):
-    user_id: str
-    conversation_id: str
-    messages: list[MessageIn] = Field(min_length=1)
+    user_id: Id
+    conversation_id: Id
+    messages: list[MessageIn] = Field(min_length=1, max_length=MAX_MESSAGES_PER_ADD)
 
 
 class BatchAdd(_In):
-    items: list[BatchAddItem] = Field(min_length=1)
+    items: list[BatchAddItem] = Field(min_length=1, max_length=MAX_BATCH_ITEMS)
     ack: Ack = "buffered"
 
 
@@ -207,12 +231,12 @@ class BatchAdded(BaseModel):
 
 
 class BatchSearchItem(SearchIn):
-    user_id: str
-    conversation_id: str
+    user_id: Id
+    conversation_id: Id
 
 
 class BatchSearch(_In):
-    searches: list[BatchSearchItem] = Field(min_length=1)
+    searches: list[BatchSearchItem] = Field(min_length=1, max_length=MAX_BATCH_ITEMS)
 
 
 class BatchSearchOut(BaseModel):
@@ -243,3 +267,6 @@ class Problem(BaseModel):
     detail: str
     error: str
     field: str | None = None
+    cap: float | None = Field(None, description="the cap a value went past (a 413 or a 422 on a bound)")
+    value: Any = Field(None, description="the value past the cap (a length, for a text or a list)")
+    refused: list[int] | None = Field(None, description="a 429 on a batch: the items not written (the rest were)")

@@ -4,7 +4,7 @@
 ``ValidationError``         422    ``field`` names the field; nothing was written
 ``NotFoundError``           404
 ``ConflictError``           409    a stale ``expected_version``: re-read, retry
-``Backpressure``            429    ``Retry-After``: nothing (or only part of a batch) was written
+``Backpressure``            429    ``Retry-After``: nothing was written, or (a batch) not the items of ``refused``
 ``UnavailableError``        503    ``Retry-After``: an actor is down (it is restarted)
 ``StoreError``              503    the store failed or is unreachable
 ``EmbeddingError``          503
@@ -45,9 +45,10 @@ _STATUS: list[tuple[type[MemrayError], int]] = [
     (ClosedError, 503),
 ]
 
-_TITLES = {401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 409: "Conflict", 413: "Content Too Large",
+_TITLES = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
+           409: "Conflict", 413: "Content Too Large", 415: "Unsupported Media Type", 421: "Misdirected Request",
            422: "Unprocessable Content", 429: "Too Many Requests", 500: "Internal Server Error",
-           503: "Service Unavailable"}  # fmt: skip
+           503: "Service Unavailable", 504: "Gateway Timeout"}  # fmt: skip
 
 
 def status_of(exc: MemrayError) -> int:
@@ -75,4 +76,6 @@ def of_error(exc: MemrayError) -> tuple[int, dict[str, Any], dict[str, str]]:
     status = status_of(exc)
     field = exc.field if isinstance(exc, ValidationError) else None
     body, headers = problem(status, type(exc).__name__, str(exc), field)
+    if isinstance(exc, Backpressure) and exc.refused:
+        body["refused"] = exc.refused  # a batch: these items were not written, the others were
     return status, body, headers

@@ -10,7 +10,7 @@ durable and whether they are searchable yet (:class:`~memray.server.models.Messa
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 from fastapi import APIRouter, Depends, Query, Request
 
@@ -19,9 +19,10 @@ from memray.facade.conversation import ConversationHandle, SearchCall
 from memray.facade.memory import Memory
 from memray.facade.service import MemoryServiceHandle, scope_of
 from memray.ids import ConversationKey
-from memray.models import ConversationOrder, DeletionReceipt, SearchRequest
+from memray.models import ConversationOrder, DeletionReceipt, Role, SearchRequest
 from memray.server import models as m
 from memray.server.auth import KeyCache, Principal, authorize
+from memray.server.limits import MAX_IDS_PER_DELETE, MAX_LIMIT, MAX_OFFSET, MAX_QUERY_CHARS
 
 __all__ = ["build_router", "UserScope"]
 
@@ -65,6 +66,9 @@ def _metadata_filter(raw: str | None) -> dict[str, Any] | None:
     return parsed
 
 
+#: Ids of a delete by ids (a query parameter, repeated).
+Ids = Annotated[list[str], Query(min_length=1, max_length=MAX_IDS_PER_DELETE)]
+
 #: Declared on every route that writes or deletes (``x-memray-write`` in the OpenAPI schema): a
 #: read-only key is refused there; the security tests take the list from the schema.
 WRITE: dict[str, Any] = {"openapi_extra": {"x-memray-write": True}}
@@ -99,20 +103,23 @@ def build_router(mem: Memory, keys: KeyCache | None, replicas: int) -> APIRouter
     async def list_messages(
         s: Read,
         conversation_id: str,
-        limit: int | None = None,
+        limit: Annotated[int | None, Query(ge=1, le=MAX_LIMIT)] = None,
         before_seq: int | None = None,
         after_seq: int | None = None,
-        roles: Annotated[list[str] | None, Query()] = None,
-        metadata: Annotated[str | None, Query(description="a JSON object every message's metadata matches")] = None,
+        roles: Annotated[list[Role] | None, Query(max_length=len(get_args(Role)))] = None,
+        metadata: Annotated[
+            str | None,
+            Query(max_length=MAX_QUERY_CHARS, description="a JSON object every message's metadata matches"),
+        ] = None,
     ) -> m.MessageList:
         """Messages by seq: ``limit`` = the most recent N that match, oldest first."""
         found = await s.conversation(conversation_id).amessages(
-            limit, before_seq, after_seq, roles, _metadata_filter(metadata)
+            limit, before_seq, after_seq, None if roles is None else list[str](roles), _metadata_filter(metadata)
         )
         return m.MessageList(messages=found)
 
     @router.delete(conv + "/messages", tags=["conversations"], response_model=m.Counts, **WRITE)
-    async def delete_messages(s: Write, conversation_id: str, ids: Annotated[list[str], Query()]) -> m.Counts:
+    async def delete_messages(s: Write, conversation_id: str, ids: Ids) -> m.Counts:
         """Delete these messages from every store (their seqs are never reused)."""
         return m.Counts(counts=await s.conversation(conversation_id).adelete_messages(ids))
 
@@ -160,7 +167,10 @@ def build_router(mem: Memory, keys: KeyCache | None, replicas: int) -> APIRouter
 
     @router.get(user + "/conversations", tags=["conversations"], response_model=m.ConversationsOut)
     async def list_conversations(
-        s: Read, order: ConversationOrder = "updated_desc", limit: int = 50, offset: int = 0
+        s: Read,
+        order: ConversationOrder = "updated_desc",
+        limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
+        offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
     ) -> m.ConversationsOut:
         """A page of the user's conversations."""
         page = await s.mem.alist_conversations(s.user_id, s.app, order, limit, offset)
@@ -184,12 +194,14 @@ def build_router(mem: Memory, keys: KeyCache | None, replicas: int) -> APIRouter
         return m.EntrySearchOut(memories=found.memories, degraded=found.degraded, reason=found.reason)
 
     @router.get(user + "/entries", tags=["entries"], response_model=m.EntryList)
-    async def list_entries(s: Read, project_id: str | None = None, limit: int | None = None) -> m.EntryList:
+    async def list_entries(
+        s: Read, project_id: str | None = None, limit: Annotated[int | None, Query(ge=1, le=MAX_LIMIT)] = None
+    ) -> m.EntryList:
         """Every entry of one scope (global, or P's alone), newest first."""
         return m.EntryList(memories=await scope_of(s.service, project_id).alist_entries(s.app, s.user_id, limit=limit))
 
     @router.delete(user + "/entries", tags=["entries"], response_model=m.Counts, **WRITE)
-    async def delete_entries(s: Write, ids: Annotated[list[str], Query()]) -> m.Counts:
+    async def delete_entries(s: Write, ids: Ids) -> m.Counts:
         """Delete these entries, whatever their scope."""
         return m.Counts(counts=await s.service.adelete_entries(s.app, s.user_id, ids=ids))
 

@@ -15,4 +15,5 @@ class KeyRingClient(Client, core=KeyRing):
     create = remote(KeyRing.create)
     list = remote(KeyRing.list)
     revoke = remote(KeyRing.revoke)
+    erase_user = remote(KeyRing.erase_user)
     changes = remote(KeyRing.changes)

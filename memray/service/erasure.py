@@ -2,6 +2,9 @@
 
 Order of :func:`erase_user`, each step before the next:
 
+0. the key ring deletes every API key bound to the user (``KeyRing.erase_user``) and returns once
+   every server replica has dropped them: a key that could write for the user cannot write again
+   while (or after) they are erased, and ``api_keys`` keeps no user id or label of theirs;
 1. every host ``evict_user``: the user's in-memory conversations and queued embedding work are
    dropped, and an embedding batch in flight lands (so nothing writes for the user afterwards);
    the service's own pipeline likewise (``MemoryService.evict_user``);
@@ -13,7 +16,7 @@ Order of :func:`erase_user`, each step before the next:
    in-memory only and keyed by hashes of text, so it is emptied whole.
 
 The receipt counts what each step removed. :func:`verify_user_deleted` then scans each store on
-its own terms: the store's tables, every shard's index, every host's memory and queue, the
+its own terms: the store's tables (``api_keys`` included), every shard's index, every host's memory and queue, the
 service's queue, every export root's Parquet files (read back, rows counted), and the shard
 snapshot files on disk (their JSON metadata names each namespace's user). Writing to a user while
 erasing them is a race the caller must avoid: what lands after step 2 is not erased.
@@ -39,6 +42,7 @@ if TYPE_CHECKING:
     from memray.conversation.recall import Recall
     from memray.embedding.base import Embedder
     from memray.index.client import ShardClient
+    from memray.service.client import KeyRingClient
     from memray.service.longterm import MemoryService
     from memray.store.partitions import StorePartitions
 
@@ -55,6 +59,7 @@ __all__ = [
 
 #: The keys of a receipt's ``counts``.
 RECEIPT_KEYS = (
+    "api_keys",
     "messages",
     "conversations",
     "entries",
@@ -84,10 +89,13 @@ async def erase_user(
     app: str,
     user_id: str,
     recall: Recall | None = None,
+    keys: KeyRingClient | None = None,
 ) -> DeletionReceipt:
-    """Erase the user from every store (module docstring); returns counts per store."""
+    """Erase the user from every store (module docstring); returns counts per store. ``keys``
+    None: a memray whose key ring is not reachable from here (then ``api_keys`` counts 0)."""
     validate_id("app", app)
     validate_id("user_id", user_id)
+    revoked = await keys.erase_user(app, user_id) if keys is not None else 0
     async with service.user_lock(app, user_id):
         evicted = await asyncio.gather(*(h.evict_user(app, user_id) for h in hosts))
         forgotten = recall.written.forget_user(app, user_id) if recall is not None else 0
@@ -98,6 +106,7 @@ async def erase_user(
         cleared = await asyncio.gather(*(h.clear_caches() for h in hosts))
     counts = {t: int(stored.get(t, 0)) for t in TABLES}
     counts.update(
+        api_keys=revoked,
         vectors=sum(dropped),
         export_rows=int(stored.get("export_rows", 0)),
         host_conversations=sum(evicted),
@@ -119,8 +128,9 @@ async def verify_user_deleted(
     """Scan every store for the user; ``remaining`` counts what is left in each."""
     validate_id("app", app)
     validate_id("user_id", user_id)
-    store_counts, shard_counts, host_counts, roots = await asyncio.gather(
+    store_counts, keys_left, shard_counts, host_counts, roots = await asyncio.gather(
         store.count_user(app, user_id),
+        store.count_user_api_keys(app, user_id),
         asyncio.gather(*(s.count_user(app, user_id) for s in shards)),
         asyncio.gather(*(h.count_user(app, user_id) for h in hosts)),
         store.export_roots(),
@@ -130,6 +140,7 @@ async def verify_user_deleted(
     snapshot_items = await asyncio.to_thread(scan_snapshots, config.vectors_path, app, user_id)
     remaining = {t: int(store_counts.get(t, 0)) for t in TABLES}
     remaining.update(
+        api_keys=keys_left,
         vectors=sum(shard_counts),
         host_conversations=sum(c["conversations"] for c in host_counts),
         host_queued=sum(c["queued"] for c in host_counts),
@@ -138,7 +149,7 @@ async def verify_user_deleted(
         export_rows=export_rows,
         snapshot_items=snapshot_items,
     )
-    scanned = [f"{store.label} (tables: {', '.join(TABLES)})"]
+    scanned = [f"{store.label} (tables: {', '.join(TABLES)}, api_keys)"]
     scanned += [s.label for s in shards] + [h.label for h in hosts]
     scanned += ["service embedding queue", "this process's read-your-writes messages"]
     scanned += [f"exports {r}" for r in export_roots]

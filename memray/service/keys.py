@@ -10,12 +10,14 @@ no call per request) and follows changes with :meth:`KeyRing.changes`, a long po
 as soon as the ring's version moves. :meth:`KeyRing.revoke` returns only once every replica
 that follows the ring has fetched the version without the key (or ``settle_s`` passed, for a
 replica that stopped polling), so a revoked key is refused by the next request after
-``memray keys revoke`` returns.
+``memray keys revoke`` returns. Erasing a user (:meth:`KeyRing.erase_user`) removes the keys bound
+to them the same way.
 """
 
 from __future__ import annotations
 
 import asyncio
+import builtins
 import hashlib
 import secrets
 import time
@@ -26,7 +28,7 @@ from memray.ids import validate_id
 from memray.store.client import StoreClient
 from memray.store.keys import KeyRecord
 
-__all__ = ["KeyRing", "KeyRecord", "KeyChanges", "digest_of", "KEY_PREFIX"]
+__all__ = ["KeyRing", "KeyRecord", "KeyChanges", "Revocation", "digest_of", "KEY_PREFIX"]
 
 KEY_PREFIX = "mry_"
 #: A follower that has not polled for this long is no longer waited for by a revoke.
@@ -41,6 +43,15 @@ def digest_of(key: str) -> str:
 class KeyChanges(NamedTuple):
     version: int
     live: list[KeyRecord]  # every key not revoked, with its digest
+
+
+class Revocation(NamedTuple):
+    """A revoked key's record, and the followers (server replicas) that had not dropped it when
+    the revoke stopped waiting (``settle_s``): each refuses every key once it has not heard from
+    the ring for its ``stale_s``, so the key stops working there within that bound."""
+
+    record: KeyRecord
+    unconfirmed: list[str]
 
 
 class KeyRing:
@@ -91,21 +102,38 @@ class KeyRing:
         records = await self._loaded()
         return sorted((r for r in records.values() if app is None or r.app == app), key=lambda r: r.created_at)
 
-    async def revoke(self, key_id: str) -> KeyRecord:
-        """Revoke the key; returns its record once every follower has dropped it (see the module
-        docstring). NotFoundError if no key has that id; revoking twice is not an error."""
+    async def revoke(self, key_id: str) -> Revocation:
+        """Revoke the key; returns its record once every follower has dropped it, or ``settle_s``
+        passed (then naming the followers that had not: see the module docstring). NotFoundError
+        if no key has that id; revoking twice is not an error."""
         if not isinstance(key_id, str) or not key_id:
             raise ValidationError("key_id", key_id, "must be a key id", "see `memray keys list`")
         records = await self._loaded()
         record = records.get(key_id)
         if record is None:
             raise NotFoundError(f"no key has id {key_id!r}; `memray keys list` shows the ids")
+        unconfirmed: list[str] = []
         if record.revoked_at is None:
             now = time.time()
             await self._store.revoke_api_key(key_id, now)
             record = records[key_id] = record._replace(revoked_at=now)
+            unconfirmed = await self._settled(await self._bump())
+        return Revocation(record, unconfirmed)
+
+    async def erase_user(self, app: str, user_id: str) -> int:
+        """Every key bound to the user goes (their erasure): its row is deleted from the store, so
+        no user id or label of theirs is left, and the call returns once every follower has
+        dropped it (as :meth:`revoke` does). How many keys went, revoked ones included."""
+        validate_id("app", app)
+        validate_id("user_id", user_id)
+        records = await self._loaded()
+        removed = await self._store.delete_user_api_keys(app, user_id)
+        bound = [k for k, r in records.items() if r.app == app and r.user_id == user_id]
+        for key_id in bound:
+            del records[key_id]
+        if bound:
             await self._settled(await self._bump())
-        return record
+        return max(removed, len(bound))
 
     async def changes(self, since: int, follower: str, timeout_s: float = 10.0) -> KeyChanges | None:
         """The live keys once the ring's version is past ``since`` (at once if it already is),
@@ -130,13 +158,14 @@ class KeyRing:
             self._changed.notify_all()
         return self._version
 
-    async def _settled(self, version: int) -> None:
+    async def _settled(self, version: int) -> builtins.list[str]:
         """Wait until every follower seen in the last :data:`FOLLOWER_TTL_S` has polled since
-        ``version`` was made (its next poll asks with ``since >= version``), at most ``settle_s``."""
+        ``version`` was made (its next poll asks with ``since >= version``), at most ``settle_s``;
+        the followers still behind then (none when all confirmed)."""
         deadline = time.monotonic() + self.settle_s
-        while time.monotonic() < deadline:
+        while True:
             now = time.monotonic()
             behind = [f for f, (seen, at) in self._followers.items() if seen < version and now - at < FOLLOWER_TTL_S]
-            if not behind:
-                return
+            if not behind or now >= deadline:
+                return sorted(behind)
             await asyncio.sleep(0.005)

@@ -81,6 +81,8 @@ class StoreCalls(Calls):
     put_api_key = remote(HistoryStore.put_api_key)
     api_keys = remote(HistoryStore.api_keys)
     revoke_api_key = remote(HistoryStore.revoke_api_key)
+    delete_user_api_keys = remote(HistoryStore.delete_user_api_keys)
+    count_user_api_keys = remote(HistoryStore.count_user_api_keys)
 
     # -- erasure and exports -------------------------------------------------------------------
     delete_user = remote(HistoryStore.delete_user)

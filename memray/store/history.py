@@ -399,6 +399,16 @@ class HistoryStore:
         """Mark the key revoked at ``at``; False if no live key has that id. Durable on return."""
         return keys.revoke_key(self._db, key_id, at)
 
+    @route(first)
+    def delete_user_api_keys(self, app: str, user_id: str) -> int:
+        """Delete every key bound to the user (their erasure); how many. Durable on return."""
+        return keys.delete_user_keys(self._db, app, user_id)
+
+    @route(first)
+    def count_user_api_keys(self, app: str, user_id: str) -> int:
+        """Keys bound to the user still stored (what ``verify_deleted`` checks)."""
+        return keys.count_user_keys(self._db, app, user_id)
+
     # -- forks ----------------------------------------------------------------------------
     def fork_to(self, dst: str) -> dict[str, int]:
         """Copy the database, as of this call, to the new file ``dst`` (no export roots): see

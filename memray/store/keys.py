@@ -1,7 +1,8 @@
 """The ``api_keys`` table: the server's keys, each bound to an app (and maybe a user), stored as
 a SHA-256 digest of the key (``memray.service.keys`` makes and checks them; the key itself is
 shown once, when it is made, and never stored). Revoking keeps the row with ``revoked_at`` set,
-so ``memray keys list`` still shows what a revoked key could reach."""
+so ``memray keys list`` still shows what a revoked key could reach. Erasing a user deletes the
+rows of the keys bound to them: no user id or label of theirs is left."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import NamedTuple
 
 from memray.store.database import Database
 
-__all__ = ["KeyRecord", "put_key", "list_keys", "revoke_key"]
+__all__ = ["KeyRecord", "put_key", "list_keys", "revoke_key", "delete_user_keys", "count_user_keys"]
 
 
 class KeyRecord(NamedTuple):
@@ -46,3 +47,16 @@ def revoke_key(db: Database, key_id: str, at: float) -> bool:
             "UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL RETURNING 1", [at, key_id]
         )
     return changed > 0
+
+
+def delete_user_keys(db: Database, app: str, user_id: str) -> int:
+    """Delete every key bound to the user, live or revoked (their rows hold the user's id and maybe
+    a label naming them); how many. Durability: committed on return."""
+    with db.transaction(bump=False):
+        return db.count("DELETE FROM api_keys WHERE app = ? AND user_id = ? RETURNING 1", [app, user_id])
+
+
+def count_user_keys(db: Database, app: str, user_id: str) -> int:
+    """Keys bound to the user still in the table (0 after their erasure)."""
+    rows = db.sql("SELECT count(*) FROM api_keys WHERE app = ? AND user_id = ?", [app, user_id]).fetchall()
+    return int(rows[0][0])

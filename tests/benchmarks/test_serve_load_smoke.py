@@ -14,17 +14,13 @@ def test_serve_load_times_search_and_add_beside_the_noop_floor(served: Served) -
     from benchmarks import serve_load
 
     serve_load.seed(served.mem, argparse.Namespace(seed=3, conversations=3, messages=4))
-    key, _ = served.mem.keys.create(serve_load.APP, label="smoke")
+    keys = [served.mem.keys.create(serve_load.APP, label=f"smoke-{c}")[0] for c in range(4)]
     args = argparse.Namespace(clients="1,4", requests=12, phase_seconds=60.0, conversations=3, seed=3)
+    noop = [f"/v1/apps/{serve_load.APP}/noop"] * 4
     for _ in range(200):  # the replica follows the key ring: wait on state, bounded
-        if (
-            asyncio.run(serve_load.run_phase(served.url, key, 1, [f"/v1/apps/{serve_load.APP}/noop"], [{}], 5))[
-                "errors"
-            ]
-            == 0
-        ):
+        if asyncio.run(serve_load.run_phase(served.url, keys, 4, noop, [{}] * 4, 5))["errors"] == 0:
             break
-    results = asyncio.run(serve_load.measure_http(served.url, key, args))
+    results = asyncio.run(serve_load.measure_http(served.url, keys, args))
     assert set(results) == {"1", "4"}
     for row in results.values():
         for phase in ("search", "add", "floor_search", "floor_add"):

@@ -23,7 +23,7 @@ async def exercise(session: ClientSession, user: str) -> dict[str, Any]:
     """Every tool once, on ``user``'s memories; what each answered."""
     await session.initialize()
     listed = {t.name: t for t in (await session.list_tools()).tools}
-    assert TOOLS <= set(listed)
+    assert TOOLS == set(listed)  # a new tool without a test here fails
     assert all(listed[n].description and listed[n].input_schema["required"] for n in TOOLS)
 
     async def call(name: str, **arguments: Any) -> Any:
@@ -110,3 +110,83 @@ def test_every_tool_over_stdio(tmp_path: Path) -> None:
                 return await exercise(session, "desk")
 
     check(asyncio.run(run()))
+
+
+def test_refusals_say_why_as_rest_does(served: Served) -> None:
+    """A read-only key, another user, an invalid field: an isError result carrying the status,
+    the memray error and REST's detail — not "Error executing tool" alone."""
+
+    async def attempts(session: ClientSession) -> list[Any]:
+        await session.initialize()
+        return [
+            await session.call_tool("add_memory", {"user_id": "ada", "content": "x"}),
+            await session.call_tool("search_memories", {"user_id": "bob", "query": "x"}),
+            await session.call_tool("search_memories", {"user_id": "ada", "query": "x", "limit": 5000}),
+            await session.call_tool("add_memory", {"user_id": "ada", "content": "x", "role": "robot"}),
+        ]
+
+    read_only = over_http(served, served.keys["reader"], attempts)[0]
+    assert read_only.is_error and "403 AuthError: this key is read-only" in read_only.content[0].text
+    bound, too_many, bad_role = over_http(served, served.keys["ada"], attempts)[1:]
+    assert bound.is_error and "403 AuthError: this key is bound to user 'ada'" in bound.content[0].text
+    assert too_many.is_error and "limit" in too_many.content[0].text and "1000" in too_many.content[0].text
+    assert bad_role.is_error and "role" in bad_role.content[0].text
+
+
+def test_tools_say_what_they_do_to_memories(served: Served) -> None:
+    async def listed(session: ClientSession) -> dict[str, Any]:
+        await session.initialize()
+        return {t.name: t for t in (await session.list_tools()).tools}
+
+    tools = over_http(served, served.keys["reader"], listed)
+    for name in ("search_memories", "get_context", "list_memories"):
+        assert tools[name].annotations.read_only_hint is True
+    for name in ("delete_memory", "delete_all_memories"):
+        assert tools[name].annotations.destructive_hint is True and not tools[name].annotations.read_only_hint
+    assert tools["add_memory"].annotations.destructive_hint is False
+    add = tools["add_memory"].input_schema["properties"]
+    assert add["role"]["enum"] == ["system", "user", "assistant", "tool"]
+    assert add["content"]["maxLength"] > 0 and "durable" in add
+    search = tools["search_memories"].input_schema["properties"]
+    assert search["limit"]["maximum"] == 1000 and search["limit"]["default"] == 5 and "mode" in search
+    assert search["scope"]["enum"] == ["conversation", "user"]
+    # one default per argument: the facade's, on REST and MCP alike
+    import inspect
+
+    import httpx
+
+    from memray.facade.conversation import ConversationHandle
+
+    rest = httpx.get(served.url + "/openapi.json").json()["components"]["schemas"]
+    context = tools["get_context"].input_schema["properties"]
+    facade = inspect.signature(ConversationHandle.acontext).parameters
+    for name in ("limit", "semantic_limit"):
+        assert context[name]["default"] == rest["ContextIn"]["properties"][name]["default"] == facade[name].default
+    searched = inspect.signature(ConversationHandle.asearch).parameters["limit"].default
+    assert search["limit"]["default"] == rest["SearchIn"]["properties"]["limit"]["default"] == searched
+
+
+def test_every_tool_refuses_who_may_not(served: Served) -> None:
+    """Generated from the tool list (a new tool is covered without touching this test): each tool,
+    with its required arguments, refuses a key bound to another user; each tool that is not
+    read-only refuses a read-only key; and bob's data stays as it was."""
+    served.mem.memory_service.add_entry(APP, "bob", {"content": "bob's bike lock is 3141"})
+    before = [r.entry.text for r in served.mem.memory_service.list_entries(APP, "bob")]
+
+    async def attempts(session: ClientSession, key: str) -> list[tuple[str, Any]]:
+        await session.initialize()
+        out = []
+        for tool in (await session.list_tools()).tools:
+            if key == "reader" and tool.annotations.read_only_hint:
+                continue
+            arguments = {name: "x" for name in tool.input_schema["required"]} | {"user_id": "bob"}
+            out.append((tool.name, await session.call_tool(tool.name, arguments)))
+        return out
+
+    for key in ("ada", "reader"):
+        results = over_http(served, served.keys[key], lambda s, key=key: attempts(s, key))
+        assert results and {name for name, _ in results} <= TOOLS
+        for name, result in results:
+            assert result.is_error and "403 AuthError" in result.content[0].text, (key, name, result.content)
+            assert "3141" not in str(result.content)
+    assert [r.entry.text for r in served.mem.memory_service.list_entries(APP, "bob")] == before

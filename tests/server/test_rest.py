@@ -49,7 +49,7 @@ def test_working_memory_summary_deletes_and_clear(served: Served) -> None:
         assert http.request("DELETE", conv + "/messages", params={"ids": ids[:1]}).status_code == 200
         assert http.get(conv + "/messages").json()["messages"] == []
         http.post(conv + "/messages", json={"messages": [{"role": "user", "content": "b"}]})
-        assert http.post(conv + "/clear").status_code == 200
+        assert http.post(conv + "/clear", json={}).status_code == 200
         assert http.get(conv + "/messages").json()["messages"] == []
         again = http.post(conv + "/messages", json={"messages": [{"role": "user", "content": "c"}]}).json()
         assert again["seqs"][0] > seqs[0] + 1  # seqs are never reused
@@ -96,7 +96,7 @@ def test_errors_are_problem_details_naming_the_memray_error_and_field(served: Se
     with served.client("admin") as http:
         bad = http.post(CONV + "/search", json={"query": "x", "limit": 0})
         assert bad.status_code == 422 and bad.headers["content-type"] == "application/problem+json"
-        assert bad.json()["error"] == "ValidationError" and bad.json()["field"] == "limit"
+        assert bad.json()["error"] == "ValidationError" and bad.json()["field"] == "body.limit"
         missing = http.post(CONV + "/messages", json={"messages": [{"content": "no role"}]})
         assert missing.status_code == 422 and missing.json()["field"] == "body.messages.0.role"
         control = http.post(

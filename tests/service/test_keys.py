@@ -19,7 +19,8 @@ def test_keys_are_made_listed_and_revoked(tmp_path: Path) -> None:
         assert key.startswith(f"mry_{record.key_id}_") and record.digest == digest_of(key)
         assert (record.app, record.user_id, record.read_only, record.revoked_at) == ("acme", "ada", True, None)
         assert [r.key_id for r in mem.keys.list("acme")] == [record.key_id] and mem.keys.list("other") == []
-        assert mem.keys.revoke(record.key_id).revoked_at is not None
+        revoked = mem.keys.revoke(record.key_id)
+        assert revoked.record.revoked_at is not None and revoked.unconfirmed == []  # no follower to wait for
         with pytest.raises(NotFoundError):
             mem.keys.revoke("nope")
         with pytest.raises(ValidationError):
@@ -46,8 +47,9 @@ def test_a_follower_sees_each_change_and_a_revoke_waits_for_it(tmp_path: Path) -
 
             follower = asyncio.ensure_future(follow())
             await asyncio.sleep(0)
-            await ring.revoke(record.key_id)  # returns once f1 polled past the revoke
+            revoked = await ring.revoke(record.key_id)  # returns once f1 polled past the revoke
             await follower
+            assert revoked.unconfirmed == []
 
     asyncio.run(scenario())
 
@@ -64,3 +66,15 @@ def test_a_restarted_ring_gives_versions_past_the_old_ones(tmp_path: Path) -> No
             assert again is not None and len(again.live) == 1
 
     asyncio.run(scenario())
+
+
+def test_a_revoke_names_the_followers_that_did_not_confirm(tmp_path: Path) -> None:
+    async def scenario() -> list[str]:
+        async with memray.open(str(tmp_path / "d"), mode="inprocess") as mem:
+            ring = KeyRing(mem._deployment.stores.clients[0], settle_s=0.2)
+            _, record = await ring.create("acme")
+            seen = await ring.changes(0, "replica-gone", timeout_s=0.01)  # polls once, then never again
+            assert seen is not None
+            return (await ring.revoke(record.key_id)).unconfirmed
+
+    assert asyncio.run(scenario()) == ["replica-gone"]
