@@ -83,23 +83,55 @@ def test_meaning_without_a_shared_word(embedder: StaticEmbedder) -> None:
     assert list(sims.argmax(axis=1)) == [0, 1, 2]  # each question nearest its own fact
 
 
-def test_the_shipped_table_is_what_the_recipe_makes() -> None:
-    """Rows recomputed from MiniLM in numpy match the shipped float16 table. The recipe centres
-    the content rows on their mean, which cancels in a difference of two rows."""
-    from memray.embedding.distill import token_vectors, token_weights
+def test_the_shipped_table_weighs_function_words_zero_and_matches_its_card() -> None:
+    from memray.embedding.distill import token_weights
+    from memray.embedding.minilm import MiniLM
+
+    weights = token_weights(MiniLM().open().tokenizer.get_vocab())
+    shipped = np.load(MODELS / DEFAULT_MODEL / "vectors.npy")
+    assert not shipped[weights == 0].any()  # function words, punctuation, specials weigh nothing
+    assert np.abs(shipped[weights > 0]).sum(axis=1).min() > 0
+    card = json.loads((MODELS / DEFAULT_MODEL / "model.json").read_text(encoding="utf-8"))
+    assert (card["dim"], card["vocabulary"]) == (shipped.shape[1], shipped.shape[0]) == (384, 30522)
+    assert card["content_tokens"] == int((weights > 0).sum())
+
+
+def test_the_recipes_first_steps_recompute_rows_from_minilm() -> None:
+    """Steps 1-3 in numpy give the rows of MiniLM's token states, weighted: a row is the mean of
+    its token's three output states (checked against a forward pass of the same ids)."""
+    from memray.embedding.distill import token_vectors
     from memray.embedding.minilm import MiniLM
 
     model = MiniLM().open()
-    weights = token_weights(model.tokenizer.get_vocab())
-    content = np.flatnonzero(weights > 0)
-    sample = np.random.default_rng(0).choice(content, 48, replace=False)
-    made = token_vectors(model, sample) * weights[sample, None].astype(np.float32)
-    shipped = np.load(MODELS / DEFAULT_MODEL / "vectors.npy").astype(np.float32)
-    np.testing.assert_allclose(made[1:] - made[0], shipped[sample[1:]] - shipped[sample[0]], atol=4e-3)
-    zero = np.flatnonzero(weights == 0)
-    assert not shipped[zero].any()  # function words, punctuation, specials weigh nothing
-    card = json.loads((MODELS / DEFAULT_MODEL / "model.json").read_text(encoding="utf-8"))
-    assert (card["dim"], card["vocabulary"]) == (shipped.shape[1], shipped.shape[0]) == (384, 30522)
+    ids = np.array([2482, 21443, 6821], np.int64)  # car, peanut, nurse
+    rows = token_vectors(model, ids)
+    for i, row in zip(ids, rows):
+        alone = model.hidden(np.array([[101, i, 102]]), np.ones((1, 3), np.float32))[0].mean(axis=0)
+        np.testing.assert_allclose(row, alone, atol=1e-5)
+    cos = (rows @ rows.T) / np.outer(np.linalg.norm(rows, axis=1), np.linalg.norm(rows, axis=1))
+    assert cos[0, 1] < 0.9 and cos[1, 2] < 0.9
+
+
+def test_refining_is_deterministic_lowers_the_loss_and_leaves_unseen_rows() -> None:
+    """Step 5 on a small problem: the same bits twice, closer to the targets, and rows of tokens
+    no sentence holds (and zero rows: function words) unchanged."""
+    from memray.embedding.distill import refine
+
+    rng = np.random.default_rng(1)
+    table = rng.normal(size=(50, 8)).astype(np.float32)
+    table[0] = 0.0  # a function word
+    sentences = [list(rng.integers(0, 40, size=rng.integers(2, 6))) for _ in range(200)]
+    targets = rng.normal(size=(200, 8)).astype(np.float32)
+    targets /= np.linalg.norm(targets, axis=1, keepdims=True)
+
+    def loss(t: np.ndarray) -> float:
+        means = np.stack([t[[i for i in s if t[i].any()]].mean(axis=0) for s in sentences])
+        return float(np.mean(1 - (means / np.linalg.norm(means, axis=1, keepdims=True) * targets).sum(axis=1)))
+
+    once = refine(table, sentences, targets, epochs=3, rate=0.5)
+    assert np.array_equal(once, refine(table, sentences, targets, epochs=3, rate=0.5))
+    assert loss(once) < loss(table) - 0.05
+    assert np.array_equal(once[40:], table[40:]) and not once[0].any()
 
 
 def test_an_unknown_model_is_named() -> None:
