@@ -298,12 +298,18 @@ class ConversationHost:
             self._keeper.forget(key)
 
     async def delete_messages(self, key: ConversationKey, ids: list[str], timeout_s: float = 60.0) -> dict[str, int]:
-        """Delete some messages of a conversation (:meth:`MessageRemoval.delete`)."""
-        return await self._removal.delete(await self._get(key), ids, timeout_s)
+        """Delete some messages of a conversation (:meth:`MessageRemoval.delete`). They leave the
+        ledger too: a restart must not record a deleted message as lost."""
+        done = await self._removal.delete(await self._get(key), ids, timeout_s)
+        self._writes.compact_ledger()
+        return done
 
     async def clear(self, key: ConversationKey, timeout_s: float = 60.0) -> dict[str, int]:
-        """Delete every message the conversation has acknowledged so far (:meth:`MessageRemoval.clear`)."""
-        return await self._removal.clear(await self._get(key), timeout_s)
+        """Delete every message the conversation has acknowledged so far (:meth:`MessageRemoval.clear`),
+        from the ledger too."""
+        done = await self._removal.clear(await self._get(key), timeout_s)
+        self._writes.compact_ledger()
+        return done
 
     async def count_messages(self, key: ConversationKey, ids: list[str] | None = None) -> dict[str, int]:
         """What this host holds of the conversation's messages (:meth:`MessageRemoval.count`)."""

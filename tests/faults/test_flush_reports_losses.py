@@ -104,3 +104,29 @@ def test_flush_names_the_losses_of_a_conversation_written_again_since(mem: memra
     kill_host(mem)
     conv.add({"role": "user", "content": "after the restart"})  # buffered: its add reports nothing
     assert raised_by_flush(mem) == ids
+
+
+def test_a_fork_after_a_loss_is_taken_and_leaves_the_report_to_flush(
+    mem: memray.Memory, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A fork flushes to make what was acknowledged durable; a loss owed to a caller must not
+    make it fail (the chaos soak's fork raised DeadLetterError and was not taken), nor be
+    swallowed by it."""
+    _, ids = buffered(mem)
+    kill_host(mem, wait_restart=True)
+    info = mem.fork_to(str(tmp_path_factory.mktemp("fork-after-loss") / "fork"))
+    assert info["flush_s"] >= 0
+    assert raised_by_flush(mem) == ids
+
+
+def test_a_deleted_message_is_not_reported_lost_by_a_later_kill(mem: memray.Memory) -> None:
+    """Deleting an acknowledged message takes it out of the host's ledger: the next incarnation
+    must not record it as a lost dead letter (the soak saw deleted messages named as losses)."""
+    conv, ids = buffered(mem, 3)
+    gone = sorted(ids)[0]
+    conv.delete_messages([gone])  # (it commits the other two first)
+    after = [memray.Message(role="user", parts=[memray.TextPart(text=f"after the delete {i}")]) for i in range(2)]
+    conv.add(after)
+    kill_host(mem)
+    assert raised_by_flush(mem) == {m.id for m in after}
+    assert gone not in {d.id for d in mem.dead_letters(app="flush-losses", limit=1000)}
