@@ -79,9 +79,8 @@ class ConversationHost:
     async def _start(self) -> None:
         if not self._started:
             self._build()
-        for d in await self._writes.resolve_ledger():
-            self._lost.setdefault(ConversationKey(d.app, d.user_id, d.conversation_id), {})[d.id] = d.seq
-            self.lost_on_restart += 1
+        # into self._lost, with what earlier incarnations still owed to a flush
+        self.lost_on_restart += len(await self._writes.resolve_ledger())
         if self.host_id == 0:
             await self._pipeline.sweep()
 
@@ -113,6 +112,7 @@ class ConversationHost:
             self._keeper,
             lambda: self._conversations.values(),
             titler,
+            lost=self._lost,
         )
         self._removal = MessageRemoval(self._store, self._router, self._pipeline, self._keeper)
 
@@ -192,16 +192,27 @@ class ConversationHost:
         be stored since the last flush (the rest is durable), and StoreError if the store cannot
         be reached within ``timeout_s`` (default ``write_timeout_s``; the messages stay pending).
         ``report=False`` leaves the dead letters for the conversations' own next flush (a driver
-        that leaves a shared memray must not take other drivers' reports with it)."""
-        if not self._started:
-            return
-        if key is not None and key not in self._conversations and key in self._lost:
-            await self._get(key)  # not held since the restart: load it so its losses are reported
+        that leaves a shared memray must not take other drivers' reports with it).
+
+        Every loss not yet reported is raised, whatever the host did since its restart: a host
+        Ray restarted starts here (resolving its ledger), and conversations with losses to report
+        are loaded, settled or not."""
+        if not self._started and not report:
+            return  # nothing acknowledged here since the (re)start, and nothing to report
+        await self.start()
+        owed = [k for k in self._lost if key is None or k == key] if report else []
+        if owed:
+            await self._get_many(owed)  # not held since the restart: load them so their losses are reported
         convs = (
             [self._conversations[key]]
             if key is not None and key in self._conversations
-            # all of a host's conversations: only those with a write to wait for (thousands are idle)
-            else ([] if key is not None else [c for c in self._conversations.values() if not c.buffer.settled])
+            # all of a host's conversations: only those with a write to wait for or a loss to
+            # report (thousands are idle)
+            else (
+                []
+                if key is not None
+                else [c for c in self._conversations.values() if not c.buffer.settled or c.lost or c.failed]
+            )
         )
         timeout_s = self.config.write_timeout_s if timeout_s is None else timeout_s
         await self._writes.flush_all(convs, timeout_s, report, report)
@@ -269,8 +280,10 @@ class ConversationHost:
         """Forget a conversation's in-memory state before a delete: pending writes are dropped
         and an in-flight write is awaited, so nothing lands after the delete."""
         conv = self._conversations.pop(key, None)
-        self._lost.pop(key, None)
+        owed = self._lost.pop(key, None)
         if conv is None:
+            if owed and self._started:
+                self._writes.keep_unreported()  # its losses leave the file of those owed to a flush
             return
         conv.deleted = True
         conv.buffer.drain()
@@ -278,18 +291,25 @@ class ConversationHost:
         await conv.close()
         if self._started:
             self._writes.compact_ledger()  # its acknowledgements leave the ledger file too
+            self._writes.keep_unreported()  # and its losses the file of those owed to a flush
         ns = conversation_namespace(key)
         self._pipeline.forget(lambda n: n == ns)
         if self._keeper is not None:
             self._keeper.forget(key)
 
     async def delete_messages(self, key: ConversationKey, ids: list[str], timeout_s: float = 60.0) -> dict[str, int]:
-        """Delete some messages of a conversation (:meth:`MessageRemoval.delete`)."""
-        return await self._removal.delete(await self._get(key), ids, timeout_s)
+        """Delete some messages of a conversation (:meth:`MessageRemoval.delete`). They leave the
+        ledger too: a restart must not record a deleted message as lost."""
+        done = await self._removal.delete(await self._get(key), ids, timeout_s)
+        self._writes.compact_ledger()
+        return done
 
     async def clear(self, key: ConversationKey, timeout_s: float = 60.0) -> dict[str, int]:
-        """Delete every message the conversation has acknowledged so far (:meth:`MessageRemoval.clear`)."""
-        return await self._removal.clear(await self._get(key), timeout_s)
+        """Delete every message the conversation has acknowledged so far (:meth:`MessageRemoval.clear`),
+        from the ledger too."""
+        done = await self._removal.clear(await self._get(key), timeout_s)
+        self._writes.compact_ledger()
+        return done
 
     async def count_messages(self, key: ConversationKey, ids: list[str] | None = None) -> dict[str, int]:
         """What this host holds of the conversation's messages (:meth:`MessageRemoval.count`)."""
@@ -311,6 +331,7 @@ class ConversationHost:
         for k in [k for k in self._lost if k.app == app and k.user_id == user_id]:
             del self._lost[k]
         self._writes.compact_ledger()
+        self._writes.keep_unreported()
         self._pipeline.forget(lambda n: n.app == app and n.user_id == user_id)
         await self._pipeline.wait_idle(timeout_s)
         return len(keys)

@@ -100,6 +100,7 @@ class WritePath:
         keeper: SummaryKeeper | None,
         held: Callable[[], Iterable[Conversation]],
         titler: Titler | None = None,
+        lost: dict[ConversationKey, dict[str, int]] | None = None,
     ) -> None:
         self.host_id = host_id
         self.config = config
@@ -122,6 +123,11 @@ class WritePath:
             store.assigned_seqs, 4096
         )
         self.dead_letters = 0
+        # losses of earlier incarnations no caller has been told of, for conversations not held
+        # here (a held conversation keeps its own in ``Conversation.lost``); both are mirrored in
+        # ``host-<i>.lost`` so that a host killed again before a flush reports them still reports
+        self.lost: dict[ConversationKey, dict[str, int]] = {} if lost is None else lost
+        self._unreported = AckLedger(ledger.path[: -len(".ledger")] + ".lost")
 
     async def resolve_ledger(self) -> list[DeadLetter]:
         """Acknowledged messages of a previous incarnation that the store lacks become ``lost``
@@ -149,7 +155,22 @@ class WritePath:
         self._ledger.reset()
         for ledger in orphans:
             os.remove(ledger.path)
+        for d in letters:
+            self.lost.setdefault(ConversationKey(d.app, d.user_id, d.conversation_id), {})[d.id] = d.seq
+        for r in self._unreported.read():  # an earlier incarnation's, still owed to a flush
+            self.lost.setdefault(r.key, {}).setdefault(r.id, r.seq)
+        self.keep_unreported()
         return letters
+
+    def keep_unreported(self) -> None:
+        """Rewrite ``host-<i>.lost`` with the losses no flush has reported yet (those of
+        conversations held here and of the others). Durability: as :meth:`AckLedger.rewrite`
+        (survives the process). Called when they change: at start, after a report, on a delete."""
+        held = [(c.key, sorted(c.lost.items())) for c in self._held() if c.lost]
+        loose = [(k, sorted(pairs.items())) for k, pairs in self.lost.items() if pairs]
+        if held or loose or os.path.exists(self._unreported.path):
+            self._unreported.rewrite([*held, *loose])
+            self._unreported.close()
 
     def _orphan_ledgers(self) -> list[str]:
         folder = os.path.dirname(self._ledger.path)
@@ -429,6 +450,7 @@ class WritePath:
         letters = conv.take_failed() if report_failed else []
         if conv.lost and report_lost:  # lost in a restart, unless a retried add has stored them since
             lost, conv.lost = conv.lost, None
+            self.keep_unreported()
             stored = (await self._store.stored_seqs([(conv.key, list(lost))]))[0]
             reason = f"acknowledged (durable=False) but not yet stored when host {self.host_id} stopped"
             letters += [

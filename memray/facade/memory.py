@@ -254,7 +254,10 @@ class Memory(SessionAccess):
     add_many = blocking(aadd_many)
 
     async def aflush(self) -> None:
-        """Make everything acknowledged so far durable, in every conversation."""
+        """Make everything acknowledged so far durable, in every conversation. Raises
+        :class:`~memray.errors.DeadLetterError` naming every message acknowledged and then lost
+        (a host killed within the debounce window) or rejected by the store that no flush or
+        durable add has named to a caller yet, waiting for a host Ray is restarting."""
         await self._runner.arun(self._runner.session.flush())
 
     flush = blocking(aflush)

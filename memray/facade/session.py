@@ -180,8 +180,9 @@ class Session:
 
     async def flush(self) -> None:
         """Make everything acknowledged durable on every host. Raises the dead letters of every
-        host as one DeadLetterError, else the first other error."""
-        results = await asyncio.gather(*(h.flush() for h in self.deployment.hosts), return_exceptions=True)
+        host as one DeadLetterError, else the first other error. A host Ray is restarting is
+        waited for (its retrying client), as an add is: its losses are what the flush reports."""
+        results = await asyncio.gather(*(h.flush() for h in self.hosts), return_exceptions=True)
         DeadLetterError.raise_gathered(results)
 
     async def wait_indexed(self, timeout_s: float) -> bool:

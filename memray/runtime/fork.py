@@ -81,7 +81,8 @@ async def fork_deployment(
     :func:`check_fork_path`."""
     t0 = time.perf_counter()
     before = await deployment.stores.versions()
-    await asyncio.gather(*(h.flush() for h in deployment.hosts))
+    # durable, not reported: losses owed to a caller stay for its next flush, and fail no fork
+    await asyncio.gather(*(h.flush(report=False) for h in deployment.hosts))
     unconfirmed = [r for refs in await asyncio.gather(*(h.unconfirmed() for h in deployment.hosts)) for r in refs]
     unconfirmed += pending() if pending is not None else []
     t_flush = time.perf_counter()

@@ -1,0 +1,571 @@
+"""Chaos soak: agents tick against memray in Ray mode while a random memray process is SIGKILLed
+every few seconds; at the end, the data directory reopened cold is checked against every
+acknowledgement a caller got (:mod:`benchmarks.soak_checks`).
+
+``python -m benchmarks.soak --minutes 30 --kill-every 10 --agents 32 --plot /tmp/soak.png``
+
+- **Agents** (``--agents``, two apps, one conversation each) tick every ``--tick-s``: each adds a
+  message (on even ticks one explicit ``add_many``, on odd ticks concurrent ``aadd`` coroutines
+  that the facade coalesces; every third tick durable), then reads its context (``context_many``
+  / concurrent ``acontext``) and a few search for the word they just wrote. Every fifth tick one
+  agent deletes a message and ``flush()`` is called. One user is erased halfway, and one fork is
+  taken two thirds of the way.
+- **Read-your-writes**, checked as the run goes: the context holds the message just acknowledged,
+  the search finds it, and no context holds another agent's message (``cross_reads``). A degraded
+  answer (its shard away) is counted apart; a miss whose write was lost in a kill and named to a
+  caller is what memray promises; any other miss is a failure (``ryw_failed``).
+- **Kills**: after ``--baseline-s`` of quiet ticks (the baseline the tick figures are read
+  against), every ``--kill-every`` seconds a random ConversationHost, VectorShard or HistoryStore
+  partition is SIGKILLed (Ray restarts it). A probe conversation that the victim serves then gets
+  a durable add, retried until acknowledged (``recover_s``: kill → ack) and searched for until
+  found complete (``searchable_s``).
+- **Processes**: every ``--sample-s`` the RSS and open files of every actor process and of this
+  driver, and each host's queue (acknowledged, not durable).
+
+The server's REST and MCP load, killing the key ring and Serve replicas are not part of it yet.
+
+Prints one JSON line: parameters, git sha, ``kills``, ``acked``, ``stored``, ``lost_durable``,
+``duplicated``, ``seq_mismatch``, ``unnamed_losses``, ``order_violations``, read-your-writes
+counts, ``p99_tick_ratio`` (chaos p99 tick / baseline p99 tick), ``p99_recover_s``,
+``p99_searchable_s``, ``rss_slope_mb_per_min`` (all memray processes, over the last two thirds of
+the chaos phase; ``driver_rss_slope_mb_per_min`` this process alone), queue maxima; ``--plot``
+draws the timeline with the kills marked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import signal
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchmarks._harness import emit, log, start_ray
+from benchmarks.faults import _pid
+from benchmarks.soak_checks import Ack, MessageRef, cold_check, files_holding
+
+__all__ = ["Record", "main"]
+
+APPS = ("soak-a", "soak-b")
+PROBE_APP = "soak-probe"
+ROLES = ("host", "shard", "store")
+
+
+@dataclass
+class Record:
+    """What callers were told during the run (shared by the agents, the killer and the sampler)."""
+
+    t0: float = field(default_factory=time.monotonic)
+    acks: list[Ack] = field(default_factory=list)
+    errors: Counter[str] = field(default_factory=Counter)  # "op: ErrorType" -> count
+    error_log: list[tuple[float, str, str]] = field(default_factory=list)
+    reported: set[MessageRef] = field(default_factory=set)  # named to a caller by a DeadLetterError
+    deleted: set[MessageRef] = field(default_factory=set)
+    unsure: set[MessageRef] = field(default_factory=set)  # a delete that raised
+    ryw: Counter[str] = field(default_factory=Counter)
+    ryw_missed: set[MessageRef] = field(default_factory=set)  # a read that did not hold its own write
+    ticks: list[tuple[float, float, bool]] = field(default_factory=list)  # (start, seconds, chaos)
+    kills: list[dict[str, Any]] = field(default_factory=list)
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    def ack(self, app: str, user: str, conv: str, ids: list[str], seqs: list[int], durable: bool) -> None:
+        at = self.now()
+        with self.lock:
+            self.acks.extend(Ack(app, user, conv, i, s, durable, at) for i, s in zip(ids, seqs))
+
+    def error(self, op: str, exc: BaseException) -> None:
+        from memray.errors import DeadLetterError
+
+        with self.lock:
+            self.errors[f"{op}: {type(exc).__name__}"] += 1
+            self.error_log.append((self.now(), op, f"{type(exc).__name__}: {str(exc)[:200]}"))
+            if isinstance(exc, DeadLetterError):
+                self.reported.update((a, u, c, i) for a, u, c, i, *_ in exc.letters)
+
+
+# -- the agents -------------------------------------------------------------------------------
+class Agents:
+    """``n`` agents, one conversation each, alternately in the two apps."""
+
+    def __init__(self, mem: Any, n: int, record: Record, seed: int = 1) -> None:
+        self.mem, self.n, self.record = mem, n, record
+        self.convs = [mem.conversation(user_id=f"agent-{a}", conversation_id="main", app=APPS[a % 2]) for a in range(n)]
+        self.last: dict[int, str] = {}  # agent -> id of its last acknowledged message
+        self.rng = random.Random(seed)
+
+    async def tick(self, t: int) -> None:
+        from memray.errors import MemrayError
+        from memray.models import Message, TextPart
+
+        durable = t % 3 == 0
+        msgs = [
+            Message(role="user", parts=[TextPart(text=f"agent {a} tick {t} notes zq{a}t{t}w about the soak")])
+            for a in range(self.n)
+        ]
+        acked = await self._add(t, msgs, durable)
+        await self._contexts(t, acked)
+        await self._searches(t, acked)
+        if t % 5 == 4:
+            await self._delete_one()
+            try:
+                await self.mem.aflush()
+            except MemrayError as exc:  # a DeadLetterError names losses: recorded as reported
+                self.record.error("flush", exc)
+
+    async def _add(self, t: int, msgs: list[Any], durable: bool) -> set[int]:
+        """Each agent's message, as one explicit batch (even ticks, durable ones) or as concurrent
+        coroutines the facade coalesces (odd ticks); the agents acknowledged."""
+        from memray.errors import MemrayError
+
+        rec, acked = self.record, set()
+        if t % 2 == 0 or durable:
+            try:
+                seqs = await self.mem.aadd_many([(c, [m]) for c, m in zip(self.convs, msgs)], durable=durable)
+            except MemrayError as exc:
+                rec.error("add_many", exc)
+                return acked
+            answers: list[Any] = [s for s in seqs]
+        else:
+            answers = list(await asyncio.gather(*(c.aadd(m) for c, m in zip(self.convs, msgs)), return_exceptions=True))
+        for a, (conv, msg, got) in enumerate(zip(self.convs, msgs, answers)):
+            if isinstance(got, BaseException):
+                if not isinstance(got, MemrayError):
+                    raise got
+                rec.error("add", got)
+                continue
+            rec.ack(conv.key.app, conv.key.user_id, "main", [msg.id], got, durable)
+            self.last[a] = msg.id
+            acked.add(a)
+        return acked
+
+    async def _contexts(self, t: int, acked: set[int]) -> None:
+        import memray
+
+        if t % 2 == 0:
+            calls = [memray.ContextCall(c, f"zq{a}t{t}w", 4, 2) for a, c in enumerate(self.convs)]
+            answers = await self.mem.acontext_many(calls, return_exceptions=True)
+        else:
+            answers = await asyncio.gather(
+                *(c.acontext(f"zq{a}t{t}w", limit=4, semantic_limit=2) for a, c in enumerate(self.convs)),
+                return_exceptions=True,
+            )
+        for a, ctx in enumerate(answers):
+            if isinstance(ctx, BaseException):
+                self.record.error("context", ctx)
+                continue
+            self.record.ryw["cross_reads"] += sum(1 for m in ctx.messages if not m.text.startswith(f"agent {a} "))
+            if a in acked:
+                self._held("context", ctx.degraded, self.last[a] in {m.id for m in ctx.messages}, a)
+
+    async def _searches(self, t: int, acked: set[int], k: int = 4) -> None:
+        for a in self.rng.sample(sorted(acked), min(k, len(acked))):
+            try:
+                res = await self.convs[a].asearch(f"zq{a}t{t}w", limit=1, mode="lexical")
+            except Exception as exc:
+                self.record.error("search", exc)
+                continue
+            self._held("search", res.degraded, bool(res) and res[0].message.id == self.last[a], a)
+
+    def _held(self, what: str, degraded: bool, held: bool, a: int) -> None:
+        """Count a read-your-writes check; a miss that was not degraded is kept to be explained
+        (its write lost in a kill, and named: then it held what memray promises)."""
+        self.record.ryw[f"{what}_degraded" if degraded and not held else f"{what}_{'held' if held else 'missed'}"] += 1
+        if not held and not degraded:
+            key = self.convs[a].key
+            self.record.ryw_missed.add((key.app, key.user_id, "main", self.last[a]))
+
+    async def _delete_one(self) -> None:
+        a = self.rng.randrange(self.n)
+        if a not in self.last:
+            return
+        conv, mid = self.convs[a], self.last.pop(a)
+        ref = (conv.key.app, conv.key.user_id, "main", mid)
+        try:
+            await conv.adelete_messages([mid])
+            self.record.deleted.add(ref)
+        except Exception as exc:
+            self.record.unsure.add(ref)
+            self.record.error("delete", exc)
+
+
+# -- the kills --------------------------------------------------------------------------------
+def _probe_for(mem: Any, role: str, index: int) -> Any:
+    """A conversation the victim serves: routed to host ``index``, a user on shard ``index``, or
+    a user of store partition ``index``."""
+    from memray.ids import ConversationKey, user_hash
+
+    dep = mem._deployment
+    for u in (f"probe-{role}-{index}-{i}" for i in range(10_000)):
+        key = ConversationKey(PROBE_APP, u, "p")
+        if (
+            (role == "host" and key.route(len(dep.hosts)) == index)
+            or (role == "shard" and user_hash(PROBE_APP, u) % len(dep.shards) == index)
+            or (role == "store" and dep.stores.partition(PROBE_APP, u) == index)
+        ):
+            return mem.conversation(user_id=u, conversation_id="p", app=PROBE_APP)
+    raise RuntimeError(f"no probe user for {role} {index}")
+
+
+def _victims(mem: Any) -> list[tuple[str, int, Any]]:
+    dep = mem._deployment
+    clients = {"host": dep.hosts, "shard": dep.shards, "store": dep.stores.clients}
+    return [(role, i, c) for role in ROLES for i, c in enumerate(clients[role])]
+
+
+def kill_and_probe(mem: Any, record: Record, role: str, index: int, client: Any, timeout_s: float = 120.0) -> None:
+    """SIGKILL the victim, then a durable add to its probe conversation, retried until it is
+    acknowledged, then searches for it until one answers complete with it."""
+    from memray.models import Message, TextPart
+
+    conv = _probe_for(mem, role, index)
+    try:
+        pid = _pid(mem, client, 5.0)
+    except Exception as exc:  # not back from an earlier kill: skipped, counted
+        record.error(f"pid of {role}", exc)
+        return
+    os.kill(pid, signal.SIGKILL)
+    at = time.monotonic()
+    kill: dict[str, Any] = {"t": round(at - record.t0, 2), "role": role, "index": index, "pid": pid}
+    n = len(record.kills)
+    word = f"zk{n}probe"
+    m = Message(role="user", parts=[TextPart(text=f"probe after kill {n}: {word}")])
+    while time.monotonic() - at < timeout_s:
+        try:
+            seqs = conv.add(m, durable=True)  # the same message each try: a retry is idempotent
+        except Exception as exc:  # what the caller saw; the probe tries again
+            record.error("probe add", exc)
+            time.sleep(0.05)
+            continue
+        record.ack(PROBE_APP, conv.key.user_id, "p", [m.id], seqs, True)
+        kill["recover_s"] = round(time.monotonic() - at, 3)
+        break
+    while "recover_s" in kill and time.monotonic() - at < timeout_s:
+        try:
+            res = conv.search(word, limit=1, mode="lexical")
+            if res and not res.degraded and res[0].message.id == m.id:
+                kill["searchable_s"] = round(time.monotonic() - at, 3)
+                break
+        except Exception as exc:
+            record.error("probe search", exc)
+        time.sleep(0.05)
+    with record.lock:
+        record.kills.append(kill)
+
+
+def killer(mem: Any, record: Record, every_s: float, stop: threading.Event, seed: int = 2) -> None:
+    """Every ``every_s`` (from one kill to the next; longer if a probe took longer), a random victim."""
+    rng = random.Random(seed)
+    victims = _victims(mem)
+    while not stop.wait(max(0.0, every_s - _since_last_kill(record))):
+        role, index, client = rng.choice(victims)
+        kill_and_probe(mem, record, role, index, client)
+
+
+def _since_last_kill(record: Record) -> float:
+    return record.now() - record.kills[-1]["t"] if record.kills else 0.0
+
+
+# -- the processes ----------------------------------------------------------------------------
+def _proc(pid: int) -> tuple[float, int]:
+    """RSS (MB) and open files of ``pid`` (0, 0 once gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            rss = next((int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS:")), 0.0)
+        return rss, len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return 0.0, 0
+
+
+def sampler(mem: Any, record: Record, every_s: float, stop: threading.Event) -> None:
+    """RSS and open files of every actor process and this driver; each host's queue."""
+    from memray.conversation.client import HostClient
+
+    while not stop.wait(every_s):
+        sample: dict[str, Any] = {"t": round(record.now(), 2), "procs": {}, "pending": 0}
+        for role, index, client in _victims(mem):
+            try:
+                if isinstance(client, HostClient):
+                    stats = mem._run(asyncio.wait_for(client.stats(), 2.0))
+                    pid = int(stats["pid"])
+                    sample["pending"] += int(stats["pending"]) + int(stats["writing"])
+                else:
+                    pid = _pid(mem, client, 2.0)
+            except Exception:  # restarting: not sampled this time
+                continue
+            sample["procs"][f"{role}{index}"] = _proc(pid)
+        sample["procs"]["driver"] = _proc(os.getpid())
+        with record.lock:
+            record.samples.append(sample)
+
+
+# -- the run ----------------------------------------------------------------------------------
+async def run_ticks(agents: Agents, record: Record, tick_s: float, until: float, chaos: bool) -> int:
+    t = len(record.ticks)
+    while record.now() < until:
+        start = record.now()
+        await agents.tick(t)
+        record.ticks.append((start, record.now() - start, chaos))
+        t += 1
+        await asyncio.sleep(max(0.0, start + tick_s - record.now()))
+    return t
+
+
+async def drive(mem: Any, args: argparse.Namespace, record: Record, fork_path: str) -> dict[str, Any]:
+    """Baseline ticks, then ticks under kills (with one erasure and one fork on the way)."""
+    agents = Agents(mem, args.agents, record)
+    erased = f"erased-{uuid.uuid4().hex[:12]}"
+    gone = mem.conversation(user_id=erased, conversation_id="main", app=APPS[0])
+    await gone.aadd([{"role": "user", "content": f"{erased} says something to forget"}], durable=True)
+    await run_ticks(agents, record, args.tick_s, args.baseline_s, False)
+    stop = threading.Event()
+    threads = [
+        threading.Thread(target=killer, args=(mem, record, args.kill_every, stop), daemon=True),
+        threading.Thread(target=sampler, args=(mem, record, args.sample_s, stop), daemon=True),
+    ]
+    for th in threads:
+        th.start()
+    end = args.baseline_s + args.minutes * 60
+    span = end - args.baseline_s
+    events: dict[str, Any] = {"erased_user": erased}
+    await run_ticks(agents, record, args.tick_s, args.baseline_s + span / 2, True)
+    events["erasure"] = await _erase(mem, record, erased)
+    await run_ticks(agents, record, args.tick_s, args.baseline_s + 2 * span / 3, True)
+    with record.lock:
+        before_fork = [a for a in record.acks if a.durable]
+    try:
+        await mem.afork_to(fork_path)
+        events["fork"] = {"ok": True, "acked_before": len(before_fork)}
+    except Exception as exc:
+        record.error("fork", exc)
+        events["fork"] = {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+    await run_ticks(agents, record, args.tick_s, end, True)
+    stop.set()
+    for th in threads:
+        th.join(180)
+    events["before_fork"] = before_fork
+    return events
+
+
+async def _erase(mem: Any, record: Record, user: str, tries: int = 5) -> dict[str, Any]:
+    for attempt in range(tries):
+        try:
+            await mem.adelete_user(user_id=user, app=APPS[0])
+            return {"ok": True, "attempts": attempt + 1}
+        except Exception as exc:  # a kill caught it: erasure is idempotent, so again
+            record.error("delete_user", exc)
+    return {"ok": False, "attempts": tries}
+
+
+def final_flush(mem: Any, record: Record, tries: int = 10) -> int:
+    """``flush()`` until it returns normally (what it names is reported); the attempts."""
+    for attempt in range(1, tries + 1):
+        try:
+            mem.flush()
+            return attempt
+        except Exception as exc:
+            record.error("final flush", exc)
+            time.sleep(1.0)
+    return tries
+
+
+# -- the figures ------------------------------------------------------------------------------
+def _p(xs: list[float], q: float) -> float | None:
+    """Nearest-rank percentile (None for no values)."""
+    if not xs:
+        return None
+    s = sorted(xs)
+    return round(s[min(len(s) - 1, max(0, int(-(-q * len(s) // 1)) - 1))], 3)
+
+
+def _slope_per_min(points: list[tuple[float, float]]) -> float | None:
+    """Least-squares slope of ``(seconds, value)`` points, per minute."""
+    if len(points) < 3:
+        return None
+    n = len(points)
+    mx, my = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
+    var = sum((x - mx) ** 2 for x, _ in points)
+    return round(60 * sum((x - mx) * (y - my) for x, y in points) / var, 3) if var else None
+
+
+def run_figures(record: Record, args: argparse.Namespace) -> dict[str, Any]:
+    """Ticks against the baseline, recovery per kill, processes over time, read-your-writes."""
+    base = [s for _, s, chaos in record.ticks if not chaos]
+    under = [s for _, s, chaos in record.ticks if chaos]
+    recover = [k["recover_s"] for k in record.kills if "recover_s" in k]
+    searchable = [k["searchable_s"] for k in record.kills if "searchable_s" in k]
+    late = args.baseline_s + args.minutes * 60 / 3  # the slope skips the first third of the chaos
+    total = [(s["t"], sum(rss for rss, _ in s["procs"].values())) for s in record.samples if s["t"] >= late]
+    driver = [(s["t"], s["procs"]["driver"][0]) for s in record.samples if s["t"] >= late]
+    rss_now = total[-1][1] if total else None
+    p99_base, p99_under = _p(base, 0.99), _p(under, 0.99)
+    return {
+        "kills": len(record.kills),
+        "kills_by_role": dict(Counter(k["role"] for k in record.kills)),
+        "kills_not_recovered": sum(1 for k in record.kills if "recover_s" not in k),
+        "kills_not_searchable": sum(1 for k in record.kills if "searchable_s" not in k),
+        "tick_baseline_s": {"p50": _p(base, 0.5), "p99": p99_base, "n": len(base)},
+        "tick_chaos_s": {"p50": _p(under, 0.5), "p99": p99_under, "n": len(under)},
+        "p99_tick_ratio": round(p99_under / p99_base, 3) if p99_base and p99_under else None,
+        "p50_recover_s": _p(recover, 0.5),
+        "p99_recover_s": _p(recover, 0.99),
+        "max_recover_s": max(recover, default=None),
+        "p50_searchable_s": _p(searchable, 0.5),
+        "p99_searchable_s": _p(searchable, 0.99),
+        "rss_slope_mb_per_min": _slope_per_min(total),
+        "rss_total_mb_end": round(rss_now, 1) if rss_now is not None else None,
+        "driver_rss_slope_mb_per_min": _slope_per_min(driver),
+        "open_files_max": max((f for s in record.samples for _, f in s["procs"].values()), default=None),
+        "queue_max": max((s["pending"] for s in record.samples), default=None),
+        "queue_end": record.samples[-1]["pending"] if record.samples else None,
+        "read_your_writes": dict(record.ryw),
+        # a miss is explained when its write was lost in a kill and named to a caller
+        "ryw_failed": len(record.ryw_missed - record.reported),
+        "caller_errors": dict(record.errors),
+    }
+
+
+def fork_check(fork: Any, before: list[Ack], record: Record) -> dict[str, int]:
+    """Every durable ack made before ``fork_to`` was called is in the fork at its seq."""
+    store = fork._deployment.stores
+    stored: dict[MessageRef, int] = {}
+    for app, user, conv in {(a.app, a.user_id, a.conversation_id) for a in before}:
+        key = fork.conversation(user_id=user, conversation_id=conv, app=app).key
+        stored.update(((app, user, conv, r.id), r.seq) for r in fork._run(store.get_messages(key)))
+    kept = [a for a in before if a.ref not in record.deleted and a.ref not in record.unsure]
+    return {
+        "fork_acked": len(kept),
+        "fork_missing": sum(1 for a in kept if a.ref not in stored),
+        "fork_seq_mismatch": sum(1 for a in kept if a.ref in stored and stored[a.ref] != a.seq),
+    }
+
+
+def plot_timeline(path: str, record: Record, args: argparse.Namespace) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(10, 8), dpi=90, sharex=True)
+    ax1.plot([t for t, _, _ in record.ticks], [s for _, s, _ in record.ticks], ".", ms=3, label="tick (s)")
+    ks = [k for k in record.kills if "recover_s" in k]
+    ax1.plot([k["t"] for k in ks], [k["recover_s"] for k in ks], "x", label="kill → durable ack (s)")
+    ax1.set_ylabel("seconds")
+    ax1.legend(loc="upper right", fontsize=8)
+    for name in sorted({n for s in record.samples for n in s["procs"]}):
+        pts = [(s["t"], s["procs"][name][0]) for s in record.samples if name in s["procs"]]
+        ax2.plot([t for t, _ in pts], [r for _, r in pts], label=name, lw=1)
+    ax2.set_ylabel("RSS (MB)")
+    ax2.legend(loc="upper left", fontsize=7, ncol=4)
+    ax3.plot([s["t"] for s in record.samples], [s["pending"] for s in record.samples], label="hosts' queue")
+    ax3.set_ylabel("acked, not durable")
+    ax3.set_xlabel("seconds since start")
+    colors = {"host": "tab:red", "shard": "tab:purple", "store": "tab:brown"}
+    for ax in (ax1, ax2, ax3):
+        ax.axvline(args.baseline_s, color="gray", ls=":")
+        for k in record.kills:
+            ax.axvline(k["t"], color=colors[k["role"]], lw=0.5, alpha=0.6)
+    ax1.set_title(f"memray chaos soak: {len(record.kills)} kills (red host, purple shard, brown store)")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=float, default=30.0, help="of kills (after the baseline)")
+    parser.add_argument("--kill-every", type=float, default=10.0, help="seconds from one kill to the next")
+    parser.add_argument("--agents", type=int, default=32)
+    parser.add_argument("--tick-s", type=float, default=1.0, help="one tick starts every this many seconds")
+    parser.add_argument("--baseline-s", type=float, default=60.0, help="quiet ticks before the kills")
+    parser.add_argument("--sample-s", type=float, default=5.0, help="process RSS and open files every")
+    parser.add_argument("--hosts", type=int, default=2)
+    parser.add_argument("--shards", type=int, default=2)
+    parser.add_argument("--stores", type=int, default=2, help="history store partitions")
+    parser.add_argument("--dir", default=None, help="data directory (default: a new temporary one)")
+    parser.add_argument("--plot", default=None, help="PNG timeline with the kills marked")
+    args = parser.parse_args(argv)
+    import memray
+
+    root = args.dir or tempfile.mkdtemp(prefix="memray-soak-")
+    path, fork_path = os.path.join(root, "data"), os.path.join(root, "fork")
+
+    def config(p: str, mode: str) -> memray.MemoryConfig:
+        return memray.MemoryConfig(
+            path=p, mode=mode, hosts=args.hosts, shards=args.shards, stores=args.stores, namespace="memray-soak"
+        )
+
+    started = start_ray(None)
+    mem = memray.open(config=config(path, "ray"))
+    record = Record()  # times from here: the baseline is of ticks, not of start-up
+    log(
+        f"soak: {args.agents} agents, {args.baseline_s:.0f} s quiet, then {args.minutes} min with a kill every "
+        f"{args.kill_every} s; data in {root}"
+    )
+    try:
+        events = asyncio.run(drive(mem, args, record, fork_path))
+        log(f"soak: {len(record.kills)} kills, {len(record.acks)} acks; final flush and close")
+        flushes = final_flush(mem, record)
+        indexed = mem.wait_indexed(180)
+        figures = run_figures(record, args)
+    finally:
+        mem.close(terminate=True)
+        if started:
+            import ray
+
+            ray.shutdown()
+    cold = memray.open(config=config(path, "inprocess"))
+    try:
+        checked = cold_check(cold, record.acks, record.reported, record.deleted, record.unsure)
+        erased = events["erased_user"]
+        proof = cold.verify_deleted(user_id=erased, app=APPS[0])
+    finally:
+        cold.close()
+    erasure = {
+        **events["erasure"],
+        "verified_clean": proof.clean,
+        "files_holding_id": files_holding(path, erased) if events["erasure"]["ok"] else None,
+    }
+    forked: dict[str, Any] = {"ok": events["fork"]["ok"]}
+    if events["fork"]["ok"]:
+        fork = memray.open(config=config(fork_path, "inprocess"))
+        try:
+            forked.update(fork_check(fork, events["before_fork"], record))
+        finally:
+            fork.close()
+    params = {
+        k: getattr(args, k)
+        for k in ("minutes", "kill_every", "agents", "tick_s", "baseline_s", "hosts", "shards", "stores")
+    }
+    if args.plot:
+        plot_timeline(args.plot, record, args)
+    return emit(
+        "soak",
+        params,
+        {
+            **{k: checked.get(k, 0) for k in ("acked", "stored", "lost_durable", "duplicated", "seq_mismatch")},
+            "unnamed_losses": checked.get("unnamed_losses", 0),
+            **{k: figures[k] for k in ("kills", "p99_tick_ratio", "p99_recover_s", "rss_slope_mb_per_min")},
+            **checked,
+            **figures,
+            "final_flushes": flushes,
+            "wait_indexed": indexed,
+            "erasure": erasure,
+            "fork": forked,
+            "errors_sample": record.error_log[:20],
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()
