@@ -26,18 +26,30 @@ def test_retrieval_set_is_deterministic_and_committed_as_generated() -> None:
 
 def test_retrieval_eval_prints_one_json_line_and_plots(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     png = tmp_path / "eval.png"
-    result = retrieval_eval.main(["--datasets", "synthetic", "--users", "3", "--plot", str(png)])
+    argv = ["--datasets", "synthetic,paraphrase", "--users", "2", "--embedders", "static,hash", "--plot", str(png)]
+    result = retrieval_eval.main([*argv, "--tune"])
     line = capsys.readouterr().out.strip()
     assert "\n" not in line and json.loads(line) == result
-    synthetic = result["datasets"]["synthetic"]
-    assert synthetic["questions"] == 18 and synthetic["users"] == 3
-    hash_result = synthetic["embedders"]["hash"]
-    for mode in retrieval_eval.MODES:
-        r = hash_result[mode]
-        assert 0.0 <= r["recall@1"] <= r["recall@5"] <= r["recall@10"] <= 1.0
-        assert hash_result["ratio_to_bm25"][mode] == round(r["recall@10"] / synthetic["floor_bm25"]["recall@10"], 3)
-    assert hash_result["hybrid"]["recall@10"] > synthetic["floor_recent"]["recall@10"]
-    assert 0.0 < hash_result["threshold"] < 1.0
+    synthetic, para = result["datasets"]["synthetic"], result["datasets"]["paraphrase"]
+    assert synthetic["users"] == 2 and synthetic["split"] == "test" and synthetic["questions"] == 6
+    assert para["questions"] == 12 and para["unrelated"] > 0  # 24 facts of 2 users, the test half
+    for emb in ("static", "hash"):
+        assert result["tuning"][emb]["vector_weight"] in retrieval_eval.WEIGHTS
+        run = synthetic["embedders"][emb]["calibrated"]
+        for mode in retrieval_eval.MODES:
+            r = run["user"][mode]
+            assert 0.0 <= r["recall@1"] <= r["recall@3"] <= r["recall@5"] <= r["recall@10"] <= r["recall@15"] <= 1.0
+            bm25 = synthetic["floor_bm25"]["user"]["recall@10"]
+            assert run["user"]["ratio_to_bm25"][mode] == round(r["recall@10"] / bm25, 3)
+        assert synthetic["embedders"][emb]["tuned"]["vector_weight"] == result["tuning"][emb]["vector_weight"]
+        for scope in ("conversation", "user", "app"):
+            assert 0.0 <= para["embedders"][emb]["calibrated"][scope]["hybrid"]["unrelated_any_hit"] <= 1.0
+    assert 0.0 < synthetic["embedders"]["static"]["calibrated"]["threshold"] < 1.0
+    static, hashed = (
+        para["embedders"][e]["calibrated"]["conversation"]["vector"]["recall@3"] for e in ("static", "hash")
+    )
+    assert static > hashed  # meaning: the paraphrase questions share no word with their facts
+    assert synthetic["embedders"]["static"]["floor_tokenizer_sentences_per_s"] > 0
     assert png.stat().st_size > 0
     with pytest.raises(SystemExit, match="base-url"):
         retrieval_eval.main(["--datasets", "synthetic", "--users", "1", "--embedders", "openai"])
