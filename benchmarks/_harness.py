@@ -14,6 +14,7 @@ import math
 import os
 import platform
 import random
+import socket
 import subprocess
 import sys
 import time
@@ -415,3 +416,10 @@ def plot_lines(
         ax.plot(xs[: len(ys)], ys, marker="o", label=name)
     ax.set_xlabel(xlabel)
     _finish(plt, fig, ax, path, title, ylabel, log_y)
+
+
+def free_port() -> int:
+    """A TCP port on the loopback that nothing listens on now (the OS picks it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import socket
 import statistics
 import time
 from collections import Counter
@@ -28,7 +27,7 @@ from typing import Any
 
 import httpx
 
-from benchmarks._harness import common_args, emit, in_data_dir, log
+from benchmarks._harness import common_args, emit, free_port, in_data_dir, log
 
 
 @dataclass(frozen=True)
@@ -123,12 +122,6 @@ async def flood(t: Tenants, streams: int, bound: int, over: int, samples: int) -
         "streams": dict(Counter(s.status_code for s in opened)),
         "slow_requests": dict(Counter(r.status_code for r in answered)),
     }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

@@ -25,13 +25,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import socket
 import time
 from typing import Any
 
 import httpx
 
-from benchmarks._harness import common_args, emit, in_data_dir, log, pct_ms, ratio, sentence
+from benchmarks._harness import common_args, emit, free_port, in_data_dir, log, pct_ms, ratio, sentence
 
 APP = "bench"
 
@@ -135,12 +134,6 @@ def seed(mem: Any, args: argparse.Namespace) -> None:
     batch = [(mem.conversation(f"u{i}", f"c{i}", APP), messages()) for i in range(args.conversations)]
     mem.add_many(batch, durable=True)
     mem.wait_indexed(timeout_s=300)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
