@@ -53,7 +53,7 @@ def delete_user_keys(db: Database, app: str, user_id: str) -> int:
     """Delete every key bound to the user, live or revoked (their rows hold the user's id and maybe
     a label naming them); how many. Durability: committed on return."""
     with db.transaction(bump=False):
-        return db.count("DELETE FROM api_keys WHERE app = ? AND user_id = ? RETURNING 1", [app, user_id])
+        return db.count("DELETE FROM api_keys WHERE app = ? AND user_id = ?", [app, user_id])
 
 
 def count_user_keys(db: Database, app: str, user_id: str) -> int:

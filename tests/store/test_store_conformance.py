@@ -98,6 +98,12 @@ def test_api_keys_are_stored_listed_and_revoked(store: StoreClient) -> None:
     assert [r.key_id for r in run(store.api_keys("acme"))] == ["k1"] and len(run(store.api_keys(None))) == 2
     assert run(store.revoke_api_key("k1", 2.0)) is True and run(store.revoke_api_key("k1", 3.0)) is False
     assert run(store.api_keys("acme"))[0] == record._replace(revoked_at=2.0)
+    # a user's erasure deletes every key bound to them, revoked or not, and nothing else
+    run(store.put_api_key(record._replace(key_id="k3")))
+    assert run(store.count_user_api_keys("acme", "ada")) == 2
+    assert run(store.delete_user_api_keys("acme", "ada")) == 2
+    assert run(store.count_user_api_keys("acme", "ada")) == 0 and run(store.delete_user_api_keys("acme", "ada")) == 0
+    assert [r.key_id for r in run(store.api_keys(None))] == ["k2"]
 
 
 def test_message_writes_and_reads_keep_seq_order_and_every_filter(store: StoreClient, key: ConversationKey) -> None:
