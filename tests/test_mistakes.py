@@ -60,7 +60,7 @@ def test_a_file_as_the_data_path_says_to_give_a_directory(tmp_path):
         (
             dict(embedder={"kind": "hsh"}),
             "embedder.kind",
-            "must be 'hash', 'openai', 'local', 'none' or 'custom'; did you mean 'hash'?",
+            "must be 'static', 'minilm', 'hash', 'openai', 'local', 'none' or 'custom'; did you mean 'hash'?",
         ),
         (dict(index={"mode": "semantic"}), "index.mode", "must be 'vector', 'lexical' or 'hybrid'"),
     ],
