@@ -165,7 +165,7 @@ def rate(embedder: EmbedderConfig, texts: list[str]) -> dict[str, Any]:
     built.embed(sample)
     out: dict[str, Any] = {"sentences_per_s": round(len(sample) / (time.perf_counter() - t0))}
     if embedder.kind == "static":
-        tokenizer = built._m.tokenizer  # type: ignore[attr-defined]
+        tokenizer = built.tokenizer  # type: ignore[attr-defined]
         t0 = time.perf_counter()
         tokenizer.encode_batch_fast(sample, add_special_tokens=False)
         out["floor_tokenizer_sentences_per_s"] = round(len(sample) / (time.perf_counter() - t0))

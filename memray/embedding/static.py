@@ -121,6 +121,11 @@ class StaticEmbedder:
         return (StaticEmbedder, (self.model, self.max_words))
 
     @property
+    def tokenizer(self) -> Any:
+        """The model's ``tokenizers.Tokenizer`` (no special tokens, no padding, no truncation)."""
+        return self._m.tokenizer
+
+    @property
     def _m(self) -> StaticModel:
         if self._loaded is None:
             self._loaded = load_model(self._folder)

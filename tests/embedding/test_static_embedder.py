@@ -34,7 +34,7 @@ def embedder() -> StaticEmbedder:
 
 
 def test_token_ids_are_the_tokenizers_own(embedder: StaticEmbedder) -> None:
-    tokenizer = embedder._m.tokenizer
+    tokenizer = embedder.tokenizer
     expected = [e.ids for e in tokenizer.encode_batch(CORPUS, add_special_tokens=False)]
     assert embedder.token_ids(CORPUS) == expected
 
