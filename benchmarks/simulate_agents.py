@@ -388,6 +388,8 @@ async def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
         "ticks": report.extras["ticks"],
         "tick_p50_ms": tick_p50,
         "tick_p99_ms": report.extras["tick_p99_ms"],
+        "tick_ms": report.extras["tick_ms"],
+        "recall_ms": report.extras["recall_ms"],
         "ticks_per_s": report.extras["ticks_per_s"],
         "messages": report.messages,
         "seconds": report.seconds,

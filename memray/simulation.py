@@ -195,6 +195,8 @@ async def simulate(
             "tick_p99_ms": round(_pct(tick_lat, 0.99), 2),
             "ticks": len(tick_lat),
             "ticks_per_s": round(len(tick_lat) / sum(tick_lat), 3) if tick_lat else 0.0,
+            "tick_ms": [round(t * 1000, 1) for t in tick_lat],
+            "recall_ms": [round(t * 1000, 1) for t in recall_lat],
         },
     )
 

@@ -111,6 +111,8 @@ class LexicalIndex:
         self._total_len = 0
         self._key = key
         self._arrays: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # term -> labels, tf, lengths
+        self._fresh: dict[str, list[str]] = {}  # term -> docs added since its arrays were built
+        self.rebuilt = 0  # posting entries turned into arrays so far (a test counts them)
         self._weights: dict[str, tuple[float, np.ndarray]] = {}  # term -> (avgdl, BM25 / idf of each posting)
 
     def __len__(self) -> int:
@@ -141,11 +143,11 @@ class LexicalIndex:
         length = sum(tf.values())
         self._lengths[doc_id] = length
         self._total_len += length
-        arrays = self._arrays
+        arrays, fresh = self._arrays, self._fresh
         for term, count in tf.items():
             self._postings.setdefault(term, {})[doc_id] = count
-            if arrays:
-                arrays.pop(term, None)
+            if term in arrays:  # a new doc goes after the term's others: append it when next read
+                fresh.setdefault(term, []).append(doc_id)
                 self._weights.pop(term, None)
 
     def delete(self, doc_id: str) -> bool:
@@ -155,6 +157,7 @@ class LexicalIndex:
         self._total_len -= self._lengths.pop(doc_id)
         for term in tf:
             self._arrays.pop(term, None)
+            self._fresh.pop(term, None)
             self._weights.pop(term, None)
             posting = self._postings[term]
             del posting[doc_id]
@@ -184,19 +187,38 @@ class LexicalIndex:
         return out
 
     def _posting(self, term: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The term's posting as arrays in the posting's order. Documents added since they were
+        built are appended (a delete drops them instead), so a read after an add costs the new
+        documents, not the whole posting: a conversation's per-tick cost does not grow with its
+        history."""
         arrays = self._arrays.get(term)
-        if arrays is None:
-            posting = self._postings.get(term)
-            if not posting or self._key is None:
-                return None
-            key, lengths = self._key, self._lengths
+        fresh = self._fresh.pop(term, None)
+        if arrays is not None and not fresh:
+            return arrays
+        posting = self._postings.get(term)
+        if not posting or self._key is None:
+            return None
+        if arrays is not None and fresh:
+            (labels, tf, lengths), (more_labels, more_tf, more_lengths) = arrays, self._arrays_of(posting, fresh)
             arrays = (
-                np.fromiter((key(d) for d in posting), dtype=np.int64, count=len(posting)),
-                np.fromiter(posting.values(), dtype=np.float64, count=len(posting)),
-                np.fromiter((lengths[d] for d in posting), dtype=np.float64, count=len(posting)),
+                np.concatenate((labels, more_labels)),
+                np.concatenate((tf, more_tf)),
+                np.concatenate((lengths, more_lengths)),
             )
-            self._arrays[term] = arrays
+        else:
+            arrays = self._arrays_of(posting, list(posting))
+        self._arrays[term] = arrays
         return arrays
+
+    def _arrays_of(self, posting: dict[str, int], docs: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        assert self._key is not None
+        key, lengths, n = self._key, self._lengths, len(docs)
+        self.rebuilt += n
+        return (
+            np.fromiter((key(d) for d in docs), dtype=np.int64, count=n),
+            np.fromiter((posting[d] for d in docs), dtype=np.float64, count=n),
+            np.fromiter((lengths[d] for d in docs), dtype=np.float64, count=n),
+        )
 
     def postings(
         self, terms: list[str], stats: Bm25Stats | None, idf: list[float] | None = None

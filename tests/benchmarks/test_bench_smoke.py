@@ -142,6 +142,7 @@ def test_benchmark_prints_one_json_line_with_its_floor(name: str, tmp_path: Path
         floor = result["batched_floor"]
         assert floor["calls_ms"] > 0 and floor["raw_scoring_ms"] > 0 and floor["calls"] == 2 * 2 + 2 + 2
         assert result["tick_ratio_to_batched_floor"] is not None and result["ticks_per_s"] > 0
+        assert len(result["tick_ms"]) == len(result["recall_ms"]) == result["ticks"] == 3
         assert result["coalescing"]["context_many"]["n"] == 3 and result["coalescing"]["ratio_p50"] is not None
         assert result["resident"]["after_run_mib"] > 0
 

@@ -4,6 +4,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memray.index.lexical import Bm25Stats, LexicalIndex, ideal_bm25
 from memray.text import index_terms
@@ -145,3 +147,46 @@ def test_save_load_round_trip(index: LexicalIndex, tmp_path: Path) -> None:
     for q in ("dark", "深色", "hello world", "weather outside"):
         assert loaded.search(q, 5) == index.search(q, 5)
     assert [p.name for p in tmp_path.iterdir()] == ["lexical.json"]
+
+
+def _arrays(ix: LexicalIndex, terms: list[str]) -> list[list[list[float]]]:
+    """Each term's posting arrays as lists (empty when the term has none)."""
+    return [[a.tolist() for a in ix._posting(t) or ()] for t in terms]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(["add", "delete", "read"]), st.integers(0, 7), st.integers(0, 5)), max_size=40)
+)
+def test_posting_arrays_kept_in_step_equal_arrays_built_afresh(ops: list[tuple[str, int, int]]) -> None:
+    """Arrays appended to after adds (and dropped on deletes) equal a fresh index's, in order."""
+    words = ["dark mode", "mode editor", "dark chocolate snack", "editor theme", "snack time", "dark theme"]
+    labels = {f"d{i}": i for i in range(8)}
+    ix = LexicalIndex(key=labels.__getitem__)
+    terms = sorted({t for w in words for t in index_terms(w)})
+    for op, doc, text in ops:
+        if op == "add":
+            ix.add(f"d{doc}", words[text])
+        elif op == "delete":
+            ix.delete(f"d{doc}")
+        else:
+            fresh = LexicalIndex(key=labels.__getitem__)
+            for doc_id in ix._docs:  # the same documents in the same order
+                fresh.add_terms(doc_id, ix._docs[doc_id])
+            assert _arrays(ix, terms) == _arrays(fresh, terms)
+
+
+def test_reading_a_posting_after_an_add_costs_the_new_documents_not_the_history() -> None:
+    """A conversation's namespace gains two messages a tick and is searched each tick: the posting
+    entries turned into arrays per tick stay the tick's, however long the history."""
+    ix = LexicalIndex(key=lambda d: int(d))
+    per_tick = []
+    for tick in range(40):
+        before = ix.rebuilt
+        ix.add(str(2 * tick), f"tell me something new about cooking (turn {tick})")
+        ix.add(str(2 * tick + 1), f"noted: tell me something new about cooking (turn {tick})")
+        ix.postings(index_terms("something new about cooking"), None)
+        per_tick.append(ix.rebuilt - before)
+    terms = index_terms("something new about cooking")
+    assert terms and all(len(ix._postings[t]) == 80 for t in terms)
+    assert per_tick[1:] == [2 * len(terms)] * 39  # (rebuilt whole, the last tick alone would be 80 a term)
