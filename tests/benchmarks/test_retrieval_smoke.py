@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import locomo, retrieval_data, retrieval_eval, vector_recall
+from benchmarks import locomo, retrieval_data, retrieval_eval, static_embedder, vector_recall
 
 
 def test_retrieval_set_is_deterministic_and_committed_as_generated() -> None:
@@ -112,3 +112,11 @@ def test_vector_recall_prints_one_json_line(capsys: pytest.CaptureFixture[str]) 
     for name in ("scoped_hnsw", "scoped_exact", "app_wide"):
         assert 0.8 <= result[name]["recall_at_10"] <= 1.0
         assert result[name]["latency"]["p50_ms"] > 0 and result[name]["floor_exact_latency"]["p50_ms"] > 0
+
+
+def test_static_embedder_rate_prints_one_json_line(capsys: pytest.CaptureFixture[str]) -> None:
+    result = static_embedder.main(["--texts", "300", "--repeat", "1"])
+    assert json.loads(capsys.readouterr().out.strip()) == result
+    for key in ("cold_sentences_per_s", "warm_sentences_per_s", "one_by_one_per_s", "floor_tokenizer_sentences_per_s"):
+        assert result[key] > 0
+    assert result["model_id"] == "static:minilm-static-v1:384"
