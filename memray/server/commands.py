@@ -15,6 +15,7 @@ from typing import Any
 from memray.cli_args import DefaultsHelpFormatter, add_data_dir
 from memray.config import MemoryConfig
 from memray.errors import ValidationError
+from memray.server.settings import ServerSettings
 
 __all__ = ["add_parsers", "is_loopback"]
 
@@ -49,7 +50,6 @@ def _serve(args: argparse.Namespace) -> int:
             "--no-auth", args.host, "is allowed on a loopback host only", "bind --host 127.0.0.1, or use keys"
         )
     from memray.server.deployment import serve_forever
-    from memray.server.settings import ServerSettings
 
     origins = tuple(args.allow_origin) or ServerSettings.allowed_origins
     hosts = tuple(args.allow_host) or ServerSettings.allowed_hosts
@@ -147,7 +147,9 @@ def add_parsers(sub: Any) -> None:
     serve.add_argument("--shards", type=int, default=1, help="VectorShard actors")
     serve.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray (default: this machine's)")
     serve.add_argument("--no-auth", action="store_true", help="serve without keys (only on a loopback --host)")
-    serve.add_argument("--max-body-bytes", type=int, default=4 * 1024 * 1024, help="larger request bodies get 413")
+    serve.add_argument(
+        "--max-body-bytes", type=int, default=ServerSettings.max_body_bytes, help="larger request bodies get 413"
+    )
     serve.add_argument(
         "--allow-origin",
         action="append",
@@ -162,22 +164,34 @@ def add_parsers(sub: Any) -> None:
         "(default: the loopback names and --host)",
     )
     serve.add_argument(
-        "--request-timeout-s", type=float, default=30.0, help="each request's deadline in the replica (then 504)"
+        "--request-timeout-s",
+        type=float,
+        default=ServerSettings.request_timeout_s,
+        help="each request's deadline in the replica (then 504)",
     )
     serve.add_argument(
-        "--max-requests-per-key", type=int, default=32, help="one key's requests in flight per replica (then 429)"
+        "--max-requests-per-key",
+        type=int,
+        default=ServerSettings.max_requests_per_key,
+        help="one key's requests in flight per replica (then 429)",
     )
     serve.add_argument(
         "--key-ring-stale-s",
         type=float,
-        default=30.0,
+        default=ServerSettings.key_ring_stale_s,
         help="a replica not hearing from the key ring for this long accepts no key (503)",
     )
     serve.add_argument(
-        "--max-ongoing-requests", type=int, default=256, help="requests one replica runs at once (Serve's)"
+        "--max-ongoing-requests",
+        type=int,
+        default=ServerSettings.max_ongoing_requests,
+        help="requests one replica runs at once (Serve's)",
     )
     serve.add_argument(
-        "--max-queued-requests", type=int, default=1024, help="requests waiting for a replica (then Serve's 503)"
+        "--max-queued-requests",
+        type=int,
+        default=ServerSettings.max_queued_requests,
+        help="requests waiting for a replica (then Serve's 503)",
     )
     serve.add_argument(
         "--otlp-endpoint",

@@ -84,14 +84,14 @@ class ServeArgs(BaseModel):
     shards: int = 1
     replicas: int = 1
     auth: bool = True
-    max_body_bytes: int = 4 * 1024 * 1024
+    max_body_bytes: int = ServerSettings.max_body_bytes
     allowed_origins: list[str] = []
     allowed_hosts: list[str] = []
-    request_timeout_s: float = 30.0
-    max_requests_per_key: int = 32
-    key_ring_stale_s: float = 30.0
-    max_ongoing_requests: int = 256
-    max_queued_requests: int = 1024
+    request_timeout_s: float = ServerSettings.request_timeout_s
+    max_requests_per_key: int = ServerSettings.max_requests_per_key
+    key_ring_stale_s: float = ServerSettings.key_ring_stale_s
+    max_ongoing_requests: int = ServerSettings.max_ongoing_requests
+    max_queued_requests: int = ServerSettings.max_queued_requests
     otlp_endpoint: str | None = None
     mcp_app: str = "default"
 
