@@ -11,7 +11,7 @@ meant (``limit=True`` is a mistake, not ``1``).
                    context, messages (None: all), list_conversations, the service's search and
                    list_recent (None: 10).
 counts             ``semantic_limit``, ``offset``: an int >= 0 (0 turns recall off / starts at the top)
-``min_score``      ``None`` or a finite number in [0, 1] (scores are in [0, 1]; README "Scores")
+``min_score``      ``None`` or a finite number in [0, 1] (scores are in [0, 1]; docs/scoring.md)
 ``mode``           ``None`` (the configured default) or ``vector`` | ``lexical`` | ``hybrid``
 ``scope``          ``conversation`` | ``user``
 ``merge``          ``append`` | ``prepend`` | ``interleave``
@@ -85,7 +85,7 @@ def check_min_score(value: object) -> float | None:
             "min_score",
             value,
             "must be a number in [0, 1] or None",
-            'scores are in [0, 1] (README "Scores"); None keeps every hit',
+            "scores are in [0, 1] (docs/scoring.md); None keeps every hit",
         )
     return float(value)
 

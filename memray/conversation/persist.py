@@ -9,7 +9,7 @@ task: ``write_many(owners)`` (the host's drains every due conversation and makes
 commit per store partition, see :meth:`memray.conversation.write_path.WritePath.write_many`), and
 each chain's state — durable seq, failure and retry — is resolved from its own result. Before
 the wheel, each conversation's write armed its own timer and ran its own task and coalescer
-future: 1,000 agents cost 1,000 of each per tick (see the README, issue 11).
+future: 1,000 agents cost 1,000 of each per tick (docs/design.md, "One persist wheel per host").
 
 What each chain guarantees (as before the wheel):
 

@@ -149,9 +149,9 @@ class ConversationHandle:
         created_after: SimTime | None = None,
         created_before: SimTime | None = None,
     ) -> SearchResults:
-        """Indexed messages most relevant to ``query``; ``score`` in [0, 1] (README "Scores").
+        """Indexed messages most relevant to ``query``; ``score`` in [0, 1] (docs/scoring.md).
         ``scoring=Scoring.stream(now=...)`` ranks the relevant ones by recency, importance and
-        relevance (README "Simulations"); ``after``/``before`` keep simulation times in
+        relevance (docs/simulations.md); ``after``/``before`` keep simulation times in
         ``[after, before)``, ``created_after``/``created_before`` creation times. Concurrent
         ``asearch`` calls of one event loop are answered as one batch (docs/batching.md)."""
         call = SearchCall(
@@ -175,8 +175,8 @@ class ConversationHandle:
         scoring: Scoring | None = None,
     ) -> Context:
         """Recent messages + recalled ones + summary + working memory, for the next prompt.
-        Recalled messages are relevant ones only (``min_score=None``: score above 0; README
-        "Scores"); a query about nothing in the history recalls nothing. ``scoring`` ranks the
+        Recalled messages are relevant ones only (``min_score=None``: score above 0;
+        docs/scoring.md); a query about nothing in the history recalls nothing. ``scoring`` ranks the
         recalled ones (as in :meth:`search`). Recent messages the summary already covers are
         left out (the summary stands for them), the newest ``keep_messages`` always stay.
         Concurrent ``acontext`` calls of one event loop are answered as one batch

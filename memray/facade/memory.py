@@ -395,7 +395,7 @@ class Memory(SessionAccess):
         writing, opened as an independent memray at ``path``: with this memray's configuration,
         or in ``mode`` and with ``options`` changed (any option of :func:`open`: ``namespace=``
         runs it in another Ray namespace). Both can be written at once. Everything acknowledged
-        before the call is in it; see :mod:`memray.runtime.fork` and README "Forks" for the
+        before the call is in it; see :mod:`memray.runtime.fork` and docs/simulations.md for the
         guarantee. Close the fork when done; ``fork_info`` has timings. To open it elsewhere —
         another process, another Ray — :meth:`fork_to` copies without opening."""
         target = check_fork_path(self.config.root, path)

@@ -286,7 +286,7 @@ _MESSAGE_HINTS = {
 
 
 class Hit(_Record):
-    """One search result. ``score`` is in [0, 1]; see README "Scores" for its exact meaning."""
+    """One search result. ``score`` is in [0, 1]; see docs/scoring.md for its exact meaning."""
 
     message: Message
     score: float

@@ -100,7 +100,7 @@ class AddMessages(_In):
 
 
 class MessagesAdded(BaseModel):
-    """What an add guarantees, said per write (README "Read-your-writes")."""
+    """What an add guarantees, said per write (docs/architecture.md, "Read-your-writes")."""
 
     seqs: list[int] = Field(description="the messages' seqs, in the order given")
     durable: bool = Field(description="committed to the store before this answer (ack=durable)")

@@ -45,7 +45,7 @@ class UserScope:
 
 
 def added(seqs: list[int], ack: m.Ack, replicas: int) -> m.MessagesAdded:
-    """What an add guarantees (README "Read-your-writes"): context() finds the messages at once
+    """What an add guarantees (docs/architecture.md, "Read-your-writes"): context() finds the messages at once
     from any process; search() at once only in the process that added them (this replica)."""
     return m.MessagesAdded(seqs=seqs, durable=ack == "durable", searchable=replicas == 1)
 

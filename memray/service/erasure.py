@@ -168,7 +168,7 @@ async def verify_messages_deleted(
     """Scan every store for a conversation's messages (``ids``, or all of them): the store's
     messages and vectors, the user's shard (after a snapshot, its snapshot files too), the
     conversation's host (buffer, read-your-writes tail, embedding queue) and every export root.
-    The proof after ``delete_messages(ids)`` or ``clear()`` (README "Conversations")."""
+    The proof after ``delete_messages(ids)`` or ``clear()`` (docs/conversations.md)."""
     from memray.ids import conversation_namespace, user_hash
 
     ns = conversation_namespace(key)
