@@ -116,7 +116,6 @@ class StaticEmbedder:
         self.dim = int(json.loads((self._folder / "model.json").read_text(encoding="utf-8"))["dim"])
         self.model_id = f"static:{self._folder.name}:{self.dim}"
         self._loaded: StaticModel | None = None  # the vectors load on the first embed
-        self._unit = np.eye(self.dim, dtype=np.float32)
         self._words: dict[str, tuple[int, ...]] = {}
         self._lock = threading.Lock()
 
@@ -190,7 +189,7 @@ class StaticEmbedder:
         empty = norms == 0.0
         for row in np.flatnonzero(empty):
             digest = hashlib.blake2b(texts[row].encode("utf-8"), digest_size=8).digest()
-            out[row] = self._unit[int.from_bytes(digest, "little") % self.dim]
+            out[row, int.from_bytes(digest, "little") % self.dim] = 1.0
         norms[empty] = 1.0
         out /= norms[:, None]
         return out
