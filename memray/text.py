@@ -46,7 +46,7 @@ import threading
 import unicodedata
 from typing import Any
 
-__all__ = ["tokenize", "index_terms", "STOPWORDS", "estimate_tokens", "CJK_RANGES"]
+__all__ = ["tokenize", "index_terms", "term_counts", "STOPWORDS", "estimate_tokens", "CJK_RANGES"]
 
 #: Han, Kana and Hangul code points (the katakana middle dot U+30FB, a punctuation mark, is left
 #: out so it separates words).
@@ -178,6 +178,26 @@ def index_terms(text: str) -> list[str]:
             continue
         out.append(_stem(token) if _LATIN_WORD.fullmatch(token) else token)
     return out
+
+
+_COUNTS: dict[str, dict[str, int]] = {}
+_MAX_COUNTS = 32_768
+
+
+def term_counts(text: str) -> dict[str, int]:
+    """How often each of :func:`index_terms` occurs in ``text``; treat it as read-only (it is
+    shared). Memoised (bounded table): a message is indexed by its shard and scored in the
+    read-your-writes tails of every context until its shard confirms it, each time with the
+    same text."""
+    counts = _COUNTS.get(text)
+    if counts is None:
+        counts = {}
+        for term in index_terms(text):
+            counts[term] = counts.get(term, 0) + 1
+        if len(_COUNTS) >= _MAX_COUNTS:
+            _COUNTS.clear()
+        _COUNTS[text] = counts
+    return counts
 
 
 def estimate_tokens(text: str) -> int:

@@ -84,6 +84,7 @@ class _Searched(NamedTuple):
     encoded: Encoded
     request: ShardSearch
     result: RouterResult
+    shown: frozenset[str] = frozenset()  # a context's: the ids of the recent messages it shows
 
 
 class Recall:
@@ -234,7 +235,11 @@ class Recall:
         batch: list[TailSearch] = []
         for n, (s, tail) in enumerate(zip(searched, tails)):
             pending = [(conversation_namespace(k), t.messages) for k, t in tail.items() if t.messages]
-            if pending:
+            if _shown_only(s, pending):
+                ns, msgs = pending[0]
+                replaced = {m.id for m in msgs}
+                out[n] = ([h for h in s.result.hits if not (h.namespace == ns and h.doc_id in replaced)], {})
+            elif pending:
                 scored.append(n)
                 out[n] = (s.result.hits, {(ns, m.id): m for ns, msgs in pending for m in msgs})
                 batch.append(TailSearch(s.request.query, s.result.stats, s.result.hits, pending))
@@ -301,7 +306,7 @@ class Recall:
         recent = asyncio.ensure_future(self._recent_many([(r.key, r.limit) for r in reads]))
         extras = asyncio.ensure_future(self._extras_many(reads))
         try:
-            found = await self._recall_many(reads, recent)
+            found = await self._recall_many(reads, recent, extras)
             got, summaries = await recent, await extras
             refs, failed = await self._payloadless(found)
         finally:  # cancelled, or a BaseException: nothing left running
@@ -315,8 +320,8 @@ class Recall:
                 continue
             if got_recent[0]:
                 self.written.confirmed(r.key, got_recent[1], got_recent[0][-1].seq or 0)
-            summary, block, through = (None, None, 0) if isinstance(extra, BaseException) else extra
-            recent_msgs = self._uncovered(got_recent[0], through)
+            summary, block, _ = (None, None, 0) if isinstance(extra, BaseException) else extra
+            recent_msgs = self._uncovered(got_recent[0], extra)
             reasons: list[str] = []
             recalled: list[Message] = []
             failure: BaseException | None = None  # why the recall failed (a single call: degraded)
@@ -343,10 +348,14 @@ class Recall:
         return out
 
     async def _recall_many(
-        self, reads: list[ContextRead], recent: asyncio.Future[list[Answer[tuple[list[Message], Tail]]]]
+        self,
+        reads: list[ContextRead],
+        recent: asyncio.Future[list[Answer[tuple[list[Message], Tail]]]],
+        extras: asyncio.Future[list[Answer[tuple[str | None, str | None, int]]]],
     ) -> list[Answer[_Found] | None]:
         """The recall of each context that searches (None for the others): its search, merged
-        with the conversation's tail from its host's answer (``recent``)."""
+        with the conversation's tail from its host's answer (``recent``; ``extras`` says which
+        of the recent messages the context shows)."""
         at = [i for i, r in enumerate(reads) if r.recalls]
         out: list[Answer[_Found] | None] = [None] * len(reads)
         if not at:
@@ -372,15 +381,18 @@ class Recall:
         if stale:
             for n, res in zip(stale, await self._router.search_many([requests[n] for n in stale])):
                 results[n] = res
+        extra = await extras
         searched: list[_Searched] = []
         tails: list[Tails] = []
         failures: list[str | None] = []
-        for r, e, q, res, t in zip(asked, encoded, requests, results, tails_of):
-            searched.append(_Searched(r.key, r.scope, e, q, res))
+        for i, r, e, q, res, t in zip(at, asked, encoded, requests, results, tails_of):
             tail = self.written.seen(r.key, res.held, skip=r.key)  # the host's tail covers the conversation
             if isinstance(t, BaseException):
+                searched.append(_Searched(r.key, r.scope, e, q, res))
                 failures.append(f"messages not yet indexed were not searched (their host failed: {t})")
             else:
+                shown = frozenset(m.id for m in self._uncovered(t[0], extra[i]))
+                searched.append(_Searched(r.key, r.scope, e, q, res, shown))
                 tail[r.key] = t[1]
                 failures.append(None)
             tails.append(tail)
@@ -428,10 +440,12 @@ class Recall:
             out.append((summary, block, int(through)))
         return out
 
-    def _uncovered(self, recent: list[Message], through: int) -> list[Message]:
-        """``recent`` without the messages the summary covers (seq <= ``through``): the summary
-        stands for them in the prompt. The newest ``keep_messages`` stay whatever it covers.
-        Recalled messages are not filtered: they are the verbatim detail a summary loses."""
+    def _uncovered(self, recent: list[Message], extra: Answer[tuple[str | None, str | None, int]]) -> list[Message]:
+        """``recent`` without the messages the summary (``extra``: summary, block, the seq it
+        covers through) covers: the summary stands for them in the prompt. The newest
+        ``keep_messages`` stay whatever it covers. Recalled messages are not filtered: they are
+        the verbatim detail a summary loses."""
+        through = 0 if isinstance(extra, BaseException) else extra[2]
         if through <= 0:
             return recent
         keep = len(recent) - self.keep_messages
@@ -454,6 +468,17 @@ def _message(hit: ShardHit, from_tail: dict[tuple[Namespace, str], Message], ref
         return payload_message(hit.payload)
     ns = hit.namespace
     return refs.get((ns.app, ns.user_id, ns.scope, hit.doc_id))
+
+
+def _shown_only(searched: _Searched, pending: list[tuple[Namespace, list[Message]]]) -> bool:
+    """Whether the only tail of a context's search is its own conversation's, every message of
+    it among the recent messages the context shows. Then scoring it changes nothing: a recalled
+    message that is shown already is dropped, and a tail message only takes the place of the
+    shard's copy of itself (the other hits keep their scores: :func:`score_tails`). In a
+    simulation's tick that is the common case (the messages just added are the recent ones)."""
+    if not searched.shown or len(pending) != 1 or pending[0][0] != conversation_namespace(searched.key):
+        return False
+    return all(m.id in searched.shown for m in pending[0][1])
 
 
 def _holds(hit: ShardHit, from_tail: dict[tuple[Namespace, str], Message], refs: _Refs) -> bool:

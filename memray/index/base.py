@@ -115,7 +115,8 @@ def normalise(vectors: Any, dim: int) -> np.ndarray:
 
 def checked_items(items: list[IndexItem], dim: int, where: str, model_id: str) -> list[tuple[IndexItem, Any]]:
     """Each item with its namespace a :class:`Namespace`, its numbers typed and its vector a
-    float32[dim] (or None), paired with that vector; raises on the first bad one."""
+    float32[dim] L2-normalised (or None), paired with that vector; raises on the first bad one.
+    The vectors of the whole batch are normalised in one call (a row each of one matrix)."""
     from memray.index.columns import checked_columns
 
     checked = []
@@ -134,6 +135,12 @@ def checked_items(items: list[IndexItem], dim: int, where: str, model_id: str) -
         ns = Namespace(*item.namespace)
         fixed = IndexItem(ns, item.doc_id, vec, item.text, float(item.recency), item.payload, int(item.stamp), cols)
         checked.append((fixed, vec))
+    at = [n for n, (_, vec) in enumerate(checked) if vec is not None]
+    if at:
+        unit = normalise(np.stack([vec for _, vec in checked if vec is not None]), dim)
+        for n, row in zip(at, unit):
+            item = checked[n][0]
+            checked[n] = (item._replace(vector=row), row)
     return checked
 
 

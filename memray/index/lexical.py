@@ -40,7 +40,7 @@ from typing import NamedTuple
 import numpy as np
 
 from memray.index.base import atomic_write_json, read_json
-from memray.text import index_terms
+from memray.text import index_terms, term_counts
 
 __all__ = ["LexicalIndex", "Bm25Stats", "K1", "B", "bm25", "bm25_idf", "ideal_bm25"]
 
@@ -131,7 +131,7 @@ class LexicalIndex:
 
     def add(self, doc_id: str, text: str) -> None:
         """Index ``text`` as ``doc_id``, replacing what was indexed under that id (upsert)."""
-        self._put(doc_id, dict(Counter(index_terms(text))))
+        self._put(doc_id, term_counts(text))
 
     def add_terms(self, doc_id: str, tf: dict[str, int]) -> None:
         """Index already-counted terms (as :meth:`terms` returns them) under ``doc_id``."""

@@ -88,10 +88,11 @@ class Space:
     def upsert(
         self, group: list[tuple[IndexItem, Any]], dim: int, staged: bool = False
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Write checked ``(item, vector)`` pairs: each item's label, recency (an unknown, NaN,
-        recency keeps the one held), columns, payload and terms, the highest stamp, and the
-        vectors, normalised to ``dim``, into the active index (the staged one if ``staged``).
-        Returns the labels and the normalised vectors written (empty if no item had a vector)."""
+        """Write checked ``(item, vector)`` pairs (:func:`~memray.index.base.checked_items`:
+        vectors L2-normalised already): each item's label, recency (an unknown, NaN, recency
+        keeps the one held), columns, payload and terms, the highest stamp, and the vectors into
+        the active index (the staged one if ``staged``). Returns the labels and the vectors
+        written (empty if no item had a vector)."""
         labels: list[int] = []
         vectors: list[Any] = []
         for item, vector in group:
@@ -111,7 +112,7 @@ class Space:
         self.dirty = True
         if not labels:
             return np.zeros(0, dtype=np.int64), np.zeros((0, dim), dtype=np.float32)
-        written = np.array(labels, dtype=np.int64), normalise(np.stack(vectors), dim)
+        written = np.array(labels, dtype=np.int64), np.stack(vectors)
         index = self.staged if staged else self.vectors
         assert index is not None, f"{self.namespace}: a staged upsert, and no model is staged"
         index.add(*written)

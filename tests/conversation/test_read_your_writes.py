@@ -178,3 +178,32 @@ def test_what_this_process_remembers_for_search_goes_with_every_delete(mem):
     assert c.search("surprise gift violin", scope="user") == []
     proof = mem.verify_deleted(app=APP, user_id=user)
     assert proof.remaining["read_your_writes"] == 0 and proof.clean
+
+
+def test_a_context_whose_tail_it_shows_already_answers_as_if_the_tail_were_scored(mem, monkeypatch):
+    """The messages just added are the recent ones a context shows: a tail made only of those
+    changes no recalled message, so it is not scored (recall._shown_only) — and the answer is
+    what scoring it gives."""
+    import memray.conversation.recall as recall
+
+    conv = fresh(mem)
+    conv.add(chat(10, 2, "The spare key is under the blue flowerpot by the shed."))
+    conv.flush()
+    assert mem.wait_indexed(30)
+    conv.add(chat(2, 0, "Where did I leave the spare key?"))  # the tail: two messages, both shown
+    asked: list[int] = []
+    kernel = recall.score_tails
+
+    def counted(batch, weight):  # type: ignore[no-untyped-def]
+        asked.append(len(batch))
+        return kernel(batch, weight)
+
+    monkeypatch.setattr(recall, "score_tails", counted)
+    skipped = conv.context("where is the spare key?", limit=4, semantic_limit=2)
+    assert asked == []  # the tail was not scored
+    monkeypatch.setattr(recall, "_shown_only", lambda searched, pending: False)
+    scored = conv.context("where is the spare key?", limit=4, semantic_limit=2)
+    assert asked == [1]  # now it was
+    assert skipped.recalled_ids == scored.recalled_ids and skipped.recalled_ids
+    assert [m.id for m in skipped.messages] == [m.id for m in scored.messages]
+    assert skipped.degraded == scored.degraded is False

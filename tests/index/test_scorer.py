@@ -163,7 +163,9 @@ def same(got: Sequence[ShardHit], want: Sequence[ref.Found], where: Any) -> None
     assert [(Namespace(*h.namespace), h.doc_id, h.recency) for h in got] == [
         (f.namespace, f.doc_id, f.recency) for f in want
     ], (where, [(h.doc_id, h.score) for h in got], [(f.doc_id, f.score) for f in want])
-    assert [h.score for h in got] == pytest.approx([f.score for f in want], abs=1e-6, rel=0), where
+    # float32 cosines (hnswlib, the exact index) are good to ~1e-7 and a vector score divides by
+    # 1 - threshold (0.1 at threshold 0.9): 1e-6 was met only by chance
+    assert [h.score for h in got] == pytest.approx([f.score for f in want], abs=1e-5, rel=0), where
 
 
 # -- the shard's search paths -------------------------------------------------------------------
