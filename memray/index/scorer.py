@@ -53,7 +53,7 @@ from memray.index.lexical import Bm25Stats, LexicalIndex, bm25_idf
 from memray.index.search import Query
 from memray.ranking import Stream
 from memray.sim_time import SECONDS_PER_HOUR, Window
-from memray.text import index_terms
+from memray.text import term_counts
 
 __all__ = [
     "Source",
@@ -134,7 +134,7 @@ class Scored(NamedTuple):
 
 def query_terms(query: Query) -> list[str]:
     """The distinct index terms of ``query`` (none in vector mode)."""
-    return list(dict.fromkeys(index_terms(query.text))) if query.mode != "vector" else []
+    return list(term_counts(query.text)) if query.mode != "vector" else []
 
 
 def hit_order(hit: ShardHit) -> tuple[float, float, str, tuple[str, ...]]:

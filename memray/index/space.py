@@ -78,11 +78,36 @@ class Space:
             grown[: len(self.rec)] = self.rec
             self.rec = grown
         self.rec[label] = recency
-        self._adjacent = None
-        if self.by_recency is not None:
-            if old is not None and self.by_recency.get(old) == doc_id:
-                del self.by_recency[old]
-            self.by_recency[recency] = doc_id
+        if self.by_recency is None:
+            self._adjacent = None
+            return
+        appended = old is None and recency not in self.by_recency
+        if old is not None and self.by_recency.get(old) == doc_id:
+            del self.by_recency[old]
+        self.by_recency[recency] = doc_id
+        if appended and self._adjacent is not None:
+            self._link(label, recency)
+        else:
+            self._adjacent = None
+
+    def _link(self, label: int, recency: float) -> None:
+        """A new message at ``recency`` joins the cached adjacency (:meth:`adjacent`) in place:
+        a conversation's shard gets a few messages per tick, and rebuilding the adjacency of its
+        whole history for them made every search after a write sort that history again."""
+        assert self._adjacent is not None and self.by_recency is not None
+        before, after = self._adjacent
+        if len(before) < len(self.rec):
+            pad = np.full(len(self.rec) - len(before), -1, dtype=np.int64)
+            before, after = np.concatenate([before, pad]), np.concatenate([after, pad])
+            self._adjacent = (before, after)
+        prev, succ = self.by_recency.get(recency - 1.0), self.by_recency.get(recency + 1.0)
+        before[label] = after[label] = -1
+        if prev is not None:
+            before[label] = p = self.labels[prev]
+            after[p] = label
+        if succ is not None:
+            after[label] = n = self.labels[succ]
+            before[n] = label
 
     # -- writes -----------------------------------------------------------------------------
     def upsert(

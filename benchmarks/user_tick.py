@@ -1,0 +1,223 @@
+"""A tick as a user writes it (``examples/tick.py``), on ``memray.open()``'s defaults, beside
+its full floor measured in the same run; memory operations per second.
+
+    python -m benchmarks.user_tick --agents 1000 --ticks 9 --mode inprocess
+    python -m benchmarks.user_tick --agents 10000 --ticks 9            # ray mode: the default
+
+Runs the example's two styles, each in a fresh data directory with ``memray.open(path,
+mode=...)`` and nothing else set: ``batches`` (``aadd_many``, ``acontext_many``, ``aadd_many``)
+and ``coroutines`` (one coroutine per agent awaiting ``aadd`` / ``acontext`` / ``aadd``,
+coalesced by memray). Every tick is timed from the driver; a tick is 3 memory operations per
+agent (two adds and a context), so ``ops_per_s = 3 * agents / tick``. ``growth`` is tick 8 over
+tick 3 (the target: no growth with history, <= 1.3).
+
+The **full floor** of a tick is the raw work with no memray code, on the last tick's data:
+
+- the default embedder (the static table) on the tick's distinct texts;
+- DuckDB taking the tick's rows (``MessageRow``, as memray stores them) from one Arrow table
+  in one transaction (``_harness.raw_arrow_insert``);
+- hnswlib ``add_items`` of the tick's vectors into one index holding the earlier ticks', and the
+  BM25 postings of the tick's texts (:class:`benchmarks._raw.RawBm25` built over them);
+- the raw scoring of the tick's queries, per agent over its own conversation (numpy top-k over
+  its vectors + BM25 over its texts);
+- in ray mode, one Ray call per host for each of the tick's three operations and one per shard,
+  carrying the tick's texts (and the queries' vectors to the shards) as Arrow / numpy buffers,
+  to no-op actors.
+
+Prints one JSON line; ``--out`` also writes it to a file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import memray
+from benchmarks._harness import emit, in_data_dir, log, pct_ms, ratio, raw_arrow_insert, sinks
+from benchmarks._raw import RawBm25, RawExact
+from memray.ids import ConversationKey
+from memray.models import Message
+from memray.store.rows import message_to_row
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+import tick as example  # noqa: E402  (examples/tick.py: the functions timed here)
+
+FIRST, LAST = 3, 8  # growth: tick LAST over tick FIRST
+
+
+async def run_style(style: str, mode: str, agents: int, ticks: int, root: str) -> dict[str, Any]:
+    path = os.path.join(root, style)
+    mem = memray.open(path, mode=mode)
+    try:
+        handles = [mem.conversation(user_id=f"agent-{i}", conversation_id="main") for i in range(agents)]
+        times: list[float] = []
+        recalled, asked = 0, 0
+        for t in range(ticks):
+            t0 = time.perf_counter()
+            hits = await example.STYLES[style](mem, handles, t)
+            times.append(time.perf_counter() - t0)
+            if example.asks(t):
+                recalled, asked = recalled + hits, asked + agents
+            log(f"{style} tick {t}: {times[-1] * 1000:.0f} ms")
+        steady = times[1:] or times
+        p50 = pct_ms(steady)["p50_ms"]
+        return {
+            "tick_ms": [round(x * 1000, 1) for x in times],
+            "tick_p50_ms": p50,
+            "tick_p99_ms": pct_ms(steady)["p99_ms"],
+            "ops_per_s": round(3 * agents / (p50 / 1000)) if p50 else None,
+            "growth": ratio(times[LAST] * 1000, times[FIRST] * 1000) if len(times) > LAST else None,
+            "recall_hit_rate": round(recalled / asked, 4) if asked else None,
+        }
+    finally:
+        await mem.aclose(terminate=True)
+
+
+async def full_floor(mode: str, agents: int, ticks: int, root: str) -> dict[str, Any]:
+    """The raw work of the last tick, with the earlier ticks' data in place (module docstring)."""
+    from memray.embedding.static import StaticEmbedder
+
+    embedder = StaticEmbedder()
+    last = ticks - 1
+    history = [
+        [example.said(a, t) for t in range(ticks)] + [example.reply(a, t) for t in range(ticks)] for a in range(agents)
+    ]
+    said = [example.said(a, last) for a in range(agents)]
+    replies = [example.reply(a, last) for a in range(agents)]
+    texts = list(dict.fromkeys(said + replies))
+    embedder.embed(texts[:64])  # the table loaded, as memray's is
+    t0 = time.perf_counter()
+    vectors = embedder.embed(texts)
+    embed_ms = (time.perf_counter() - t0) * 1000
+
+    rows = []
+    for a in range(agents):
+        key = ConversationKey("default", f"agent-{a}", "main")
+        for n, (role, text) in enumerate((("user", said[a]), ("assistant", replies[a]))):
+            msg = Message(id=f"m{last}-{n}", role=role, parts=text, seq=2 * last + n)  # type: ignore[arg-type]
+            rows.append(message_to_row(key, msg))
+    rate = raw_arrow_insert(os.path.join(root, "floor.duckdb"), rows, len(rows))
+    insert_ms = len(rows) / rate * 1000
+
+    import hnswlib
+
+    dim = vectors.shape[1]
+    earlier = np.resize(vectors, (2 * agents * last, dim)) if last else np.zeros((0, dim), np.float32)
+    index = hnswlib.Index(space="ip", dim=dim)
+    index.init_index(max_elements=len(earlier) + 2 * agents, M=16, ef_construction=100)
+    index.set_num_threads(1)
+    if len(earlier):
+        index.add_items(earlier, np.arange(len(earlier)))
+    tick_vectors = np.resize(vectors, (2 * agents, dim))
+    t0 = time.perf_counter()
+    index.add_items(tick_vectors, np.arange(len(earlier), len(earlier) + 2 * agents))
+    RawBm25(said + replies)
+    index_ms = (time.perf_counter() - t0) * 1000
+
+    per_agent = []
+    for a in range(agents):
+        mine = history[a]
+        per_agent.append((RawExact(embedder.embed(mine)), RawBm25(mine)))
+    queries = embedder.embed(said)
+    t0 = time.perf_counter()
+    for (exact, bm25), q, text in zip(per_agent, queries, said):
+        exact.topk(q, 7)
+        bm25.topk(text, 7)
+    scoring_ms = (time.perf_counter() - t0) * 1000
+
+    calls_ms = 0.0
+    if mode == "ray":
+        calls_ms = await _ray_calls(said, replies, queries)
+    total = embed_ms + insert_ms + index_ms + scoring_ms + calls_ms
+    return {
+        "embed_ms": round(embed_ms, 2),
+        "arrow_insert_ms": round(insert_ms, 2),
+        "hnsw_and_bm25_ms": round(index_ms, 2),
+        "raw_scoring_ms": round(scoring_ms, 2),
+        "ray_calls_ms": round(calls_ms, 2),
+        "tick_ms": round(total, 2),
+    }
+
+
+async def _ray_calls(
+    said: list[str], replies: list[str], queries: np.ndarray, hosts: int = 4, shards: int = 2
+) -> float:
+    """One call per host for each of the tick's three operations, one per shard, carrying the
+    tick's texts as Arrow buffers (the queries' vectors to the shards): best of three."""
+    import pyarrow as pa
+
+    host_sinks, shard_sinks = sinks("ray", hosts), sinks("ray", shards)
+    await asyncio.gather(*(s.ping() for s in host_sinks + shard_sinks))
+
+    def part(texts: list[str], i: int, n: int) -> pa.Table:
+        return pa.table({"text": texts[i::n]})
+
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        await asyncio.gather(*(s.noop(part(said, i, hosts)) for i, s in enumerate(host_sinks)))
+        await asyncio.gather(
+            *(s.noop(part(said, i, hosts)) for i, s in enumerate(host_sinks)),
+            *(s.noop(queries[i::shards], part(said, i, shards)) for i, s in enumerate(shard_sinks)),
+        )
+        await asyncio.gather(*(s.noop(part(replies, i, hosts)) for i, s in enumerate(host_sinks)))
+        best = min(best, time.perf_counter() - t0)
+    return best * 1000
+
+
+async def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
+    styles = {}
+    for style in ("batches", "coroutines"):
+        styles[style] = await run_style(style, args.mode, args.agents, args.ticks, root)
+    log("full floor")
+    floor = await full_floor(args.mode, args.agents, args.ticks, root)
+    batch, coalesced = styles["batches"], styles["coroutines"]
+    p50_max = 150 if args.mode == "inprocess" else 3000
+    ratio_max = 3.0 if args.mode == "inprocess" else 2.0
+    return {
+        **styles,
+        "full_floor": floor,
+        "tick_ratio_to_full_floor": ratio(batch["tick_p50_ms"], floor["tick_ms"]),
+        "coalesced_over_batches": ratio(coalesced["tick_p50_ms"], batch["tick_p50_ms"]),
+        "targets": {
+            "tick_p50_ms_max": p50_max,
+            "tick_ok": batch["tick_p50_ms"] <= p50_max,
+            "tick_ratio_to_full_floor_max": ratio_max,
+            "tick_ratio_ok": batch["tick_p50_ms"] <= ratio_max * floor["tick_ms"],
+            "coalesced_over_batches_max": 1.2,
+            "coalesced_ok": coalesced["tick_p50_ms"] <= 1.2 * batch["tick_p50_ms"],
+            "growth_max": 1.3,
+            "growth_ok": all((s["growth"] or 0.0) <= 1.3 for s in styles.values()),
+            "ops_per_s_min": 20_000 if args.mode == "inprocess" else None,
+            "recall_ok": all(s["recall_hit_rate"] in (None, 1.0) for s in styles.values()),
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--agents", type=int, default=1000)
+    ap.add_argument("--ticks", type=int, default=LAST + 1)
+    ap.add_argument("--mode", choices=["ray", "inprocess"], default="ray")
+    ap.add_argument("--address", default=None)
+    ap.add_argument("--dir", default=None)
+    ap.add_argument("--out", default=None, help="also write the JSON line here")
+    args = ap.parse_args(argv)
+    results = in_data_dir(args, "memray-user-tick-", lambda root: asyncio.run(run(args, root)))
+    line = emit("user_tick", {"agents": args.agents, "ticks": args.ticks, "mode": args.mode}, results)
+    if args.out:
+        import json
+
+        Path(args.out).write_text(json.dumps(line) + "\n")
+    return line
+
+
+if __name__ == "__main__":
+    main()
