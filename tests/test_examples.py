@@ -1,6 +1,7 @@
-"""The example simulation (examples/town.py) runs at a tiny size and its branches diverge: the
-script exits 1 unless only the forked branch where the party was announced remembers it. (What
-it prints is checked by tests/test_docs.py, from docs/getting-started.md.)"""
+"""The examples run at a tiny size: the simulation (examples/town.py), whose branches diverge
+(the script exits 1 unless only the forked branch where the party was announced remembers it;
+what it prints is checked by tests/test_docs.py, from docs/getting-started.md), and the tick as
+a user writes it (examples/tick.py), which exits 1 if a recall missed."""
 
 from __future__ import annotations
 
@@ -24,3 +25,16 @@ def test_town_example_forks_into_branches_that_remember_different_things_and_sta
         assert "branch A (no party): 0/3 agents recall a party" in out.stdout
         assert "branch B (party announced at hour 3): 3/3 agents recall it" in out.stdout
         assert (tmp_path / "branch-b" / "history.duckdb").exists() and (tmp_path / "trunk" / "history.duckdb").exists()
+
+
+def test_tick_example_recalls_every_fact_in_both_styles() -> None:
+    tick = EXAMPLE.parent / "tick.py"
+    for style in ("batches", "coroutines"):
+        out = subprocess.run(
+            [sys.executable, str(tick), "--mode", "inprocess", "--agents", "12", "--ticks", "6", "--style", style],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert "tick 5: " in out.stdout and "recalled 12/12" in out.stdout
