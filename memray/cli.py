@@ -86,7 +86,8 @@ def _demo(args: argparse.Namespace) -> int:
         {k: s[k] for k in ("host", "conversations", "rss_bytes", "commits", "rows")} for s in stats
     ]
     print(summary_line(report))
-    print(json.dumps(dataclasses.asdict(report)))
+    if args.json:
+        print(json.dumps(dataclasses.asdict(report)))
     return 0 if report.verified else 1
 
 
@@ -156,6 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--verbose", action="store_true", help="show Ray's own log lines (info, warnings) and the actors' output"
     )
+    demo.add_argument("--json", action="store_true", help="also print the whole report as one JSON line")
     demo.set_defaults(func=_demo)
     stats = sub.add_parser(
         "stats",
