@@ -6,6 +6,7 @@ the pages are written for users."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import os
 import re
@@ -111,7 +112,8 @@ def test_every_page_is_in_the_navigation() -> None:
 
 # What a user cannot act on: where the code came from, and documents they never see.
 _NOT_FOR_USERS = re.compile(
-    r"\bissues? \d|\bthe issue\b|issue's|(?<![\w&/])#\d+\b|\bshared/|SPEC\.md|\bthe seeds?\b|seed's|\bthe lead\b"
+    r"\bissues? \d|\bthe issue\b|issue's|(?<![\w&/])#\d+\b|\bshared/|SPEC\.md|SPEC §|\bthe seeds?\b|seed's|\bthe lead\b"
+    r"|README \"[A-Z]"
     r"|\bthis round\b|\blast round\b|\bthe run before\b|\bbefore this change\b|\bthe tree before\b|\bold design\b",
     re.I,
 )
@@ -124,6 +126,25 @@ def test_a_page_is_written_for_users(page: Path) -> None:
         f"{page.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)!r}"
         for m in _NOT_FOR_USERS.finditer(text)
     ]
+    assert not found, "\n".join(found)
+
+
+def _docstrings() -> list[tuple[str, str]]:
+    """(where, text) of every docstring in memray: the API reference renders them, and a reader
+    of the code reads them."""
+    found = []
+    for path in sorted((ROOT / "memray").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                doc = ast.get_docstring(node, clean=False)
+                if doc:
+                    found.append((f"{path.relative_to(ROOT)}:{getattr(node, 'name', '<module>')}", doc))
+    return found
+
+
+def test_a_docstring_is_written_for_users() -> None:
+    found = [f"{where}: {m.group(0)!r}" for where, doc in _docstrings() for m in _NOT_FOR_USERS.finditer(doc)]
     assert not found, "\n".join(found)
 
 

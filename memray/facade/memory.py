@@ -219,7 +219,7 @@ class Memory(SessionAccess):
     # -- handles ----------------------------------------------------------------------------
     @property
     def memory_service(self) -> MemoryServiceHandle:
-        """The long-term memory service (SPEC §8): entries per app/user/project, search, deletes."""
+        """The long-term memory service: entries per app/user/project, search, deletes."""
         self._runner.check_open()
         return MemoryServiceHandle(self)
 

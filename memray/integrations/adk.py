@@ -24,7 +24,7 @@ Mapping
 * ``delete_memory(memory_id=)`` deletes that entry (and its vectors) if it is in this service's
   scope. Re-adding the session it came from brings it back: a session is stored as it is now.
 
-Projects (the seed's ``MemoryServiceAdapter``): ``with_project_id("P")`` returns a service
+Projects (as an ADK ``MemoryServiceAdapter`` keeps them): ``with_project_id("P")`` returns a service
 whose adds go to project P and whose searches see the global entries plus P's; the ad-hoc
 ``search_in_project`` / ``add_to_project`` reach another project from any service.
 """

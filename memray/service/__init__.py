@@ -1,4 +1,4 @@
-"""The long-term memory service (SPEC §8): entries per app/user/project, search, scoped deletes,
+"""The long-term memory service: entries per app/user/project, search, scoped deletes,
 and the agent helpers that preload memories, expose a ``load_memory`` tool and store sessions.
 
 :class:`MemoryService` is the async core (no Ray); :mod:`memray.service.erasure` carries out and
