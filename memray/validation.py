@@ -18,7 +18,7 @@ from typing import Any
 
 from memray.errors import ValidationError
 
-__all__ = ["check_text", "check_json", "check_finite", "json_text", "SURROGATE_HINT"]
+__all__ = ["check_text", "check_finite", "json_text", "SURROGATE_HINT"]
 
 SURROGATE_HINT = (
     "decode the text properly, or replace what cannot be encoded: s.encode('utf-8', 'replace').decode('utf-8')"
@@ -59,12 +59,6 @@ def json_text(field: str, value: Any) -> str:
         return text
     except (TypeError, ValueError, RecursionError) as exc:
         raise _json_error(field, value, exc) from None
-
-
-def check_json(field: str, value: Any) -> Any:
-    """``value`` if :func:`json_text` accepts it."""
-    json_text(field, value)
-    return value
 
 
 def _json_error(field: str, value: Any, exc: BaseException, depth: int = 0) -> ValidationError:

@@ -40,9 +40,9 @@ from typing import NamedTuple
 import numpy as np
 
 from memray.index.base import atomic_write_json, read_json
-from memray.text import index_terms, term_counts
+from memray.text import term_counts
 
-__all__ = ["LexicalIndex", "Bm25Stats", "K1", "B", "bm25", "bm25_idf", "ideal_bm25"]
+__all__ = ["LexicalIndex", "Bm25Stats", "K1", "B", "bm25_idf"]
 
 K1 = 0.9
 B = 0.4
@@ -80,25 +80,6 @@ class Bm25Stats(NamedTuple):
 
 def bm25_idf(docs: int, df: int) -> float:
     return math.log(1.0 + (docs - df + 0.5) / (df + 0.5))
-
-
-def ideal_bm25(terms: Iterable[str], stats: Bm25Stats) -> float:
-    """What a document of average length holding each of the query ``terms`` once would score:
-    the sum of their idf (a term no document holds counts at its highest idf: a query about
-    something absent is not answered by the words it shares with the collection)."""
-    return sum(bm25_idf(stats.docs, stats.df.get(term, 0)) for term in terms)
-
-
-def bm25(tf: dict[str, int], length: int, terms: Iterable[str], stats: Bm25Stats) -> float:
-    """BM25 of one document (its term counts and length) for the query ``terms`` under ``stats``."""
-    avgdl = stats.total_len / stats.docs if stats.docs else 1.0
-    norm = K1 * (1.0 - B + B * length / (avgdl or 1.0))
-    score = 0.0
-    for term in terms:
-        n = tf.get(term)
-        if n:
-            score += bm25_idf(stats.docs, stats.df.get(term, 1)) * n * (K1 + 1.0) / (n + norm)
-    return score
 
 
 class LexicalIndex:
@@ -170,22 +151,6 @@ class LexicalIndex:
         df = {t: len(self._postings[t]) for t in terms if t in self._postings}
         return Bm25Stats(len(self._docs), self._total_len, df)
 
-    def scores(self, terms: list[str], stats: Bm25Stats | None = None) -> dict[str, float]:
-        """BM25 of every document sharing a term with ``terms`` (distinct index terms of a query),
-        under ``stats`` (default: this namespace's own). Documents sharing none are left out."""
-        stats = stats or self.stats(terms)
-        avgdl = stats.total_len / stats.docs if stats.docs else 1.0
-        out: dict[str, float] = {}
-        for term in terms:
-            posting = self._postings.get(term)
-            if not posting:
-                continue
-            idf = bm25_idf(stats.docs, stats.df.get(term, len(posting)))
-            for doc_id, tf in posting.items():
-                norm = tf + K1 * (1.0 - B + B * self._lengths[doc_id] / (avgdl or 1.0))
-                out[doc_id] = out.get(doc_id, 0.0) + idf * tf * (K1 + 1.0) / norm
-        return out
-
     def _posting(self, term: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """The term's posting as arrays in the posting's order. Documents added since they were
         built are appended (a delete drops them instead), so a read after an add costs the new
@@ -242,16 +207,6 @@ class LexicalIndex:
                 self._weights[term] = cached
             out.append((labs, cached[1], idf[n] if idf else bm25_idf(stats.docs, stats.df.get(term, len(labs)))))
         return out
-
-    def search(self, text: str, k: int) -> list[tuple[str, float]]:
-        """The ``k`` best (doc_id, bm25) for ``text`` under this namespace's own statistics, best
-        first (ties: doc_id ascending). Documents sharing no term with the query are left out."""
-        if k <= 0 or not self._docs:
-            return []
-        ranked = sorted(
-            self.scores(list(dict.fromkeys(index_terms(text)))).items(), key=lambda item: (-item[1], item[0])
-        )
-        return ranked[:k]
 
     # -- persistence ------------------------------------------------------------------------
 

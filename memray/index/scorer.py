@@ -263,7 +263,7 @@ def _plan(at: int, search: Search, vector: np.ndarray | None) -> _Plan | None:
     else:
         own = (source.lexical.stats(terms) for source in sources)
         stats = Bm25Stats.merge(own if search.base is None else (search.base, *own))
-    idf = [bm25_idf(stats.docs, stats.df.get(term, 0)) for term in terms]  # (as ideal_bm25)
+    idf = [bm25_idf(stats.docs, stats.df.get(term, 0)) for term in terms]  # the ideal: their sum
     ideal = sum(idf)
     depth = max(query.k, HYBRID_DEPTH if query.stream is None else STREAM_DEPTH)
     lexical_weight, vector_weight = _weights(query)

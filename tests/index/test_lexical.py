@@ -1,3 +1,6 @@
+"""BM25 as the product runs it: each search goes through the scoring kernel over a shard's
+namespace (memray.index.scorer over memray.index.space.Space), not a side path of the index."""
+
 from __future__ import annotations
 
 import json
@@ -7,20 +10,48 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memray.index.lexical import Bm25Stats, LexicalIndex, ideal_bm25
+from memray.ids import Namespace
+from memray.index.base import IndexItem
+from memray.index.lexical import Bm25Stats, LexicalIndex
+from memray.index.scorer import Search, score
+from memray.index.search import Query
+from memray.index.space import Space
 from memray.text import index_terms
-from tests.support.scoring_reference import lexical_score
+
+NS = Namespace("app", "user", "mem", "notes")
+
+
+def space_of(texts: dict[str, str], ns: Namespace = NS) -> Space:
+    """A namespace of a shard holding ``texts`` (no vectors), as a shard's upsert writes it."""
+    space = Space(ns, 0, 4)
+    for doc, text in texts.items():
+        put(space, doc, text)
+    return space
+
+
+def put(space: Space, doc: str, text: str) -> None:
+    space.upsert([(IndexItem(space.namespace, doc, None, text, 0.0), None)], 4)
+
+
+def search(spaces: Space | list[Space], text: str, k: int = 5) -> list[tuple[str, float]]:
+    """(doc_id, score) of a lexical search as a shard runs it (the scoring kernel), best first;
+    a score is the lexical part L (min(1, BM25 / the query's ideal), docs/scoring.md)."""
+    sources = spaces if isinstance(spaces, list) else [spaces]
+    (found,) = score([Search(Query(text, None, k, "lexical"), sources)], 0.0)
+    return [(h.doc_id, h.score) for h in found.hits]
 
 
 @pytest.fixture
-def index() -> LexicalIndex:
-    ix = LexicalIndex()
-    ix.add("d1", "I prefer dark-mode in my editor.")
-    ix.add("d2", "The weather is nice today; let's go outside!")
-    ix.add("d3", "Dark chocolate is my favourite snack")
-    ix.add("d4", "我喜欢深色模式")
-    ix.add("d5", 'He said "hello world" and left?')
-    return ix
+def index() -> Space:
+    return space_of(
+        {
+            "d1": "I prefer dark-mode in my editor.",
+            "d2": "The weather is nice today; let's go outside!",
+            "d3": "Dark chocolate is my favourite snack",
+            "d4": "我喜欢深色模式",
+            "d5": 'He said "hello world" and left?',
+        }
+    )
 
 
 def ids(hits: list[tuple[str, float]]) -> list[str]:
@@ -30,72 +61,59 @@ def ids(hits: list[tuple[str, float]]) -> list[str]:
 @pytest.mark.parametrize(
     "query", ['"', "?", "-", "'", '"unterminated', "dark -mode", "a AND (b OR", "*", "\\", "", "   ", "NOT", ":::"]
 )
-def test_any_query_text_is_safe(index: LexicalIndex, query: str) -> None:
-    hits = index.search(query, 5)
+def test_any_query_text_is_safe(index: Space, query: str) -> None:
+    hits = search(index, query)
     assert isinstance(hits, list)
 
 
-def test_empty_query_returns_nothing(index: LexicalIndex) -> None:
-    assert index.search("", 5) == [] and index.search("?!", 5) == []
-    assert LexicalIndex().search("dark", 5) == []
-    assert index.search("dark", 0) == []
+def test_empty_query_returns_nothing(index: Space) -> None:
+    assert search(index, "") == [] and search(index, "?!") == []
+    assert search(space_of({}), "dark") == []
+    assert search(index, "dark", 0) == []
 
 
-def test_punctuation_does_not_stop_a_word_matching(index: LexicalIndex) -> None:
-    assert ids(index.search("mode?", 5)) == ["d1"]
-    assert ids(index.search('"dark-mode"', 5))[0] == "d1"  # both terms beat one
-    assert set(ids(index.search("dark", 5))) == {"d1", "d3"}
-    assert ids(index.search("let's", 5)) == ["d2"]
-    assert ids(index.search("HELLO", 5)) == ["d5"]
+def test_punctuation_does_not_stop_a_word_matching(index: Space) -> None:
+    assert ids(search(index, "mode?")) == ["d1"]
+    assert ids(search(index, '"dark-mode"'))[0] == "d1"  # both terms beat one
+    assert set(ids(search(index, "dark"))) == {"d1", "d3"}
+    assert ids(search(index, "let's")) == ["d2"]
+    assert ids(search(index, "HELLO")) == ["d5"]
 
 
-def test_cjk_is_searchable(index: LexicalIndex) -> None:
-    assert ids(index.search("深色", 5)) == ["d4"]
-    assert ids(index.search("模式是什么", 5)) == ["d4"]
+def test_cjk_is_searchable(index: Space) -> None:
+    assert ids(search(index, "深色")) == ["d4"]
+    assert ids(search(index, "模式是什么")) == ["d4"]
 
 
-def test_scores_rank_and_are_positive(index: LexicalIndex) -> None:
-    hits = index.search("dark mode editor", 5)
+def test_scores_rank_and_are_positive(index: Space) -> None:
+    hits = search(index, "dark mode editor")
     assert ids(hits)[0] == "d1"
-    assert all(score > 0 for _, score in hits)
     assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
-    terms = index_terms("dark mode editor")
-    ideal = ideal_bm25(terms, index.stats(terms))
-    assert 0 < lexical_score(hits[1][1], ideal) < lexical_score(hits[0][1], ideal) <= 1
+    assert 0 < hits[1][1] < hits[0][1] <= 1
 
 
 def test_a_text_holding_the_whole_query_scores_about_one_whatever_the_collection_size() -> None:
     for filler in (0, 200):
-        ix = LexicalIndex()
-        ix.add("hit", "I prefer dark mode")
-        for i in range(filler):
-            ix.add(f"f{i}", f"unrelated note number {i} about the weather")
-        terms = index_terms("dark mode")
-        score = lexical_score(ix.scores(terms)["hit"], ideal_bm25(terms, ix.stats(terms)))
-        assert score == pytest.approx(1.0, abs=0.15)
+        space = space_of(
+            {"hit": "I prefer dark mode"} | {f"f{i}": f"unrelated note {i} about the weather" for i in range(filler)}
+        )
+        assert dict(search(space, "dark mode"))["hit"] == pytest.approx(1.0, abs=0.15)
 
 
 def test_a_query_term_the_collection_lacks_lowers_the_score() -> None:
-    ix = LexicalIndex()
-    ix.add("a", "the tent is blue")
-    ix.add("b", "a red kite")
-    both = index_terms("blue tent")
-    with_absent = index_terms("blue tent zeppelin")
-    full = lexical_score(ix.scores(both)["a"], ideal_bm25(both, ix.stats(both)))
-    partial = lexical_score(ix.scores(with_absent)["a"], ideal_bm25(with_absent, ix.stats(with_absent)))
+    space = space_of({"a": "the tent is blue", "b": "a red kite"})
+    full, partial = dict(search(space, "blue tent"))["a"], dict(search(space, "blue tent zeppelin"))["a"]
     assert 0 < partial < full
 
 
 def test_function_words_match_nothing_and_word_forms_match_each_other() -> None:
-    ix = LexicalIndex()
-    ix.add("p", "She painted two paintings of the harbour")
-    ix.add("c", "I'll be there, we'll see")
-    assert ix.search("what is it that they were?", 5) == []  # only function words
-    assert ids(ix.search("painting", 5)) == ["p"] and ids(ix.search("paints", 5)) == ["p"]
-    assert ix.search("ill", 5) == [] and ix.search("well", 5) == []  # contractions are not words
+    space = space_of({"p": "She painted two paintings of the harbour", "c": "I'll be there, we'll see"})
+    assert search(space, "what is it that they were?") == []  # only function words
+    assert ids(search(space, "painting")) == ["p"] and ids(search(space, "paints")) == ["p"]
+    assert search(space, "ill") == [] and search(space, "well") == []  # contractions are not words
 
 
-def test_stats_of_many_namespaces_score_as_one_index_over_their_union() -> None:
+def test_a_search_of_many_namespaces_scores_as_one_namespace_holding_their_union() -> None:
     texts = {
         "a1": "kiwi jam recipe",
         "a2": "jam session tonight",
@@ -103,49 +121,53 @@ def test_stats_of_many_namespaces_score_as_one_index_over_their_union() -> None:
         "b2": "recipe for bread",
         "b3": "kiwi kiwi kiwi",
     }
-    union, part_a, part_b = LexicalIndex(), LexicalIndex(), LexicalIndex()
-    for doc, text in texts.items():
-        union.add(doc, text)
-        (part_a if doc.startswith("a") else part_b).add(doc, text)
+    union = space_of(texts)
+    part_a = space_of({d: t for d, t in texts.items() if d.startswith("a")}, NS._replace(scope="a"))
+    part_b = space_of({d: t for d, t in texts.items() if d.startswith("b")}, NS._replace(scope="b"))
     terms = index_terms("kiwi jam recipe")
-    stats = Bm25Stats.merge([part_a.stats(terms), part_b.stats(terms)])
-    assert stats == union.stats(terms)
-    merged = {**part_a.scores(terms, stats), **part_b.scores(terms, stats)}
-    assert merged == pytest.approx(union.scores(terms))
+    assert Bm25Stats.merge([part_a.lexical.stats(terms), part_b.lexical.stats(terms)]) == union.lexical.stats(terms)
+    assert dict(search([part_a, part_b], "kiwi jam recipe", 10)) == pytest.approx(
+        dict(search(union, "kiwi jam recipe", 10))
+    )
 
 
-def test_delete_removes_from_results_and_stats(index: LexicalIndex) -> None:
-    avgdl = index.avgdl
-    assert index.delete("d3") and not index.delete("d3") and not index.delete("nope")
-    assert ids(index.search("chocolate", 5)) == []
-    assert ids(index.search("dark", 5)) == ["d1"]
-    assert len(index) == 4 and index.avgdl != avgdl
+def test_delete_removes_from_results_and_stats(index: Space) -> None:
+    avgdl = index.lexical.avgdl
+    assert index.remove("d3") and not index.remove("d3") and not index.remove("nope")
+    assert ids(search(index, "chocolate")) == []
+    assert ids(search(index, "dark")) == ["d1"]
+    assert len(index.lexical) == 4 and index.lexical.avgdl != avgdl
 
 
-def test_upsert_replaces_text(index: LexicalIndex) -> None:
-    index.add("d1", "now about tea")
-    assert "d1" not in ids(index.search("dark", 5))
-    assert ids(index.search("tea", 5)) == ["d1"]
-    assert len(index) == 5
+def test_upsert_replaces_text(index: Space) -> None:
+    put(index, "d1", "now about tea")
+    assert "d1" not in ids(search(index, "dark"))
+    assert ids(search(index, "tea")) == ["d1"]
+    assert len(index.lexical) == 5
 
 
-def test_incremental_avgdl_matches_rebuild(index: LexicalIndex) -> None:
-    index.add("d2", "short")
-    index.delete("d5")
+def test_incremental_avgdl_matches_rebuild(index: Space) -> None:
+    put(index, "d2", "short")
+    index.remove("d5")
     fresh = LexicalIndex()
     for doc in ("d1", "d2", "d3", "d4"):
-        fresh._put(doc, dict(index.terms(doc) or {}))
-    assert fresh.avgdl == pytest.approx(index.avgdl)
-    assert index.search("dark mode short", 5) == fresh.search("dark mode short", 5)
+        fresh.add_terms(doc, index.lexical.terms(doc) or {})
+    assert fresh.avgdl == pytest.approx(index.lexical.avgdl)
+    again = space_of(
+        {"d1": "I prefer dark-mode in my editor.", "d2": "short", "d3": "Dark chocolate is my favourite snack"}
+    )
+    put(again, "d4", "我喜欢深色模式")
+    assert search(index, "dark mode short") == search(again, "dark mode short")
 
 
-def test_save_load_round_trip(index: LexicalIndex, tmp_path: Path) -> None:
-    index.save(str(tmp_path))
+def test_save_load_round_trip(index: Space, tmp_path: Path) -> None:
+    index.lexical.save(str(tmp_path))
     data = json.loads((tmp_path / "lexical.json").read_text(encoding="utf-8"))
     assert set(data["docs"]) == {"d1", "d2", "d3", "d4", "d5"}
     loaded = LexicalIndex.load(str(tmp_path))
-    for q in ("dark", "深色", "hello world", "weather outside"):
-        assert loaded.search(q, 5) == index.search(q, 5)
+    assert {d: loaded.terms(d) for d in data["docs"]} == {d: index.lexical.terms(d) for d in data["docs"]}
+    terms = index_terms("dark hello world weather outside 深色")
+    assert loaded.stats(terms) == index.lexical.stats(terms) and loaded.avgdl == index.lexical.avgdl
     assert [p.name for p in tmp_path.iterdir()] == ["lexical.json"]
 
 
