@@ -10,7 +10,7 @@ every acknowledgement a caller got (:mod:`benchmarks.soak_checks`).
   that the facade coalesces; every third tick durable), then reads its context (``context_many``
   / concurrent ``acontext``) and a few search for the word they just wrote. Every fifth tick one
   agent deletes a message and ``flush()`` is called. One user is erased halfway, and one fork is
-  taken two thirds of the way.
+  taken two thirds of the way (into a new folder again if a kill makes it raise: ``attempts``).
 - **The server** (:mod:`benchmarks.soak_server`): the app of ``memray serve`` on Ray Serve
   (``--replicas``), on 127.0.0.1 only, over the same memray, with keys of both apps. Five client
   threads, one round each every ``--tick-s`` from the first tick to the last (at most
@@ -427,14 +427,7 @@ async def drive(
     await run_ticks(agents, record, args.tick_s, args.baseline_s + span / 2, True)
     events["erasure"] = await _erase(mem, record, erased)
     await run_ticks(agents, record, args.tick_s, args.baseline_s + 2 * span / 3, True)
-    with record.lock:
-        before_fork = [a for a in record.acks if a.durable]
-    try:
-        await mem.afork_to(fork_path)
-        events["fork"] = {"ok": True, "acked_before": len(before_fork)}
-    except Exception as exc:
-        record.error("fork", exc)
-        events["fork"] = {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+    events["fork"], before_fork = await _fork(mem, record, fork_path)
     await run_ticks(agents, record, args.tick_s, end, True)
     stop.set()
     await asyncio.to_thread(clients.join)
@@ -442,6 +435,27 @@ async def drive(
         await asyncio.to_thread(th.join, 180)
     events["before_fork"] = before_fork
     return events
+
+
+async def _fork(mem: Any, record: Record, fork_path: str, tries: int = 5) -> tuple[dict[str, Any], list[Ack]]:
+    """``fork_to`` a new folder, again into another if a kill caught it (a store restarting
+    answers UnavailableError, as a caller would be told): what happened, and the durable acks
+    made before the call that succeeded."""
+    event: dict[str, Any] = {"ok": False}
+    before: list[Ack] = []
+    for attempt in range(1, tries + 1):
+        with record.lock:
+            before = [a for a in record.acks if a.durable]
+        path = f"{fork_path}-{attempt}"
+        event.update(attempts=attempt)
+        try:
+            await mem.afork_to(path)
+            event.update(ok=True, path=path, acked_before=len(before))
+            break
+        except Exception as exc:
+            record.error("fork", exc)
+            event["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+    return event, before
 
 
 async def _erase(mem: Any, record: Record, user: str, tries: int = 5) -> dict[str, Any]:
@@ -661,9 +675,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     for k, m in zip(CHANNEL_FIGURES, MCP_FIGURES):  # the totals the acceptance check reads count MCP's
         checked[k] = checked.get(k, 0) + mcp[m]
-    forked: dict[str, Any] = {"ok": events["fork"]["ok"]}
+    forked: dict[str, Any] = {k: events["fork"].get(k) for k in ("ok", "attempts")}
     if events["fork"]["ok"]:
-        fork = memray.open(config=config(fork_path, "inprocess"))
+        fork = memray.open(config=config(events["fork"]["path"], "inprocess"))
         try:
             forked.update(fork_check(fork, events["before_fork"], record))
         finally:

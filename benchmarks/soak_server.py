@@ -19,6 +19,7 @@ replica.
 - :func:`server_victims`, :func:`server_pid`: the key ring's actor and the Serve replicas
   (found by name, each asked its pid through Ray's ``__ray_call__``); :func:`rest_probe`: after a
   kill, a durable add over REST retried until answered (kill → next authenticated success).
+  At a replica kill Serve's proxy answers 500 to a request in flight on it: counted as such.
 - :func:`traffic_figures`: requests, answers by status, latency p50/p99 (quiet and under kills),
   the tenancy checks, and per kill the time until the next authenticated REST success.
 """
@@ -35,7 +36,7 @@ from typing import Any
 
 import httpx
 
-from benchmarks._harness import free_port, log
+from benchmarks._harness import free_port
 
 __all__ = [
     "SERVER_ROLES",
@@ -483,7 +484,3 @@ def traffic_figures(traffic: Traffic, kills: list[dict[str, Any]], chaos_from: f
         "rest_erasure": traffic.events.get("rest_erasure", {"ok": False, "attempts": 0}),
         "error_samples": traffic.error_samples,
     }
-
-
-def log_ready(server: Server, replicas: int) -> None:
-    log(f"soak: server at {server.url} ({replicas} replica(s)), REST and MCP from 5 clients")
