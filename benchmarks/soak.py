@@ -1,6 +1,7 @@
-"""Chaos soak: agents tick against memray in Ray mode while a random memray process is SIGKILLed
-every few seconds; at the end, the data directory reopened cold is checked against every
-acknowledgement a caller got (:mod:`benchmarks.soak_checks`).
+"""Chaos soak: agents tick against memray in Ray mode while its server takes REST and MCP load,
+and a random memray process — a host, a shard, a store partition, the key ring, a Serve replica —
+is SIGKILLed every few seconds; at the end, the data directory reopened cold is checked against
+every acknowledgement a caller got (:mod:`benchmarks.soak_checks`).
 
 ``python -m benchmarks.soak --minutes 30 --kill-every 10 --agents 32 --plot /tmp/soak.png``
 
@@ -9,27 +10,46 @@ acknowledgement a caller got (:mod:`benchmarks.soak_checks`).
   that the facade coalesces; every third tick durable), then reads its context (``context_many``
   / concurrent ``acontext``) and a few search for the word they just wrote. Every fifth tick one
   agent deletes a message and ``flush()`` is called. One user is erased halfway, and one fork is
-  taken two thirds of the way.
-- **Read-your-writes**, checked as the run goes: the context holds the message just acknowledged,
-  the search finds it, and no context holds another agent's message (``cross_reads``). A degraded
-  answer (its shard away) is counted apart; a miss whose write was lost in a kill and named to a
-  caller is what memray promises; any other miss is a failure (``ryw_failed``).
+  taken two thirds of the way (into a new folder again if a kill makes it raise: ``attempts``).
+- **The server** (:mod:`benchmarks.soak_server`): the app of ``memray serve`` on Ray Serve
+  (``--replicas``), on 127.0.0.1 only, over the same memray, with keys of both apps. Five client
+  threads, one round each every ``--tick-s`` from the first tick to the last (at most
+  ``--http-requests`` requests each): two REST writers (one per app: a message with an id, durable
+  and buffered in turn, its context read back, and a cross-tenant probe — their key asks for the
+  other app's conversation and must get 403 or 404, never data), a read-only reader of the first
+  app (lists, searches, and every fifth round a write that must be refused), and two MCP clients
+  (``add_memory`` durable, ``get_context`` for it). Halfway, a user is erased over REST, and the
+  key bound to that user must then be refused (401). Every answer is recorded: status (or the
+  transport error), latency, and each acknowledged write (id and seq over REST, seq and text over
+  MCP). A 5xx during a kill is expected, and counted.
+- **Read-your-writes**, checked as the run goes: the context holds the message just acknowledged
+  (the agents', and over REST and MCP), the search finds it, and no context holds another
+  agent's message (``cross_reads``). A degraded answer (its shard away) is counted apart; a miss
+  whose write was lost in a kill and named to a caller is what memray promises; any other miss
+  is a failure (``ryw_failed``).
 - **Kills**: after ``--baseline-s`` of quiet ticks (the baseline the tick figures are read
-  against), every ``--kill-every`` seconds a random ConversationHost, VectorShard or HistoryStore
-  partition is SIGKILLed (Ray restarts it). A probe conversation that the victim serves then gets
-  a durable add, retried until acknowledged (``recover_s``: kill → ack) and searched for until
-  found complete (``searchable_s``).
-- **Processes**: every ``--sample-s`` the RSS and open files of every actor process and of this
-  driver, and each host's queue (acknowledged, not durable).
+  against; the HTTP load runs through it too), every ``--kill-every`` seconds a victim is
+  SIGKILLed: the roles in turn (host, shard, store partition, key ring, Serve replica; shuffled
+  each round), a random process of the role (Ray restarts an actor, Serve a replica). For a
+  memray actor, a probe conversation that the victim serves then gets a durable add through the
+  facade, retried until acknowledged (``recover_s``: kill → ack) and searched for until found
+  complete (``searchable_s``); for the key ring or a replica the probe is the same over REST,
+  with a key (kill → the next authenticated success). For every kill, also the time until the
+  next authenticated REST request sent after it was answered 2xx (``rest_ok_after_s``).
+- **Processes**: every ``--sample-s`` the RSS and open files of every actor process (the key
+  ring and the replicas included) and of this driver, and each host's queue (acknowledged, not
+  durable).
 
-The server's REST and MCP load, killing the key ring and Serve replicas are not part of it yet.
-
-Prints one JSON line: parameters, git sha, ``kills``, ``acked``, ``stored``, ``lost_durable``,
-``duplicated``, ``seq_mismatch``, ``unnamed_losses``, ``order_violations``, read-your-writes
-counts, ``p99_tick_ratio`` (chaos p99 tick / baseline p99 tick), ``p99_recover_s``,
-``p99_searchable_s``, ``rss_slope_mb_per_min`` (all memray processes, over the last two thirds of
-the chaos phase; ``driver_rss_slope_mb_per_min`` this process alone), queue maxima; ``--plot``
-draws the timeline with the kills marked.
+Prints one JSON line: parameters, git sha, ``kills``, ``kills_by_role``, ``acked``, ``stored``,
+``lost_durable``, ``duplicated``, ``seq_mismatch`` (these five count every channel: the facade,
+REST and MCP; ``by_channel`` splits them), ``unnamed_losses``, ``order_violations``,
+read-your-writes counts, ``p99_tick_ratio`` (chaos p99 tick / baseline p99 tick),
+``p99_recover_s``, ``p99_searchable_s``, ``rss_slope_mb_per_min`` (all memray processes, over the
+last two thirds of the chaos phase; ``driver_rss_slope_mb_per_min`` this process alone), queue
+maxima, ``erasure`` and ``rest_erasure`` (verified clean, files holding the id), and ``server``:
+requests, answers and errors by status, latency p50/p99 (quiet and under kills), the tenancy
+checks (``cross_tenant_reads``, ``read_only_writes_accepted``: must be 0) and
+``p99_rest_ok_after_kill_s``; ``--plot`` draws the timeline with the kills marked.
 """
 
 from __future__ import annotations
@@ -44,18 +64,37 @@ import threading
 import time
 import uuid
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from benchmarks._harness import emit, log, start_ray
 from benchmarks.faults import _pid
 from benchmarks.soak_checks import Ack, MessageRef, cold_check, files_holding
+from benchmarks.soak_server import (
+    ERASED_REST_USER,
+    SERVER_ROLES,
+    HttpClients,
+    Server,
+    Traffic,
+    mcp_check,
+    rest_probe,
+    server_pid,
+    server_victims,
+    start_proxy,
+    start_server,
+    stop_server,
+    traffic_figures,
+)
 
 __all__ = ["Record", "main"]
 
 APPS = ("soak-a", "soak-b")
 PROBE_APP = "soak-probe"
 ROLES = ("host", "shard", "store")
+#: Per channel (facade and REST acks, REST alone, MCP), and what MCP's check calls each.
+CHANNEL_FIGURES = ("acked", "stored", "lost_durable", "duplicated", "seq_mismatch", "acked_durable")
+MCP_FIGURES = ("mcp_acked", "mcp_stored", "mcp_lost", "mcp_duplicated", "mcp_seq_mismatch", "mcp_acked")
 
 
 @dataclass
@@ -128,7 +167,7 @@ class Agents:
         coroutines the facade coalesces (odd ticks); the agents acknowledged."""
         from memray.errors import MemrayError
 
-        rec, acked = self.record, set()
+        rec, acked = self.record, set[int]()
         if t % 2 == 0 or durable:
             try:
                 seqs = await self.mem.aadd_many([(c, [m]) for c, m in zip(self.convs, msgs)], durable=durable)
@@ -217,20 +256,33 @@ def _probe_for(mem: Any, role: str, index: int) -> Any:
     raise RuntimeError(f"no probe user for {role} {index}")
 
 
-def _victims(mem: Any) -> list[tuple[str, int, Any]]:
+def _victims(mem: Any, served: bool = False) -> list[tuple[str, int, Any]]:
+    """Every process the killer may pick: memray's actors, and with ``served`` the key ring's and
+    the Serve replicas' (:func:`benchmarks.soak_server.server_victims`)."""
     dep = mem._deployment
     clients = {"host": dep.hosts, "shard": dep.shards, "store": dep.stores.clients}
-    return [(role, i, c) for role in ROLES for i, c in enumerate(clients[role])]
+    ours = [(role, i, c) for role in ROLES for i, c in enumerate(clients[role])]
+    return ours + (server_victims(mem) if served else [])
 
 
-def kill_and_probe(mem: Any, record: Record, role: str, index: int, client: Any, timeout_s: float = 120.0) -> None:
+def kill_and_probe(
+    mem: Any,
+    record: Record,
+    role: str,
+    index: int,
+    client: Any,
+    timeout_s: float = 120.0,
+    server: Server | None = None,
+    traffic: Traffic | None = None,
+) -> None:
     """SIGKILL the victim, then a durable add to its probe conversation, retried until it is
-    acknowledged, then searches for it until one answers complete with it."""
+    acknowledged, then searches for it until one answers complete with it: through the facade
+    for a memray actor, over REST (:func:`benchmarks.soak_server.rest_probe`) for the key ring
+    or a Serve replica."""
     from memray.models import Message, TextPart
 
-    conv = _probe_for(mem, role, index)
     try:
-        pid = _pid(mem, client, 5.0)
+        pid = server_pid(client) if role in SERVER_ROLES else _pid(mem, client, 5.0)
     except Exception as exc:  # not back from an earlier kill: skipped, counted
         record.error(f"pid of {role}", exc)
         return
@@ -238,6 +290,13 @@ def kill_and_probe(mem: Any, record: Record, role: str, index: int, client: Any,
     at = time.monotonic()
     kill: dict[str, Any] = {"t": round(at - record.t0, 2), "role": role, "index": index, "pid": pid}
     n = len(record.kills)
+    if role in SERVER_ROLES:
+        assert server is not None and traffic is not None
+        kill.update(rest_probe(server, record, traffic, n, at, timeout_s))
+        with record.lock:
+            record.kills.append(kill)
+        return
+    conv = _probe_for(mem, role, index)
     word = f"zk{n}probe"
     m = Message(role="user", parts=[TextPart(text=f"probe after kill {n}: {word}")])
     while time.monotonic() - at < timeout_s:
@@ -263,13 +322,31 @@ def kill_and_probe(mem: Any, record: Record, role: str, index: int, client: Any,
         record.kills.append(kill)
 
 
-def killer(mem: Any, record: Record, every_s: float, stop: threading.Event, seed: int = 2) -> None:
-    """Every ``every_s`` (from one kill to the next; longer if a probe took longer), a random victim."""
+def killer(
+    mem: Any,
+    record: Record,
+    every_s: float,
+    stop: threading.Event,
+    server: Server | None = None,
+    traffic: Traffic | None = None,
+    seed: int = 2,
+) -> None:
+    """Every ``every_s`` (from one kill to the next; longer if a probe took longer), a victim:
+    the roles in turn (shuffled each round, so each is hit once a round), a random one of the
+    role's processes."""
     rng = random.Random(seed)
-    victims = _victims(mem)
+    roles: list[str] = []
     while not stop.wait(max(0.0, every_s - _since_last_kill(record))):
-        role, index, client = rng.choice(victims)
-        kill_and_probe(mem, record, role, index, client)
+        if not roles:
+            roles = [*ROLES, *(SERVER_ROLES if server is not None else ())]
+            rng.shuffle(roles)
+        role = roles.pop()
+        victims = [v for v in _victims(mem, server is not None) if v[0] == role]
+        if not victims:  # no replica named just now (Serve is replacing it): counted, skipped
+            record.error(f"pid of {role}", LookupError(f"no {role} found"))
+            continue
+        _, index, client = rng.choice(victims)
+        kill_and_probe(mem, record, role, index, client, server=server, traffic=traffic)
 
 
 def _since_last_kill(record: Record) -> float:
@@ -287,15 +364,18 @@ def _proc(pid: int) -> tuple[float, int]:
         return 0.0, 0
 
 
-def sampler(mem: Any, record: Record, every_s: float, stop: threading.Event) -> None:
-    """RSS and open files of every actor process and this driver; each host's queue."""
+def sampler(mem: Any, record: Record, every_s: float, stop: threading.Event, served: bool = False) -> None:
+    """RSS and open files of every actor process (the key ring's and the Serve replicas' with
+    ``served``) and this driver; each host's queue."""
     from memray.conversation.client import HostClient
 
     while not stop.wait(every_s):
         sample: dict[str, Any] = {"t": round(record.now(), 2), "procs": {}, "pending": 0}
-        for role, index, client in _victims(mem):
+        for role, index, client in _victims(mem, served):
             try:
-                if isinstance(client, HostClient):
+                if role in SERVER_ROLES:
+                    pid = server_pid(client, 2.0)
+                elif isinstance(client, HostClient):
                     stats = mem._run(asyncio.wait_for(client.stats(), 2.0))
                     pid = int(stats["pid"])
                     sample["pending"] += int(stats["pending"]) + int(stats["writing"])
@@ -321,40 +401,61 @@ async def run_ticks(agents: Agents, record: Record, tick_s: float, until: float,
     return t
 
 
-async def drive(mem: Any, args: argparse.Namespace, record: Record, fork_path: str) -> dict[str, Any]:
-    """Baseline ticks, then ticks under kills (with one erasure and one fork on the way)."""
+async def drive(
+    mem: Any, args: argparse.Namespace, record: Record, fork_path: str, server: Server, traffic: Traffic
+) -> dict[str, Any]:
+    """Baseline ticks, then ticks under kills (with one erasure and one fork on the way); the
+    HTTP clients load the server from the first tick to the last (the baseline holds their load
+    too), and erase a user over REST halfway."""
     agents = Agents(mem, args.agents, record)
     erased = f"erased-{uuid.uuid4().hex[:12]}"
     gone = mem.conversation(user_id=erased, conversation_id="main", app=APPS[0])
     await gone.aadd([{"role": "user", "content": f"{erased} says something to forget"}], durable=True)
+    end = args.baseline_s + args.minutes * 60
+    span = end - args.baseline_s
+    clients = HttpClients(server, record, traffic, args.tick_s, args.http_requests)
+    clients.start(until=end, erase_at=args.baseline_s + span / 2)
     await run_ticks(agents, record, args.tick_s, args.baseline_s, False)
     stop = threading.Event()
     threads = [
-        threading.Thread(target=killer, args=(mem, record, args.kill_every, stop), daemon=True),
-        threading.Thread(target=sampler, args=(mem, record, args.sample_s, stop), daemon=True),
+        threading.Thread(target=killer, args=(mem, record, args.kill_every, stop, server, traffic), daemon=True),
+        threading.Thread(target=sampler, args=(mem, record, args.sample_s, stop, True), daemon=True),
     ]
     for th in threads:
         th.start()
-    end = args.baseline_s + args.minutes * 60
-    span = end - args.baseline_s
     events: dict[str, Any] = {"erased_user": erased}
     await run_ticks(agents, record, args.tick_s, args.baseline_s + span / 2, True)
     events["erasure"] = await _erase(mem, record, erased)
     await run_ticks(agents, record, args.tick_s, args.baseline_s + 2 * span / 3, True)
-    with record.lock:
-        before_fork = [a for a in record.acks if a.durable]
-    try:
-        await mem.afork_to(fork_path)
-        events["fork"] = {"ok": True, "acked_before": len(before_fork)}
-    except Exception as exc:
-        record.error("fork", exc)
-        events["fork"] = {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+    events["fork"], before_fork = await _fork(mem, record, fork_path)
     await run_ticks(agents, record, args.tick_s, end, True)
     stop.set()
+    await asyncio.to_thread(clients.join)
     for th in threads:
-        th.join(180)
+        await asyncio.to_thread(th.join, 180)
     events["before_fork"] = before_fork
     return events
+
+
+async def _fork(mem: Any, record: Record, fork_path: str, tries: int = 5) -> tuple[dict[str, Any], list[Ack]]:
+    """``fork_to`` a new folder, again into another if a kill caught it (a store restarting
+    answers UnavailableError, as a caller would be told): what happened, and the durable acks
+    made before the call that succeeded."""
+    event: dict[str, Any] = {"ok": False}
+    before: list[Ack] = []
+    for attempt in range(1, tries + 1):
+        with record.lock:
+            before = [a for a in record.acks if a.durable]
+        path = f"{fork_path}-{attempt}"
+        event.update(attempts=attempt)
+        try:
+            await mem.afork_to(path)
+            event.update(ok=True, path=path, acked_before=len(before))
+            break
+        except Exception as exc:
+            record.error("fork", exc)
+            event["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+    return event, before
 
 
 async def _erase(mem: Any, record: Record, user: str, tries: int = 5) -> dict[str, Any]:
@@ -419,6 +520,11 @@ def run_figures(record: Record, args: argparse.Namespace) -> dict[str, Any]:
         "p99_tick_ratio": round(p99_under / p99_base, 3) if p99_base and p99_under else None,
         "p50_recover_s": _p(recover, 0.5),
         "p99_recover_s": _p(recover, 0.99),
+        "recover_s_by_role": {
+            role: {"p50": _p(r, 0.5), "p99": _p(r, 0.99), "n": len(r)}
+            for role in sorted({k["role"] for k in record.kills})
+            if (r := [k["recover_s"] for k in record.kills if k["role"] == role and "recover_s" in k])
+        },
         "max_recover_s": max(recover, default=None),
         "p50_searchable_s": _p(searchable, 0.5),
         "p99_searchable_s": _p(searchable, 0.99),
@@ -470,12 +576,14 @@ def plot_timeline(path: str, record: Record, args: argparse.Namespace) -> None:
     ax3.plot([s["t"] for s in record.samples], [s["pending"] for s in record.samples], label="hosts' queue")
     ax3.set_ylabel("acked, not durable")
     ax3.set_xlabel("seconds since start")
-    colors = {"host": "tab:red", "shard": "tab:purple", "store": "tab:brown"}
+    colors = {"host": "tab:red", "shard": "tab:purple", "store": "tab:brown", "keyring": "tab:olive"}
+    colors["replica"] = "tab:cyan"
     for ax in (ax1, ax2, ax3):
         ax.axvline(args.baseline_s, color="gray", ls=":")
         for k in record.kills:
             ax.axvline(k["t"], color=colors[k["role"]], lw=0.5, alpha=0.6)
-    ax1.set_title(f"memray chaos soak: {len(record.kills)} kills (red host, purple shard, brown store)")
+    said = "red host, purple shard, brown store, olive key ring, cyan replica"
+    ax1.set_title(f"memray chaos soak: {len(record.kills)} kills ({said})")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -492,6 +600,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--hosts", type=int, default=2)
     parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--stores", type=int, default=2, help="history store partitions")
+    parser.add_argument("--replicas", type=int, default=2, help="Serve replicas of the server")
+    parser.add_argument("--http-requests", type=int, default=100_000, help="requests per HTTP client, at most")
     parser.add_argument("--dir", default=None, help="data directory (default: a new temporary one)")
     parser.add_argument("--plot", default=None, help="PNG timeline with the kills marked")
     args = parser.parse_args(argv)
@@ -506,29 +616,45 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
 
     started = start_ray(None)
-    mem = memray.open(config=config(path, "ray"))
-    record = Record()  # times from here: the baseline is of ticks, not of start-up
-    log(
-        f"soak: {args.agents} agents, {args.baseline_s:.0f} s quiet, then {args.minutes} min with a kill every "
-        f"{args.kill_every} s; data in {root}"
-    )
+    with ThreadPoolExecutor(1, thread_name_prefix="soak-proxy") as pool:
+        proxy = pool.submit(start_proxy)  # Serve's controller and proxy start while the actors do
+        mem = memray.open(config=config(path, "ray"))
+        port_started = proxy.result()
+    server: Server | None = None
     try:
-        events = asyncio.run(drive(mem, args, record, fork_path))
+        server = start_server(mem, config(path, "ray"), APPS, PROBE_APP, args.replicas, port_started)
+        record = Record()  # times from here: the baseline is of ticks, not of start-up
+        traffic = Traffic(record.t0)
+        log(
+            f"soak: {args.agents} agents and 5 HTTP clients on {server.url} ({args.replicas} replicas), "
+            f"{args.baseline_s:.0f} s quiet, then {args.minutes} min with a kill every {args.kill_every} s; "
+            f"data in {root}"
+        )
+        events = asyncio.run(drive(mem, args, record, fork_path, server, traffic))
         log(f"soak: {len(record.kills)} kills, {len(record.acks)} acks; final flush and close")
         flushes = final_flush(mem, record)
         indexed = mem.wait_indexed(180)
         figures = run_figures(record, args)
+        served = traffic_figures(traffic, record.kills, args.baseline_s)
     finally:
-        mem.close(terminate=True)
-        if started:
-            import ray
+        try:
+            if server is not None:
+                stop_server(server)
+        finally:
+            mem.close(terminate=True)
+            if started:
+                import ray
 
-            ray.shutdown()
+                ray.shutdown()
     cold = memray.open(config=config(path, "inprocess"))
     try:
         checked = cold_check(cold, record.acks, record.reported, record.deleted, record.unsure)
+        over_rest = [a for a in record.acks if a.user_id.startswith("rest-")]
+        rest = cold_check(cold, over_rest, record.reported, record.deleted, record.unsure)
+        mcp = mcp_check(cold, traffic.mcp_acks)
         erased = events["erased_user"]
         proof = cold.verify_deleted(user_id=erased, app=APPS[0])
+        rest_proof = cold.verify_deleted(user_id=ERASED_REST_USER, app=APPS[1])
     finally:
         cold.close()
     erasure = {
@@ -536,16 +662,29 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "verified_clean": proof.clean,
         "files_holding_id": files_holding(path, erased) if events["erasure"]["ok"] else None,
     }
-    forked: dict[str, Any] = {"ok": events["fork"]["ok"]}
+    rest_erasure = {
+        **served.pop("rest_erasure"),
+        "verified_clean": rest_proof.clean,
+        "files_holding_id": files_holding(path, ERASED_REST_USER),
+    }
+    figures["ryw_failed"] += traffic.ryw["mcp_context_missed"]  # durable adds: no loss explains a miss
+    by_channel = {
+        "all_but_mcp": {k: checked.get(k, 0) for k in CHANNEL_FIGURES},
+        "rest": {k: rest.get(k, 0) for k in CHANNEL_FIGURES},
+        "mcp": mcp,
+    }
+    for k, m in zip(CHANNEL_FIGURES, MCP_FIGURES):  # the totals the acceptance check reads count MCP's
+        checked[k] = checked.get(k, 0) + mcp[m]
+    forked: dict[str, Any] = {k: events["fork"].get(k) for k in ("ok", "attempts")}
     if events["fork"]["ok"]:
-        fork = memray.open(config=config(fork_path, "inprocess"))
+        fork = memray.open(config=config(events["fork"]["path"], "inprocess"))
         try:
             forked.update(fork_check(fork, events["before_fork"], record))
         finally:
             fork.close()
     params = {
         k: getattr(args, k)
-        for k in ("minutes", "kill_every", "agents", "tick_s", "baseline_s", "hosts", "shards", "stores")
+        for k in ("minutes", "kill_every", "agents", "tick_s", "baseline_s", "hosts", "shards", "stores", "replicas")
     }
     if args.plot:
         plot_timeline(args.plot, record, args)
@@ -561,7 +700,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "final_flushes": flushes,
             "wait_indexed": indexed,
             "erasure": erasure,
+            "rest_erasure": rest_erasure,
             "fork": forked,
+            "by_channel": by_channel,
+            "server": served,
             "errors_sample": record.error_log[:20],
         },
     )

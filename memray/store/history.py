@@ -401,7 +401,8 @@ class HistoryStore:
 
     @route(first)
     def delete_user_api_keys(self, app: str, user_id: str) -> int:
-        """Delete every key bound to the user (their erasure); how many. Durable on return."""
+        """Delete every key bound to the user (their erasure), the file rewritten so none of their
+        bytes stays; how many. Durable on return."""
         return keys.delete_user_keys(self._db, app, user_id)
 
     @route(first)

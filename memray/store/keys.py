@@ -51,9 +51,19 @@ def revoke_key(db: Database, key_id: str, at: float) -> bool:
 
 def delete_user_keys(db: Database, app: str, user_id: str) -> int:
     """Delete every key bound to the user, live or revoked (their rows hold the user's id and maybe
-    a label naming them); how many. Durability: committed on return."""
+    a label naming them); how many. When any went, the file is rewritten (:meth:`Database.rewrite`)
+    so no freed block keeps their bytes: the keys live in the first partition, which the user's
+    own erasure rewrites only when it is theirs too.
+
+    Durability: the delete is committed with the mark that a rewrite is owed (a crash before the
+    rewrite finishes has :meth:`Database.open` redo it), all on return."""
     with db.transaction(bump=False):
-        return db.count("DELETE FROM api_keys WHERE app = ? AND user_id = ?", [app, user_id])
+        deleted = db.count("DELETE FROM api_keys WHERE app = ? AND user_id = ?", [app, user_id])
+        if deleted:
+            db.mark_rewrite_pending()
+    if deleted:
+        db.rewrite()
+    return deleted
 
 
 def count_user_keys(db: Database, app: str, user_id: str) -> int:

@@ -1,7 +1,9 @@
-"""``python -m benchmarks.soak`` in its short form (one minute of kills, a few agents), on the
-test session's Ray, so the chaos soak does not rot and its promises are checked in every run:
-nothing acknowledged durably is lost, nothing is stored twice or at another seq, every buffered
-loss is named, reads see their own writes, an erased user is gone, a fork holds what was acked."""
+"""``python -m benchmarks.soak`` in its short form (one minute of kills, a few agents, the server on
+one replica), on the test session's Ray (and its Serve proxy, when the server tests started it),
+so the chaos soak does not rot and its promises are checked in every run: nothing acknowledged
+durably — by the facade, over REST or over MCP — is lost, nothing is stored twice or at another
+seq, every buffered loss is named, reads see their own writes, no key reads another app's data or
+writes with a read-only key, erased users are gone, a fork holds what was acked."""
 
 from __future__ import annotations
 
@@ -17,9 +19,11 @@ pytestmark = pytest.mark.ray
 def test_one_minute_of_kills_loses_nothing_silently(ray_session: None, tmp_path: Path) -> None:
     line = main(
         ["--minutes", "1", "--kill-every", "10", "--agents", "6", "--baseline-s", "5", "--sample-s", "5"]
-        + ["--dir", str(tmp_path)]
+        + ["--replicas", "1", "--dir", str(tmp_path)]
     )
     assert line["kills"] >= 3 and line["kills_not_recovered"] == 0, line["kills_by_role"]
+    # the killer takes the roles in turn, in an order its seed fixes: a host, a replica, the key ring first
+    assert {"host", "replica", "keyring"} <= set(line["kills_by_role"]), line["kills_by_role"]
     assert line["acked"] > 100 and line["acked_durable"] > 0, line
     assert line["lost_durable"] == line["duplicated"] == line["seq_mismatch"] == 0, line
     assert line["unnamed_losses"] == line["order_violations"] == line["reported_but_stored"] == 0, line
@@ -30,3 +34,15 @@ def test_one_minute_of_kills_loses_nothing_silently(ray_session: None, tmp_path:
     assert line["erasure"]["verified_clean"] and line["erasure"]["files_holding_id"] == [], line["erasure"]
     assert line["fork"]["ok"] and line["fork"]["fork_missing"] == line["fork"]["fork_seq_mismatch"] == 0, line["fork"]
     assert line["p99_recover_s"] is not None and line["p99_tick_ratio"] is not None, line
+    rest, mcp, server = line["by_channel"]["rest"], line["by_channel"]["mcp"], line["server"]
+    assert rest["acked_durable"] > 0 and rest["lost_durable"] == rest["seq_mismatch"] == rest["duplicated"] == 0, rest
+    assert mcp["mcp_acked"] > 0 and mcp["mcp_stored"] == mcp["mcp_acked"], mcp
+    assert mcp["mcp_seq_mismatch"] == mcp["mcp_duplicated"] == 0, mcp
+    assert server["read_your_writes"].get("rest_context_held", 0) > 0, server["read_your_writes"]
+    assert server["read_your_writes"].get("mcp_context_held", 0) > 0, server["read_your_writes"]
+    assert server["cross_tenant_probes"] > 0 and server["cross_tenant_reads"] == 0, server["tenancy_answers"]
+    assert server["read_only_writes"] > 0 and server["read_only_writes_accepted"] == 0, server["tenancy_answers"]
+    assert line["rest_erasure"]["ok"] and line["rest_erasure"]["verified_clean"], line["rest_erasure"]
+    assert line["rest_erasure"]["files_holding_id"] == [], line["rest_erasure"]
+    assert line["rest_erasure"]["erased_key_answered"] == "401", line["rest_erasure"]
+    assert server["latency_s"]["p99"] is not None and server["p99_rest_ok_after_kill_s"] is not None, server
