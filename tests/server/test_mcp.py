@@ -71,6 +71,7 @@ def test_every_tool_over_streamable_http(served: Served) -> None:
 
 def test_tools_enforce_the_key_whatever_the_arguments(served: Served) -> None:
     served.mem.memory_service.add_entry(APP, "bob", {"content": "bob's locker is 12"})
+    before = [r.entry.text for r in served.mem.memory_service.list_entries(APP, "bob")]  # other tests add theirs
 
     async def attempts(session: ClientSession) -> list[Any]:
         await session.initialize()
@@ -88,7 +89,8 @@ def test_tools_enforce_the_key_whatever_the_arguments(served: Served) -> None:
     # the other app's key sees globex's (empty) bob, never acme's
     other = over_http(served, served.keys["other"], attempts)
     assert "12" not in str(other[0].content)
-    assert [r.entry.text for r in served.mem.memory_service.list_entries(APP, "bob")] == ["bob's locker is 12"]
+    after = [r.entry.text for r in served.mem.memory_service.list_entries(APP, "bob")]
+    assert after == before and "bob's locker is 12" in after
 
 
 def test_http_mcp_refuses_no_key_and_a_foreign_origin(served: Served) -> None:
