@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Annotated, Any, Literal
 
@@ -228,7 +228,8 @@ class Tool:
     every one does); then each operation's arguments, the first declaration of a name winning,
     less ``hidden`` (filled by a branch's ``shape`` from the tool's ``extra`` arguments), with
     ``defaults`` where the tool's default differs (said in the reference). An argument not
-    every operation requires is optional (None: not given)."""
+    every operation requires is optional (None: not given); one whose operations default it
+    differently defaults to None, which leaves each operation its own default."""
 
     name: str
     doc: str
@@ -265,18 +266,24 @@ class Tool:
             found[arg.name] = arg
         for op in ops:
             for arg in op.args:
-                if arg.name in found or arg.name in self.hidden:
-                    continue
-                everywhere = all(any(a.name == arg.name and a.required for a in o.args) for o in ops)
-                if arg.required and not everywhere:
-                    arg = Arg(arg.name, arg.type | None, None, arg.doc, arg.ge, arg.le, arg.min_length, arg.max_length)
-                found[arg.name] = arg
+                if arg.name not in found and arg.name not in self.hidden:
+                    found[arg.name] = self._merged([a for o in ops for a in o.args if a.name == arg.name])
         return tuple(
-            Arg(a.name, a.type, self.defaults[a.name], a.doc, a.ge, a.le, a.min_length, a.max_length)
-            if a.name in self.defaults
-            else a
-            for a in found.values()
+            replace(a, default=self.defaults[a.name]) if a.name in self.defaults else a for a in found.values()
         )
+
+    def _merged(self, declared: list[Arg]) -> Arg:
+        """One argument as the tool takes it, from its declarations in the tool's operations: as
+        the first declares it, but optional (None) where not every operation requires it, and
+        None — each operation's own default — where their defaults differ."""
+        arg = declared[0]
+        required = arg.required and len(declared) == len(self.branches) and all(a.required for a in declared)
+        if arg.required and not required:
+            return replace(arg, type=arg.type | None, default=None)
+        if len({repr(a.default) for a in declared}) > 1:
+            doc = f"{arg.doc} (left out: each operation's own default)"
+            return replace(arg, type=arg.type | None, default=None, doc=doc)
+        return arg
 
     def branch_for(self, arguments: Mapping[str, Any]) -> Branch:
         """The branch a call takes: the first whose ``when`` argument is given."""

@@ -45,6 +45,7 @@ from memray.server.limits import (
     MAX_TEXT_CHARS,
 )
 from memray.server.operation import REQUIRED, Arg, ArgsModel, Branch, Operation, Target, Tool
+from memray.service import DEFAULT_LIMIT as ENTRY_SEARCH_LIMIT
 
 __all__ = ["OPERATIONS", "TOOLS", "BatchAddItem", "BatchSearchItem", "added", "search_out"]
 
@@ -325,11 +326,11 @@ ADD_ENTRIES = Operation(
 )  # fmt: skip
 SEARCH_ENTRIES = Operation(
     "search_entries",
-    "``project_id`` null: the global entries; ``P``: global plus P's. ``limit`` null means 10.",
+    f"``project_id`` null: the global entries; ``P``: global plus P's. ``limit`` null means {ENTRY_SEARCH_LIMIT}.",
     "user", "read", "POST", "/entries/search", _search_entries,
     args=(
         QUERY,
-        _limit(None, f"at most this many results (1-{MAX_LIMIT}; none: 10)"),
+        _limit(None, f"at most this many results (1-{MAX_LIMIT}; none: {ENTRY_SEARCH_LIMIT})"),
         MIN_SCORE,
         Arg("project_id", str | None, None, "none: global entries only; P: global plus P's", min_length=1,
             max_length=MAX_ID_CHARS),

@@ -1,17 +1,20 @@
 """The operation table (memray/server/operations.py) is the one declaration REST, MCP, the facade's
 defaults and the reference in docs/server.md follow: each is checked against it here, without a
-server (the routes and tools are built over no memray; nothing is called)."""
+server (the routes and tools are built over no memray and not called, but in the last test, which
+calls a tool over an in-process memray)."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import inspect
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi import FastAPI
 
+import memray
 from memray.facade.conversation import ContextCall, ConversationHandle, SearchCall
 from memray.server import operations as ops
 from memray.server import routes as routes_module
@@ -19,6 +22,7 @@ from memray.server.mcp import ANNOTATIONS, mcp_server
 from memray.server.operation import REQUIRED, Arg, Branch, Operation, Target, Tool
 from memray.server.reference import PAGE, rewrite
 from memray.server.routes import NOOP_PATH, build_router
+from memray.service import DEFAULT_LIMIT as ENTRY_SEARCH_LIMIT
 
 
 def openapi() -> dict[str, Any]:
@@ -67,14 +71,15 @@ def test_every_tool_takes_its_operations_arguments_with_their_defaults_and_bound
         properties = listed.input_schema["properties"]
         assert set(properties) == {a.name for a in tool.args}
         assert set(listed.input_schema["required"]) == {a.name for a in tool.args if a.required}
-        first: dict[str, Arg] = {}
+        declared: dict[str, list[Arg]] = {}
         for op in tool.operations:  # every argument of an operation reaches the tool, or the tool fills it
             for arg in op.args:
                 assert arg.name in properties or arg.name in tool.hidden, (tool.name, arg.name)
-                first.setdefault(arg.name, arg)
-        for name, arg in first.items():  # with the default of the operation that declares it first
-            if name in properties and not arg.required and name not in tool.defaults:
-                assert properties[name].get("default") == arg.default, (tool.name, name)
+                declared.setdefault(arg.name, []).append(arg)
+        for name, args in declared.items():  # with the operations' default; None where theirs differ
+            if name in properties and not args[0].required and name not in tool.defaults:
+                same = len({repr(a.default) for a in args}) == 1
+                assert properties[name].get("default") == (args[0].default if same else None), (tool.name, name)
 
 
 def test_search_and_context_take_every_argument_on_both_sides() -> None:
@@ -83,7 +88,7 @@ def test_search_and_context_take_every_argument_on_both_sides() -> None:
     tools = listed_tools()
     search = tools["search_memories"].input_schema["properties"]
     assert {"mode", "scope", "min_score", "limit", "project_id"} <= set(search)
-    assert search["limit"]["default"] == SearchCall.__dataclass_fields__["limit"].default
+    assert search["limit"]["default"] is None  # left out: the conversation search's 5, the service's 10
     context = tools["get_context"].input_schema["properties"]
     assert {a.name for a in ops.CONTEXT.args} <= set(context)
     assert "durable" in tools["add_memory"].input_schema["properties"]
@@ -131,3 +136,23 @@ def test_an_operation_is_one_declaration(monkeypatch: pytest.MonkeyPatch) -> Non
     assert tool.annotations.destructive_hint is True
     assert tool.input_schema["properties"]["note"]["maxLength"] == 7
     assert set(tool.input_schema["required"]) == {"user_id", "conversation_id", "note"}
+
+
+def test_a_tool_leaves_each_operation_its_own_default(tmp_path: Path) -> None:
+    """``search_memories`` without ``limit``: a conversation's search finds 5 (REST's search
+    default), the long-term one 10 (REST's ``/entries/search``) — not one default for both."""
+    config = memray.MemoryConfig(path=str(tmp_path / "d"), mode="inprocess", hosts=1, shards=1)
+    with memray.open(config=config) as mem:
+        mem.conversation("u", "c").add([{"role": "user", "content": f"kiwi fact {i}"} for i in range(12)], durable=True)
+        for i in range(12):
+            mem.memory_service.add_entry("default", "u", {"content": f"kiwi note {i}"})
+        server = mcp_server(mem, None, "default")
+
+        async def found(**arguments: Any) -> int:
+            result = await server.call_tool("search_memories", {"user_id": "u", "query": "kiwi", **arguments})
+            assert not result.is_error, result.content
+            return len(result.structured_content["results"])
+
+        assert asyncio.run(found(conversation_id="c")) == SearchCall.__dataclass_fields__["limit"].default == 5
+        assert asyncio.run(found()) == ENTRY_SEARCH_LIMIT == 10
+        assert asyncio.run(found(limit=3)) == asyncio.run(found(conversation_id="c", limit=3)) == 3
