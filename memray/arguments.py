@@ -30,6 +30,10 @@ from memray.models import ConversationOrder, Merge, RetrievalMode, Role, Scope
 from memray.validation import check_text
 
 __all__ = [
+    "SEARCH_LIMIT",
+    "CONTEXT_LIMIT",
+    "CONTEXT_SEMANTIC_LIMIT",
+    "CONVERSATIONS_LIMIT",
     "check_limit",
     "check_count",
     "check_min_score",
@@ -42,6 +46,17 @@ __all__ = [
     "check_roles",
     "check_order",
 ]
+
+#: What an argument is when a caller leaves it out, written once: the facade's signatures and
+#: request records (``memray.SearchCall``, ``memray.ContextCall``) and the server's operation table
+#: (:mod:`memray.server.operations`: the REST bodies and the MCP tools) all read these.
+#: ``limit`` of a search (a conversation's, or an app-wide one).
+SEARCH_LIMIT = 5
+#: ``limit`` (recent messages) and ``semantic_limit`` (recalled ones) of a context.
+CONTEXT_LIMIT = 10
+CONTEXT_SEMANTIC_LIMIT = 5
+#: ``limit`` of a page of a user's conversations.
+CONVERSATIONS_LIMIT = 50
 
 MODES: tuple[str, ...] = get_args(RetrievalMode)
 ROLES: tuple[str, ...] = get_args(Role)

@@ -20,6 +20,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from memray.arguments import (
+    CONTEXT_LIMIT,
+    CONTEXT_SEMANTIC_LIMIT,
+    SEARCH_LIMIT,
     check_count,
     check_limit,
     check_merge,
@@ -138,7 +141,7 @@ class ConversationHandle:
     async def asearch(
         self,
         query: str,
-        limit: int = 5,
+        limit: int = SEARCH_LIMIT,
         min_score: float | None = None,
         mode: RetrievalMode | None = None,
         scope: Scope = "conversation",
@@ -164,8 +167,8 @@ class ConversationHandle:
     async def acontext(
         self,
         query: str | None = None,
-        limit: int = 10,
-        semantic_limit: int = 5,
+        limit: int = CONTEXT_LIMIT,
+        semantic_limit: int = CONTEXT_SEMANTIC_LIMIT,
         merge: Merge = "append",
         scope: Scope = "conversation",
         token_budget: int | None = None,
@@ -295,8 +298,8 @@ class ContextCall:
 
     conversation: ConversationHandle | ConversationKey
     query: str | None = None
-    limit: int = 10
-    semantic_limit: int = 5
+    limit: int = CONTEXT_LIMIT
+    semantic_limit: int = CONTEXT_SEMANTIC_LIMIT
     merge: Merge = "append"
     scope: Scope = "conversation"
     token_budget: int | None = None
@@ -311,7 +314,7 @@ class SearchCall:
 
     conversation: ConversationHandle | ConversationKey
     query: str
-    limit: int = 5
+    limit: int = SEARCH_LIMIT
     min_score: float | None = None
     mode: RetrievalMode | None = None
     scope: Scope = "conversation"
@@ -332,7 +335,7 @@ def context_read(call: ContextCall) -> ContextRead:
     return ContextRead(
         key,
         call.query,
-        check_limit(call.limit, 10),
+        check_limit(call.limit, CONTEXT_LIMIT),
         check_count(call.semantic_limit, "semantic_limit"),
         check_merge(call.merge),
         check_scope(call.scope),
@@ -350,7 +353,7 @@ def search_read(call: SearchCall) -> SearchRead:
     return SearchRead(
         key,
         check_query(call.query),
-        check_limit(call.limit, 5),
+        check_limit(call.limit, SEARCH_LIMIT),
         check_min_score(call.min_score),
         check_mode(call.mode),
         check_scope(call.scope),

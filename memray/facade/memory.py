@@ -17,7 +17,16 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any, Literal, TypeVar, get_args, overload
 
-from memray.arguments import check_count, check_limit, check_min_score, check_mode, check_order, check_query
+from memray.arguments import (
+    CONVERSATIONS_LIMIT,
+    SEARCH_LIMIT,
+    check_count,
+    check_limit,
+    check_min_score,
+    check_mode,
+    check_order,
+    check_query,
+)
 from memray.config import EmbedderConfig, MemoryConfig, RunMode
 from memray.conversation.recall import SearchResults
 from memray.conversation.working_memory_spec import WorkingMemorySpec
@@ -343,7 +352,7 @@ class Memory(SessionAccess):
         user_id: str,
         app: str = "default",
         order: ConversationOrder = "updated_desc",
-        limit: int = 50,
+        limit: int = CONVERSATIONS_LIMIT,
         offset: int = 0,
     ) -> ConversationList:
         """A page of the user's conversations, ordered by ``updated_*``, ``created_*`` or
@@ -351,7 +360,7 @@ class Memory(SessionAccess):
         ``offset``; ``.total`` counts them all."""
         validate_id("user_id", user_id)
         validate_id("app", app)
-        args = (check_order(order), check_limit(limit, 50), check_count(offset, "offset"))
+        args = (check_order(order), check_limit(limit, CONVERSATIONS_LIMIT), check_count(offset, "offset"))
         return await self._runner.arun(self._runner.session.list_conversations(app, user_id, *args))
 
     list_conversations = blocking(alist_conversations)
@@ -360,7 +369,7 @@ class Memory(SessionAccess):
         self,
         app: str,
         query: str,
-        limit: int = 5,
+        limit: int = SEARCH_LIMIT,
         mode: RetrievalMode | None = None,
         min_score: float | None = None,
         *,
@@ -377,7 +386,7 @@ class Memory(SessionAccess):
         search = self._runner.session.recall.search_app(
             app,
             check_query(query),
-            check_limit(limit, 5),
+            check_limit(limit, SEARCH_LIMIT),
             check_min_score(min_score),
             check_mode(mode),
             stream_of(scoring),

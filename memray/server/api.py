@@ -26,7 +26,7 @@ from memray.errors import MemrayError
 from memray.facade.memory import Memory
 from memray.server.auth import AuthError, KeyCache
 from memray.server.edge import guarded
-from memray.server.problems import of_error, problem
+from memray.server.problems import invalid, of_error, problem
 from memray.server.prometheus import render
 from memray.server.routes import build_router
 from memray.server.settings import ServerSettings
@@ -111,50 +111,11 @@ def _install_errors(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return answer(422, *_invalid(exc.errors()))
+        return answer(422, *invalid(exc.errors()))
 
     @app.exception_handler(pydantic.ValidationError)
     async def bad_model(_: Request, exc: pydantic.ValidationError) -> JSONResponse:
-        return answer(422, *_invalid(exc.errors()))
-
-
-#: The pydantic error context keys that name a cap: on a length, or on a number.
-_LENGTH_CAPS = ("max_length", "min_length")
-_NUMBER_CAPS = ("le", "lt", "ge", "gt")
-
-
-def _invalid(errors: Any) -> tuple[dict[str, Any], dict[str, str]]:
-    """A 422 naming the first field at fault (``body.messages.0.role``), what is wrong and, for a
-    value past a bound, the cap and the value (a length, for a text or a list)."""
-    first: dict[str, Any] = list(errors)[0] if errors else {"loc": (), "msg": "invalid request"}
-    where = ".".join(str(p) for p in first.get("loc", ()))
-    detail = f"invalid {where}: {first.get('msg')}" if where else str(first.get("msg"))
-    bound = _bound(first)
-    if bound is None:
-        return problem(422, "ValidationError", detail, where or None)
-    cap, value, length = bound
-    said = f"{value} long" if length else f"{value}"
-    detail = f"invalid {where}: {first.get('msg')} (the cap is {cap}, this is {said}; docs/server.md lists every cap)"
-    body, headers = problem(422, "ValidationError", detail, where or None)
-    body.update(cap=cap, value=value)
-    return body, headers
-
-
-def _bound(error: dict[str, Any]) -> tuple[Any, Any, bool] | None:
-    """(cap, value, whether the value is a length) of an error on a bound; None for another error."""
-    context: dict[str, Any] = error.get("ctx") or {}
-    given = error.get("input")
-    for key in _LENGTH_CAPS:
-        if key in context and isinstance(given, (str, list, dict)):
-            return context[key], len(given), True
-    for key in _NUMBER_CAPS:
-        if key in context:
-            try:
-                value = given if isinstance(given, (int, float)) else float(str(given))
-            except (TypeError, ValueError):
-                return None
-            return context[key], int(value) if float(value).is_integer() else value, False
-    return None
+        return answer(422, *invalid(exc.errors()))
 
 
 class Observed:

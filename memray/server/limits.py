@@ -4,17 +4,11 @@ Caps on what one request may ask for are fixed: they are part of the API (the Op
 and the MCP tools' input schemas state them), and a request past one is refused with a 413 or
 422 naming the cap and the value, before anything is read or written. Bounds on time and
 concurrency are :class:`~memray.server.settings.ServerSettings` fields, with ``memray serve``
-flags. Defaults the server gives an argument it leaves out are the facade's, read off its
-signatures, so a default is written once.
+flags. Defaults of the operations' arguments are :mod:`memray.arguments`' (the facade's too), so
+a default is written once; the operations that state these caps are :mod:`memray.server.operations`.
 """
 
 from __future__ import annotations
-
-import inspect
-from collections.abc import Callable
-from typing import Any
-
-from memray.facade.conversation import ConversationHandle
 
 __all__ = [
     "MAX_BATCH_ITEMS",
@@ -27,9 +21,6 @@ __all__ = [
     "MAX_QUERY_CHARS",
     "MAX_ID_CHARS",
     "MAX_PARTS",
-    "DEFAULT_LIMIT",
-    "CONTEXT_LIMIT",
-    "CONTEXT_SEMANTIC_LIMIT",
 ]
 
 #: Items of one batch (``/messages/batch`` items, ``/search/batch`` searches).
@@ -52,18 +43,3 @@ MAX_QUERY_CHARS = 10_000
 MAX_ID_CHARS = 256
 #: Parts of one message whose content is a list of parts.
 MAX_PARTS = 100
-
-
-def _default(call: Callable[..., Any], name: str) -> int:
-    """The default of ``call``'s parameter ``name``: the facade's, so REST and MCP say the same."""
-    value = inspect.signature(call).parameters[name].default
-    assert isinstance(value, int), (call, name)
-    return value
-
-
-#: What ``limit`` is when a conversation search leaves it out (REST and MCP alike).
-DEFAULT_LIMIT = _default(ConversationHandle.asearch, "limit")
-#: What a context's ``limit`` (recent messages) and ``semantic_limit`` (recalled ones) are when
-#: left out (REST and MCP alike).
-CONTEXT_LIMIT = _default(ConversationHandle.acontext, "limit")
-CONTEXT_SEMANTIC_LIMIT = _default(ConversationHandle.acontext, "semantic_limit")

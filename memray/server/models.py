@@ -1,4 +1,6 @@
-"""The REST API's request and response bodies (pydantic; they make the OpenAPI schema).
+"""The REST API's response bodies and the records its requests carry (pydantic; they make the
+OpenAPI schema). The request bodies themselves are made from the operation table
+(:mod:`memray.server.operations`), with these records as the types of their arguments.
 
 Responses reuse memray's own records where they fit (:class:`~memray.models.Message`,
 :class:`~memray.models.Context`, :class:`~memray.models.Hit`, :class:`~memray.models.MemoryResult`,
@@ -13,48 +15,26 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memray.models import Context, ConversationInfo, Hit, MemoryResult, Merge, Message, RetrievalMode, Role, Scope
-from memray.server.limits import (
-    CONTEXT_LIMIT,
-    CONTEXT_SEMANTIC_LIMIT,
-    DEFAULT_LIMIT,
-    MAX_BATCH_ITEMS,
-    MAX_ENTRIES_PER_ADD,
-    MAX_ID_CHARS,
-    MAX_LIMIT,
-    MAX_MESSAGES_PER_ADD,
-    MAX_PARTS,
-    MAX_QUERY_CHARS,
-    MAX_TEXT_CHARS,
-)
+from memray.models import ConversationInfo, Hit, MemoryResult, Message, Role
+from memray.server.limits import MAX_ID_CHARS, MAX_PARTS, MAX_TEXT_CHARS
 from memray.service.keys import KeyRecord
 
 __all__ = [
     "Ack",
+    "Id",
+    "Content",
     "MessageIn",
-    "AddMessages",
     "MessagesAdded",
     "MessageList",
-    "SearchIn",
     "SearchOut",
-    "ContextIn",
-    "ContextOut",
-    "WorkingMemoryIn",
     "SummaryOut",
     "Counts",
     "ConversationsOut",
     "EntryIn",
-    "AddEntries",
     "EntriesAdded",
-    "EntrySearchIn",
     "EntrySearchOut",
     "EntryList",
-    "EntryDeleteIn",
-    "BatchAddItem",
-    "BatchAdd",
     "BatchAdded",
-    "BatchSearchItem",
-    "BatchSearch",
     "BatchSearchOut",
     "KeyOut",
     "Problem",
@@ -70,10 +50,6 @@ Id = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)]
 Content = (
     Annotated[str, Field(max_length=MAX_TEXT_CHARS)] | Annotated[list[dict[str, Any]], Field(max_length=MAX_PARTS)]
 )
-#: A search or delete query.
-QueryText = Annotated[str, Field(max_length=MAX_QUERY_CHARS)]
-#: ``limit`` of a search or list.
-Limit = Annotated[int, Field(ge=1, le=MAX_LIMIT)]
 
 
 class _In(BaseModel):
@@ -94,11 +70,6 @@ class MessageIn(_In):
     sub_agent_id: Id | None = None
 
 
-class AddMessages(_In):
-    messages: list[MessageIn] = Field(min_length=1, max_length=MAX_MESSAGES_PER_ADD)
-    ack: Ack = "buffered"
-
-
 class MessagesAdded(BaseModel):
     """What an add guarantees, said per write (docs/architecture.md, "Read-your-writes")."""
 
@@ -117,38 +88,10 @@ class MessageList(BaseModel):
     messages: list[Message]
 
 
-class SearchIn(_In):
-    query: QueryText
-    limit: Limit = DEFAULT_LIMIT
-    min_score: float | None = None
-    mode: RetrievalMode | None = None
-    scope: Scope = "conversation"
-
-
 class SearchOut(BaseModel):
     hits: list[Hit]
     degraded: bool = False
     reason: str | None = None
-
-
-class ContextIn(_In):
-    query: QueryText | None = None
-    limit: Limit = CONTEXT_LIMIT
-    semantic_limit: Annotated[int, Field(ge=0, le=MAX_LIMIT)] = CONTEXT_SEMANTIC_LIMIT
-    merge: Merge = "append"
-    scope: Scope = "conversation"
-    token_budget: int | None = None
-    mode: RetrievalMode | None = None
-    min_score: float | None = None
-
-
-ContextOut = Context
-
-
-class WorkingMemoryIn(_In):
-    content: Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
-    mode: Literal["append", "replace"] = "append"
-    expected_version: int | None = None
 
 
 class SummaryOut(BaseModel):
@@ -176,26 +119,12 @@ class EntryIn(_In):
     importance: float | None = Field(None, ge=0.0, le=1.0)
 
 
-class AddEntries(_In):
-    entries: list[EntryIn] = Field(min_length=1, max_length=MAX_ENTRIES_PER_ADD)
-    project_id: Id | None = None
-    session_id: Id | None = Field(None, description="tag them with a session (delete it as one)")
-
-
 class EntriesAdded(BaseModel):
     ids: list[str]
     durable: bool = Field(True, description="entries are committed before the answer (always true)")
     searchable: bool = Field(
         True, description="indexed before the answer (lexically at once if the embedder failed): always true"
     )
-
-
-class EntrySearchIn(_In):
-    query: QueryText
-    limit: Limit | None = None
-    min_score: float | None = None
-    project_id: Id | None = Field(None, description="None: global entries only; P: global plus P's")
-    mode: RetrievalMode | None = None
 
 
 class EntrySearchOut(BaseModel):
@@ -208,35 +137,8 @@ class EntryList(BaseModel):
     memories: list[MemoryResult]
 
 
-class EntryDeleteIn(_In):
-    """Entries containing every word of ``query``: global ones, or ``project_id``'s only."""
-
-    query: QueryText
-    project_id: Id | None = None
-
-
-class BatchAddItem(_In):
-    user_id: Id
-    conversation_id: Id
-    messages: list[MessageIn] = Field(min_length=1, max_length=MAX_MESSAGES_PER_ADD)
-
-
-class BatchAdd(_In):
-    items: list[BatchAddItem] = Field(min_length=1, max_length=MAX_BATCH_ITEMS)
-    ack: Ack = "buffered"
-
-
 class BatchAdded(BaseModel):
     results: list[MessagesAdded]
-
-
-class BatchSearchItem(SearchIn):
-    user_id: Id
-    conversation_id: Id
-
-
-class BatchSearch(_In):
-    searches: list[BatchSearchItem] = Field(min_length=1, max_length=MAX_BATCH_ITEMS)
 
 
 class BatchSearchOut(BaseModel):

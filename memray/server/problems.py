@@ -29,7 +29,7 @@ from memray.errors import (
     ValidationError,
 )
 
-__all__ = ["problem", "status_of", "RETRY_AFTER_S"]
+__all__ = ["problem", "status_of", "of_error", "invalid", "RETRY_AFTER_S"]
 
 #: What ``Retry-After`` says on 429 and 503 (seconds): about one persist cycle, or an actor restart.
 RETRY_AFTER_S = {429: 1, 503: 2}
@@ -79,3 +79,42 @@ def of_error(exc: MemrayError) -> tuple[int, dict[str, Any], dict[str, str]]:
     if isinstance(exc, Backpressure) and exc.refused:
         body["refused"] = exc.refused  # a batch: these items were not written, the others were
     return status, body, headers
+
+
+#: The pydantic error context keys that name a cap: on a length, or on a number.
+_LENGTH_CAPS = ("max_length", "min_length")
+_NUMBER_CAPS = ("le", "lt", "ge", "gt")
+
+
+def invalid(errors: Any) -> tuple[dict[str, Any], dict[str, str]]:
+    """A 422 naming the first field at fault (``body.messages.0.role``), what is wrong and, for a
+    value past a bound, the cap and the value (a length, for a text or a list)."""
+    first: dict[str, Any] = list(errors)[0] if errors else {"loc": (), "msg": "invalid request"}
+    where = ".".join(str(p) for p in first.get("loc", ()))
+    detail = f"invalid {where}: {first.get('msg')}" if where else str(first.get("msg"))
+    bound = _bound(first)
+    if bound is None:
+        return problem(422, "ValidationError", detail, where or None)
+    cap, value, length = bound
+    said = f"{value} long" if length else f"{value}"
+    detail = f"invalid {where}: {first.get('msg')} (the cap is {cap}, this is {said}; docs/server.md lists every cap)"
+    body, headers = problem(422, "ValidationError", detail, where or None)
+    body.update(cap=cap, value=value)
+    return body, headers
+
+
+def _bound(error: dict[str, Any]) -> tuple[Any, Any, bool] | None:
+    """(cap, value, whether the value is a length) of an error on a bound; None for another error."""
+    context: dict[str, Any] = error.get("ctx") or {}
+    given = error.get("input")
+    for key in _LENGTH_CAPS:
+        if key in context and isinstance(given, (str, list, dict)):
+            return context[key], len(given), True
+    for key in _NUMBER_CAPS:
+        if key in context:
+            try:
+                value = given if isinstance(given, (int, float)) else float(str(given))
+            except (TypeError, ValueError):
+                return None
+            return context[key], int(value) if float(value).is_integer() else value, False
+    return None

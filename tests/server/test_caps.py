@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from memray.arguments import SEARCH_LIMIT
 from memray.errors import Backpressure
 from memray.server import limits
 from memray.server.problems import of_error
@@ -37,7 +38,7 @@ def test_the_schema_states_every_cap(served: Served) -> None:
     assert components["BatchAdd"]["properties"]["items"]["maxItems"] == limits.MAX_BATCH_ITEMS
     assert components["BatchSearch"]["properties"]["searches"]["maxItems"] == limits.MAX_BATCH_ITEMS
     search = components["SearchIn"]["properties"]
-    assert search["limit"]["maximum"] == limits.MAX_LIMIT and search["limit"]["default"] == limits.DEFAULT_LIMIT
+    assert search["limit"]["maximum"] == limits.MAX_LIMIT and search["limit"]["default"] == SEARCH_LIMIT
     assert search["query"]["maxLength"] == limits.MAX_QUERY_CHARS
     assert components["WorkingMemoryIn"]["properties"]["content"]["maxLength"] == limits.MAX_TEXT_CHARS
     paths = httpx.get(served.url + "/openapi.json").json()["paths"]
