@@ -180,7 +180,7 @@ def test_user_tick_times_the_examples_tick_in_both_styles_beside_its_full_floor(
         assert len(got["tick_ms"]) == 9 and got["tick_p50_ms"] > 0 and got["ops_per_s"] > 0
         assert got["growth"] is not None and got["recall_hit_rate"] == 1.0
     floor = result["full_floor"]
-    for part in ("embed_ms", "arrow_insert_ms", "hnsw_and_bm25_ms", "raw_scoring_ms"):
+    for part in ("embed_ms", "arrow_insert_ms", "vectors_and_bm25_ms", "raw_scoring_ms"):
         assert floor[part] > 0
     assert floor["ray_calls_ms"] == 0.0 and floor["tick_ms"] > 0
     assert result["tick_ratio_to_full_floor"] is not None and result["coalesced_over_batches"] is not None
