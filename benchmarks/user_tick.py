@@ -27,7 +27,9 @@ The **full floor** of a tick is the raw work with no memray code, on the last ti
   carrying the tick's texts (and the queries' vectors to the shards) as Arrow / numpy buffers,
   to no-op actors.
 
-Prints one JSON line; ``--out`` also writes it to a file.
+Prints one JSON line; ``--out`` also writes it to a file (the recorded runs:
+``benchmarks/results/user_tick_*.json``); ``--render`` writes the table of those into
+docs/performance.md and docs/batching.md.
 """
 
 from __future__ import annotations
@@ -197,6 +199,58 @@ async def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
     }
 
 
+#: The recorded runs, in the order the docs show them.
+RESULTS = ("benchmarks/results/user_tick_inprocess.json", "benchmarks/results/user_tick_ray.json")
+BEGIN, END = "<!-- user_tick: begin (python -m benchmarks.user_tick --render) -->", "<!-- user_tick: end -->"
+
+
+def render(lines: list[dict[str, Any]]) -> str:
+    """The docs' table of recorded runs (between :data:`BEGIN` and :data:`END` on
+    docs/performance.md and docs/batching.md; a test keeps them equal to this)."""
+    rows = [
+        "| run (`memray.open()` defaults) | style | tick p50 | memory ops/s | full floor | tick / floor "
+        "| tick 8 / tick 3 | recall | load | commit |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for line in lines:
+        p, floor = line["params"], line["full_floor"]
+        parts = (
+            f"embed {floor['embed_ms']:.0f} + insert {floor['arrow_insert_ms']:.0f} + index "
+            f"{floor['vectors_and_bm25_ms']:.0f} + scoring {floor['raw_scoring_ms']:.0f}"
+            + (f" + Ray calls {floor['ray_calls_ms']:.0f}" if floor["ray_calls_ms"] else "")
+        )
+        load = f"{line['machine']['load_avg'][0]:.1f}"  # (the 1-minute load average at the end)
+        for style in ("batches", "coroutines"):
+            got = line[style]
+            rows.append(
+                f"| {p['agents']:,} agents, {p['mode']} | {style} | {got['tick_p50_ms'] / 1000:.2f} s "
+                f"| {got['ops_per_s']:,} | {floor['tick_ms']:.0f} ms ({parts}) "
+                f"| {got['tick_p50_ms'] / floor['tick_ms']:.1f}× | {got['growth']:.2f} "
+                f"| {got['recall_hit_rate']:.0%} | {load} | {line['git_sha']} |"
+            )
+    return "\n".join(rows)
+
+
+def rendered() -> str:
+    import json
+
+    root = Path(__file__).resolve().parent.parent
+    return render([json.loads((root / r).read_text()) for r in RESULTS if (root / r).exists()])
+
+
+PAGES = ("docs/performance.md", "docs/batching.md")
+
+
+def write_docs() -> None:
+    """Put :func:`rendered` between the markers of each of :data:`PAGES`."""
+    root = Path(__file__).resolve().parent.parent
+    for page in PAGES:
+        path = root / page
+        text = path.read_text(encoding="utf-8")
+        start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
+        path.write_text(text[:start] + "\n" + rendered() + "\n" + text[end:], encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--agents", type=int, default=1000)
@@ -205,7 +259,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--address", default=None)
     ap.add_argument("--dir", default=None)
     ap.add_argument("--out", default=None, help="also write the JSON line here")
+    ap.add_argument("--render", action="store_true", help="write the recorded runs' table into the docs, and stop")
     args = ap.parse_args(argv)
+    if args.render:
+        write_docs()
+        return {}
     results = in_data_dir(args, "memray-user-tick-", lambda root: asyncio.run(run(args, root)))
     line = emit("user_tick", {"agents": args.agents, "ticks": args.ticks, "mode": args.mode}, results)
     if args.out:

@@ -180,3 +180,13 @@ def test_every_cli_command_is_documented() -> None:
     commands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
     for name in commands:
         assert f"memray {name}" in text, f"`memray {name}` is not in docs/cli.md"
+
+
+@pytest.mark.parametrize("page", ["performance.md", "batching.md"])
+def test_the_tick_table_is_the_recorded_runs(page: str) -> None:
+    """The table of recorded user_tick runs is rendered from benchmarks/results (one source)."""
+    from benchmarks.user_tick import BEGIN, END, rendered
+
+    text = (DOCS / page).read_text(encoding="utf-8")
+    block = text[text.index(BEGIN) + len(BEGIN) : text.index(END)].strip()
+    assert block == rendered(), "run: python -m benchmarks.user_tick --render"
