@@ -190,3 +190,13 @@ def test_the_tick_table_is_the_recorded_runs(page: str) -> None:
     text = (DOCS / page).read_text(encoding="utf-8")
     block = text[text.index(BEGIN) + len(BEGIN) : text.index(END)].strip()
     assert block == rendered(), "run: python -m benchmarks.user_tick --render"
+
+
+def test_the_soak_table_is_the_recorded_runs() -> None:
+    """docs/reliability.md's chaos-soak table is rendered from benchmarks/results (one source)."""
+    from benchmarks.soak_table import BEGIN, END, PAGE, render
+
+    text = PAGE.read_text(encoding="utf-8")
+    assert text[text.index(BEGIN) + len(BEGIN) : text.index(END)].strip() == render(), (
+        "run: python -m benchmarks.soak_table"
+    )
