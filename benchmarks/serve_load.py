@@ -150,7 +150,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             seed(mem, args)
             most = max(int(c) for c in str(args.clients).split(","))
             keys = [mem.keys.create(APP, label=f"serve_load-{c}")[0] for c in range(most)]
-            base = deploy(ServerSettings(config=config, replicas=args.replicas), "127.0.0.1", free_port())
+            base = deploy(
+                ServerSettings(config=config, replicas=args.replicas, floor_route=True), "127.0.0.1", free_port()
+            )
             try:
                 return asyncio.run(measure_http(base, keys, args))
             finally:

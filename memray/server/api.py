@@ -61,7 +61,7 @@ def build_app(mem: Memory, keys: KeyCache | None, settings: ServerSettings) -> A
         description="Conversation and long-term memory for AI agents: REST under /v1, MCP at /mcp.",
         lifespan=lifespan,
     )
-    app.include_router(build_router(mem, keys, settings.replicas))
+    app.include_router(build_router(mem, keys, settings.replicas, settings.floor_route))
     _install_errors(app)
 
     @app.get("/healthz", tags=["server"])

@@ -37,7 +37,6 @@ __all__ = [
     "BatchAdded",
     "BatchSearchOut",
     "KeyOut",
-    "Problem",
 ]
 
 #: ``buffered``: answered once the host holds the messages with their seqs (durable within the
@@ -157,18 +156,3 @@ class KeyOut(BaseModel):
     @classmethod
     def of(cls, record: KeyRecord) -> KeyOut:
         return cls(**{k: v for k, v in record._asdict().items() if k != "digest"})
-
-
-class Problem(BaseModel):
-    """An error, as RFC 9457 problem details; ``error`` names the memray error, ``field`` the
-    field at fault (for a validation error)."""
-
-    type: str = "about:blank"
-    title: str
-    status: int
-    detail: str
-    error: str
-    field: str | None = None
-    cap: float | None = Field(None, description="the cap a value went past (a 413 or a 422 on a bound)")
-    value: Any = Field(None, description="the value past the cap (a length, for a text or a list)")
-    refused: list[int] | None = Field(None, description="a 429 on a batch: the items not written (the rest were)")

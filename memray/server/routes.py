@@ -28,8 +28,9 @@ __all__ = ["build_router", "NOOP_PATH"]
 NOOP_PATH = "/v1/apps/{app}/noop"
 
 
-def build_router(mem: Memory, keys: KeyCache | None, replicas: int) -> APIRouter:
-    """The ``/v1`` routes over ``mem``, one per operation; ``keys`` None: no auth (``--no-auth``)."""
+def build_router(mem: Memory, keys: KeyCache | None, replicas: int, floor: bool = False) -> APIRouter:
+    """The ``/v1`` routes over ``mem``, one per operation; ``keys`` None: no auth (``--no-auth``);
+    ``floor``: also :data:`NOOP_PATH` (``ServerSettings.floor_route``, for the load benchmark)."""
     router = APIRouter()
     for op in OPERATIONS:
         router.add_api_route(
@@ -43,12 +44,14 @@ def build_router(mem: Memory, keys: KeyCache | None, replicas: int) -> APIRouter
             openapi_extra={"x-memray-write": True} if op.write else None,
         )
 
-    @router.post(NOOP_PATH, tags=["server"])
-    async def noop(request: Request, app: str, body: dict[str, Any]) -> dict[str, Any]:
-        """Checks the key and parses the body like every route, then does nothing: the floor of
-        ``benchmarks/serve_load.py`` (the same Serve app, the same payloads)."""
-        authorize(keys, request.headers, app, None, write=False)
-        return {}
+    if floor:
+
+        @router.post(NOOP_PATH, tags=["server"])
+        async def noop(request: Request, app: str, body: dict[str, Any]) -> dict[str, Any]:
+            """Checks the key and parses the body like every route, then does nothing: the floor
+            of ``benchmarks/serve_load.py`` (the same Serve app, the same payloads)."""
+            authorize(keys, request.headers, app, None, write=False)
+            return {}
 
     return router
 

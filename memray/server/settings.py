@@ -39,4 +39,7 @@ class ServerSettings:
     #: Requests waiting for a replica (Serve's ``max_queued_requests``): past it, Serve answers 503.
     max_queued_requests: int = 1024
     otlp_endpoint: str | None = None
+    #: Serve ``POST /v1/apps/{app}/noop`` (checks the key, parses the body, does nothing): the
+    #: floor ``benchmarks/serve_load.py`` measures against. Off in ``memray serve``.
+    floor_route: bool = False
     mcp_app: str = "default"  # the app MCP tools act on when auth is off (a key names its own)

@@ -112,7 +112,7 @@ def test_every_route_is_covered(served: Served, routes: list[Route]) -> None:
     from memray.server.edge import PUBLIC_PATHS
     from memray.server.settings import ServerSettings
 
-    app: Any = build_app(served.mem, None, ServerSettings(config=served.mem.config))
+    app: Any = build_app(served.mem, None, ServerSettings(config=served.mem.config, floor_route=True))
     while not hasattr(app, "routes"):  # through the layers in front of the FastAPI app
         app = app.app
     paths = {getattr(r, "path", None) for r in app.routes}

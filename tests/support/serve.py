@@ -58,7 +58,9 @@ def served(ray_session: None, tmp_path_factory: pytest.TempPathFactory) -> Itera
         key, record = mem.keys.create(app, user, read_only, label=name)
         server.keys[name], server.key_ids[name] = key, record.key_id
     mem.keys.revoke(server.key_ids["revoked"])
-    server.url = deploy(ServerSettings(config=config, max_body_bytes=256 * 1024), "127.0.0.1", free_port())
+    server.url = deploy(
+        ServerSettings(config=config, max_body_bytes=256 * 1024, floor_route=True), "127.0.0.1", free_port()
+    )
     try:
         yield server
     finally:
