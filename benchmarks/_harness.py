@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 from memray.rpc.client import Client
@@ -46,6 +47,9 @@ __all__ = [
     "sentence",
     "plot_bars",
     "plot_lines",
+    "markers",
+    "block",
+    "write_block",
 ]
 
 _T0 = time.perf_counter()
@@ -416,6 +420,23 @@ def plot_lines(
         ax.plot(xs[: len(ys)], ys, marker="o", label=name)
     ax.set_xlabel(xlabel)
     _finish(plt, fig, ax, path, title, ylabel, log_y)
+
+
+def markers(name: str, command: str) -> tuple[str, str]:
+    """The comments around a docs block rendered from recorded results (``command`` writes it)."""
+    return f"<!-- {name}: begin ({command}) -->", f"<!-- {name}: end -->"
+
+
+def block(text: str, begin: str, end: str) -> str:
+    """What a page holds between ``begin`` and ``end``."""
+    return text[text.index(begin) + len(begin) : text.index(end)].strip()
+
+
+def write_block(page: Path, begin: str, end: str, body: str) -> None:
+    """Put ``body`` between ``begin`` and ``end`` on ``page`` (the rest of the page kept)."""
+    text = page.read_text(encoding="utf-8")
+    start, stop = text.index(begin) + len(begin), text.index(end)
+    page.write_text(text[:start] + "\n" + body + "\n" + text[stop:], encoding="utf-8")
 
 
 def free_port() -> int:

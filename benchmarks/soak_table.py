@@ -14,9 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks._harness import markers, write_block
+
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "reliability.md"
-BEGIN, END = "<!-- soak: begin (python -m benchmarks.soak_table) -->", "<!-- soak: end -->"
+BEGIN, END = markers("soak", "python -m benchmarks.soak_table")
 
 #: (column heading, results file) of each recorded run, newest first.
 RUNS = (
@@ -168,9 +170,7 @@ def render() -> str:
 
 
 def write_page() -> None:
-    text = PAGE.read_text(encoding="utf-8")
-    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-    PAGE.write_text(text[:start] + "\n" + render() + "\n" + text[end:], encoding="utf-8")
+    write_block(PAGE, BEGIN, END, render())
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 import memray
-from benchmarks._harness import emit, in_data_dir, log, pct_ms, ratio, raw_arrow_insert, sinks
+from benchmarks._harness import emit, in_data_dir, log, markers, pct_ms, ratio, raw_arrow_insert, sinks, write_block
 from benchmarks._raw import RawBm25, RawExact
 from memray.ids import ConversationKey
 from memray.models import Message
@@ -201,7 +201,7 @@ async def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
 
 #: The recorded runs, in the order the docs show them.
 RESULTS = ("benchmarks/results/user_tick_inprocess.json", "benchmarks/results/user_tick_ray.json")
-BEGIN, END = "<!-- user_tick: begin (python -m benchmarks.user_tick --render) -->", "<!-- user_tick: end -->"
+BEGIN, END = markers("user_tick", "python -m benchmarks.user_tick --render")
 
 
 def render(lines: list[dict[str, Any]]) -> str:
@@ -245,10 +245,7 @@ def write_docs() -> None:
     """Put :func:`rendered` between the markers of each of :data:`PAGES`."""
     root = Path(__file__).resolve().parent.parent
     for page in PAGES:
-        path = root / page
-        text = path.read_text(encoding="utf-8")
-        start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-        path.write_text(text[:start] + "\n" + rendered() + "\n" + text[end:], encoding="utf-8")
+        write_block(root / page, BEGIN, END, rendered())
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

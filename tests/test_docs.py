@@ -182,21 +182,22 @@ def test_every_cli_command_is_documented() -> None:
         assert f"memray {name}" in text, f"`memray {name}` is not in docs/cli.md"
 
 
-@pytest.mark.parametrize("page", ["performance.md", "batching.md"])
-def test_the_tick_table_is_the_recorded_runs(page: str) -> None:
-    """The table of recorded user_tick runs is rendered from benchmarks/results (one source)."""
-    from benchmarks.user_tick import BEGIN, END, rendered
+RENDERED = [  # (module, page, the function that renders the block)
+    ("benchmarks.user_tick", "performance.md", "rendered"),
+    ("benchmarks.user_tick", "batching.md", "rendered"),
+    ("benchmarks.soak_table", "reliability.md", "render"),
+    ("benchmarks.serve_load", "server.md", "render"),
+]
 
+
+@pytest.mark.parametrize(("module", "page", "fn"), RENDERED, ids=[f"{m}:{p}" for m, p, _ in RENDERED])
+def test_a_table_of_recorded_results_is_rendered_from_them(module: str, page: str, fn: str) -> None:
+    """A page's figures come from benchmarks/results (one source): the block between a
+    renderer's markers is what the renderer makes of the recorded JSON lines."""
+    import importlib
+
+    from benchmarks._harness import block
+
+    mod = importlib.import_module(module)
     text = (DOCS / page).read_text(encoding="utf-8")
-    block = text[text.index(BEGIN) + len(BEGIN) : text.index(END)].strip()
-    assert block == rendered(), "run: python -m benchmarks.user_tick --render"
-
-
-def test_the_soak_table_is_the_recorded_runs() -> None:
-    """docs/reliability.md's chaos-soak table is rendered from benchmarks/results (one source)."""
-    from benchmarks.soak_table import BEGIN, END, PAGE, render
-
-    text = PAGE.read_text(encoding="utf-8")
-    assert text[text.index(BEGIN) + len(BEGIN) : text.index(END)].strip() == render(), (
-        "run: python -m benchmarks.soak_table"
-    )
+    assert block(text, mod.BEGIN, mod.END) == getattr(mod, fn)(), f"run the command in the markers of docs/{page}"
