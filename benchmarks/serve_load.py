@@ -201,6 +201,14 @@ def render() -> str:
             f"| {s['requests_per_s']:.1f} / {fs['requests_per_s']:.1f} | {a['p50_ms']:.1f} / {a['p99_ms']:.1f} ms "
             f"| {a['requests_per_s']:.1f} / {fa['requests_per_s']:.1f} |"
         )
+    one, most = line["clients"][min(line["clients"], key=int)], line["clients"][max(line["clients"], key=int)]
+    tails = ", ".join(f"{n}: {c['search_p99_to_p50']:.1f}×" for n, c in line["clients"].items())
+    rows += [
+        "",
+        f"Targets: search p50 ≤ 1.5× the floor at one client ({one['search_p50_to_floor']:.2f}×); search "
+        f"throughput ≥ 0.7× the floor's at the most clients ({most['search_throughput_to_floor']:.2f}×); "
+        f"search p99 ≤ 3× its p50 (by clients: {tails}).",
+    ]
     return "\n".join(rows)
 
 
