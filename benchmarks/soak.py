@@ -646,6 +646,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 import ray
 
                 ray.shutdown()
+    record.reported |= traffic.reported  # losses named to REST callers, in their problem answers
     cold = memray.open(config=config(path, "inprocess"))
     try:
         checked = cold_check(cold, record.acks, record.reported, record.deleted, record.unsure)

@@ -103,6 +103,7 @@ class Traffic:
     ryw: Counter[str] = field(default_factory=Counter)
     events: dict[str, Any] = field(default_factory=dict)
     error_samples: list[tuple[float, str, str, str]] = field(default_factory=list)
+    reported: set[tuple[str, str, str, str]] = field(default_factory=set)  # losses a problem answer named
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def now(self) -> float:
@@ -120,6 +121,10 @@ class Traffic:
         except httpx.HTTPError as exc:  # a replica gone mid-request, a timeout: what the client saw
             status, answer, said = type(exc).__name__, None, str(exc)
         self.answered(what, sent, status, said)
+        owner = _app_user(path)
+        if isinstance(answer, dict) and answer.get("dead_letters") and owner is not None:
+            with self.lock:
+                self.reported.update((*owner, d["conversation_id"], d["id"]) for d in answer["dead_letters"])
         return status, answer
 
     def answered(self, what: str, sent: float, status: str, said: str) -> None:
@@ -128,6 +133,12 @@ class Traffic:
             self.calls.append((what, sent, self.now() - sent, status))
             if not status.startswith("2") and what not in REFUSALS_EXPECTED and len(self.error_samples) < 40:
                 self.error_samples.append((round(sent, 2), what, status, said[:300]))
+
+
+def _app_user(path: str) -> tuple[str, str] | None:
+    """The app and user of a ``/v1/apps/{app}/users/{user}/...`` path (None: another path)."""
+    parts = path.split("/")
+    return (parts[3], parts[5]) if len(parts) > 5 and parts[1:3] == ["v1", "apps"] and parts[4] == "users" else None
 
 
 def _json(r: httpx.Response) -> Any:

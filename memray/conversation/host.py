@@ -300,14 +300,16 @@ class ConversationHost:
     async def delete_messages(self, key: ConversationKey, ids: list[str], timeout_s: float = 60.0) -> dict[str, int]:
         """Delete some messages of a conversation (:meth:`MessageRemoval.delete`). They leave the
         ledger too: a restart must not record a deleted message as lost."""
-        done = await self._removal.delete(await self._get(key), ids, timeout_s)
+        conv = await self._get(key)  # (first: a restarted host builds its removal when it starts)
+        done = await self._removal.delete(conv, ids, timeout_s)
         self._writes.compact_ledger()
         return done
 
     async def clear(self, key: ConversationKey, timeout_s: float = 60.0) -> dict[str, int]:
         """Delete every message the conversation has acknowledged so far (:meth:`MessageRemoval.clear`),
         from the ledger too."""
-        done = await self._removal.clear(await self._get(key), timeout_s)
+        conv = await self._get(key)  # (first: a restarted host builds its removal when it starts)
+        done = await self._removal.clear(conv, timeout_s)
         self._writes.compact_ledger()
         return done
 

@@ -5,6 +5,7 @@
 ``NotFoundError``           404
 ``ConflictError``           409    a stale ``expected_version``: re-read, retry
 ``Backpressure``            429    ``Retry-After``: nothing was written, or (a batch) not the items of ``refused``
+``DeadLetterError``         500    ``dead_letters``: every acknowledged message lost (not a retry signal)
 ``UnavailableError``        503    ``Retry-After``: an actor is down (it is restarted)
 ``StoreError``              503    the store failed or is unreachable
 ``EmbeddingError``          503
@@ -21,6 +22,7 @@ from memray.errors import (
     Backpressure,
     ClosedError,
     ConflictError,
+    DeadLetterError,
     EmbeddingError,
     MemrayError,
     NotFoundError,
@@ -40,6 +42,7 @@ _STATUS: list[tuple[type[MemrayError], int]] = [
     (ConflictError, 409),
     (Backpressure, 429),
     (UnavailableError, 503),
+    (DeadLetterError, 500),  # (a StoreError, but no retry brings the messages back: not 503)
     (StoreError, 503),
     (EmbeddingError, 503),
     (ClosedError, 503),
@@ -78,6 +81,10 @@ def of_error(exc: MemrayError) -> tuple[int, dict[str, Any], dict[str, str]]:
     body, headers = problem(status, type(exc).__name__, str(exc), field)
     if isinstance(exc, Backpressure) and exc.refused:
         body["refused"] = exc.refused  # a batch: these items were not written, the others were
+    if isinstance(exc, DeadLetterError):  # each one, not the first three of the detail
+        body["dead_letters"] = [
+            {"conversation_id": c, "id": i, "seq": s, "kind": k, "error": e} for _a, _u, c, i, s, k, e in exc.letters
+        ]
     return status, body, headers
 
 

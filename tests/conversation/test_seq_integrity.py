@@ -136,3 +136,24 @@ def test_a_durable_add_returns_the_seq_the_store_keeps(mem: memray.Memory) -> No
     assert conv.add(first, durable=True) == list(range(1, 11))
     assert conv.add(first[0], durable=True) == [1]
     assert stored(mem, conv)[first[0].id] == 1
+
+
+@pytest.mark.parametrize("first_call", ["delete", "clear"])
+def test_a_restarted_host_answers_a_delete_or_clear_as_its_first_call(mem: memray.Memory, first_call: str) -> None:
+    """A host Ray restarted starts itself on its first call, whatever that call is; a delete as
+    the first call raised AttributeError (the chaos soak found it: the call read the removal
+    machinery before the start that builds it)."""
+    conv = mem.conversation(user_id="u", conversation_id="c")
+    ids = [m.id for m in [msg("keep"), msg("drop")]]
+    conv.add([Message(id=i, role="user", parts=[TextPart(text=i)]) for i in ids], durable=True)
+    dep = mem._deployment
+    fresh = ConversationHost(0, mem.config, dep.stores, dep.shards)  # restarted: not started yet
+    try:
+        if first_call == "delete":
+            done = mem._run(fresh.delete_messages(conv.key, [ids[1]]))
+            assert done["messages"] == 1 and set(stored(mem, conv)) == {ids[0]}
+        else:
+            mem._run(fresh.clear(conv.key))
+            assert stored(mem, conv) == {}
+    finally:
+        mem._run(fresh.close())

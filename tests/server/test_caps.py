@@ -87,3 +87,18 @@ def test_a_batch_refused_in_part_says_which_items_were_not_written() -> None:
     status, body, headers = of_error(Backpressure(host=1, pending=10, bound=10, refused=[1, 3]))
     assert status == 429 and body["refused"] == [1, 3] and headers["Retry-After"] == "1"
     assert "2 batch items were not written" in body["detail"]
+
+
+def test_messages_lost_earlier_are_each_named_in_a_problem_that_does_not_ask_for_a_retry() -> None:
+    """A durable add that reports losses (buffered messages of the conversation lost in a host
+    kill) answers 500 listing every one: a 503 asked for a retry that brings nothing back, and
+    its detail named only the first three (the chaos soak counted REST losses as unnamed)."""
+    from memray.errors import DeadLetterError
+
+    letters = [("a", "u", "main", f"m{i}", 10 + i, "lost", "host 0 stopped") for i in range(5)]
+    status, body, headers = of_error(DeadLetterError(letters))
+    assert status == 500 and "Retry-After" not in headers and body["error"] == "DeadLetterError"
+    assert [(d["id"], d["seq"], d["kind"]) for d in body["dead_letters"]] == [
+        (f"m{i}", 10 + i, "lost") for i in range(5)
+    ]
+    assert {d["conversation_id"] for d in body["dead_letters"]} == {"main"}
