@@ -634,6 +634,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         log(f"soak: {len(record.kills)} kills, {len(record.acks)} acks; final flush and close")
         flushes = final_flush(mem, record)
         indexed = mem.wait_indexed(180)
+        record.reported |= traffic.reported  # losses named to REST callers, in their problem answers
         figures = run_figures(record, args)
         served = traffic_figures(traffic, record.kills, args.baseline_s)
     finally:
@@ -646,7 +647,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 import ray
 
                 ray.shutdown()
-    record.reported |= traffic.reported  # losses named to REST callers, in their problem answers
     cold = memray.open(config=config(path, "inprocess"))
     try:
         checked = cold_check(cold, record.acks, record.reported, record.deleted, record.unsure)

@@ -74,11 +74,15 @@ def _channels(r: Run) -> str:
     by = r.get("by_channel")
     if not by:
         return "—"
-    return "; ".join(f"{ch} {_n(c['acked'])} / {_n(c['stored'])}" for ch, c in by.items())
+    names = {"all_but_mcp": "facade and REST", "rest": "of which REST", "mcp": "MCP"}
+    return "; ".join(
+        f"{names.get(ch, ch)} {_n(c.get('acked', c.get('mcp_acked')))} / {_n(c.get('stored', c.get('mcp_stored')))}"
+        for ch, c in by.items()
+    )
 
 
 def _rest_erasure(r: Run) -> str:
-    e = r.get("server", {}).get("rest_erasure")
+    e = r.get("rest_erasure") or r.get("server", {}).get("rest_erasure")
     if not e:
         return "—"
     return f"{'yes' if e.get('verified_clean') else 'NO'}, {len(e.get('files_holding_id', []))}"
