@@ -12,23 +12,35 @@ import pytest
 from benchmarks._harness import sentence
 from benchmarks._raw import RawBm25, RawExact, RawHnsw
 from benchmarks.search_micro import main
+from memray.ids import Namespace
+from memray.index.base import IndexItem
 from memray.index.exact import ExactIndex
-from memray.index.lexical import LexicalIndex
+from memray.index.lexical import bm25_idf
+from memray.index.scorer import Search, score
+from memray.index.search import Query
+from memray.index.space import Space
 from memray.text import index_terms
 
 
 def test_raw_floors_rank_like_memrays_indexes() -> None:
     rng = random.Random(1)
     texts = [sentence(rng, 10) for _ in range(300)]
-    lexical = LexicalIndex()
+    space = Space(Namespace("app", "user", "mem", "notes"), 0, 4)  # a shard's namespace
     for i, text in enumerate(texts):
-        lexical.add(str(i), text)
+        space.upsert([(IndexItem(space.namespace, str(i), None, text, 0.0), None)], 4)
     raw = RawBm25(texts)
     for q in texts[:20]:  # the same scores in the same order (ties may pick other documents)
         query = " ".join(q.split()[:4])
-        memray_top = [score for _, score in lexical.search(query, 10)]
-        every = lexical.scores(list(dict.fromkeys(index_terms(query))))
-        assert [every[str(i)] for i in raw.topk(query, 10).tolist()] == pytest.approx(memray_top)
+        (found,) = score([Search(Query(query, None, 10, "lexical"), [space])], 0.0)  # as a shard searches
+        terms = list(dict.fromkeys(index_terms(query)))
+        stats = space.lexical.stats(terms)
+        ideal = sum(bm25_idf(stats.docs, stats.df.get(t, 0)) for t in terms)  # memray's L = min(1, bm25 / ideal)
+        bm25 = np.zeros(raw.n)
+        for t in terms:
+            if t in raw.postings:
+                np.add.at(bm25, *raw.postings[t])
+        floor_top = [min(1.0, bm25[d] / ideal) for d in raw.topk(query, 10).tolist()]
+        assert [h.score for h in found.hits] == pytest.approx(floor_top)
     vecs = np.random.default_rng(1).standard_normal((300, 16)).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
     exact = ExactIndex(16)
