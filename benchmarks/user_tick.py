@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import sys
 import time
@@ -51,7 +52,8 @@ from memray.ids import ConversationKey
 from memray.models import Message
 from memray.store.rows import message_to_row
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "examples"))
 import tick as example  # noqa: E402  (examples/tick.py: the functions timed here)
 
 FIRST, LAST = 3, 8  # growth: tick LAST over tick FIRST
@@ -232,10 +234,7 @@ def render(lines: list[dict[str, Any]]) -> str:
 
 
 def rendered() -> str:
-    import json
-
-    root = Path(__file__).resolve().parent.parent
-    return render([json.loads((root / r).read_text()) for r in RESULTS if (root / r).exists()])
+    return render([json.loads((ROOT / r).read_text()) for r in RESULTS if (ROOT / r).exists()])
 
 
 PAGES = ("docs/performance.md", "docs/batching.md")
@@ -243,9 +242,8 @@ PAGES = ("docs/performance.md", "docs/batching.md")
 
 def write_docs() -> None:
     """Put :func:`rendered` between the markers of each of :data:`PAGES`."""
-    root = Path(__file__).resolve().parent.parent
     for page in PAGES:
-        write_block(root / page, BEGIN, END, rendered())
+        write_block(ROOT / page, BEGIN, END, rendered())
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -264,8 +262,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     results = in_data_dir(args, "memray-user-tick-", lambda root: asyncio.run(run(args, root)))
     line = emit("user_tick", {"agents": args.agents, "ticks": args.ticks, "mode": args.mode}, results)
     if args.out:
-        import json
-
         Path(args.out).write_text(json.dumps(line) + "\n")
     return line
 

@@ -47,7 +47,8 @@ def reply(agent: int, tick: int) -> str:
 
 def recalled_fact(ctx: memray.Context, agent: int) -> bool:
     pet = PETS[agent % len(PETS)]
-    return any(pet in m.text for m in ctx.messages if m.id in set(ctx.recalled_ids))
+    recalled = set(ctx.recalled_ids)
+    return any(pet in m.text for m in ctx.messages if m.id in recalled)
 
 
 async def tick_batches(mem: memray.Memory, agents: Sequence[memray.ConversationHandle], tick: int) -> int:

@@ -18,7 +18,6 @@ index is promoted to HNSW or demoted to exact, is the shard's (:mod:`memray.inde
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -30,7 +29,7 @@ from memray.index.exact import ExactIndex
 from memray.index.hnsw import HnswIndex
 from memray.index.lexical import LexicalIndex
 from memray.store.base import IndexRow
-from memray.text import index_terms
+from memray.text import term_counts
 
 __all__ = ["Space"]
 
@@ -198,7 +197,7 @@ class Space:
             return False
         if vector and label not in self.vectors:
             return False
-        return self.lexical.terms(row.doc_id) == dict(Counter(index_terms(row.text)))
+        return self.lexical.terms(row.doc_id) == term_counts(row.text)
 
     def adjacent(self) -> tuple[np.ndarray, np.ndarray]:
         """By label: the label of the message at seq - 1 and at seq + 1 (-1: none, and always
