@@ -73,23 +73,17 @@ def test_a_request_is_one_trace_across_replica_hosts_shards_and_store(
             assert http.post(base + "/messages", json={"messages": [{"role": "user", "content": "tea in Lisbon"}]})
             assert http.post(base + "/context", json={"query": "tea"}).status_code == 200
             assert http.post(base + "/search", json={"query": "tea"}).status_code == 200
-        wanted = {
-            "POST /v1/apps/{app}/users/{user_id}/conversations/{conversation_id}/context",
-            "host context",
-            "store",
-        }
+        # a span of each part: the replica's server span, a host actor's, a shard actor's, the store's
+        wanted = ["POST /v1/", "host ", "shard ", "store "]
         deadline = time.monotonic() + 90
         names: set[str] = set()
         while time.monotonic() < deadline:  # spans arrive in batches (every few seconds per process)
             names = {name for tid, name in receiver.spans if tid == trace_id}
-            seen = {w for w in wanted if any(n.startswith(w) for n in names)}
-            if seen == wanted and any(n.startswith("shard ") for n in names):
+            if all(any(n.startswith(w) for n in names) for w in wanted):
                 break
             time.sleep(0.2)
-        assert any(n.startswith("POST /v1/") for n in names), names  # the replica's server span
-        assert any(n.startswith("host ") and " " in n for n in names), names  # a host actor's span
-        assert any(n.startswith("shard ") for n in names), names  # a shard actor's span
-        assert any(n.startswith("store ") for n in names), names  # the store actor's span
+        for w in wanted:
+            assert any(n.startswith(w) for n in names), (w, names)
         assert {tid for tid, _ in receiver.spans} == {trace_id}  # nothing outside the caller's trace
     finally:
         serve.delete("memray-traced")
