@@ -75,14 +75,18 @@ class _Missing:
 MISSING: Any = _Missing()
 
 
+#: The most characters of a bad value an error message shows (a path, a long text).
+SHOWN_CHARS = 240
+
+
 class ValidationError(MemrayError, ValueError):
     """Bad input. ``field`` and ``value`` say what was wrong (``value`` is :data:`MISSING` when
     it was not given), ``problem`` what is wrong with it, ``hint`` what to do; nothing was written."""
 
     def __init__(self, field: str, value: Any, problem: str, hint: str = "") -> None:
         shown = repr(value)
-        if len(shown) > 80:
-            shown = shown[:77] + "..."
+        if len(shown) > SHOWN_CHARS:  # a long value shows its two ends: a path keeps its file name
+            shown = shown[: SHOWN_CHARS - 80] + "..." + shown[-77:]
         message = f"invalid {field}={shown}: {problem}"
         if hint:
             message += f"; {hint}"
