@@ -15,8 +15,9 @@ os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 
 @pytest.fixture(scope="session")
 def ray_session() -> Iterator[None]:
-    """One local Ray for the whole test session: 2 CPUs, as on the CI machine, with the settings
-    memray starts its own local Ray with."""
+    """One local Ray for the whole test session (with ``-n 2``, one per worker process: each
+    starts its own): 2 CPUs, as on the CI machine, with the settings memray starts its own local
+    Ray with."""
     import ray
 
     from memray.runtime.actors import RAY_SYSTEM_CONFIG

