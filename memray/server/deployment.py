@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import signal
 import sys
 import threading
@@ -165,9 +166,13 @@ def serve_forever(settings: ServerSettings, host: str, port: int, log: Any = pri
     """``memray serve``: open, deploy, wait for Ctrl-C or SIGTERM, stop cleanly; exit status.
 
     Start-up overlaps what does not depend on the rest: once Ray is up, Serve's controller and
-    proxy start while the memray's actors do (and the key ring's actor while the replicas do)."""
+    proxy start while the memray's actors do (and the key ring's actor while the replicas do).
+    Serve's own log lines (started, deploying, deleting) stay out of the terminal unless
+    ``--verbose``, as Ray's do."""
     from memray.runtime.actors import ensure_ray, shutdown_ray
 
+    if not settings.config.verbose:
+        logging.getLogger("ray.serve").setLevel(logging.WARNING)
     t0 = time.monotonic()
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -194,8 +199,10 @@ def serve_forever(settings: ServerSettings, host: str, port: int, log: Any = pri
         log("memray serve: stopping", file=sys.stderr, flush=True)
     finally:
         try:
-            serve.delete(APP_NAME)
-            serve.shutdown()  # type: ignore[no-untyped-call]
+            serve.delete(APP_NAME)  # the replicas finish the requests they hold
+            if not started_ray:  # (a Ray this started goes with its Serve below: shutting Serve
+                # down first only makes Ray print that the controller's shutdown task failed)
+                serve.shutdown()  # type: ignore[no-untyped-call]
         finally:
             if mem is not None:
                 mem.close(terminate=started_ray)  # a memray this joined keeps its actors
