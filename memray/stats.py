@@ -85,8 +85,8 @@ def _counts_of_running(path: str, stores: int, hosts: int) -> list[Counts]:
     import memray
 
     with memray.open(path, stores=stores) as mem:  # joins it: its Ray, namespace and shape
-        clients = mem._deployment.stores.clients
-        return list(mem._run(_gather([c.table_counts(hosts) for c in clients])))
+        clients = mem.internals.deployment.stores.clients
+        return list(mem.internals.run(_gather([c.table_counts(hosts) for c in clients])))
 
 
 async def _gather(calls: list[Any]) -> list[Any]:

@@ -31,7 +31,6 @@ from memray.config import EmbedderConfig, MemoryConfig, RunMode
 from memray.conversation.recall import SearchResults
 from memray.conversation.working_memory_spec import WorkingMemorySpec
 from memray.errors import MemrayError, StoreError, ValidationError
-from memray.facade.access import SessionAccess
 from memray.facade.conversation import (
     ContextCall,
     ConversationHandle,
@@ -43,7 +42,7 @@ from memray.facade.conversation import (
 )
 from memray.facade.exit import hold, release
 from memray.facade.keys import KeysHandle
-from memray.facade.runner import blocking
+from memray.facade.runner import Internals, Runner, blocking
 from memray.facade.service import MemoryServiceHandle
 from memray.facade.session import ConversationList, check_path, raise_unpersisted
 from memray.ids import ConversationKey, validate_id, validate_optional_id
@@ -109,12 +108,12 @@ def embedder_kind(kind: str) -> str:
     return kind
 
 
-class Memory(SessionAccess):
+class Memory:
     """One memray: conversations, the long-term service, erasure. Close it (or use ``with``).
     Made by :func:`memray.open`."""
 
     def __init__(self, config: MemoryConfig) -> None:
-        super().__init__()
+        self._runner = Runner()
         self._config = config
         self._started_ray = False  # this driver started a local Ray (so it owns the actors by default)
         self._connected_ray = False  # this driver called ray.init (so it disconnects on close)
@@ -126,6 +125,19 @@ class Memory(SessionAccess):
     def config(self) -> MemoryConfig:
         """The configuration in force (the active model a re-embedding job recorded included)."""
         return self._config if self._runner.closed else self._runner.session.config
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has run (every call then raises :class:`~memray.errors.ClosedError`)."""
+        return self._runner.closed
+
+    @property
+    def internals(self) -> Internals:
+        """The running parts under this memray (the store, the shards, the hosts, recall, the
+        long-term service's core) and the means to run their calls on memray's loop: for jobs,
+        extensions, benchmarks and tests. Not a stable API (docs/internals.md)."""
+        self._runner.check_open()
+        return self._runner
 
     # -- lifecycle ------------------------------------------------------------------------
     def _start(self) -> Memory:
@@ -230,13 +242,13 @@ class Memory(SessionAccess):
     def memory_service(self) -> MemoryServiceHandle:
         """The long-term memory service: entries per app/user/project, search, deletes."""
         self._runner.check_open()
-        return MemoryServiceHandle(self)
+        return MemoryServiceHandle(self._runner)
 
     @property
     def keys(self) -> KeysHandle:
         """The server's API keys (``memray serve``): create, list, revoke."""
         self._runner.check_open()
-        return KeysHandle(self)
+        return KeysHandle(self._runner)
 
     def conversation(
         self, user_id: str, conversation_id: str, app: str = "default", working_memory: WorkingMemorySpec | None = None
@@ -244,7 +256,7 @@ class Memory(SessionAccess):
         """A handle to one conversation (created on first write). Cheap: no call is made.
         ``working_memory`` sets the note's scope and format (default: conversation scope, text)."""
         self._runner.check_open()
-        return ConversationHandle(self, ConversationKey.of(app, user_id, conversation_id), working_memory)
+        return ConversationHandle(self._runner, ConversationKey.of(app, user_id, conversation_id), working_memory)
 
     # -- writes -----------------------------------------------------------------------------
     async def aadd_many(

@@ -32,11 +32,11 @@ The older names (``add_session``, ``*_to_project``, ``*_in_project``, ``delete_e
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memray.errors import ValidationError
 from memray.facade.deprecation import deprecated, deprecated_argument
-from memray.facade.runner import Runner, blocking
+from memray.facade.runner import Internals, blocking
 from memray.ids import validate_project_id
 from memray.models import (
     DeletionProof,
@@ -52,9 +52,6 @@ from memray.service.longterm import MemoryService
 from memray.service.reader import _parse_request
 from memray.sim_time import SimTime, window
 
-if TYPE_CHECKING:  # (a handle is made by the Memory: a type-only import back)
-    from memray.facade.memory import Memory
-
 __all__ = ["EntryScope", "MemoryServiceHandle", "ProjectView", "scope_of"]
 
 
@@ -62,7 +59,7 @@ class EntryScope:
     """Adds, deletes, searches and listings of long-term entries in one scope: the global
     entries (``project_id`` None) or one project's (see the module docstring)."""
 
-    def __init__(self, runner: Runner, project_id: str | None) -> None:
+    def __init__(self, runner: Internals, project_id: str | None) -> None:
         self._runner = runner
         self._project_id = project_id
 
@@ -221,8 +218,8 @@ class MemoryServiceHandle(EntryScope):
     the global scope's calls of :class:`EntryScope`, the reads across scopes, and
     :meth:`for_project`."""
 
-    def __init__(self, memory: Memory) -> None:
-        super().__init__(memory._runner, None)
+    def __init__(self, internals: Internals) -> None:
+        super().__init__(internals, None)
 
     def for_project(self, project_id: str) -> ProjectView:
         """This service bound to project ``project_id``: every call of :class:`EntryScope` acts

@@ -119,14 +119,14 @@ class MemrayStore(BaseStore):
 
     @property
     def _core(self) -> MemoryService:
-        return self._mem._service_core
+        return self._mem.internals.service
 
     # -- the two entry points ---------------------------------------------------------------
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        return self._mem._run(self._batch(list(ops)))
+        return self._mem.internals.run(self._batch(list(ops)))
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        return await self._mem._arun(self._batch(list(ops)))
+        return await self._mem.internals.arun(self._batch(list(ops)))
 
     async def _batch(self, ops: list[Op]) -> list[Result]:
         for op in ops:

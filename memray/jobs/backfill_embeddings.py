@@ -143,7 +143,7 @@ async def _index_items(
 async def _catch_up(mem: Any, embedder: Any, model_id: str, max_rounds: int = 50) -> int:
     """Embed what has no vector of ``model_id`` yet (writes since the export) and index it: into
     the staged indexes before the cutover, the active ones after. Returns the rows embedded."""
-    store, total = mem._deployment.stores, 0
+    store, total = mem.internals.deployment.stores, 0
     for _ in range(max_rounds):
         pending = await store.pending_embeddings(model_id, _PAGE)
         if not pending:
@@ -154,7 +154,7 @@ async def _catch_up(mem: Any, embedder: Any, model_id: str, max_rounds: int = 50
         )
         items = await _index_items(store, model_id, pending, vectors)
         if items:
-            await ShardRouter(mem._deployment.shards).upsert(items, model_id)
+            await ShardRouter(mem.internals.deployment.shards).upsert(items, model_id)
         total += len(pending)
         if len(pending) < _PAGE:
             break
@@ -165,7 +165,7 @@ async def _stage(mem: Any, model_id: str, dim: int, stop: Stop) -> int:
     """Load the new model's vectors from the store into a staged index set on every shard that
     is not on the model yet. Returns the vectors staged. On a stop request the staged sets are
     dropped (searches never saw them; a rerun stages again)."""
-    shards, store, total = mem._deployment.shards, mem._deployment.stores, 0
+    shards, store, total = mem.internals.deployment.shards, mem.internals.deployment.stores, 0
     for i, shard in enumerate(shards):
         if not await shard.stage_begin(model_id, dim):
             continue  # this shard already cut over (a resumed run)
@@ -180,7 +180,7 @@ async def _stage(mem: Any, model_id: str, dim: int, stop: Stop) -> int:
 
 
 async def _switch(mem: Any, target: EmbedderConfig, embedder: Any, model_id: str) -> dict[str, int]:
-    dep = mem._deployment
+    dep = mem.internals.deployment
     counts = {"catch_up": await _catch_up(mem, embedder, model_id)}
     await asyncio.gather(*(h.set_embedder(target) for h in dep.hosts))
     log("hosts embed new writes with", model_id)

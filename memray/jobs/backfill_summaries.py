@@ -119,7 +119,7 @@ def run(
                 **pool_args(workers, mem.config.verbose),
                 fn_constructor_kwargs={
                     "summarizer_json": mem.config.summarizer.model_dump_json(),
-                    "store_names": mem._deployment.store_names(),
+                    "store_names": mem.internals.deployment.store_names(),
                     "namespace": mem.config.namespace,
                     "force": force,
                 },

@@ -285,7 +285,7 @@ def bulk_pass(
             progress.save(state)
             fail_point("bulk", batches)
 
-        writers = PartitionWriters(mem._deployment.stores.clients)  # one writer per history partition
+        writers = PartitionWriters(mem.internals.deployment.stores.clients)  # one writer per history partition
         stream = _Stream(ds, table_kind(table), model_id, _Files(sizes, done), meter, stop, checkpoint)
         total += asyncio.run(stream.run(writers))
         meter.tick(force=True)
@@ -333,7 +333,7 @@ def _pipeline(
                 "table": table,
                 "model_id": model_id,
                 "base": base,
-                "store_names": mem._deployment.store_names() if resumed else [],
+                "store_names": mem.internals.deployment.store_names() if resumed else [],
                 "namespace": mem.config.namespace,
                 "threads": plan.threads,
             },

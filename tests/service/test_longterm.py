@@ -26,7 +26,7 @@ def found(mem: memray.Memory, app: str, user: str, query: str, project: str | No
 
 
 def stored_ids(mem: memray.Memory, app: str, user: str) -> set[str]:
-    rows = mem._run(mem._deployment.stores.list_entries(app, user, None, None, True, None))
+    rows = mem.internals.run(mem.internals.deployment.stores.list_entries(app, user, None, None, True, None))
     return {r.id for r in rows}
 
 
