@@ -189,7 +189,7 @@ class MemrayStore(BaseStore):
         before = {r.entry.id: r for r in await self._core.get_entries(self.app, user, ids)}
         gone = [i for op, i in zip(ops, ids) if op.value is None and i in before]
         if gone:
-            await self._core.delete_entries_by_id(self.app, user, gone)
+            await self._core.delete(self.app, user, ids=gone)
         now = datetime.now(UTC).timestamp()
         by_project: dict[str, list[MemoryEntry]] = {}
         for op, entry_id in zip(ops, ids):
@@ -199,7 +199,7 @@ class MemrayStore(BaseStore):
             created = _meta(old)["created_at"] if old is not None else now
             by_project.setdefault(_encode(op.namespace), []).append(self._entry(op, entry_id, created, now))
         for project, entries in by_project.items():
-            await self._core.add_entries(self.app, user, entries, project)
+            await self._core.add(self.app, user, entries, project_id=project)
 
     def _entry(self, op: PutOp, entry_id: str, created: float, updated: float) -> MemoryEntry:
         value = dict(op.value or {})
