@@ -53,6 +53,7 @@ from memray.models import (
     coerce_message,
 )
 from memray.ranking import Scoring, stream_of
+from memray.service.erasure import verify_messages_deleted
 from memray.sim_time import SimTime, window
 
 __all__ = [
@@ -209,8 +210,6 @@ class ConversationHandle:
         check after :meth:`clear` when nothing was added since): the store, the vectors, the
         shard's snapshot files, the host's buffer and queue, the exports. ``.clean`` when none
         remains."""
-        from memray.service.erasure import verify_messages_deleted
-
         wanted = None if ids is None else _message_ids(ids)
         session = self._runner.session
         dep = session.deployment

@@ -30,6 +30,7 @@ from memray.arguments import (
 from memray.config import EmbedderConfig, MemoryConfig, RunMode
 from memray.conversation.recall import SearchResults
 from memray.conversation.working_memory_spec import WorkingMemorySpec
+from memray.embedding.custom import check_custom
 from memray.errors import MemrayError, StoreError, ValidationError
 from memray.facade.conversation import (
     ContextCall,
@@ -58,6 +59,7 @@ from memray.models import (
 from memray.ranking import Scoring, stream_of
 from memray.rpc.batch import Answer
 from memray.runtime.fork import check_fork_path
+from memray.runtime.join import running_memray
 from memray.sim_time import SimTime, window
 from memray.store.deadletter import DeadLetter
 
@@ -88,8 +90,6 @@ def _configured(base: MemoryConfig, path: str | None, mode: RunMode | None, over
     if isinstance(updates.get("embedder"), str):  # a kind: "static", "minilm", "hash", "openai", ...
         updates["embedder"] = {"kind": embedder_kind(updates["embedder"])}
     if "embedder" in updates and not isinstance(updates["embedder"], (EmbedderConfig, dict)):
-        from memray.embedding.custom import check_custom
-
         updates["embedder"] = EmbedderConfig(kind="custom", custom=check_custom(updates["embedder"]))
     if path is not None:
         updates["path"] = path
@@ -153,6 +153,7 @@ class Memory:
 
     def _start_once(self) -> Memory:
         if self.config.mode == "ray":  # here, not on the loop's thread: Ray wants the main thread
+            # imports ray (150 ms), needed only in mode='ray': memray imports without it (tests/test_layers.py)
             from memray.runtime.actors import ensure_ray
 
             # joins the memray running on this path if there is one (its Ray, namespace and shape)
@@ -162,7 +163,7 @@ class Memory:
             self._runner.open(self.config)
         except BaseException:
             if self._connected_ray:  # a local Ray started for nothing stops; a joined one is left
-                from memray.runtime.actors import shutdown_ray
+                from memray.runtime.actors import shutdown_ray  # (ray: only when it was started)
 
                 shutdown_ray()
             raise
@@ -202,7 +203,7 @@ class Memory:
         finally:
             self._config = session.config
             if self._connected_ray:
-                from memray.runtime.actors import shutdown_ray
+                from memray.runtime.actors import shutdown_ray  # (ray: only when it was started)
 
                 shutdown_ray()  # stops a local Ray this driver started; only disconnects from a joined one
         raise_unpersisted(reports)
@@ -483,8 +484,6 @@ def _answers(answers: list[Answer[T]], return_exceptions: bool) -> list[Answer[T
 def _held_by_ray(config: MemoryConfig) -> bool:
     """A ray-mode memray another process runs holds ``config``'s data directory (one that
     cannot be joined does not count)."""
-    from memray.runtime.join import running_memray
-
     try:
         return running_memray(config) is not None
     except StoreError:
@@ -492,6 +491,6 @@ def _held_by_ray(config: MemoryConfig) -> bool:
 
 
 def _ray_is_up() -> bool:
-    from memray.runtime.actors import ray_is_up
+    from memray.runtime.actors import ray_is_up  # (ray: only in mode='ray')
 
     return ray_is_up()

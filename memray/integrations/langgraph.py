@@ -56,11 +56,13 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memray.errors import InvalidIdError, MissingExtraError
+from memray.facade.memory import Memory
 from memray.ids import validate_id
 from memray.models import MemoryEntry, MemoryResult
+from memray.service.longterm import MemoryService
 from memray.text import tokenize
 
 try:
@@ -82,10 +84,6 @@ try:
     )
 except ImportError as exc:  # pragma: no cover - exercised by the missing-extra test in a subprocess
     raise MissingExtraError("langgraph", "langgraph") from exc
-
-if TYPE_CHECKING:
-    from memray.facade.memory import Memory
-    from memray.service.longterm import MemoryService
 
 __all__ = ["MemrayStore"]
 

@@ -32,6 +32,7 @@ import memray
 from memray import tracing
 from memray.config import MemoryConfig
 from memray.facade.memory import Memory
+from memray.runtime.actors import ensure_ray, shutdown_ray
 from memray.server.api import build_app
 from memray.server.auth import KeyCache
 from memray.server.settings import ServerSettings
@@ -166,8 +167,6 @@ def serve_forever(settings: ServerSettings, host: str, port: int, log: Any = pri
 
     Start-up overlaps what does not depend on the rest: once Ray is up, Serve's controller and
     proxy start while the memray's actors do (and the key ring's actor while the replicas do)."""
-    from memray.runtime.actors import ensure_ray, shutdown_ray
-
     t0 = time.monotonic()
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}

@@ -49,24 +49,21 @@ import asyncio
 import logging
 import weakref
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
 
 from memray.arguments import check_query
+from memray.embedding.base import Embedder
 from memray.embedding.pipeline import EmbeddingPipeline, PendingItem
 from memray.embedding.query import QueryEncoder
 from memray.errors import ValidationError
 from memray.ids import entry_namespace, validate_id, validate_optional_id, validate_project_id
 from memray.index.columns import columns_of
+from memray.index.router import ShardRouter
 from memray.models import RetrievalMode
 from memray.service.entries import EntryInput, coerce_entries, entry_matches, entry_payload
 from memray.service.reader import DEFAULT_LIMIT, EntryReader
 from memray.store.partitions import StorePartitions
 from memray.store.rows import EntryRow, entry_to_row
 from memray.text import tokenize
-
-if TYPE_CHECKING:
-    from memray.embedding.base import Embedder
-    from memray.index.router import ShardRouter
 
 __all__ = ["MemoryService", "DEFAULT_LIMIT"]
 
