@@ -77,6 +77,7 @@ class Internals:
 
     @property
     def closed(self) -> bool:
+        """Whether the memray is closed (every member then raises :class:`ClosedError`)."""
         return self._session is None
 
     @property
