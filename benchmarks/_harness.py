@@ -159,9 +159,9 @@ def host_calls(mem: Any, call: Callable[[Any], Awaitable[T]]) -> Awaitable[list[
     await the result (a list, one per host)."""
 
     async def all_hosts() -> list[T]:
-        return list(await asyncio.gather(*(call(h) for h in mem._deployment.hosts)))
+        return list(await asyncio.gather(*(call(h) for h in mem.internals.deployment.hosts)))
 
-    return mem._arun(all_hosts())  # type: ignore[no-any-return]
+    return mem.internals.arun(all_hosts())  # type: ignore[no-any-return]
 
 
 def time_calls(calls: int, fn: Callable[[int], Any]) -> list[float]:

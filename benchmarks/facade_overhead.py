@@ -55,7 +55,8 @@ def main() -> None:
     with memray.open(tempfile.mkdtemp(), mode="inprocess", hosts=1, shards=1) as mem:
         conv = mem.conversation("u", "c")
         conv.add([{"role": "user", "content": f"note {i}"} for i in range(20)])
-        runner, host = mem._runner, mem._host_for(conv.key)
+        runner = mem.internals
+        host = runner.host_for(conv.key)
         results = {
             "hop_us": best_cpu_us(lambda: runner.run(_noop()), args.n, args.repeat),
             "core_durable_seq_us": best_cpu_us(lambda: runner.run(host.last_seq(conv.key)), args.n, args.repeat),

@@ -15,7 +15,7 @@ def stored_against_acked(
     """The store against what was acknowledged (``acked``: (conversation, id) -> (seq, when)):
     stored (of the acknowledged; ``stored_rows``: every row), lost (and whether recorded as dead
     letters), duplicated, at another seq, seqs reused, gaps."""
-    store = mem._deployment.stores
+    store = mem.internals.deployment.stores
     stored: dict[tuple[int, str], int] = {}
     duplicated = gaps = 0
     letters = [d for d in mem.dead_letters(app=app, limit=10_000_000)]
@@ -24,7 +24,7 @@ def stored_against_acked(
         dead_seqs.setdefault(d.conversation_id, set()).add(d.seq)
     by_seq: dict[tuple[int, int], str] = {}
     for c, conv in enumerate(convs):
-        rows = mem._run(store.get_messages(conv.key))
+        rows = mem.internals.run(store.get_messages(conv.key))
         ids = [r.id for r in rows]
         seqs = [r.seq for r in rows]
         duplicated += (len(ids) - len(set(ids))) + (len(seqs) - len(set(seqs)))
@@ -56,16 +56,16 @@ def index_figures(mem: Any, app: str, convs: list[Any], sample: int = 40, seed: 
     """Every stored vector in its shard; a sample of messages findable by vector and lexically."""
     from memray.ids import Namespace
 
-    dep = mem._deployment
+    dep = mem.internals.deployment
     missing = 0
     for i, shard in enumerate(dep.shards):
-        model = mem._run(shard.stats())["model_id"]
+        model = mem.internals.run(shard.stats())["model_id"]
         want = {
             (Namespace(*ns), d)
-            for ns, d, vectored in mem._run(dep.stores.index_refs(i, len(dep.shards), model))
+            for ns, d, vectored in mem.internals.run(dep.stores.index_refs(i, len(dep.shards), model))
             if vectored and ns[0] == app
         }
-        held = {(Namespace(*ns), d) for ns, d in mem._run(shard.vectored_refs())}
+        held = {(Namespace(*ns), d) for ns, d in mem.internals.run(shard.vectored_refs())}
         missing += len(want - held)
     rng = random.Random(seed)
     found_vector = found_lexical = tried = 0

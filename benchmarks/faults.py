@@ -108,11 +108,11 @@ def _pid(mem: Any, client: Any, timeout_s: float = 5.0) -> int:
             return int((await asyncio.wait_for(client.stats(), timeout_s))["pid"])
         return int(await asyncio.wait_for(client.pid(), timeout_s))
 
-    return int(mem._run(once()))
+    return int(mem.internals.run(once()))
 
 
 def _victim(mem: Any, target: str) -> Any:
-    dep = mem._deployment
+    dep = mem.internals.deployment
     return {"host": dep.hosts[0], "store": dep.stores.clients[0], "shard": dep.shards[0]}[target]
 
 
@@ -124,7 +124,7 @@ def kill_and_time(mem: Any, client: Any, timeout_s: float = 120.0) -> dict[str, 
     at = time.monotonic()
     restarted = False  # seen away: the table may still have the killed process ALIVE at first
     while True:
-        where = mem._run(client.ref.placement())
+        where = mem.internals.run(client.ref.placement())
         if where is not None and where.state != "ALIVE":
             restarted = True
         elif restarted:
@@ -286,7 +286,7 @@ def store_restarts(mem: Any, restarts: int = 5, batch: int = 10, timeout_s: floa
     from memray.models import Message, TextPart
 
     conv = mem.conversation(user_id="restarts", conversation_id="c", app="faults-restart")
-    store = mem._deployment.stores.of_key(conv.key)
+    store = mem.internals.deployment.stores.of_key(conv.key)
     acked: dict[str, int] = {}
     spans: list[tuple[float, float]] = []
     errors: Counter[str] = Counter()
@@ -321,7 +321,7 @@ def store_restarts(mem: Any, restarts: int = 5, batch: int = 10, timeout_s: floa
     finally:
         stop.set()
         writer.join(timeout_s)
-    rows = mem._run(mem._deployment.stores.get_messages(conv.key))
+    rows = mem.internals.run(mem.internals.deployment.stores.get_messages(conv.key))
     stored = {r.id: r.seq for r in rows}
     stalls = [add_figures(spans, kill)["stall_s"] for kill in kills]
     log(f"store_restart: {len(kills)} kills, stalls {stalls} s")
@@ -344,7 +344,7 @@ def host_killed_while_store_paused(mem: Any, batch: int = 100, timeout_s: float 
     Every seq the add returns must be the stored one. ``stall_s``: resume → answer."""
     from memray.models import Message, TextPart
 
-    dep = mem._deployment
+    dep = mem.internals.deployment
     conv = mem.conversation(user_id="paused", conversation_id="c", app="faults-paused")
     conv.add({"role": "user", "content": "the one message before the pause"}, durable=True)
     host = dep.hosts[conv.key.route(len(dep.hosts))]
@@ -363,14 +363,16 @@ def host_killed_while_store_paused(mem: Any, batch: int = 100, timeout_s: float 
     try:
         caller = threading.Thread(target=add)
         caller.start()
-        _wait_for(lambda: mem._run(host.stats())["writing"] >= batch, timeout_s, "the batch's commit to be sent")
+        _wait_for(
+            lambda: mem.internals.run(host.stats())["writing"] >= batch, timeout_s, "the batch's commit to be sent"
+        )
         os.kill(host_pid, signal.SIGKILL)
         _wait_for(lambda: not _alive(host_pid), timeout_s, f"host process {host_pid} to die")
     finally:
         os.kill(store_pid, signal.SIGCONT)
     resumed = time.monotonic()
     caller.join(timeout_s)
-    stored = {r.id: r.seq for r in mem._run(dep.stores.get_messages(conv.key))}
+    stored = {r.id: r.seq for r in mem.internals.run(dep.stores.get_messages(conv.key))}
     seqs = dict(zip((m.id for m in msgs), answer.get("seqs", [])))
     log(f"paused store, killed host: {answer.get('error') or f'{len(seqs)} acknowledged'}")
     return {
@@ -476,7 +478,7 @@ def searches_under_fault(
     from memray.ids import user_hash
 
     app = "faults-search"
-    shards = len(mem._deployment.shards)
+    shards = len(mem.internals.deployment.shards)
     users = [u for u in (f"su{i}" for i in range(1000)) if user_hash(app, u) % shards == 0][:conversations]
     convs = [mem.conversation(user_id=u, conversation_id="c", app=app) for u in users]
     for c, conv in enumerate(convs):
@@ -521,7 +523,7 @@ def searches_under_fault(
     for t in threads:
         t.start()
     time.sleep(settle_s)
-    kill.update(kill_and_time(mem, mem._deployment.shards[0]))
+    kill.update(kill_and_time(mem, mem.internals.deployment.shards[0]))
     deadline = time.monotonic() + 120
     while not first_ok_after_kill and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -559,7 +561,7 @@ def reopen_across_modes(mem: Any, path: str, reopen: Callable[[str, str], Any]) 
                 for info in m.list_conversations(user, app=app, limit=100_000):
                     conv = m.conversation(user_id=user, conversation_id=info.conversation_id, app=app)
                     rows[(app, user, info.conversation_id)] = [(x.id, x.seq, x.text) for x in conv.messages()]
-        vectors = sum(m._run(s.stats())["vectors"] for s in m._deployment.shards)
+        vectors = sum(m.internals.run(s.stats())["vectors"] for s in m.internals.deployment.shards)
         return rows, vectors
 
     assert mem.wait_indexed(180)
@@ -608,7 +610,9 @@ def _users(m: Any, app: str) -> list[str]:
     if app == "faults-search":
         from memray.ids import user_hash
 
-        return [u for u in (f"su{i}" for i in range(1000)) if user_hash(app, u) % len(m._deployment.shards) == 0]
+        return [
+            u for u in (f"su{i}" for i in range(1000)) if user_hash(app, u) % len(m.internals.deployment.shards) == 0
+        ]
     if app == "faults-paused":
         return ["paused"]
     if app == "faults-restart":

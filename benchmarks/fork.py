@@ -153,7 +153,7 @@ def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
         log(f"filled {args.conversations} conversations in {time.perf_counter() - t0:.1f} s")
         for r in range(args.repeat):
             mem.flush()
-            mem._run(mem._router.snapshot())
+            mem.internals.run(mem.internals.router.snapshot())
             t = time.perf_counter()
             shutil.copytree(src, os.path.join(root, f"raw-{r}"))
             floors.append(time.perf_counter() - t)

@@ -220,12 +220,12 @@ async def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
         batches = make_batches(keys, args.messages, args.batch, rng, "many")
         log(f"add_many: {args.messages} messages in {len(batches)} calls")
         commits0 = sum(s["commits"] for s in await host_calls(mem, lambda h: h.stats()))
-        busy0 = await mem._deployment.stores.write_stats()
+        busy0 = await mem.internals.deployment.stores.write_stats()
         secs = await pipelined(batches, args.inflight, mem.aadd_many)
         t_ack = time.perf_counter()
         await mem.aflush()
         flushed_s = time.perf_counter() - t_ack
-        store = partition_busy(busy0, await mem._deployment.stores.write_stats(), args.messages)
+        store = partition_busy(busy0, await mem.internals.deployment.stores.write_stats(), args.messages)
         stats = await host_calls(mem, lambda h: h.stats())
         commits = sum(s["commits"] for s in stats) - commits0
         many_lag = await lags(mem, True)

@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         mem.flush()
         mem.wait_indexed()
         qs = [(i % len(convs), " ".join(rng.choice(texts[i % len(convs)]).split()[:3])) for i in range(args.queries)]
-        recall, session = mem._recall, mem._check_open()
+        recall, session = mem.internals.recall, mem.internals.session
         embedder = session.embedder
         uncached = getattr(embedder, "embedder", embedder)
         store = session.deployment._stores[0]  # type: ignore[attr-defined]
@@ -74,20 +74,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     out.append(asyncio.get_running_loop().time() - t0)
                 return out
 
-            return mem._run(go())
+            return mem.internals.run(go())
 
         async def shard_search(i: int) -> None:
             c, q = qs[i]
             encoded = await recall.encoder.encode(q, "hybrid")
             await recall._router.search([conversation_namespace(convs[c].key)], encoded.query(q, 10, None))
 
-        hits = [mem._run(_shard_hits(recall, convs[c].key, q)) for c, q in qs]
+        hits = [mem.internals.run(_shard_hits(recall, convs[c].key, q)) for c, q in qs]
         one = [(convs[c].key, "conversation") for c, _ in qs]
         parts: dict[str, Any] = {
             "search": pct_ms(time_floor(len(qs), lambda i: convs[qs[i][0]].search(qs[i][1]))),
             "context": pct_ms(time_floor(len(qs), lambda i: convs[qs[i][0]].context(qs[i][1]))),
             "loop_search": pct_ms(on_loop(lambda i: recall.search(SearchRead(convs[qs[i][0]].key, qs[i][1], 5)))),
-            "hop": pct_ms(time_floor(len(qs), lambda i: mem._run(noop()))),
+            "hop": pct_ms(time_floor(len(qs), lambda i: mem.internals.run(noop()))),
             "embed_query": pct_ms(time_calls(len(qs), lambda i: uncached.embed([qs[i][1]]))),
             "shard_search": pct_ms(on_loop(shard_search)),
             "hydrate": pct_ms(on_loop(lambda i: recall._hydrate_many([_Found(hits[i], {}, False, None)]))),

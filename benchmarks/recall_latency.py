@@ -114,7 +114,7 @@ async def fill(mem: memray.Memory, corpus: Corpus, batch: int) -> float:
 
 def local_shards(mem: memray.Memory, cfg: memray.MemoryConfig, dim: int, model_id: str) -> list[VectorShard]:
     """The deployment's shards, snapshotted, loaded here: the same index, queried in-process."""
-    mem._run(mem._router.snapshot())
+    mem.internals.run(mem.internals.router.snapshot())
     out = []
     for i in range(cfg.shards):
         shard = VectorShard(i, shard_path(cfg, i), dim, model_id, cfg.index)
@@ -200,8 +200,8 @@ def recall_at_k(
 async def measure_clients(mem: memray.Memory, corpus: Corpus, clients: int, queries: int, k: int) -> dict[str, Any]:
     qs = corpus.queries(max(queries, 4 * clients))
     handles = [mem.conversation(key.user_id, key.conversation_id, key.app) for key in corpus.keys]
-    shards = mem._deployment.shards
-    router = mem._router
+    shards = mem.internals.deployment.shards
+    router = mem.internals.router
 
     def ping(i: int) -> Any:
         key = corpus.keys[qs[i][0]]
@@ -242,7 +242,9 @@ def one_config(args: argparse.Namespace, root: str, n: int, shards: int) -> dict
         log(f"filled in {fill_s:.1f}s; in-process floor")
         local = local_shards(mem, cfg, embedder.dim, embedder.model_id)
         floor_qs = corpus.queries(args.queries)
-        floor = inprocess_floor(local, embedder, corpus, floor_qs, args.k, cfg.index.mode, mem._encoder.calibration)
+        floor = inprocess_floor(
+            local, embedder, corpus, floor_qs, args.k, cfg.index.mode, mem.internals.encoder.calibration
+        )
         del local
         log("raw floors")
         vectors = embedder.embed(corpus.texts)

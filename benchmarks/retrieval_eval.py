@@ -194,9 +194,9 @@ def evaluate(embedder: EmbedderConfig, data: Data, vector_weight: float | None =
             )
             if not mem.wait_indexed(3600):
                 raise RuntimeError("indexing did not finish in an hour")
-            threshold, weight = mem._encoder.calibration
+            threshold, weight = mem.internals.encoder.calibration
             out: dict[str, Any] = {
-                "model_id": mem._embedder.model_id if mem._embedder else None,
+                "model_id": mem.internals.embedder.model_id if mem.internals.embedder else None,
                 "threshold": threshold,
                 "vector_weight": weight,
                 "ingest_s": round(time.perf_counter() - t0, 2),

@@ -168,7 +168,7 @@ async def batched_tick_floor(mem: memray.Memory, agents: int, turn: int, repeat:
     from memray.models.wire import MessageBatch
     from memray.simulation import RECENT
 
-    session = mem._check_open()
+    session = mem.internals.session
     recall, router = session.recall, session.router
     convs = [mem.conversation(user_id=f"agent-{a}", conversation_id="main", app=APP) for a in range(agents)]
     rng = random.Random(11)
@@ -186,7 +186,7 @@ async def batched_tick_floor(mem: memray.Memory, agents: int, turn: int, repeat:
     users = per_host(lambda t: t, "user", f"t{turn}-u")
     replies = per_host(lambda t: f"Noted ({turn}): {t[:60]}", "assistant", f"t{turn}-a")
     reads = [ContextRead(c.key, line, RECENT, 3) for c, line in zip(convs, lines)]
-    encoded = await mem._arun(recall._encode_many([(r.query or "", r.mode) for r in reads]))
+    encoded = await mem.internals.arun(recall._encode_many([(r.query or "", r.mode) for r in reads]))
     searches = [
         recall._request(r.key, r.scope, r.query or "", r.limit + r.semantic_limit, None, e, None, None, True)
         for r, e in zip(reads, encoded)
@@ -199,9 +199,11 @@ async def batched_tick_floor(mem: memray.Memory, agents: int, turn: int, repeat:
         for s, part in router._fanout(search).items():
             by_shard.setdefault(s, []).append(part)
     # the answers memray gives to these calls, and what the raw scoring searches
-    host_answers = await mem._arun(_gather(session.hosts[h].recent_many(part) for h, part in recent.items()))
-    shard_answers = await mem._arun(_gather(router.shards[s].search_many(part) for s, part in by_shard.items()))
-    history = await mem._arun(
+    host_answers = await mem.internals.arun(_gather(session.hosts[h].recent_many(part) for h, part in recent.items()))
+    shard_answers = await mem.internals.arun(
+        _gather(router.shards[s].search_many(part) for s, part in by_shard.items())
+    )
+    history = await mem.internals.arun(
         _gather(session.hosts[h].recent_many([(k, 4 * turn + 8) for k, _ in part]) for h, part in recent.items())
     )
     host_sinks, shard_sinks = sinks(mem.config.mode, hosts), sinks(mem.config.mode, len(router.shards))
@@ -278,10 +280,10 @@ async def coalesced_vs_batch(mem: memray.Memory, agents: int, turn: int, repeat:
 async def resident_bytes(mem: memray.Memory) -> int:
     """The resident memory of every process of this memray on this machine: the driver, the
     hosts, the shards and the stores (each process once; in-process, the driver alone)."""
-    dep = mem._deployment
+    dep = mem.internals.deployment
     pids = {os.getpid()}
     if mem.config.mode == "ray":
-        got = await mem._arun(
+        got = await mem.internals.arun(
             _gather(
                 [
                     *(h.stats() for h in dep.hosts),

@@ -244,7 +244,7 @@ def _probe_for(mem: Any, role: str, index: int) -> Any:
     a user of store partition ``index``."""
     from memray.ids import ConversationKey, user_hash
 
-    dep = mem._deployment
+    dep = mem.internals.deployment
     for u in (f"probe-{role}-{index}-{i}" for i in range(10_000)):
         key = ConversationKey(PROBE_APP, u, "p")
         if (
@@ -259,7 +259,7 @@ def _probe_for(mem: Any, role: str, index: int) -> Any:
 def _victims(mem: Any, served: bool = False) -> list[tuple[str, int, Any]]:
     """Every process the killer may pick: memray's actors, and with ``served`` the key ring's and
     the Serve replicas' (:func:`benchmarks.soak_server.server_victims`)."""
-    dep = mem._deployment
+    dep = mem.internals.deployment
     clients = {"host": dep.hosts, "shard": dep.shards, "store": dep.stores.clients}
     ours = [(role, i, c) for role in ROLES for i, c in enumerate(clients[role])]
     return ours + (server_victims(mem) if served else [])
@@ -376,7 +376,7 @@ def sampler(mem: Any, record: Record, every_s: float, stop: threading.Event, ser
                 if role in SERVER_ROLES:
                     pid = server_pid(client, 2.0)
                 elif isinstance(client, HostClient):
-                    stats = mem._run(asyncio.wait_for(client.stats(), 2.0))
+                    stats = mem.internals.run(asyncio.wait_for(client.stats(), 2.0))
                     pid = int(stats["pid"])
                     sample["pending"] += int(stats["pending"]) + int(stats["writing"])
                 else:
@@ -543,11 +543,11 @@ def run_figures(record: Record, args: argparse.Namespace) -> dict[str, Any]:
 
 def fork_check(fork: Any, before: list[Ack], record: Record) -> dict[str, int]:
     """Every durable ack made before ``fork_to`` was called is in the fork at its seq."""
-    store = fork._deployment.stores
+    store = fork.internals.deployment.stores
     stored: dict[MessageRef, int] = {}
     for app, user, conv in {(a.app, a.user_id, a.conversation_id) for a in before}:
         key = fork.conversation(user_id=user, conversation_id=conv, app=app).key
-        stored.update(((app, user, conv, r.id), r.seq) for r in fork._run(store.get_messages(key)))
+        stored.update(((app, user, conv, r.id), r.seq) for r in fork.internals.run(store.get_messages(key)))
     kept = [a for a in before if a.ref not in record.deleted and a.ref not in record.unsure]
     return {
         "fork_acked": len(kept),

@@ -69,9 +69,9 @@ def cold_check(
         figures["duplicated"] += e["duplicated"]
         figures["seq_mismatch"] += e["seq_mismatch"]
         figures["seq_reused"] += e["seq_reused"]
-        store = mem._deployment.stores
+        store = mem.internals.deployment.stores
         for (_, u, c), conv in zip(keys, convs):
-            for r in mem._run(store.get_messages(conv.key)):
+            for r in mem.internals.run(store.get_messages(conv.key)):
                 stored_seq[(app, u, c, r.id)] = r.seq
     letters = {
         (d.app, d.user_id, d.conversation_id, d.id) for d in mem.dead_letters(limit=10_000_000) if d.kind == "lost"

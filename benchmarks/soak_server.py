@@ -390,7 +390,7 @@ def server_victims(mem: Any) -> list[tuple[str, int, Any]]:
         for n in ray.util.list_named_actors(all_namespaces=True)
         if n["namespace"] == "serve" and n["name"].startswith(f"SERVE_REPLICA::{SERVE_APP}#")
     )
-    ring = mem._deployment.keyring().ref.handle
+    ring = mem.internals.deployment.keyring().ref.handle
     return [("keyring", 0, ring), *(("replica", i, name) for i, name in enumerate(replicas))]
 
 
@@ -432,11 +432,11 @@ def rest_probe(server: Server, record: Any, traffic: Traffic, n: int, at: float,
 # -- the checks and figures -------------------------------------------------------------------
 def mcp_check(mem: Any, acks: list[McpAck]) -> dict[str, int]:
     """On the memray reopened cold: each MCP ack's text is stored, once, at the seq it was given."""
-    store = mem._deployment.stores
+    store = mem.internals.deployment.stores
     stored: dict[tuple[str, str, str], list[Any]] = {}
     for key in {(a.app, a.user_id, a.conversation_id) for a in acks}:
         conv = mem.conversation(user_id=key[1], conversation_id=key[2], app=key[0])
-        stored[key] = list(mem._run(store.get_messages(conv.key)))
+        stored[key] = list(mem.internals.run(store.get_messages(conv.key)))
     figures = Counter(mcp_acked=len(acks), mcp_stored=0, mcp_lost=0, mcp_seq_mismatch=0, mcp_duplicated=0)
     for a in acks:
         rows = [r for r in stored[(a.app, a.user_id, a.conversation_id)] if r.text == a.text]

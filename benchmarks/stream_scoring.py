@@ -136,7 +136,7 @@ def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
         facade_rel, facade_stream = paired(len(queries), facade)
         log("facade measured; loading the shards here")
 
-        mem._run(mem._router.snapshot())
+        mem.internals.run(mem.internals.router.snapshot())
         embedder = build_embedder(cfg.embedder)
         assert embedder is not None
         shards = [
@@ -144,7 +144,7 @@ def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
         ]
         for s in shards:
             s.open()
-        encoded = [mem._run(mem._encoder.encode(q, cfg.index.mode)) for _, q in queries]
+        encoded = [mem.internals.run(mem.internals.encoder.encode(q, cfg.index.mode)) for _, q in queries]
         namespaces = [conversation_namespace(h.key) for h in handles]
         shard_of = [shards[user_hash(APP, h.key.user_id) % len(shards)] for h in handles]
 

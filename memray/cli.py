@@ -25,7 +25,16 @@ import tempfile
 import time
 from collections.abc import Sequence
 
+import memray
+from memray import __version__
 from memray.cli_args import DefaultsHelpFormatter, add_data_dir
+from memray.errors import MemrayError, ValidationError
+from memray.jobs import backfill_embeddings, backfill_summaries
+from memray.progress import step
+from memray.server.commands import add_parsers
+from memray.simulation import simulate, summary_line
+from memray.stats import data_stats, render
+from memray.store.layout import data_directory
 
 __all__ = ["main", "build_parser", "DefaultsHelpFormatter", "add_data_dir"]
 
@@ -37,8 +46,6 @@ DEMO_MARKER = "memray-demo.json"
 def _demo_folder(path: str, args: argparse.Namespace) -> None:
     """Make ``path`` the demo's folder: a new or empty one, or one an earlier demo wrote, which is
     replaced (so a demo run twice prints the same); anything else is refused, untouched."""
-    from memray.errors import ValidationError
-
     fix = "give a new or empty folder (one an earlier memray demo wrote is replaced)"
     if os.path.exists(path) and not os.path.isdir(path):
         raise ValidationError("path", path, "is a file, not a directory", fix)
@@ -52,10 +59,6 @@ def _demo_folder(path: str, args: argparse.Namespace) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    import memray
-    from memray.progress import step
-    from memray.simulation import simulate, summary_line
-
     if args.path:
         _demo_folder(args.path, args)
     path = args.path or tempfile.mkdtemp(prefix="memray-demo-")
@@ -92,8 +95,6 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _stats(args: argparse.Namespace) -> int:
-    from memray.stats import data_stats, render
-
     stats = data_stats(args.path, args.hosts)
     print(json.dumps(stats) if args.json else render(stats))
     return 0
@@ -101,9 +102,6 @@ def _stats(args: argparse.Namespace) -> int:
 
 def _fork(args: argparse.Namespace) -> int:
     """Open SRC, fork it into DST (memray.runtime.fork), close both; print one JSON line."""
-    import memray
-    from memray.store.layout import data_directory
-
     src = os.path.abspath(args.src)
     stores = data_directory(args.src)
     found = (
@@ -125,8 +123,6 @@ def _fork(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from memray import __version__
-
     parser = argparse.ArgumentParser(
         prog="memray",
         description="Conversation and long-term memory for AI agents, on Ray.",
@@ -199,7 +195,6 @@ def build_parser() -> argparse.ArgumentParser:
         "on it (or start one for the job), are resumable (run the same command again) and print one JSON line.",
     )
     jobs = backfill.add_subparsers(dest="job", required=True, metavar="JOB")
-    from memray.jobs import backfill_embeddings, backfill_summaries
 
     embeddings = jobs.add_parser(
         "embeddings",
@@ -215,15 +210,12 @@ def build_parser() -> argparse.ArgumentParser:
         description=backfill_summaries.__doc__.split("\n\n")[0] if backfill_summaries.__doc__ else None,
     )
     backfill_summaries.build_parser(summaries).set_defaults(func=backfill_summaries.run_args)
-    from memray.server.commands import add_parsers
 
     add_parsers(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from memray.errors import MemrayError
-
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))

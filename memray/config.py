@@ -136,8 +136,6 @@ class EmbedderConfig(_Config):
     @model_validator(mode="after")
     def _custom(self) -> EmbedderConfig:
         if (self.kind == "custom") != (self.custom is not None):
-            from memray.errors import ValidationError
-
             raise ValidationError(
                 "embedder.custom",
                 self.custom,

@@ -53,7 +53,7 @@ def clone_file(src: str | Path, dst: str | Path) -> bool:
     (then it costs no data copy), else a kernel copy. fsynced when it returns. True if cloned."""
     cloned = False
     try:
-        import fcntl
+        import fcntl  # POSIX only: elsewhere the ImportError below falls back to a copy
 
         with open(src, "rb") as fin, open(dst, "xb") as fout:
             fcntl.ioctl(fout.fileno(), _FICLONE, fin.fileno())

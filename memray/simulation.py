@@ -214,14 +214,14 @@ async def _verify(
     Each conversation's newest ``len(acknowledged) + 1`` stored rows are read, so a store that
     holds more than was acknowledged shows at least one unexpected row (the count is of those
     read), and every acknowledged row is among them if the store holds nothing else."""
-    store = mem._deployment.stores
+    store = mem.internals.deployment.stores
     keys = list(acked)
     missing = extra = 0
     with bar(len(keys), "verifying the store", unit="conv", enabled=progress) as shown:
         for i in range(0, len(keys), VERIFY_BATCH):
             chunk = keys[i : i + VERIFY_BATCH]
             window = 1 + max(len(acked[k]) for k in chunk)
-            snapshots = await mem._arun(store.load_conversations(chunk, window))
+            snapshots = await mem.internals.arun(store.load_conversations(chunk, window))
             for key, snap in zip(chunk, snapshots):
                 stored = {r.id: r.seq for r in snap.recent}
                 want = acked[key]

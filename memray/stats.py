@@ -11,20 +11,26 @@ Hosts keep nothing on disk; what is shown for them is how the stored conversatio
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
+import memray
+from memray.config import MemoryConfig
 from memray.errors import StoreError, ValidationError
+from memray.runtime.join import running_memray
+from memray.store.census import table_counts
+from memray.store.layout import data_directory, recorded_stores, store_file
 
 __all__ = ["data_stats", "render"]
 
 
 def data_stats(path: str, hosts: int = 4) -> dict[str, Any]:
     """Counts per table, shard snapshots, conversations per host and disk use of ``path``."""
-    from memray.store.layout import data_directory, store_file
-
     root = Path(path)
     n = data_directory(path)
     files = [Path(store_file(str(root), i, n)) for i in range(n)]
@@ -50,10 +56,6 @@ Counts = tuple[dict[str, int], list[int]]
 def _counts(path: str, files: list[Path], hosts: int) -> list[Counts]:
     """Each partition's rows per table and conversations per host: read from its file, or, while a
     ray-mode memray runs on ``path``, asked of its store actors (memray.runtime.join)."""
-    import duckdb
-
-    from memray.store.census import table_counts
-
     try:
         cons = [duckdb.connect(str(f), read_only=True) for f in files]
     except duckdb.Error as exc:
@@ -71,10 +73,6 @@ def _counts(path: str, files: list[Path], hosts: int) -> list[Counts]:
 
 
 def _joinable(path: str) -> bool:
-    from memray.config import MemoryConfig
-    from memray.runtime.join import running_memray
-    from memray.store.layout import recorded_stores
-
     try:
         return running_memray(MemoryConfig(path=path, stores=recorded_stores(path) or 1)) is not None
     except StoreError:
@@ -82,16 +80,12 @@ def _joinable(path: str) -> bool:
 
 
 def _counts_of_running(path: str, stores: int, hosts: int) -> list[Counts]:
-    import memray
-
     with memray.open(path, stores=stores) as mem:  # joins it: its Ray, namespace and shape
-        clients = mem._deployment.stores.clients
-        return list(mem._run(_gather([c.table_counts(hosts) for c in clients])))
+        clients = mem.internals.deployment.stores.clients
+        return list(mem.internals.run(_gather([c.table_counts(hosts) for c in clients])))
 
 
 async def _gather(calls: list[Any]) -> list[Any]:
-    import asyncio
-
     return list(await asyncio.gather(*calls))
 
 

@@ -24,6 +24,8 @@ import os
 from collections.abc import Coroutine, Iterator, Mapping
 from typing import Any, TypeVar
 
+from memray.errors import MissingExtraError
+
 __all__ = [
     "state",
     "enable",
@@ -65,6 +67,7 @@ state = _State()
 def enable(tracer_provider: Any = None, endpoint: str | None = None) -> None:
     """Turn tracing on in this process with ``tracer_provider`` (default: the global one).
     ``endpoint`` is the OTLP endpoint this process exports to, passed on to the actors it calls."""
+    # optional dependency: opentelemetry-api (the [serve] extra), read only once tracing is on
     from opentelemetry import trace
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
@@ -99,8 +102,6 @@ def configure(endpoint: str | None = None, service_name: str = "memray") -> bool
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
     except ImportError as exc:
-        from memray.errors import MissingExtraError
-
         raise MissingExtraError("opentelemetry-sdk", "serve") from exc
     provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=_traces_url(endpoint))))
@@ -128,7 +129,7 @@ def flush(timeout_ms: int = 5000) -> None:
 def span(name: str, attributes: Mapping[str, Any] | None = None, kind: str = "internal") -> Iterator[Any]:
     """A span named ``name`` under the current one (a root if there is none). Check
     ``state.on`` before calling: this is the slow path."""
-    from opentelemetry.trace import SpanKind
+    from opentelemetry.trace import SpanKind  # optional dependency (the [serve] extra): tracing is on
 
     with state.tracer.start_as_current_span(
         name, kind=getattr(SpanKind, kind.upper()), attributes=dict(attributes or {})
@@ -141,7 +142,7 @@ def recording() -> bool:
     carried here): calls inside it are traced."""
     if not state.on:
         return False
-    from opentelemetry import trace
+    from opentelemetry import trace  # optional dependency (the [serve] extra): tracing is on
 
     context = trace.get_current_span().get_span_context()
     return bool(context.is_valid and context.trace_flags.sampled)
@@ -166,7 +167,7 @@ def attached(headers: Mapping[str, str] | None) -> Iterator[None]:
     if not state.on or not headers:
         yield
         return
-    from opentelemetry import context
+    from opentelemetry import context  # optional dependency (the [serve] extra): tracing is on
 
     token = context.attach(state.propagator.extract(dict(headers)))
     try:

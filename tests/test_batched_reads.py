@@ -192,7 +192,7 @@ def test_a_bad_call_raises_before_anything_runs_naming_its_place(mem: memray.Mem
 
 
 def test_concurrent_single_calls_of_one_loop_go_as_one_batch(mem: memray.Memory, monkeypatch: Any) -> None:
-    recall, session = mem._recall, mem._check_open()
+    recall, session = mem.internals.recall, mem.internals.session
     sizes: dict[str, list[int]] = {"context": [], "search": [], "add": []}
     for name, obj, method in (
         ("context", recall, "context_many"),
@@ -227,11 +227,11 @@ def test_a_failing_call_fails_alone_and_return_exceptions_keeps_its_place(mem: m
     bad = next(
         mem.conversation(user_id=f"x{i}", conversation_id="c", app="batched-fail")
         for i in range(1, 50)
-        if mem._host_for(mem.conversation(user_id=f"x{i}", conversation_id="c", app="batched-fail").key)
-        is not mem._host_for(good.key)
+        if mem.internals.host_for(mem.conversation(user_id=f"x{i}", conversation_id="c", app="batched-fail").key)
+        is not mem.internals.host_for(good.key)
     )
     good.add({"role": "user", "content": "sugar"})
-    failing = mem._host_for(bad.key)
+    failing = mem.internals.host_for(bad.key)
 
     async def broken(requests: Any) -> Any:
         raise memray.UnavailableError(failing.label, "test: down")

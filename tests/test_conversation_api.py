@@ -169,7 +169,7 @@ def test_context_carries_working_memory_and_summary_and_summaries_keep_updating(
         assert mem.wait_indexed(30)
         deadline = __import__("time").monotonic() + 20
         while __import__("time").monotonic() < deadline:
-            state = mem._run(mem._deployment.stores.get_summary(conv.key))
+            state = mem.internals.run(mem.internals.deployment.stores.get_summary(conv.key))
             if state is not None and (not throughs or state.summarized_through_seq > throughs[-1]):
                 break
             __import__("time").sleep(0.05)

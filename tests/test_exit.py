@@ -57,7 +57,7 @@ def test_what_could_not_be_written_is_named_on_stderr_at_exit(tmp_path) -> None:
         m = memray.open("./g", mode="inprocess", hosts=1, shards=1, write_timeout_s=2)
         conv = m.conversation(user_id="a", conversation_id="c")
         conv.add({"role": "user", "content": "kept"}, durable=True)
-        m._run(m._deployment.stores.close())  # the store is gone (as an actor call would see it)
+        m.internals.run(m.internals.deployment.stores.close())  # the store is gone (as an actor call would see it)
         conv.add({"role": "user", "content": "acknowledged, never stored"})
         print("script done")
         """,

@@ -37,9 +37,11 @@ def source(tmp_path: Path, mode: str) -> Iterator[memray.Memory]:
 
 def items_of(mem: memray.Memory) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
     """(every item the shard holds, every item with text in the store), as (scope, doc_id)."""
-    held = mem._run(mem._deployment.shards[0].inventory())
-    rows = mem._run(
-        mem._deployment.stores.clients[0].scan_index_rows(0, 1, mem._embedder.model_id, None, 100_000, True)
+    held = mem.internals.run(mem.internals.deployment.shards[0].inventory())
+    rows = mem.internals.run(
+        mem.internals.deployment.stores.clients[0].scan_index_rows(
+            0, 1, mem.internals.embedder.model_id, None, 100_000, True
+        )
     )
     return {(ns[3], doc) for ns, doc in held}, {(r.namespace[3], r.doc_id) for r in rows}
 
@@ -48,7 +50,7 @@ def test_a_fork_holds_every_kind_of_memory_and_lives_on_its_own(source, tmp_path
     conv = source.conversation(user_id="ada", conversation_id="town")
     conv.add([{"id": "m1", "role": "user", "content": "the bakery opens at six", "sim_time": 60.0, "importance": 0.4}])
     conv.working_memory.update("Ada runs the bakery")
-    source._run(source._deployment.stores.put_summary(conv.key, "Ada bakes bread", 1, 0))
+    source.internals.run(source.internals.deployment.stores.put_summary(conv.key, "Ada bakes bread", 1, 0))
     source.memory_service.add_entry("default", "ada", MemoryEntry(id="e1", content="Ada is allergic to walnuts"))
 
     fork = source.fork(str(tmp_path / "branch"))
@@ -63,10 +65,10 @@ def test_a_fork_holds_every_kind_of_memory_and_lives_on_its_own(source, tmp_path
         assert [m.entry.id for m in found.memories] == ["e1"]
         # the hash embedder's vectors are not stored: the fork's shard recomputes them from the text
         assert fork.wait_indexed()
-        assert fork._run(fork._deployment.shards[0].stats())["vectors"] == 2
-        model = source._embedder.model_id
-        store = source._deployment.stores.clients[0]
-        assert source.wait_indexed() and source._run(store.scan_index_rows(0, 1, model, None, 10)) == []
+        assert fork.internals.run(fork.internals.deployment.shards[0].stats())["vectors"] == 2
+        model = source.internals.embedder.model_id
+        store = source.internals.deployment.stores.clients[0]
+        assert source.wait_indexed() and source.internals.run(store.scan_index_rows(0, 1, model, None, 10)) == []
 
         fconv.add({"id": "branch", "role": "user", "content": "the bakery burned down"})
         conv.add({"id": "trunk", "role": "user", "content": "the bakery won a prize"})
@@ -121,9 +123,9 @@ def test_a_fork_taken_while_agents_write_is_one_point_in_time(source, tmp_path):
         held, stored = items_of(fork)
         assert held == stored  # the fork's indexes hold exactly the fork's items...
         assert fork.wait_indexed()  # the fork embeds what the source had not embedded yet
-        model = fork._embedder.model_id
-        rows, stale, extra = fork._run(
-            reconcile_shard(fork._deployment.shards[0], fork._deployment.stores, 0, 1, model)
+        model = fork.internals.embedder.model_id
+        rows, stale, extra = fork.internals.run(
+            reconcile_shard(fork.internals.deployment.shards[0], fork.internals.deployment.stores, 0, 1, model)
         )
         assert rows == len(stored) and (stale, extra) == (0, 0)  # ...each as the fork's store has it
     finally:

@@ -98,26 +98,6 @@ LAYERS: list[set[str]] = [
     },
 ]
 
-#: Import cycles allowed while the work that removes them is under way: the modules of each
-#: cycle, and who removes it. A cycle found passes only when all of its modules lie in one entry;
-#: an entry that no longer matches any cycle fails :func:`test_known_cycles_still_exist`, so the
-#: list only shrinks, and never grows without a name beside it.
-KNOWN_CYCLES: dict[frozenset[str], str] = {
-    # Type-only: each handle's public constructor takes the Memory that makes it (``memory:
-    # Memory``, imported under TYPE_CHECKING), and the Memory module makes the handles. Typing the
-    # constructors by a protocol of the runner would break it, at the price of an unexported type in
-    # a public signature (tests/test_public_api.py): kept until handles are built from the runner.
-    frozenset(
-        {
-            "memray.facade.conversation",
-            "memray.facade.keys",
-            "memray.facade.memory",
-            "memray.facade.service",
-            "memray.facade.working_memory",
-        }
-    ): "the facade's handle constructors",
-}
-
 
 @dataclass(frozen=True)
 class Import:
@@ -382,20 +362,8 @@ def test_a_cycle_of_lazy_and_type_only_imports_is_found() -> None:
 
 def test_no_import_cycle_between_modules() -> None:
     graph = graph_of(inner_imports())
-    found = [group for group in strongly_connected(graph) if not any(set(group) <= known for known in KNOWN_CYCLES)]
-    cycles = [describe(graph, group) for group in found]
+    cycles = [describe(graph, group) for group in strongly_connected(graph)]
     assert cycles == [], "import cycles (move what both need below both, or merge them):\n" + "\n\n".join(cycles)
-
-
-def test_known_cycles_still_exist() -> None:
-    """An allowed cycle that is gone is taken off the list, so the list only shrinks."""
-    groups = [set(group) for group in strongly_connected(graph_of(inner_imports()))]
-    gone = [
-        f"{sorted(known)} (branch {branch})"
-        for known, branch in KNOWN_CYCLES.items()
-        if not any(len(group & known) > 1 for group in groups)
-    ]
-    assert gone == [], "no longer a cycle: delete from KNOWN_CYCLES in tests/test_layers.py:\n" + "\n".join(gone)
 
 
 def test_every_import_points_down_the_layers() -> None:

@@ -61,8 +61,8 @@ def test_longest_ids_everywhere(mem: memray.Memory, name: str) -> None:
 
     manifest = mem.export()
     assert manifest["files"]
-    mem._run(mem._deployment.shards[0].snapshot())
-    mem._run(mem._deployment.shards[1].snapshot())
+    mem.internals.run(mem.internals.deployment.shards[0].snapshot())
+    mem.internals.run(mem.internals.deployment.shards[1].snapshot())
     for directory, dirs, files in os.walk(mem.config.root):
         for n in dirs + files:
             assert len(n.encode()) <= 255, os.path.join(directory, n)

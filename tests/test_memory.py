@@ -68,7 +68,7 @@ def test_readding_an_id_updates_in_place(mem):
 def test_durable_add_is_in_the_store_when_it_returns(mem):
     conv = fresh(mem)
     conv.add({"role": "user", "content": "durable please"}, durable=True)
-    rows = mem._run(mem._deployment.stores.get_messages(conv.key))
+    rows = mem.internals.run(mem.internals.deployment.stores.get_messages(conv.key))
     assert [r.text for r in rows] == ["durable please"]
 
 
@@ -152,7 +152,7 @@ def test_many_threads_adding_to_one_conversation_get_one_total_order(mem):
     conv.flush()
     seqs = sorted(s for batch in got for s in batch)
     assert seqs == list(range(1, 61))
-    stored = mem._run(mem._deployment.stores.get_messages(conv.key))
+    stored = mem.internals.run(mem.internals.deployment.stores.get_messages(conv.key))
     assert sorted(r.seq for r in stored) == seqs and len({r.id for r in stored}) == 60
 
 
@@ -234,11 +234,11 @@ def test_a_killed_host_loses_nothing_acknowledged_durably(mem):
 
     conv = fresh(mem)
     conv.add([{"role": "user", "content": f"durable {i}"} for i in range(5)], durable=True)
-    host = mem._host_for(conv.key)
-    old_pid = mem._run(host.stats())["pid"]
+    host = mem.internals.host_for(conv.key)
+    old_pid = mem.internals.run(host.stats())["pid"]
     ray.kill(host.ref.handle, no_restart=False)  # Ray restarts it; its memory is gone
     deadline = time.monotonic() + 60
-    while mem._run(host.stats())["pid"] == old_pid:  # the kill lands asynchronously: wait for the new process
+    while mem.internals.run(host.stats())["pid"] == old_pid:  # the kill lands asynchronously: wait for the new process
         assert time.monotonic() < deadline, "the host was not restarted"
         time.sleep(0.05)
     while True:
@@ -266,7 +266,7 @@ def test_context_sees_each_summary_and_working_memory_write_at_once(mem):
     mine.working_memory.update("user-wide note")  # every conversation of the user, at once
     assert "user-wide note" in (theirs.context().working_memory or "")
     assert "user-wide note" not in (conv.context().working_memory or "")
-    mem._run(mem._deployment.stores.put_summary(conv.key, "they talked about tea", 1, 0))
+    mem.internals.run(mem.internals.deployment.stores.put_summary(conv.key, "they talked about tea", 1, 0))
     assert conv.context().summary == "they talked about tea"
     conv.working_memory.clear()
     assert conv.context().working_memory is None

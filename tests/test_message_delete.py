@@ -50,7 +50,7 @@ def test_a_message_still_pending_is_deleted_not_written_later(mem):
     assert conv.delete_messages(["b"])["messages"] == 1  # flushed first, then deleted
     conv.flush()
     assert [m.id for m in conv.messages()] == ["a"]
-    stored = mem._run(mem._deployment.stores.get_messages(conv.key))
+    stored = mem.internals.run(mem.internals.deployment.stores.get_messages(conv.key))
     assert [r.id for r in stored] == ["a"]
 
 

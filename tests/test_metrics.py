@@ -67,7 +67,7 @@ def test_inprocess_memory_records_writes_lag_and_search_latency(tmp_path: Path) 
         mem.wait_indexed()
         assert conv.search("sourdough")
         assert mem.search_app("m", "sourdough")
-        lag = mem._run(mem._deployment.hosts[0].durable_lag())
+        lag = mem.internals.run(mem.internals.deployment.hosts[0].durable_lag())
     after = metrics.snapshot()
     assert after["memray_messages_committed"]["total"] - before["memray_messages_committed"]["total"] == 2
     assert after["memray_flush_lag_seconds"]["count"] - before["memray_flush_lag_seconds"]["count"] == 2

@@ -87,7 +87,7 @@ def test_sim_time_importance_and_agents_round_trip_from_buffer_and_store(mem):
     )
     buffered = conv.messages()
     conv.flush()
-    stored = [row_to_message(r) for r in mem._run(mem._deployment.stores.get_messages(conv.key))]
+    stored = [row_to_message(r) for r in mem.internals.run(mem.internals.deployment.stores.get_messages(conv.key))]
     for msgs in (buffered, stored):
         by_id = {m.id: m for m in msgs}
         assert by_id["a"].sim_time == (DAY0 + timedelta(hours=8)).timestamp()

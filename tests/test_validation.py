@@ -221,7 +221,7 @@ def test_poison_is_rejected_before_anything_is_acknowledged(mem: memray.Memory) 
             conv.add(value, durable=True)
     conv.flush()  # returns: nothing wedged
     assert conv.add({"role": "user", "content": "after"}, durable=True) == [2]  # no seq was consumed
-    rows = mem._run(mem._deployment.stores.get_messages(conv.key))
+    rows = mem.internals.run(mem.internals.deployment.stores.get_messages(conv.key))
     assert [(r.seq, r.text) for r in rows] == [(1, "before"), (2, "after")]
 
 

@@ -29,6 +29,7 @@ from memray.conversation.summary import SummaryKeeper
 from memray.conversation.title import Titler
 from memray.conversation.write_path import WritePath
 from memray.embedding.active import resolve_config
+from memray.embedding.cache import CachedEmbedder
 from memray.embedding.factory import build_embedder
 from memray.embedding.pipeline import EmbeddingPipeline, PendingItem
 from memray.errors import ClosedError, DeadLetterError
@@ -351,7 +352,6 @@ class ConversationHost:
     async def clear_caches(self) -> int:
         """Empty this process's embedding cache (keyed by hashes of texts: not by user); the count."""
         await self.start()
-        from memray.embedding.cache import CachedEmbedder
 
         return self._embedder.cache.clear() if isinstance(self._embedder, CachedEmbedder) else 0
 

@@ -20,7 +20,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -33,6 +33,7 @@ from memray.conversation.working_memory import WorkingMemory
 from memray.embedding.query import Encoded, QueryEncoder
 from memray.ids import ConversationKey, Namespace, conversation_namespace
 from memray.index.base import ShardHit
+from memray.index.router import RouterResult, ShardRouter
 from memray.index.search import NamespaceSearch, ShardSearch, UserSearch
 from memray.metrics import DEGRADED_RECALLS, SEARCH_LATENCY
 from memray.models import Context, Hit, Message, RetrievalMode, Scope
@@ -41,9 +42,6 @@ from memray.rpc.batch import Answer, Coalescer, unwrap
 from memray.sim_time import Window
 from memray.store.partitions import StorePartitions
 from memray.store.rows import payload_message, row_to_message
-
-if TYPE_CHECKING:
-    from memray.index.router import RouterResult, ShardRouter
 
 __all__ = ["Recall", "SearchResults"]
 

@@ -9,20 +9,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
 
 from memray.conversation.buffer import MessageBuffer
 from memray.conversation.persist import PersistChain
 from memray.conversation.read_your_writes import Tail
+from memray.embedding.pipeline import PendingItem
 from memray.ids import ConversationKey
 from memray.models import Message
 from memray.models.wire import MessageList
 from memray.store.base import ConversationSnapshot
+from memray.store.deadletter import DeadLetter
 from memray.store.rows import row_to_message
-
-if TYPE_CHECKING:
-    from memray.embedding.pipeline import PendingItem
-    from memray.store.deadletter import DeadLetter
 
 __all__ = ["Conversation", "overlay"]
 

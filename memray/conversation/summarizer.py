@@ -208,7 +208,7 @@ class OpenAIChatSummarizer:
     def _open(self) -> Any:
         if self._client is None:
             try:
-                import openai
+                import openai  # optional dependency: the [openai] extra
             except ImportError as exc:
                 raise MissingExtraError("openai", "openai") from exc
             base_url = self.base_url or os.environ.get("OPENAI_BASE_URL")
@@ -247,7 +247,7 @@ class OpenAIChatSummarizer:
 
     def _ask(self, previous: str | None, lines: list[str], max_tokens: int) -> str:
         client = self._open()  # raises MissingExtraError first if openai is absent
-        import openai
+        import openai  # optional dependency: the [openai] extra (present: _open found it)
 
         user = (
             f"<previous_summary>\n{previous or '(none)'}\n</previous_summary>\n\n"
@@ -274,7 +274,7 @@ class OpenAIChatSummarizer:
     def title(self, lines: list[str]) -> str:
         """A short title for a conversation that opens with ``lines`` (memray.conversation.title)."""
         client = self._open()
-        import openai
+        import openai  # optional dependency: the [openai] extra (present: _open found it)
 
         try:
             response = client.chat.completions.create(

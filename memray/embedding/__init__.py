@@ -5,23 +5,19 @@
 only, no model), `OpenAIEmbedder` (any OpenAI-compatible endpoint, ``[openai]`` extra),
 `LocalEmbedder` (sentence-transformers, ``[local]`` extra), and `CachedEmbedder` over an
 `EmbeddingCache`. `build_embedder` makes one from an `EmbedderConfig`. The MiniLM, OpenAI and
-local embedders import their packages only when built.
+local embedders import their packages only when built, so each of their modules imports without them.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
 
 from memray.embedding.base import Embedder
 from memray.embedding.cache import CachedEmbedder, CacheStats, EmbeddingCache, cache_key
 from memray.embedding.factory import build_embedder
 from memray.embedding.hashing import HashEmbedder
+from memray.embedding.local import LocalEmbedder
+from memray.embedding.minilm import MiniLMEmbedder
+from memray.embedding.openai import OpenAIEmbedder
 from memray.embedding.static import StaticEmbedder
-
-if TYPE_CHECKING:
-    from memray.embedding.local import LocalEmbedder
-    from memray.embedding.minilm import MiniLMEmbedder
-    from memray.embedding.openai import OpenAIEmbedder
 
 __all__ = [
     "Embedder",
@@ -36,19 +32,3 @@ __all__ = [
     "CacheStats",
     "cache_key",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "OpenAIEmbedder":
-        from memray.embedding.openai import OpenAIEmbedder
-
-        return OpenAIEmbedder
-    if name == "MiniLMEmbedder":
-        from memray.embedding.minilm import MiniLMEmbedder
-
-        return MiniLMEmbedder
-    if name == "LocalEmbedder":
-        from memray.embedding.local import LocalEmbedder
-
-        return LocalEmbedder
-    raise AttributeError(f"module 'memray.embedding' has no attribute {name!r}")

@@ -25,6 +25,7 @@ import time
 from pydantic import BaseModel, ConfigDict
 
 from memray.config import EmbedderConfig, MemoryConfig
+from memray.embedding.factory import build_embedder
 from memray.files import atomic_write
 
 __all__ = [
@@ -97,7 +98,6 @@ def record_default(config: MemoryConfig, existing: bool) -> ActiveModel | None:
     written, or None when nothing was to be recorded."""
     if config.embedder != EmbedderConfig() or read_active_model(config.root) is not None:
         return None
-    from memray.embedding.factory import build_embedder
 
     embedder = LEGACY_DEFAULT if existing else config.embedder
     built = build_embedder(embedder)

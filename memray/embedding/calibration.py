@@ -45,6 +45,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from memray.embedding.cache import CachedEmbedder
 from memray.files import atomic_write
 
 __all__ = [
@@ -346,8 +347,6 @@ def calibrate(embedder: Any) -> Calibration:
 def _measure(embedder: Any) -> tuple[Calibration, float]:
     """The calibration, and the threshold as measured (before an embedder that does not separate
     unrelated texts is ignored)."""
-    from memray.embedding.cache import CachedEmbedder
-
     if isinstance(embedder, CachedEmbedder):  # 160 calibration sentences would only crowd the cache
         embedder = embedder.embedder
     texts = [s for sentences in CORPUS.values() for s in sentences]

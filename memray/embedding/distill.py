@@ -47,8 +47,10 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
+from tqdm import tqdm
 
 from memray.embedding.minilm import MiniLM, model_folder
+from memray.embedding.static import DEFAULT_MODEL, MODELS
 
 __all__ = [
     "FUNCTION_WORDS",
@@ -93,8 +95,6 @@ _CLS, _SEP = 101, 102
 
 def token_vectors(model: MiniLM, ids: npt.NDArray[np.int64], progress: bool = False) -> npt.NDArray[np.float32]:
     """Step 1: the mean output state of ``[CLS] id [SEP]`` for each of ``ids``."""
-    from tqdm import tqdm
-
     out = np.zeros((len(ids), 384), np.float32)
     with tqdm(total=len(ids), desc="distilling MiniLM tokens", unit=" tokens", disable=not progress) as bar:
         for start in range(0, len(ids), _BATCH):
@@ -244,8 +244,6 @@ def distill(
 
 
 def main(argv: list[str] | None = None) -> None:
-    from memray.embedding.static import DEFAULT_MODEL, MODELS
-
     parser = argparse.ArgumentParser(description="Distil memray's static model from all-MiniLM-L6-v2 (numpy)")
     parser.add_argument("out", nargs="?", default=str(MODELS / DEFAULT_MODEL), help="the folder to write")
     parser.add_argument("--wordnet", default=str(WORDNET), help="WordNet 3.0's data files ('' : skip step 5)")

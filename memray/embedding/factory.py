@@ -10,6 +10,13 @@ import os
 
 from memray.config import EmbedderConfig
 from memray.embedding.base import Embedder
+from memray.embedding.cache import CachedEmbedder, EmbeddingCache
+from memray.embedding.custom import CustomEmbedder
+from memray.embedding.hashing import HashEmbedder
+from memray.embedding.local import LocalEmbedder
+from memray.embedding.minilm import MiniLMEmbedder
+from memray.embedding.openai import OpenAIEmbedder
+from memray.embedding.static import DEFAULT_MODEL, StaticEmbedder
 
 __all__ = ["build_embedder"]
 
@@ -26,24 +33,14 @@ def build_embedder(config: EmbedderConfig) -> Embedder | None:
     if config.kind == "none":
         return None
     if config.kind == "custom":
-        from memray.embedding.custom import CustomEmbedder
-
         inner = CustomEmbedder(config.custom, config.model)
     elif config.kind == "static":
-        from memray.embedding.static import DEFAULT_MODEL, StaticEmbedder
-
         inner = StaticEmbedder(config.model or DEFAULT_MODEL)
     elif config.kind == "minilm":
-        from memray.embedding.minilm import MiniLMEmbedder
-
         inner = MiniLMEmbedder(min(config.batch_size, 64))
     elif config.kind == "hash":
-        from memray.embedding.hashing import HashEmbedder
-
         inner = HashEmbedder(config.dim)
     elif config.kind == "openai":
-        from memray.embedding.openai import OpenAIEmbedder
-
         inner = OpenAIEmbedder(
             config.model or "text-embedding-3-small",
             dim=config.dim,
@@ -55,13 +52,9 @@ def build_embedder(config: EmbedderConfig) -> Embedder | None:
             max_retries=config.max_retries,
         )
     else:
-        from memray.embedding.local import LocalEmbedder
-
         inner = LocalEmbedder(
             config.model or "sentence-transformers/all-MiniLM-L6-v2", device=config.device, batch_size=config.batch_size
         )
     if config.cache_size > 0 and not getattr(inner, "recomputable", False):
-        from memray.embedding.cache import CachedEmbedder, EmbeddingCache
-
         return CachedEmbedder(inner, EmbeddingCache(config.cache_size, config.cache_ttl_s))
     return inner

@@ -72,7 +72,7 @@ class LocalEmbedder:
     def _load_locked(self) -> Any:
         if self._model is None:
             try:
-                from sentence_transformers import SentenceTransformer
+                from sentence_transformers import SentenceTransformer  # optional dependency: the [local] extra
             except ImportError as exc:
                 raise MissingExtraError("sentence-transformers", "local") from exc
             source = resolve_model(self.model_name)
@@ -122,7 +122,7 @@ class LocalEmbedder:
 
 def _auto_device() -> str:
     try:
-        import torch
+        import torch  # optional dependency: sentence-transformers brings it
     except ImportError:
         return "cpu"
     return "cuda" if torch.cuda.is_available() else "cpu"

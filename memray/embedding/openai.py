@@ -127,7 +127,7 @@ class OpenAIEmbedder:
         with self._lock:
             if self._client is None:
                 try:
-                    from openai import OpenAI
+                    from openai import OpenAI  # optional dependency: the [openai] extra
                 except ImportError as exc:  # found by find_spec, yet broken
                     raise MissingExtraError("openai", "openai") from exc
                 self._client = OpenAI(
@@ -136,7 +136,7 @@ class OpenAIEmbedder:
             return self._client
 
     def _request(self, batch: list[str]) -> npt.NDArray[np.float32]:
-        import openai
+        import openai  # optional dependency: the [openai] extra
 
         client = self._get_client()
         extra: dict[str, Any] = {"dimensions": self._dim} if self.send_dimensions else {}

@@ -24,18 +24,17 @@ import logging
 import math
 import time
 from collections.abc import Callable, Collection
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from memray.embedding.base import Embedder
 from memray.ids import Namespace
+from memray.index.base import IndexItem
+from memray.index.router import ShardRouter
 from memray.metrics import EMBEDDING_FAILURES
+from memray.store.partitions import StorePartitions
 from memray.store.rows import EmbeddingRow
-
-if TYPE_CHECKING:
-    from memray.embedding.base import Embedder
-    from memray.index.router import ShardRouter
-    from memray.store.partitions import StorePartitions
 
 __all__ = ["EmbeddingPipeline", "PendingItem"]
 
@@ -221,8 +220,6 @@ class EmbeddingPipeline:
 
     async def _upsert(self, batch: list[PendingItem], vectors: np.ndarray | None, model_id: str) -> bool | Exception:
         """Upsert ``batch`` into the shards; True once they hold it, else the error (logged)."""
-        from memray.index.base import IndexItem
-
         self._stamp += 1
         stamp = self._stamp
         items = [

@@ -14,17 +14,15 @@ only, and the reason, so the result says ``degraded``.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
+from memray.embedding.base import Embedder
 from memray.embedding.calibration import DOES_NOT_SEPARATE, Calibration
 from memray.errors import EmbeddingError
 from memray.index.search import Mode, Query
 from memray.ranking import Stream
 from memray.rpc.batch import Coalescer
 from memray.sim_time import Window
-
-if TYPE_CHECKING:
-    from memray.embedding.base import Embedder
 
 __all__ = ["QueryEncoder", "Encoded"]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from memray.arguments import (
     CONTEXT_LIMIT,
@@ -37,7 +37,7 @@ from memray.conversation.reads import DEFAULT_WM, ContextRead, SearchRead
 from memray.conversation.recall import SearchResults
 from memray.conversation.working_memory_spec import WorkingMemorySpec
 from memray.errors import ValidationError
-from memray.facade.runner import blocking
+from memray.facade.runner import Internals, blocking
 from memray.facade.working_memory import WorkingMemoryHandle
 from memray.ids import ConversationKey, validate_id
 from memray.models import (
@@ -53,10 +53,8 @@ from memray.models import (
     coerce_message,
 )
 from memray.ranking import Scoring, stream_of
+from memray.service.erasure import verify_messages_deleted
 from memray.sim_time import SimTime, window
-
-if TYPE_CHECKING:  # (a handle is made by the Memory: a type-only import back)
-    from memray.facade.memory import Memory
 
 __all__ = [
     "ConversationHandle",
@@ -72,10 +70,10 @@ __all__ = [
 class ConversationHandle:
     """One conversation: ``(app, user_id, conversation_id)``. Every call has an async twin."""
 
-    def __init__(self, memory: Memory, key: ConversationKey, wm_spec: WorkingMemorySpec | None = None) -> None:
-        self._runner = memory._runner
+    def __init__(self, internals: Internals, key: ConversationKey, wm_spec: WorkingMemorySpec | None = None) -> None:
+        self._runner = internals
         self.key = key
-        self.working_memory = WorkingMemoryHandle(memory, key, wm_spec or WorkingMemorySpec())
+        self.working_memory = WorkingMemoryHandle(internals, key, wm_spec or WorkingMemorySpec())
 
     def __repr__(self) -> str:
         return f"ConversationHandle({self.key.app!r}, {self.key.user_id!r}, {self.key.conversation_id!r})"
@@ -212,8 +210,6 @@ class ConversationHandle:
         check after :meth:`clear` when nothing was added since): the store, the vectors, the
         shard's snapshot files, the host's buffer and queue, the exports. ``.clean`` when none
         remains."""
-        from memray.service.erasure import verify_messages_deleted
-
         wanted = None if ids is None else _message_ids(ids)
         session = self._runner.session
         dep = session.deployment

@@ -9,14 +9,10 @@ opening the same data directory reaches by name.
 from __future__ import annotations
 
 import builtins
-from typing import TYPE_CHECKING
 
-from memray.facade.runner import blocking
+from memray.facade.runner import Internals, blocking
 from memray.service.client import KeyRingClient
 from memray.service.keys import KeyChanges, KeyRecord, Revocation
-
-if TYPE_CHECKING:  # (a handle is made by the Memory: a type-only import back)
-    from memray.facade.memory import Memory
 
 __all__ = ["KeysHandle"]
 
@@ -24,8 +20,8 @@ __all__ = ["KeysHandle"]
 class KeysHandle:
     """Make, list and revoke keys; each call has an ``a``-prefixed asyncio twin."""
 
-    def __init__(self, memory: Memory) -> None:
-        self._runner = memory._runner
+    def __init__(self, internals: Internals) -> None:
+        self._runner = internals
 
     @property
     def _ring(self) -> KeyRingClient:

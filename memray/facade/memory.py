@@ -30,8 +30,8 @@ from memray.arguments import (
 from memray.config import EmbedderConfig, MemoryConfig, RunMode
 from memray.conversation.recall import SearchResults
 from memray.conversation.working_memory_spec import WorkingMemorySpec
+from memray.embedding.custom import check_custom
 from memray.errors import MemrayError, StoreError, ValidationError
-from memray.facade.access import SessionAccess
 from memray.facade.conversation import (
     ContextCall,
     ConversationHandle,
@@ -43,7 +43,7 @@ from memray.facade.conversation import (
 )
 from memray.facade.exit import hold, release
 from memray.facade.keys import KeysHandle
-from memray.facade.runner import blocking
+from memray.facade.runner import Internals, Runner, blocking
 from memray.facade.service import MemoryServiceHandle
 from memray.facade.session import ConversationList, check_path, raise_unpersisted
 from memray.ids import ConversationKey, validate_id, validate_optional_id
@@ -59,6 +59,7 @@ from memray.models import (
 from memray.ranking import Scoring, stream_of
 from memray.rpc.batch import Answer
 from memray.runtime.fork import check_fork_path
+from memray.runtime.join import running_memray
 from memray.sim_time import SimTime, window
 from memray.store.deadletter import DeadLetter
 
@@ -89,8 +90,6 @@ def _configured(base: MemoryConfig, path: str | None, mode: RunMode | None, over
     if isinstance(updates.get("embedder"), str):  # a kind: "static", "minilm", "hash", "openai", ...
         updates["embedder"] = {"kind": embedder_kind(updates["embedder"])}
     if "embedder" in updates and not isinstance(updates["embedder"], (EmbedderConfig, dict)):
-        from memray.embedding.custom import check_custom
-
         updates["embedder"] = EmbedderConfig(kind="custom", custom=check_custom(updates["embedder"]))
     if path is not None:
         updates["path"] = path
@@ -109,12 +108,12 @@ def embedder_kind(kind: str) -> str:
     return kind
 
 
-class Memory(SessionAccess):
+class Memory:
     """One memray: conversations, the long-term service, erasure. Close it (or use ``with``).
     Made by :func:`memray.open`."""
 
     def __init__(self, config: MemoryConfig) -> None:
-        super().__init__()
+        self._runner = Runner()
         self._config = config
         self._started_ray = False  # this driver started a local Ray (so it owns the actors by default)
         self._connected_ray = False  # this driver called ray.init (so it disconnects on close)
@@ -126,6 +125,19 @@ class Memory(SessionAccess):
     def config(self) -> MemoryConfig:
         """The configuration in force (the active model a re-embedding job recorded included)."""
         return self._config if self._runner.closed else self._runner.session.config
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has run (every call then raises :class:`~memray.errors.ClosedError`)."""
+        return self._runner.closed
+
+    @property
+    def internals(self) -> Internals:
+        """The running parts under this memray (the store, the shards, the hosts, recall, the
+        long-term service's core) and the means to run their calls on memray's loop: for jobs,
+        extensions, benchmarks and tests. Not a stable API (docs/internals.md)."""
+        self._runner.check_open()
+        return self._runner
 
     # -- lifecycle ------------------------------------------------------------------------
     def _start(self) -> Memory:
@@ -141,6 +153,7 @@ class Memory(SessionAccess):
 
     def _start_once(self) -> Memory:
         if self.config.mode == "ray":  # here, not on the loop's thread: Ray wants the main thread
+            # imports ray (150 ms), needed only in mode='ray': memray imports without it (tests/test_layers.py)
             from memray.runtime.actors import ensure_ray
 
             # joins the memray running on this path if there is one (its Ray, namespace and shape)
@@ -150,7 +163,7 @@ class Memory(SessionAccess):
             self._runner.open(self.config)
         except BaseException:
             if self._connected_ray:  # a local Ray started for nothing stops; a joined one is left
-                from memray.runtime.actors import shutdown_ray
+                from memray.runtime.actors import shutdown_ray  # (ray: only when it was started)
 
                 shutdown_ray()
             raise
@@ -190,7 +203,7 @@ class Memory(SessionAccess):
         finally:
             self._config = session.config
             if self._connected_ray:
-                from memray.runtime.actors import shutdown_ray
+                from memray.runtime.actors import shutdown_ray  # (ray: only when it was started)
 
                 shutdown_ray()  # stops a local Ray this driver started; only disconnects from a joined one
         raise_unpersisted(reports)
@@ -230,13 +243,13 @@ class Memory(SessionAccess):
     def memory_service(self) -> MemoryServiceHandle:
         """The long-term memory service: entries per app/user/project, search, deletes."""
         self._runner.check_open()
-        return MemoryServiceHandle(self)
+        return MemoryServiceHandle(self._runner)
 
     @property
     def keys(self) -> KeysHandle:
         """The server's API keys (``memray serve``): create, list, revoke."""
         self._runner.check_open()
-        return KeysHandle(self)
+        return KeysHandle(self._runner)
 
     def conversation(
         self, user_id: str, conversation_id: str, app: str = "default", working_memory: WorkingMemorySpec | None = None
@@ -244,7 +257,7 @@ class Memory(SessionAccess):
         """A handle to one conversation (created on first write). Cheap: no call is made.
         ``working_memory`` sets the note's scope and format (default: conversation scope, text)."""
         self._runner.check_open()
-        return ConversationHandle(self, ConversationKey.of(app, user_id, conversation_id), working_memory)
+        return ConversationHandle(self._runner, ConversationKey.of(app, user_id, conversation_id), working_memory)
 
     # -- writes -----------------------------------------------------------------------------
     async def aadd_many(
@@ -471,8 +484,6 @@ def _answers(answers: list[Answer[T]], return_exceptions: bool) -> list[Answer[T
 def _held_by_ray(config: MemoryConfig) -> bool:
     """A ray-mode memray another process runs holds ``config``'s data directory (one that
     cannot be joined does not count)."""
-    from memray.runtime.join import running_memray
-
     try:
         return running_memray(config) is not None
     except StoreError:
@@ -480,6 +491,6 @@ def _held_by_ray(config: MemoryConfig) -> bool:
 
 
 def _ray_is_up() -> bool:
-    from memray.runtime.actors import ray_is_up
+    from memray.runtime.actors import ray_is_up  # (ray: only in mode='ray')
 
     return ray_is_up()

@@ -32,11 +32,11 @@ The older names (``add_session``, ``*_to_project``, ``*_in_project``, ``delete_e
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memray.errors import ValidationError
 from memray.facade.deprecation import deprecated, deprecated_argument
-from memray.facade.runner import Runner, blocking
+from memray.facade.runner import Internals, blocking
 from memray.ids import validate_project_id
 from memray.models import (
     DeletionProof,
@@ -52,9 +52,6 @@ from memray.service.longterm import MemoryService
 from memray.service.reader import _parse_request
 from memray.sim_time import SimTime, window
 
-if TYPE_CHECKING:  # (a handle is made by the Memory: a type-only import back)
-    from memray.facade.memory import Memory
-
 __all__ = ["EntryScope", "MemoryServiceHandle", "ProjectView", "scope_of"]
 
 
@@ -62,7 +59,7 @@ class EntryScope:
     """Adds, deletes, searches and listings of long-term entries in one scope: the global
     entries (``project_id`` None) or one project's (see the module docstring)."""
 
-    def __init__(self, runner: Runner, project_id: str | None) -> None:
+    def __init__(self, runner: Internals, project_id: str | None) -> None:
         self._runner = runner
         self._project_id = project_id
 
@@ -87,10 +84,8 @@ class EntryScope:
     # -- writes -----------------------------------------------------------------------------
     async def aadd_entry(self, app: str, user_id: str, entry: EntryInput) -> str:
         """Store one entry in this scope (an entry with the same id is replaced). Returns its id."""
-        core, project = self._core, self._project_id
-        if project is None:
-            return await self._runner.arun(core.add_entry(app, user_id, entry))
-        return await self._runner.arun(core.add_entry_to_project(app, user_id, project, entry))
+        [entry_id] = await self._runner.arun(self._core.add(app, user_id, [entry], project_id=self._project_id))
+        return entry_id
 
     add_entry = blocking(aadd_entry)
 
@@ -110,16 +105,15 @@ class EntryScope:
         removes them); with ``replace_session=True`` they replace everything that session stored
         before, in any scope (an empty list then just removes it). ``project_id`` is deprecated:
         use ``for_project(project_id).add_entries(...)``."""
-        core, project, items = self._core, self._project(project_id), list(entries)
-        if not replace_session:
-            return await self._runner.arun(core.add_entries(app, user_id, items, project, session_id))
-        if session_id is None:
-            raise ValidationError(
-                "session_id", None, "is needed with replace_session=True", "pass the session whose entries to replace"
-            )
-        if project is None:
-            return await self._runner.arun(core.add_session(app, user_id, session_id, items))
-        return await self._runner.arun(core.add_session_to_project(app, user_id, session_id, project, items))
+        add = self._core.add(
+            app,
+            user_id,
+            list(entries),
+            project_id=self._project(project_id),
+            session_id=session_id,
+            replace_session=replace_session,
+        )
+        return await self._runner.arun(add)
 
     add_entries = blocking(aadd_entries)
 
@@ -140,27 +134,7 @@ class EntryScope:
         ``everything=True`` (every entry of a project: only in a ``for_project`` view; to erase
         a user use ``mem.delete_user``). On the service, ``ids`` and ``session_id`` reach entries
         of every scope; in a view, only the project's. Returns ``{"entries": n, "vectors": m}``."""
-        core, project = self._core, self._project_id
-        given = [name for name, v in (("query", query), ("ids", ids), ("session_id", session_id)) if v is not None]
-        if everything:
-            given.append("everything")
-        if len(given) != 1:
-            raise ValidationError(
-                given[1] if given else "query",
-                None,
-                "name what to delete with exactly one of query, ids=, session_id= or everything=True"
-                + (f" (got {' and '.join(given)})" if given else ""),
-                "e.g. svc.delete_entries(app, user_id, 'coffee') or svc.delete_entries(app, user_id, ids=[...])",
-            )
-        if query is not None:
-            if project is None:
-                return await self._runner.arun(core.delete_entries(app, user_id, query))
-            return await self._runner.arun(core.delete_entries_in_project(app, user_id, project, query))
-        if ids is not None:
-            return await self._runner.arun(core.delete_entries_by_id(app, user_id, ids, project))
-        if session_id is not None:
-            return await self._runner.arun(core.delete_session(app, user_id, session_id, project))
-        if project is None:
+        if everything and self._project_id is None and (query, ids, session_id) == (None, None, None):
             raise ValidationError(
                 "everything",
                 True,
@@ -168,7 +142,10 @@ class EntryScope:
                 "use svc.for_project(P).delete_entries(app, user_id, everything=True); "
                 "to erase a user everywhere use mem.delete_user(user_id=..., app=...)",
             )
-        return await self._runner.arun(core.delete_project(app, user_id, project))
+        delete = self._core.delete(
+            app, user_id, query, ids=ids, session_id=session_id, everything=everything, project_id=self._project_id
+        )
+        return await self._runner.arun(delete)
 
     delete_entries = blocking(adelete_entries)
 
@@ -221,8 +198,8 @@ class MemoryServiceHandle(EntryScope):
     the global scope's calls of :class:`EntryScope`, the reads across scopes, and
     :meth:`for_project`."""
 
-    def __init__(self, memory: Memory) -> None:
-        super().__init__(memory._runner, None)
+    def __init__(self, internals: Internals) -> None:
+        super().__init__(internals, None)
 
     def for_project(self, project_id: str) -> ProjectView:
         """This service bound to project ``project_id``: every call of :class:`EntryScope` acts

@@ -19,18 +19,21 @@ from typing import Any
 from memray.config import MemoryConfig
 from memray.conversation.client import HostClient
 from memray.conversation.recall import Recall
-from memray.embedding.active import ModelWatcher
+from memray.embedding import build_embedder
+from memray.embedding.active import ModelWatcher, holds_data, record_default, resolve_config
 from memray.embedding.base import Embedder
-from memray.embedding.calibration import Calibration
+from memray.embedding.calibration import Calibration, calibration_of
 from memray.embedding.query import QueryEncoder
 from memray.errors import Backpressure, DeadLetterError, StoreError, UnavailableError, ValidationError
 from memray.ids import ConversationKey
+from memray.index.keeper import level_shard
 from memray.index.router import ShardRouter
 from memray.models import ConversationInfo, ConversationOrder, DeletionProof, DeletionReceipt, Message
 from memray.models.wire import MessageBatch
 from memray.rpc.batch import Answer
 from memray.runtime.deploy import Deployment, LocalDeployment
 from memray.runtime.fork import fork_deployment
+from memray.service.erasure import erase_user, verify_user_deleted
 from memray.service.longterm import MemoryService
 
 __all__ = ["Session", "ConversationList", "check_path", "raise_unpersisted"]
@@ -57,15 +60,13 @@ class Session:
     @classmethod
     async def start(cls, config: MemoryConfig) -> Session:
         """Start the deployment ``config`` describes and the cores that run in this process."""
-        from memray.embedding import build_embedder
-        from memray.embedding.active import holds_data, record_default, resolve_config
-
         existing = holds_data(config.root)
         if existing:
             record_default(config, existing)  # made before models were recorded: it keeps the model it was made with
         watcher = ModelWatcher(config.root)
         config = resolve_config(config)
         if config.mode == "ray":
+            # imports ray (150 ms), needed only in mode='ray': memray imports without it (tests/test_layers.py)
             from memray.runtime.actors import RayDeployment
 
             deployment: Deployment = RayDeployment(config)
@@ -109,8 +110,6 @@ class Session:
 
     def check_model(self) -> None:
         """Switch the query embedder if a re-embedding job recorded a new model (one ``stat``)."""
-        from memray.embedding import build_embedder
-
         record = self.watcher.changed()
         if record is not None and record.embedder != self.config.embedder:
             self.embedder = build_embedder(record.embedder)
@@ -193,7 +192,6 @@ class Session:
         if not all(done):
             return False
         # every committed, embedded item must have its vector in its shard: level each with the store
-        from memray.index.keeper import level_shard
 
         store, shards = self.deployment.stores, self.deployment.shards
         for i, shard in enumerate(shards):
@@ -229,8 +227,6 @@ class Session:
 
     async def erase(self, app: str, user_id: str) -> DeletionReceipt:
         """``delete_user`` across every part (:func:`memray.service.erasure.erase_user`)."""
-        from memray.service.erasure import erase_user
-
         dep = self.deployment
         return await erase_user(
             dep.stores, dep.shards, dep.hosts, self.service, self.embedder, app, user_id, self.recall, dep.keyring()
@@ -238,8 +234,6 @@ class Session:
 
     async def verify(self, app: str, user_id: str) -> DeletionProof:
         """``verify_deleted`` across every part (:func:`memray.service.erasure.verify_user_deleted`)."""
-        from memray.service.erasure import verify_user_deleted
-
         dep = self.deployment
         return await verify_user_deleted(
             dep.stores, dep.shards, dep.hosts, self.service, self.config, app, user_id, self.recall
@@ -277,8 +271,6 @@ class Session:
 def _calibration(config: MemoryConfig, embedder: Embedder | None) -> Calibration:
     """``embedder``'s relevance threshold and vector weight (measured once per model and data
     directory, :mod:`memray.embedding.calibration`), with the configured overrides."""
-    from memray.embedding.calibration import calibration_of
-
     if embedder is None:
         return Calibration(1.0, 0.0)
     threshold, weight = calibration_of(config.root, embedder)

@@ -4,15 +4,12 @@ derived by :func:`~memray.facade.runner.blocking`."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memray.conversation.working_memory import WorkingMemory
 from memray.conversation.working_memory_spec import WMMode, WorkingMemorySpec, WorkingMemoryValue
-from memray.facade.runner import blocking
+from memray.facade.runner import Internals, blocking
 from memray.ids import ConversationKey
-
-if TYPE_CHECKING:  # (a handle is made by the Memory: a type-only import back)
-    from memray.facade.memory import Memory
 
 __all__ = ["WorkingMemoryHandle"]
 
@@ -20,8 +17,8 @@ __all__ = ["WorkingMemoryHandle"]
 class WorkingMemoryHandle:
     """The conversation's working-memory note (sync calls and ``a``-prefixed async twins)."""
 
-    def __init__(self, memory: Memory, key: ConversationKey, spec: WorkingMemorySpec) -> None:
-        self._runner = memory._runner
+    def __init__(self, internals: Internals, key: ConversationKey, spec: WorkingMemorySpec) -> None:
+        self._runner = internals
         self.key = key
         self.spec = spec
 

@@ -38,7 +38,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from memray.errors import MissingExtraError
-from memray.facade.service import scope_of
+from memray.facade.memory import Memory
+from memray.facade.service import MemoryServiceHandle, scope_of
 from memray.ids import validate_id, validate_optional_id, validate_project_id
 from memray.models import MemoryEntry, MemoryResult, SearchRequest
 
@@ -53,8 +54,6 @@ if TYPE_CHECKING:
     from google.adk.events.event import Event
     from google.adk.sessions.session import Session
 
-    from memray.facade.memory import Memory
-    from memray.facade.service import MemoryServiceHandle
 
 __all__ = ["MemrayMemoryService", "events_to_entries"]
 

@@ -56,11 +56,13 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memray.errors import InvalidIdError, MissingExtraError
+from memray.facade.memory import Memory
 from memray.ids import validate_id
 from memray.models import MemoryEntry, MemoryResult
+from memray.service.longterm import MemoryService
 from memray.text import tokenize
 
 try:
@@ -82,10 +84,6 @@ try:
     )
 except ImportError as exc:  # pragma: no cover - exercised by the missing-extra test in a subprocess
     raise MissingExtraError("langgraph", "langgraph") from exc
-
-if TYPE_CHECKING:
-    from memray.facade.memory import Memory
-    from memray.service.longterm import MemoryService
 
 __all__ = ["MemrayStore"]
 
@@ -119,14 +117,14 @@ class MemrayStore(BaseStore):
 
     @property
     def _core(self) -> MemoryService:
-        return self._mem._service_core
+        return self._mem.internals.service
 
     # -- the two entry points ---------------------------------------------------------------
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        return self._mem._run(self._batch(list(ops)))
+        return self._mem.internals.run(self._batch(list(ops)))
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        return await self._mem._arun(self._batch(list(ops)))
+        return await self._mem.internals.arun(self._batch(list(ops)))
 
     async def _batch(self, ops: list[Op]) -> list[Result]:
         for op in ops:
@@ -189,7 +187,7 @@ class MemrayStore(BaseStore):
         before = {r.entry.id: r for r in await self._core.get_entries(self.app, user, ids)}
         gone = [i for op, i in zip(ops, ids) if op.value is None and i in before]
         if gone:
-            await self._core.delete_entries_by_id(self.app, user, gone)
+            await self._core.delete(self.app, user, ids=gone)
         now = datetime.now(UTC).timestamp()
         by_project: dict[str, list[MemoryEntry]] = {}
         for op, entry_id in zip(ops, ids):
@@ -199,7 +197,7 @@ class MemrayStore(BaseStore):
             created = _meta(old)["created_at"] if old is not None else now
             by_project.setdefault(_encode(op.namespace), []).append(self._entry(op, entry_id, created, now))
         for project, entries in by_project.items():
-            await self._core.add_entries(self.app, user, entries, project)
+            await self._core.add(self.app, user, entries, project_id=project)
 
     def _entry(self, op: PutOp, entry_id: str, created: float, updated: float) -> MemoryEntry:
         value = dict(op.value or {})

@@ -32,6 +32,7 @@ import json
 from typing import TYPE_CHECKING, Any, cast
 
 from memray.errors import MissingExtraError, ValidationError
+from memray.facade import ConversationHandle, Memory
 from memray.ids import validate_id
 from memray.models import DataPart, Message, Part, Role, TextPart, new_id
 
@@ -42,8 +43,6 @@ except ImportError as exc:  # pragma: no cover - exercised by the missing-extra 
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
-
-    from memray.facade import ConversationHandle, Memory
 
 __all__ = ["MemraySession", "ITEM_PART"]
 

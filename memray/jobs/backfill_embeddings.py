@@ -44,16 +44,19 @@ import numpy as np
 
 from memray.cli_args import DefaultsHelpFormatter
 from memray.config import EmbedderConfig, MemoryConfig
+from memray.embedding import build_embedder
+from memray.embedding.active import read_active_model, write_active_model
 from memray.errors import ValidationError
 from memray.ids import Namespace, stable_hash
 from memray.index.base import IndexItem
+from memray.index.columns import columns_of
 from memray.index.router import ShardRouter
 from memray.jobs.bulk import EmbedBatches, bulk_pass, export_files
 from memray.jobs.common import ProgressFile, add_common_args, config_from_args, connect, emit, fail_point, log
 from memray.jobs.control import EXIT_CODES, Meter, Stop
 from memray.jobs.resources import PoolPlan, free_resources, plan_pool
 from memray.store.partitions import StorePartitions
-from memray.store.rows import EmbeddingRow
+from memray.store.rows import EmbeddingRow, row_to_message
 
 __all__ = ["parse_model", "run", "main", "EmbedBatches"]
 
@@ -94,9 +97,6 @@ async def _index_items(
     store: StorePartitions, model_id: str, pending: list[tuple[Namespace, str, str]], vectors: np.ndarray
 ) -> list[IndexItem]:
     """Index items for vectors just stored: recency and payload from the store (deleted ones dropped)."""
-    from memray.index.columns import columns_of
-    from memray.store.rows import row_to_message
-
     by_user: dict[tuple[str, str], list[int]] = {}
     for i, (ns, _, _) in enumerate(pending):
         by_user.setdefault((ns.app, ns.user_id), []).append(i)
@@ -143,7 +143,7 @@ async def _index_items(
 async def _catch_up(mem: Any, embedder: Any, model_id: str, max_rounds: int = 50) -> int:
     """Embed what has no vector of ``model_id`` yet (writes since the export) and index it: into
     the staged indexes before the cutover, the active ones after. Returns the rows embedded."""
-    store, total = mem._deployment.stores, 0
+    store, total = mem.internals.deployment.stores, 0
     for _ in range(max_rounds):
         pending = await store.pending_embeddings(model_id, _PAGE)
         if not pending:
@@ -154,7 +154,7 @@ async def _catch_up(mem: Any, embedder: Any, model_id: str, max_rounds: int = 50
         )
         items = await _index_items(store, model_id, pending, vectors)
         if items:
-            await ShardRouter(mem._deployment.shards).upsert(items, model_id)
+            await ShardRouter(mem.internals.deployment.shards).upsert(items, model_id)
         total += len(pending)
         if len(pending) < _PAGE:
             break
@@ -165,7 +165,7 @@ async def _stage(mem: Any, model_id: str, dim: int, stop: Stop) -> int:
     """Load the new model's vectors from the store into a staged index set on every shard that
     is not on the model yet. Returns the vectors staged. On a stop request the staged sets are
     dropped (searches never saw them; a rerun stages again)."""
-    shards, store, total = mem._deployment.shards, mem._deployment.stores, 0
+    shards, store, total = mem.internals.deployment.shards, mem.internals.deployment.stores, 0
     for i, shard in enumerate(shards):
         if not await shard.stage_begin(model_id, dim):
             continue  # this shard already cut over (a resumed run)
@@ -180,7 +180,7 @@ async def _stage(mem: Any, model_id: str, dim: int, stop: Stop) -> int:
 
 
 async def _switch(mem: Any, target: EmbedderConfig, embedder: Any, model_id: str) -> dict[str, int]:
-    dep = mem._deployment
+    dep = mem.internals.deployment
     counts = {"catch_up": await _catch_up(mem, embedder, model_id)}
     await asyncio.gather(*(h.set_embedder(target) for h in dep.hosts))
     log("hosts embed new writes with", model_id)
@@ -189,7 +189,6 @@ async def _switch(mem: Any, target: EmbedderConfig, embedder: Any, model_id: str
         if await shard.cutover(model_id):
             log(f"shard {i}: cut over to {model_id}")
         fail_point("cutover")
-    from memray.embedding.active import read_active_model, write_active_model
 
     record = read_active_model(mem.config.root)
     if record is None or record.embedder != target:
@@ -223,7 +222,7 @@ def run(
     result record (also the JSON line of :func:`main`). ``status`` is ``"done"``, or
     ``"interrupted"`` / ``"timed_out"`` when Ctrl-C or ``timeout_s`` stopped it early: the
     progress is saved and the same call resumes it."""
-    from memray.embedding import build_embedder
+    # memray.jobs imports without Ray (tests/test_layers.py): ray when a job runs
     from memray.runtime.actors import ensure_ray
 
     t0 = time.monotonic()

@@ -23,10 +23,14 @@ import os
 import time
 from typing import Any
 
+import duckdb
 import numpy as np
 
 from memray.cli_args import DefaultsHelpFormatter
 from memray.config import MemoryConfig, SummarizerConfig
+from memray.conversation.summarizer import build_summarizer
+from memray.conversation.summary import SummaryKeeper
+from memray.ids import ConversationKey
 from memray.jobs.common import add_common_args, config_from_args, connect, emit, log, pool_args
 from memray.jobs.resources import free_resources, plan_pool
 from memray.progress import bar
@@ -39,8 +43,7 @@ class SummarizeBatches:
     """A Ray Data pool actor: updates the summaries of a batch of conversations."""
 
     def __init__(self, summarizer_json: str, store_names: list[str], namespace: str, force: bool) -> None:
-        from memray.conversation.summarizer import build_summarizer
-        from memray.conversation.summary import SummaryKeeper
+        # memray.jobs imports without Ray (tests/test_layers.py): ray when a job runs
         from memray.runtime.actors import partitions
 
         config = SummarizerConfig.model_validate_json(summarizer_json)
@@ -53,8 +56,6 @@ class SummarizeBatches:
         return asyncio.run(self._run(batch))
 
     async def _run(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        from memray.ids import ConversationKey
-
         keys = [
             ConversationKey.of(str(a), str(u), str(c))
             for a, u, c in zip(batch["app"], batch["user_id"], batch["conversation_id"])
@@ -72,8 +73,6 @@ class SummarizeBatches:
 def conversation_keys(config: MemoryConfig) -> list[dict[str, Any]]:
     """(app, user_id, conversation_id, last_seq) of every exported conversation (every history
     partition's export root), via DuckDB."""
-    import duckdb
-
     patterns = [os.path.join(root, "messages", "*", "*", "*.parquet") for root in export_roots(config)]
     pattern = [p for p in patterns if glob.glob(p)]
     if not pattern:
@@ -97,7 +96,7 @@ def run(
     batch_size: int = 64,
     cpus_per_worker: float | None = None,
 ) -> dict[str, Any]:
-    import ray.data
+    import ray.data  # 580 ms (python -X importtime), and memray.jobs imports without Ray
 
     t0 = time.monotonic()
     mem, owned = connect(config)
@@ -119,7 +118,7 @@ def run(
                 **pool_args(workers, mem.config.verbose),
                 fn_constructor_kwargs={
                     "summarizer_json": mem.config.summarizer.model_dump_json(),
-                    "store_names": mem._deployment.store_names(),
+                    "store_names": mem.internals.deployment.store_names(),
                     "namespace": mem.config.namespace,
                     "force": force,
                 },

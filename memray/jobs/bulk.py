@@ -31,8 +31,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from memray.config import EmbedderConfig, MemoryConfig
+from memray.embedding import build_embedder
 from memray.ids import Namespace
 from memray.jobs.common import ProgressFile, fail_point, log, pool_args
 from memray.jobs.control import Meter, Stop
@@ -67,11 +69,9 @@ class EmbedBatches:
         namespace: str = "",
         threads: int = 0,
     ) -> None:
-        from memray.embedding import build_embedder
-
         config = EmbedderConfig.model_validate_json(embedder_json).model_copy(update={"cache_size": 0})
         if threads and config.kind == "local":  # one worker's share of the CPUs, not all of them
-            import torch
+            import torch  # optional dependency: the [local] extra brings it
 
             torch.set_num_threads(threads)
         embedder = build_embedder(config)
@@ -81,6 +81,7 @@ class EmbedBatches:
         self.table, self.model_id, self.base = table, model_id, base
         self.store: StorePartitions | None = None
         if store_names:  # a resumed run asks the user's partition what it has
+            # memray.jobs imports without Ray (tests/test_layers.py): ray when a job runs
             from memray.runtime.actors import partitions
 
             self.store = partitions(store_names, namespace)
@@ -262,8 +263,6 @@ def bulk_pass(
     """Embed every exported row changed after ``state['base']`` that has no vector of
     ``model_id`` yet; returns the vectors written and each table's meter. Returns early when
     ``stop`` asks."""
-    import pyarrow.parquet as pq
-
     done: set[str] = set(state["files_done"])
     resumed = bool(state["base"] or state["files_done"] or state.get("written"))
     total, meters = 0, []
@@ -285,7 +284,7 @@ def bulk_pass(
             progress.save(state)
             fail_point("bulk", batches)
 
-        writers = PartitionWriters(mem._deployment.stores.clients)  # one writer per history partition
+        writers = PartitionWriters(mem.internals.deployment.stores.clients)  # one writer per history partition
         stream = _Stream(ds, table_kind(table), model_id, _Files(sizes, done), meter, stop, checkpoint)
         total += asyncio.run(stream.run(writers))
         meter.tick(force=True)
@@ -310,7 +309,7 @@ def _pipeline(
     The files are read by a task-pool ``map_batches`` over their paths, not ``read_parquet``:
     Ray Data 2.60's ``read_parquet`` starts with a file-listing task that always reserves a whole
     CPU (it takes no resource arguments), which a 2-CPU machine running the pool cannot give."""
-    import ray.data
+    import ray.data  # 580 ms (python -X importtime), and memray.jobs imports without Ray
 
     scope = "conversation_id" if table == "messages" else "project_id"
     ds = (
@@ -333,7 +332,7 @@ def _pipeline(
                 "table": table,
                 "model_id": model_id,
                 "base": base,
-                "store_names": mem._deployment.store_names() if resumed else [],
+                "store_names": mem.internals.deployment.store_names() if resumed else [],
                 "namespace": mem.config.namespace,
                 "threads": plan.threads,
             },
@@ -369,8 +368,6 @@ _READ_COLUMNS = ["app", "user_id", "id", "text", "changed_version", "embed_state
 def read_files(batch: pa.Table, columns: list[str]) -> pa.Table:
     """A read task: the rows of the Parquet files named in ``batch['path']`` (``columns`` and the
     file's path)."""
-    import pyarrow.parquet as pq
-
     tables = []
     for path in batch["path"].to_pylist():
         t = pq.read_table(path, columns=columns)

@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
+import signal
 import sys
 import tempfile
 import time
+import warnings
 from typing import Any
 
+import memray
 from memray.cli_args import add_data_dir
 from memray.config import MemoryConfig
+from memray.ids import stable_hash
 from memray.store.layout import data_directory
 
 __all__ = ["add_common_args", "config_from_args", "connect", "ProgressFile", "log", "emit", "fail_point", "pool_args"]
@@ -86,10 +91,8 @@ def config_from_args(args: argparse.Namespace) -> MemoryConfig:
 def connect(config: MemoryConfig) -> tuple[Any, bool]:
     """Join Ray and memray. Returns ``(memory, owned)``; ``owned`` is True when this job created
     memray's actors (nothing was running) and must terminate them when it is done."""
-    import ray
+    import ray  # memray.jobs imports without Ray (tests/test_layers.py): ray when a job runs
 
-    import memray
-    from memray.ids import stable_hash
     from memray.runtime.actors import ensure_ray
 
     config = ensure_ray(config).config  # a running memray's Ray, namespace and shape; quiet unless verbose
@@ -117,10 +120,7 @@ def pool_args(workers: int, verbose: bool) -> dict[str, Any]:
     - Unless ``verbose``, Ray Data's console shows errors only (not each dataset's start, plan
       and end); its log file in the Ray session's ``logs/ray-data`` keeps everything.
     """
-    import logging
-    import warnings
-
-    import ray.data
+    import ray.data  # 580 ms (python -X importtime), and memray.jobs imports without Ray
 
     warnings.filterwarnings("ignore", message=r".*`ray_remote_args` is deprecated")
     ray.data.DataContext.get_current().enable_progress_bars = False  # the job draws its own bar
@@ -186,8 +186,6 @@ def fail_point(name: str, count: int = 1) -> None:
     n, _, action = rest.partition(":")
     if at == name and count >= int(n or 1):
         if action == "sigint":
-            import signal
-
             del os.environ["MEMRAY_JOB_FAIL_AT"]
             signal.raise_signal(signal.SIGINT)
             return

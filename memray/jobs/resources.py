@@ -92,7 +92,7 @@ def plan_pool(
 
 def free_resources() -> tuple[float, float]:
     """(CPUs, GPUs) no task or actor of the connected Ray has reserved now."""
-    import ray
+    import ray  # memray.jobs imports without Ray (tests/test_layers.py): ray when a job runs
 
     free = ray.available_resources()  # type: ignore[no-untyped-call]
     return float(free.get("CPU", 0.0)), float(free.get("GPU", 0.0))

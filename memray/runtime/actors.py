@@ -47,7 +47,15 @@ from memray.index.keeper import ShardKeeper
 from memray.index.recovery import RecoveringShard
 from memray.rpc.gate import PriorityGate
 from memray.rpc.ref import Liveness, Placement, Restart, watched
-from memray.runtime.deploy import active_model, shard_embedder, shard_model, shard_path, store_label, store_roles
+from memray.runtime.deploy import (
+    active_model,
+    shard_embedder,
+    shard_model,
+    shard_path,
+    stop_cores,
+    store_label,
+    store_roles,
+)
 from memray.runtime.join import RayAuth, running_memray
 from memray.service.client import KeyRingClient
 from memray.service.keys import KeyRing
@@ -133,6 +141,7 @@ class RayRef:
         info = found.get(actor_id)
         if info is None:
             return None
+        # private to Ray: a version that moves it fails this call, not the import
         from ray.core.generated import gcs_pb2
 
         state = str(gcs_pb2.ActorTableData.ActorState.Name(info.state))  # type: ignore[attr-defined]
@@ -271,6 +280,7 @@ def _authenticate(environment: dict[str, str]) -> None:
     cached token: both are re-read, as Ray itself does when it turns token authentication on."""
     if not environment:
         return
+    # private to Ray: a version that moves it fails this call (authentication on), not the import
     from ray._raylet import AuthenticationTokenLoader, Config  # type: ignore[attr-defined]  # (not in the stubs)
 
     os.environ.update(environment)
@@ -290,6 +300,7 @@ def _drop_ray_notices(notices: tuple[str, ...]) -> None:
     codes, whatever the log level) off the terminal; every other line still shows. Ray offers no
     switch for one message, so this wraps the function its listener thread prints with; if a
     Ray version moves it, nothing is filtered."""
+    # private to Ray: a version that moves it fails this call, not the import
     from ray._private import worker as ray_worker
 
     printer = getattr(ray_worker, "print_to_stdstream", None)
@@ -570,8 +581,6 @@ class RayDeployment:
     async def stop(self, terminate: bool) -> list[dict[str, Any]]:
         """:func:`~memray.runtime.deploy.stop_cores` (every wait bounded: an actor that is down or
         restarting cannot hold a driver's close), then with ``terminate`` kill every actor."""
-        from memray.runtime.deploy import stop_cores
-
         try:
             return await stop_cores(self, terminate, self.config.write_timeout_s + 30.0)
         finally:

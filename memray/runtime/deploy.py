@@ -13,12 +13,21 @@ from typing import Any, Protocol
 
 from memray.config import EmbedderConfig, MemoryConfig
 from memray.conversation.client import HostClient
+from memray.conversation.host import ConversationHost
+from memray.embedding import build_embedder
+from memray.embedding.active import read_active_model
+from memray.embedding.recompute import recomputer
 from memray.errors import DeadLetterError
 from memray.index.client import ShardClient
+from memray.index.fork import clear_marker, needs_reconcile, read_marker
+from memray.index.keeper import reconcile_marked, reconcile_shard
 from memray.index.recompute import Recompute
+from memray.index.recovery import RecoveringShard
 from memray.rpc.local import LocalRef
 from memray.service.client import KeyRingClient
+from memray.service.keys import KeyRing
 from memray.store.client import StoreClient
+from memray.store.history import HistoryStore
 from memray.store.layout import check_stores, store_files
 from memray.store.partitions import StorePartitions
 
@@ -43,8 +52,6 @@ def shard_path(config: MemoryConfig, shard_id: int) -> str:
 
 def active_model(config: MemoryConfig) -> tuple[int, str]:
     """The dim and model id the shards index: the configured embedder's (``"none"`` without one)."""
-    from memray.embedding import build_embedder
-
     embedder = build_embedder(config.embedder)
     return (embedder.dim, embedder.model_id) if embedder is not None else (config.embedder.dim, "none")
 
@@ -52,8 +59,6 @@ def active_model(config: MemoryConfig) -> tuple[int, str]:
 def shard_embedder(config: MemoryConfig, model_id: str) -> EmbedderConfig | None:
     """What a shard actor is given of the embedder: its config when it is recomputable (the
     shard recomputes the vectors the store does not keep), else None (a custom one may be big)."""
-    from memray.embedding.recompute import recomputer
-
     return config.embedder if recomputer(config.embedder, model_id) is not None else None
 
 
@@ -63,9 +68,6 @@ def shard_model(
     """A shard's model: the one recorded in ``root`` (a re-embedding job may have cut over since
     the shard was created with ``dim``, ``model_id`` and ``embedder``), and what recomputes its
     vectors when it is recomputable."""
-    from memray.embedding.active import read_active_model
-    from memray.embedding.recompute import recomputer
-
     record = read_active_model(root)
     if record is not None and record.model_id != model_id:  # (a custom embedder is not in the record)
         dim, model_id, embedder = record.dim, record.model_id, record.embedder
@@ -92,11 +94,6 @@ class LocalDeployment:
     """Every core in this process (``mode="inprocess"``)."""
 
     def __init__(self, config: MemoryConfig) -> None:
-        from memray.conversation.host import ConversationHost
-        from memray.embedding.recompute import recomputer
-        from memray.index.recovery import RecoveringShard
-        from memray.store.history import HistoryStore
-
         self.config = config
         dim, model_id = active_model(config)
         self._stores = [HistoryStore(path) for path in store_files(config)]
@@ -123,8 +120,6 @@ class LocalDeployment:
 
     def keyring(self) -> KeyRingClient:
         if self._keyring is None:
-            from memray.service.keys import KeyRing
-
             self._keyring = KeyRingClient(LocalRef(KeyRing(self.stores.clients[0]), "key ring"))
         return self._keyring
 
@@ -137,9 +132,6 @@ class LocalDeployment:
 
     async def _reconcile_if_forked(self, i: int) -> None:
         """A fork's shard reconciles with the store before it serves (:mod:`memray.index.fork`)."""
-        from memray.index.fork import clear_marker, needs_reconcile, read_marker
-        from memray.index.keeper import reconcile_marked, reconcile_shard
-
         path = shard_path(self.config, i)
         if needs_reconcile(path):
             model_id, changed = self._shards[i].model_id, read_marker(path)

@@ -31,17 +31,14 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memray.config import MemoryConfig
 from memray.errors import ValidationError
 from memray.files import fsync_dir
 from memray.ids import Namespace, user_hash
 from memray.index.fork import write_marker
-from memray.runtime.deploy import shard_path
-
-if TYPE_CHECKING:
-    from memray.runtime.deploy import Deployment
+from memray.runtime.deploy import Deployment, shard_path
 
 __all__ = ["fork_deployment", "check_fork_path", "RECORDS"]
 

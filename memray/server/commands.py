@@ -7,14 +7,18 @@ they are installed: without the ``serve`` extra each command says so in one line
 from __future__ import annotations
 
 import argparse
+import asyncio
 import ipaddress
 import json
 import sys
 from typing import Any
 
+import memray
 from memray.cli_args import DefaultsHelpFormatter, add_data_dir
 from memray.config import MemoryConfig
 from memray.errors import ValidationError
+from memray.runtime.join import running_memray
+from memray.server import require
 from memray.server.settings import ServerSettings
 
 __all__ = ["add_parsers", "is_loopback"]
@@ -42,14 +46,12 @@ def _config(args: argparse.Namespace, mode: str = "ray") -> MemoryConfig:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from memray.server import require
-
     require()
     if args.no_auth and not is_loopback(args.host):
         raise ValidationError(
             "--no-auth", args.host, "is allowed on a loopback host only", "bind --host 127.0.0.1, or use keys"
         )
-    from memray.server.deployment import serve_forever
+    from memray.server.deployment import serve_forever  # Ray Serve: 690 ms, paid by `memray serve` alone
 
     origins = tuple(args.allow_origin) or ServerSettings.allowed_origins
     hosts = tuple(args.allow_host) or ServerSettings.allowed_hosts
@@ -74,12 +76,9 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _mcp(args: argparse.Namespace) -> int:
-    from memray.server import require
-
     require()
-    import asyncio
 
-    from memray.server.mcp import mcp_server
+    from memray.server.mcp import mcp_server  # the MCP SDK: 520 ms, paid by `memray mcp` alone
 
     with _open_here_or_join(args) as mem:
         asyncio.run(mcp_server(mem, None, args.app).run_stdio_async())
@@ -90,9 +89,6 @@ def _open_here_or_join(args: argparse.Namespace) -> Any:
     """The memray of PATH: the running one if a server (any ray-mode memray) holds the
     directory — joined with no address typed (:mod:`memray.runtime.join`) — or ``--address``'s;
     else the directory opened here, in-process (no Ray started for a key or a desktop client)."""
-    import memray
-    from memray.runtime.join import running_memray
-
     config = _config(args, "inprocess").model_copy(update={"hosts": 1})
     if args.address or running_memray(config) is not None:
         config = config.model_copy(update={"mode": "ray"})

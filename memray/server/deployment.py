@@ -33,6 +33,7 @@ import memray
 from memray import tracing
 from memray.config import MemoryConfig
 from memray.facade.memory import Memory
+from memray.runtime.actors import ensure_ray, shutdown_ray
 from memray.server.api import build_app
 from memray.server.auth import KeyCache
 from memray.server.settings import ServerSettings
@@ -169,8 +170,6 @@ def serve_forever(settings: ServerSettings, host: str, port: int, log: Any = pri
     proxy start while the memray's actors do (and the key ring's actor while the replicas do).
     Serve's own log lines (started, deploying, deleting) stay out of the terminal unless
     ``--verbose``, as Ray's do."""
-    from memray.runtime.actors import ensure_ray, shutdown_ray
-
     if not settings.config.verbose:
         logging.getLogger("ray.serve").setLevel(logging.WARNING)
     t0 = time.monotonic()

@@ -24,6 +24,7 @@ from typing import Any
 import pydantic
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
 from starlette.routing import Route
@@ -158,7 +159,6 @@ def build_mcp(
         max_request_body_size=settings.max_body_bytes,
         transport_security=security,
     )
-    from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 
     guarded = Guard(StreamableHTTPASGIApp(server.session_manager), settings.allowed_origins)
     return Route("/mcp", endpoint=guarded), server.session_manager.run  # every method: the Guard answers

@@ -32,8 +32,12 @@ import os
 import urllib.parse
 from typing import TYPE_CHECKING, Any
 
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
 from memray.config import MemoryConfig
-from memray.ids import ConversationKey, validate_id
+from memray.embedding.cache import CachedEmbedder
+from memray.ids import ConversationKey, conversation_namespace, user_hash, validate_id
 from memray.models import DeletionProof, DeletionReceipt
 from memray.store.schema import TABLES
 
@@ -75,8 +79,6 @@ RECEIPT_KEYS = (
 
 def clear_cache(embedder: Embedder | None) -> int:
     """Empty ``embedder``'s cache if it has one; returns the entries dropped."""
-    from memray.embedding.cache import CachedEmbedder
-
     return embedder.cache.clear() if isinstance(embedder, CachedEmbedder) else 0
 
 
@@ -169,8 +171,6 @@ async def verify_messages_deleted(
     messages and vectors, the user's shard (after a snapshot, its snapshot files too), the
     conversation's host (buffer, read-your-writes tail, embedding queue) and every export root.
     The proof after ``delete_messages(ids)`` or ``clear()`` (docs/conversations.md)."""
-    from memray.ids import conversation_namespace, user_hash
-
     ns = conversation_namespace(key)
     i = user_hash(key.app, key.user_id) % len(shards)
     shard, host = shards[i], hosts[key.route(len(hosts))]
@@ -193,8 +193,6 @@ async def verify_messages_deleted(
 
 def scan_snapshot_items(folder: str, namespace: tuple[str, str, str, str], ids: list[str] | None) -> int:
     """Items of ``namespace`` (only ``ids`` when given) in every snapshot under a shard's ``folder``."""
-    import pyarrow.parquet as pq
-
     wanted = None if ids is None else set(ids)
     total = 0
     for file in _files(folder, "shard.json"):
@@ -216,9 +214,6 @@ def scan_exports(root: str, app: str, user_id: str) -> int:
     """Rows of the user in every Parquet file under ``root`` (staging and trash folders included:
     a leftover there still holds data). The app comes from the file's ``app`` column or, in a
     hive layout, from the ``app=`` folder it sits in."""
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
     total = 0
     for path in _files(root, ".parquet"):
         pf = pq.ParquetFile(path)
@@ -240,8 +235,6 @@ def scan_snapshots(path: str, app: str, user_id: str) -> int:
     ones alike): each snapshot's ``shard.json`` lists its namespaces ``(app, user_id, kind, scope,
     uid, ...)``; the user's items are the rows of ``items.parquet`` with those uids (a namespace
     counts at least 1: its presence is data)."""
-    import pyarrow.parquet as pq
-
     total = 0
     for file in _files(path, "shard.json"):
         try:

@@ -9,30 +9,31 @@ Scopes
 Entries live in the namespace ``entry_namespace(app, user_id, project_id)``; a global entry has
 project ``""``. Nothing crosses an ``(app, user_id)`` boundary.
 
-==========================  ======================================================
-search ``project_id=None``   the user's global entries only
-search ``project_id=P``      global entries plus P's (never another project's)
-``delete_entries``           global entries matching the query; projects untouched
-``delete_entries_in_project``  P's entries matching the query; global untouched
-``delete_project``           every entry of P
-``delete_session``           every entry of the session, in whatever scope (or only P's)
-``delete_entries_by_id``     these entries, in whatever scope (or only P's)
-``delete_user`` (here)       every entry of the user; :meth:`memray.Memory.delete_user` erases
-                             everything else too (conversations, exports, caches...)
-==========================  ======================================================
+==================================  ======================================================
+search ``project_id=None``          the user's global entries only
+search ``project_id=P``             global entries plus P's (never another project's)
+``delete(query)``                   global entries matching the query; projects untouched
+``delete(query, project_id=P)``     P's entries matching the query; global untouched
+``delete(ids=...)``                 these entries, in whatever scope (only P's with P)
+``delete(session_id=...)``          every entry of the session, in whatever scope (only P's)
+``delete(everything=True, ...)``    every entry of P; without a project, every entry of the
+                                    user (the entries part of an erasure:
+                                    :meth:`memray.Memory.delete_user` erases everything else
+                                    too: conversations, exports, caches...)
+==================================  ======================================================
 
-Writes: write first, then embed. ``add_*`` commits the entries to the store (durable when it
-returns), then queues them on the pipeline and waits (up to ``index_timeout_s``) until they are
-indexed, so a search right after an add finds them. If the embedder fails the add still succeeds:
-the entries are indexed lexically at once and embedded by the pipeline's retries (or the
-backfill). Re-adding a session replaces that session's entries.
+Writes: write first, then embed. :meth:`MemoryService.add` commits the entries to the store
+(durable when it returns), then queues them on the pipeline and waits (up to
+``index_timeout_s``) until they are indexed, so a search right after an add finds them. If the
+embedder fails the add still succeeds: the entries are indexed lexically at once and embedded by
+the pipeline's retries (or the backfill). ``replace_session=True`` replaces what the session
+stored before.
 
-These are the core's calls; users reach them through the facade's
-:class:`~memray.facade.service.MemoryServiceHandle`, which offers one add family and one delete
-family over them (``add_entry``/``add_entries``, ``delete_entries``) with project scope through
-``for_project``.
+One add and one delete: users reach them through the facade's
+:class:`~memray.facade.service.MemoryServiceHandle`, which offers them as ``add_entry`` /
+``add_entries`` and ``delete_entries``, with project scope through ``for_project``.
 
-"Entries matching a query" (the ``delete_entries*`` calls): see :mod:`memray.service.entries`.
+"Entries matching a query" (``delete(query)``): see :mod:`memray.service.entries`.
 
 Search: ``score`` and ``min_score`` mean exactly what :mod:`memray.index.scorer` says (in [0, 1],
 0 = not relevant; by default only relevant entries come back, so a query about something the
@@ -48,24 +49,21 @@ import asyncio
 import logging
 import weakref
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
 
 from memray.arguments import check_query
+from memray.embedding.base import Embedder
 from memray.embedding.pipeline import EmbeddingPipeline, PendingItem
 from memray.embedding.query import QueryEncoder
 from memray.errors import ValidationError
 from memray.ids import entry_namespace, validate_id, validate_optional_id, validate_project_id
 from memray.index.columns import columns_of
+from memray.index.router import ShardRouter
 from memray.models import RetrievalMode
 from memray.service.entries import EntryInput, coerce_entries, entry_matches, entry_payload
 from memray.service.reader import DEFAULT_LIMIT, EntryReader
 from memray.store.partitions import StorePartitions
 from memray.store.rows import EntryRow, entry_to_row
 from memray.text import tokenize
-
-if TYPE_CHECKING:
-    from memray.embedding.base import Embedder
-    from memray.index.router import ShardRouter
 
 __all__ = ["MemoryService", "DEFAULT_LIMIT"]
 
@@ -111,73 +109,43 @@ class MemoryService(EntryReader):
         return lock
 
     # -- writes -----------------------------------------------------------------------------
-    async def add_session(self, app: str, user_id: str, session_id: str, entries: Iterable[EntryInput]) -> list[str]:
-        """Store a session's entries as global memories, replacing what the session held before.
-        Returns the ids stored."""
-        return await self._add(app, user_id, entries, validate_id("session_id", session_id), None, replace=True)
-
-    async def add_session_to_project(
-        self, app: str, user_id: str, session_id: str, project_id: str, entries: Iterable[EntryInput]
-    ) -> list[str]:
-        """Like :meth:`add_session`, with the entries scoped to ``project_id``."""
-        session_id = validate_id("session_id", session_id)
-        return await self._add(app, user_id, entries, session_id, validate_project_id(project_id), replace=True)
-
-    async def add_entry(self, app: str, user_id: str, entry: EntryInput) -> str:
-        """Store one global entry (an entry with the same id is replaced). Returns its id."""
-        return (await self._add(app, user_id, [entry], None, None, replace=False))[0]
-
-    async def add_entry_to_project(self, app: str, user_id: str, project_id: str, entry: EntryInput) -> str:
-        """Store one entry in ``project_id``. Returns its id."""
-        return (await self._add(app, user_id, [entry], None, validate_project_id(project_id), replace=False))[0]
-
-    async def add_entries(
+    async def add(
         self,
         app: str,
         user_id: str,
         entries: Iterable[EntryInput],
+        *,
         project_id: str | None = None,
         session_id: str | None = None,
+        replace_session: bool = False,
     ) -> list[str]:
-        """Store several entries at once, globally or in ``project_id``, each replacing a stored
-        entry with the same id. ``session_id`` tags them with a session (``delete_session``
-        removes them) without replacing what the session stored before. Returns their ids."""
+        """Store entries, globally or in ``project_id``, each replacing a stored entry with the
+        same id; returns their ids (in order, each once). ``session_id`` tags them with a session
+        (``delete(session_id=...)`` removes them); with ``replace_session=True`` they replace
+        everything that session stored before, in any scope (no entries then just removes it)."""
         validate_id("app", app)  # (no entries to store is no reason to take bad ids)
         validate_id("user_id", user_id)
         validate_optional_id("session_id", session_id)
-        parsed = coerce_entries(entries)
-        if not parsed:
-            return []
         project = None if project_id is None else validate_project_id(project_id)
-        return await self._add(app, user_id, parsed, session_id, project, replace=False)
-
-    async def _add(
-        self,
-        app: str,
-        user_id: str,
-        entries: Iterable[EntryInput],
-        session_id: str | None,
-        project_id: str | None,
-        replace: bool,
-    ) -> list[str]:
-        validate_id("app", app)
-        validate_id("user_id", user_id)
-        validate_optional_id("session_id", session_id)
+        if replace_session and session_id is None:
+            raise ValidationError(
+                "session_id", None, "is needed with replace_session=True", "pass the session whose entries to replace"
+            )
         parsed = coerce_entries(entries)
-        if not parsed and not replace:
-            raise ValidationError("entry", None, "no entry given")
-        rows = [entry_to_row(app, user_id, e, session_id, project_id) for e in parsed]
+        if not parsed and not replace_session:
+            return []
+        rows = [entry_to_row(app, user_id, e, session_id, project) for e in parsed]
         ids = [e.id for e in parsed]
         async with self.user_lock(app, user_id):
-            before = await self._scopes_before(app, user_id, ids, session_id if replace else None)
-            replaced = (app, user_id, session_id) if replace and session_id is not None else None
+            before = await self._scopes_before(app, user_id, ids, session_id if replace_session else None)
+            replaced = (app, user_id, session_id) if replace_session and session_id is not None else None
             removed = await self._store.put_entries(rows, replaced)
             if removed:  # old versions: their vectors are gone from the store; take them out of the shards
                 await self._pipeline.wait_idle(self._index_timeout_s)
-                refs = [(entry_namespace(app, user_id, before.get(i, project_id)), i) for i in removed]
+                refs = [(entry_namespace(app, user_id, before.get(i, project)), i) for i in removed]
                 self._pipeline.forget_items(refs)
                 await self._router.delete(refs)
-            ns = entry_namespace(app, user_id, project_id)
+            ns = entry_namespace(app, user_id, project)
             self._pipeline.submit(
                 [
                     PendingItem(
@@ -185,7 +153,7 @@ class MemoryService(EntryReader):
                         e.id,
                         e.text,
                         e.timestamp,
-                        entry_payload(e, session_id, project_id),
+                        entry_payload(e, session_id, project),
                         columns_of(e.timestamp, e.sim_time, e.importance),
                     )
                     for e in parsed
@@ -207,18 +175,58 @@ class MemoryService(EntryReader):
         return {r.id: r.project_id for rows in found for r in rows}
 
     # -- deletes ----------------------------------------------------------------------------
-    async def delete_entries(self, app: str, user_id: str, query: str) -> dict[str, int]:
-        """Delete the user's **global** entries matching ``query`` (module docstring); project
-        entries are untouched. Returns ``{"entries": n, "vectors": m}``."""
-        return await self._delete_matching(app, user_id, None, query)
-
-    async def delete_entries_in_project(self, app: str, user_id: str, project_id: str, query: str) -> dict[str, int]:
-        """Delete ``project_id``'s entries matching ``query``; global entries are untouched."""
-        return await self._delete_matching(app, user_id, validate_project_id(project_id), query)
-
-    async def _delete_matching(self, app: str, user_id: str, project_id: str | None, query: str) -> dict[str, int]:
+    async def delete(
+        self,
+        app: str,
+        user_id: str,
+        query: str | None = None,
+        *,
+        ids: Sequence[str] | None = None,
+        session_id: str | None = None,
+        everything: bool = False,
+        project_id: str | None = None,
+    ) -> dict[str, int]:
+        """Delete entries, with their vectors, named by exactly one of: ``query`` (the scope's
+        entries containing every word of it: :mod:`memray.service.entries`), ``ids`` (these
+        entries; unknown ids are ignored), ``session_id`` (every entry the session stored) or
+        ``everything=True``. The scope is ``project_id``'s, or without one: the global entries
+        for ``query``, every scope for the others (the module docstring's table). Returns
+        ``{"entries": n, "vectors": m}``."""
+        given = [name for name, v in (("query", query), ("ids", ids), ("session_id", session_id)) if v is not None]
+        if everything:
+            given.append("everything")
+        if len(given) != 1:
+            raise ValidationError(
+                given[1] if given else "query",
+                None,
+                "name what to delete with exactly one of query, ids=, session_id= or everything=True"
+                + (f" (got {' and '.join(given)})" if given else ""),
+                "e.g. svc.delete_entries(app, user_id, 'coffee') or svc.delete_entries(app, user_id, ids=[...])",
+            )
         validate_id("app", app)
         validate_id("user_id", user_id)
+        project = None if project_id is None else validate_project_id(project_id)
+        if query is not None:
+            return await self._delete_matching(app, user_id, project, query)
+        if ids is not None:
+            wanted = [validate_id("entry.id", i) for i in ids]
+            async with self.user_lock(app, user_id):
+                rows = await self._store.get_entries(app, user_id, wanted) if wanted else []
+                return await self._delete_rows(app, user_id, _in_project(rows, project))
+        if session_id is not None:
+            validate_id("session_id", session_id)
+            async with self.user_lock(app, user_id):
+                rows = await self._store.list_entries(app, user_id, None, session_id, True, None)
+                return await self._delete_rows(app, user_id, _in_project(rows, project))
+        async with self.user_lock(app, user_id):
+            if project is None:  # every scope: no queued work of the user may index anything again
+                await self.evict_user(app, user_id)
+            rows = await self._store.list_entries(app, user_id, project, None, project is None, None)
+            counts = await self._delete_rows(app, user_id, rows)
+            counts["vectors"] += await self._router.drop(app, user_id, "entry", project)
+            return counts
+
+    async def _delete_matching(self, app: str, user_id: str, project_id: str | None, query: str) -> dict[str, int]:
         wanted = set(tokenize(check_query(query)))
         if not wanted:
             raise ValidationError(
@@ -231,56 +239,6 @@ class MemoryService(EntryReader):
         async with self.user_lock(app, user_id):
             rows: list[EntryRow] = await self._store.list_entries(app, user_id, project_id, None, False, None)
             return await self._delete_rows(app, user_id, [r for r in rows if entry_matches(wanted, r.text)])
-
-    async def delete_entries_by_id(
-        self, app: str, user_id: str, ids: Sequence[str], project_id: str | None = None
-    ) -> dict[str, int]:
-        """Delete these entries with their vectors: whatever their scope, or only those of
-        ``project_id`` when given; ids not stored are ignored. Returns ``{"entries": n, "vectors": m}``."""
-        validate_id("app", app)
-        validate_id("user_id", user_id)
-        wanted = [validate_id("entry.id", i) for i in ids]
-        project = None if project_id is None else validate_project_id(project_id)
-        async with self.user_lock(app, user_id):
-            rows = await self._store.get_entries(app, user_id, wanted) if wanted else []
-            return await self._delete_rows(app, user_id, _in_project(rows, project))
-
-    async def delete_project(self, app: str, user_id: str, project_id: str) -> dict[str, int]:
-        """Delete every entry of ``project_id`` (global entries and other projects untouched)."""
-        validate_id("app", app)
-        validate_id("user_id", user_id)
-        validate_project_id(project_id)
-        async with self.user_lock(app, user_id):
-            rows = await self._store.list_entries(app, user_id, project_id, None, False, None)
-            counts = await self._delete_rows(app, user_id, rows)
-            counts["vectors"] += await self._router.drop(app, user_id, "entry", project_id)
-            return counts
-
-    async def delete_session(
-        self, app: str, user_id: str, session_id: str, project_id: str | None = None
-    ) -> dict[str, int]:
-        """Delete every entry the session stored, global or in a project (only ``project_id``'s
-        when given)."""
-        validate_id("app", app)
-        validate_id("user_id", user_id)
-        validate_id("session_id", session_id)
-        project = None if project_id is None else validate_project_id(project_id)
-        async with self.user_lock(app, user_id):
-            rows = await self._store.list_entries(app, user_id, None, session_id, True, None)
-            return await self._delete_rows(app, user_id, _in_project(rows, project))
-
-    async def delete_user(self, app: str, user_id: str) -> dict[str, int]:
-        """Delete every entry of the user (global and all projects) with their vectors. This is
-        the entries part of an erasure; :meth:`memray.Memory.delete_user` does the whole of it."""
-        validate_id("app", app)
-        validate_id("user_id", user_id)
-        async with self.user_lock(app, user_id):
-            queued = await self.evict_user(app, user_id)
-            rows = await self._store.list_entries(app, user_id, None, None, True, None)
-            counts = await self._delete_rows(app, user_id, rows)
-            counts["vectors"] += await self._router.drop(app, user_id, "entry")
-            counts["queued"] = queued
-            return counts
 
     async def _delete_rows(self, app: str, user_id: str, rows: list[EntryRow]) -> dict[str, int]:
         """Store rows first (the truth), then the shards' items. Queued work for them is dropped

@@ -8,12 +8,14 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memray.arguments import check_limit, check_min_score, check_mode, check_query
 from memray.embedding.query import QueryEncoder
 from memray.errors import ValidationError
 from memray.ids import Namespace, entry_namespace, validate_id, validate_project_id
+from memray.index.base import ShardHit
+from memray.index.router import ShardRouter
 from memray.models import MemoryEntry, MemoryResult, RetrievalMode, SearchMemoryResponse, SearchRequest
 from memray.ranking import Scoring, Stream, stream_of
 from memray.service.entries import unscored
@@ -21,10 +23,6 @@ from memray.sim_time import Window, window
 from memray.store.partitions import StorePartitions
 from memray.store.rows import EntryRow, row_to_entry
 from memray.text import tokenize
-
-if TYPE_CHECKING:
-    from memray.index.base import ShardHit
-    from memray.index.router import ShardRouter
 
 __all__ = ["EntryReader", "DEFAULT_LIMIT"]
 

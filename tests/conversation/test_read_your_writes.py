@@ -59,7 +59,7 @@ def test_context_sees_what_another_writer_added(mem):
     conv = fresh(mem)
     conv.add(chat(12, 1, "The fire drill is on Thursday at noon."))
     other = mem.conversation(user_id=conv.key.user_id, conversation_id=conv.key.conversation_id, app=APP)
-    mem._recall.written = Written()  # as if another process had written it: this one keeps nothing
+    mem.internals.recall.written = Written()  # as if another process had written it: this one keeps nothing
     ctx = other.context("when is the fire drill?", limit=2, semantic_limit=2)
     assert any("fire drill" in m.text for m in ctx.messages) and not ctx.degraded
 

@@ -25,7 +25,7 @@ def mem(tmp_path):
 
 
 def stored(mem: memray.Memory, conv: memray.ConversationHandle) -> dict[str, int]:
-    return {r.id: r.seq for r in mem._run(mem._deployment.stores.get_messages(conv.key))}
+    return {r.id: r.seq for r in mem.internals.run(mem.internals.deployment.stores.get_messages(conv.key))}
 
 
 def test_a_readded_old_id_keeps_its_seq_even_unflushed(mem: memray.Memory) -> None:
@@ -42,11 +42,11 @@ def test_a_readded_old_id_keeps_its_seq_even_unflushed(mem: memray.Memory) -> No
 def test_a_retried_add_returns_the_seqs_of_its_first_attempt(mem: memray.Memory) -> None:
     conv = mem.conversation(user_id="u", conversation_id="c")
     first = [msg(f"t{i}") for i in range(8)]  # memray's own ids: a first attempt needs no lookup
-    host = mem._host_for(conv.key)
-    assert mem._run(host.add(conv.key, first, True)) == list(range(1, 9))
+    host = mem.internals.host_for(conv.key)
+    assert mem.internals.run(host.add(conv.key, first, True)) == list(range(1, 9))
     conv.add([msg(f"later {i}") for i in range(6)], durable=True)  # first[:] leave the window
     # the caller never heard back and sends the same call again
-    assert mem._run(host.add(conv.key, first, True, retried=True)) == list(range(1, 9))
+    assert mem.internals.run(host.add(conv.key, first, True, retried=True)) == list(range(1, 9))
     assert len(stored(mem, conv)) == 14
 
 
@@ -59,19 +59,19 @@ def test_a_restarted_host_reports_losses_and_never_reuses_their_seqs(tmp_path) -
         lost = [msg("buffered a"), msg("buffered b")]
         assert conv.add(lost) == [2, 3]
         # the host process dies: a fresh host core over the same store and ledger, as Ray restarts it
-        dep = mem._deployment
+        dep = mem.internals.deployment
         fresh = ConversationHost(0, mem.config, dep.stores, dep.shards)
-        seqs = mem._run(fresh.add(conv.key, [msg("after restart")]))
+        seqs = mem.internals.run(fresh.add(conv.key, [msg("after restart")]))
         assert seqs == [4]  # 2 and 3 were acknowledged: never given again
         assert fresh.lost_on_restart == 2
         assert [(d.seq, d.kind) for d in mem.dead_letters()] == [(3, "lost"), (2, "lost")]
         # the caller retries one of them (it never heard back): it keeps its seq and is not lost any more
-        assert mem._run(fresh.add(conv.key, [lost[0]], False, True)) == [2]
+        assert mem.internals.run(fresh.add(conv.key, [lost[0]], False, True)) == [2]
         with pytest.raises(memray.DeadLetterError) as err:
-            mem._run(fresh.flush(conv.key))
+            mem.internals.run(fresh.flush(conv.key))
         assert [(x[4], x[5]) for x in err.value.letters] == [(3, "lost")]
-        assert {r.seq for r in mem._run(dep.stores.get_messages(conv.key))} == {1, 2, 4}
-        mem._run(fresh.close())
+        assert {r.seq for r in mem.internals.run(dep.stores.get_messages(conv.key))} == {1, 2, 4}
+        mem.internals.run(fresh.close())
     finally:
         mem.close()
 
@@ -84,7 +84,7 @@ def test_ledgers_of_hosts_that_no_longer_exist_are_resolved_too(tmp_path) -> Non
     assert on_host_2.add(msg("buffered on host 2")) == [1]
     ledger = tmp_path / "shrunk" / "hosts" / "host-2.ledger"
     kept = ledger.read_bytes()  # the process "dies" here: its ledger stays as it is...
-    mem._deployment._hosts[2]._conversations.clear()  # type: ignore[attr-defined]  # ...its buffer is gone
+    mem.internals.deployment._hosts[2]._conversations.clear()  # type: ignore[attr-defined]  # ...its buffer is gone
     mem.close()
     ledger.write_bytes(kept)
     with memray.open(path, mode="inprocess", hosts=1, shards=1) as again:  # one host now
@@ -104,16 +104,16 @@ def test_a_retry_returns_the_stored_seq_of_every_message_of_its_batch(mem: memra
     conv = mem.conversation(user_id="u", conversation_id="c")
     conv.add([msg("first")], durable=True)
     batch = [msg(f"m{i}") for i in range(10)]  # 10 > window 4
-    dep = mem._deployment
-    assert mem._run(mem._host_for(conv.key).add(conv.key, batch, True)) == list(range(2, 12))
+    dep = mem.internals.deployment
+    assert mem.internals.run(mem.internals.host_for(conv.key).add(conv.key, batch, True)) == list(range(2, 12))
     fresh = ConversationHost(0, mem.config, dep.stores, dep.shards)  # the host died after the commit
     try:
-        assert mem._run(fresh.add(conv.key, batch, True, retried=True)) == list(range(2, 12))
-        assert mem._run(fresh.add(conv.key, [msg("next")], True)) == [12]
+        assert mem.internals.run(fresh.add(conv.key, batch, True, retried=True)) == list(range(2, 12))
+        assert mem.internals.run(fresh.add(conv.key, [msg("next")], True)) == [12]
         held = stored(mem, conv)
         assert [held[m.id] for m in batch] == list(range(2, 12)) and len(held) == 12
     finally:
-        mem._run(fresh.close())
+        mem.internals.run(fresh.close())
 
 
 def test_a_readd_of_a_whole_old_stretch_keeps_every_seq(mem: memray.Memory) -> None:
@@ -146,14 +146,14 @@ def test_a_restarted_host_answers_a_delete_or_clear_as_its_first_call(mem: memra
     conv = mem.conversation(user_id="u", conversation_id="c")
     ids = [m.id for m in [msg("keep"), msg("drop")]]
     conv.add([Message(id=i, role="user", parts=[TextPart(text=i)]) for i in ids], durable=True)
-    dep = mem._deployment
+    dep = mem.internals.deployment
     fresh = ConversationHost(0, mem.config, dep.stores, dep.shards)  # restarted: not started yet
     try:
         if first_call == "delete":
-            done = mem._run(fresh.delete_messages(conv.key, [ids[1]]))
+            done = mem.internals.run(fresh.delete_messages(conv.key, [ids[1]]))
             assert done["messages"] == 1 and set(stored(mem, conv)) == {ids[0]}
         else:
-            mem._run(fresh.clear(conv.key))
+            mem.internals.run(fresh.clear(conv.key))
             assert stored(mem, conv) == {}
     finally:
-        mem._run(fresh.close())
+        mem.internals.run(fresh.close())

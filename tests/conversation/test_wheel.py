@@ -221,12 +221,12 @@ def test_many_conversations_flushed_together_make_one_commit_per_partition(tmp_p
     )
     with memray.open(config=cfg) as mem:
         convs = [mem.conversation(user_id=f"u{i}", conversation_id="c") for i in range(40)]
-        host = mem._deployment.hosts[0]
-        before = mem._run(host.stats())
+        host = mem.internals.deployment.hosts[0]
+        before = mem.internals.run(host.stats())
         mem.add_many([(c, [{"role": "user", "content": f"hello {i}"}]) for i, c in enumerate(convs)])
-        assert mem._run(host.stats())["rows"] == before["rows"]  # the debounce holds them
+        assert mem.internals.run(host.stats())["rows"] == before["rows"]  # the debounce holds them
         mem.flush()
-        after = mem._run(host.stats())
+        after = mem.internals.run(host.stats())
         assert after["rows"] - before["rows"] == 40 and after["commits"] - before["commits"] == 2
         assert all([m.text for m in c.messages()] == [f"hello {i}"] for i, c in enumerate(convs))
         assert all(c.durable_seq() == 1 for c in convs)

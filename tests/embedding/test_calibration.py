@@ -71,7 +71,7 @@ def test_open_uses_the_calibration_or_the_configured_overrides(tmp_path: Path, o
     embedder = memray.EmbedderConfig(kind="hash", dim=256, min_similarity=overrides.get("min_similarity"))
     index = memray.IndexConfig(vector_weight=overrides.get("vector_weight"))
     with memray.open(str(tmp_path), mode="inprocess", embedder=embedder, index=index) as mem:
-        got = mem._encoder.calibration
+        got = mem.internals.encoder.calibration
     want = calibrate(HashEmbedder(256))
     assert got == (overrides.get("min_similarity", want.threshold), overrides.get("vector_weight", want.vector_weight))
 

@@ -54,7 +54,7 @@ def test_a_callers_embedder_embeds_messages_and_queries(tmp_path, request, mode,
     mem = memray.open(str(tmp_path / "d"), mode=mode, hosts=1, shards=1, debounce_ms=10, embedder=make())
     try:
         assert mem.config.embedder.kind == "custom"
-        model = mem._embedder.model_id
+        model = mem.internals.embedder.model_id
         assert model == "mine-v1" if make is make_object else model.startswith("custom:") and model.endswith(":64")
         conv = mem.conversation(user_id="u", conversation_id="c")
         conv.add(
@@ -64,10 +64,10 @@ def test_a_callers_embedder_embeds_messages_and_queries(tmp_path, request, mode,
             ]
         )
         assert mem.wait_indexed()
-        store = mem._deployment.stores.clients[0]
-        rows = mem._run(store.scan_index_rows(0, 1, model, None, 10))
+        store = mem.internals.deployment.stores.clients[0]
+        rows = mem.internals.run(store.scan_index_rows(0, 1, model, None, 10))
         if make is make_object:  # recomputable: the items are marked embedded, no vector is kept
-            assert rows == [] and mem._run(store.pending_embeddings(model, 10)) == []
+            assert rows == [] and mem.internals.run(store.pending_embeddings(model, 10)) == []
         else:  # a plain function is not recomputable: its vectors are stored
             assert {r.doc_id for r in rows} == {"a", "b"}
             assert np.allclose([np.linalg.norm(r.vector) for r in rows], 1.0, atol=1e-5)

@@ -132,7 +132,7 @@ def test_an_ignored_embedder_is_said_at_every_open_and_calibrated_once(
     with warnings.catch_warnings():
         warnings.simplefilter("error", CalibrationWarning)  # recorded: not measured, nor warned, again
         with memray.open(path, mode="inprocess", embedder=make("one-hot")) as mem:
-            assert mem._encoder.calibration.ignores_vectors
+            assert mem.internals.encoder.calibration.ignores_vectors
     assert DOES_NOT_SEPARATE in caplog.text
 
 

@@ -66,7 +66,7 @@ def error_of(mem: memray.Memory) -> str | None:
 
 
 def pending(mem: memray.Memory, model_id: str) -> list[Any]:
-    return mem._run(mem._deployment.stores.pending_embeddings(model_id, 100))
+    return mem.internals.run(mem.internals.deployment.stores.pending_embeddings(model_id, 100))
 
 
 def test_failing_endpoint_loses_nothing_and_catches_up(open_mem, openai_server) -> None:
@@ -76,10 +76,10 @@ def test_failing_endpoint_loses_nothing_and_catches_up(open_mem, openai_server) 
     for fact in FACTS:
         conv.add({"role": "user", "content": fact})
     conv.add({"role": "assistant", "content": "Noted."}, durable=True)
-    model_id = mem._embedder.model_id
+    model_id = mem.internals.embedder.model_id
 
     assert [m.text for m in conv.messages()] == [*FACTS, "Noted."]
-    stored = mem._run(mem._deployment.stores.get_messages(conv.key))
+    stored = mem.internals.run(mem.internals.deployment.stores.get_messages(conv.key))
     assert [r.text for r in stored] == [*FACTS, "Noted."]
     assert not mem.wait_indexed(1)  # durable, but not embedded: they wait for their retry
     assert len(pending(mem, model_id)) == 4  # durable, not embedded

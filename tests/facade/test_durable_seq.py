@@ -14,4 +14,4 @@ def test_durable_seq_follows_commits(mem):
     assert conv.durable_seq() == 2
     conv.add({"role": "user", "content": "three"})
     conv.flush()
-    assert conv.durable_seq() == 3 and mem._run(conv.adurable_seq()) == 3
+    assert conv.durable_seq() == 3 and mem.internals.run(conv.adurable_seq()) == 3

@@ -25,6 +25,6 @@ def test_list_conversations_orders_by_title_and_counts_them_all(mem):
         "c2",
     ]
     assert mem.list_conversations(user, app=APP, offset=3).total == 4
-    assert mem._run(mem.alist_conversations(user, app=APP, order="created_asc")).total == 4
+    assert mem.internals.run(mem.alist_conversations(user, app=APP, order="created_asc")).total == 4
     with pytest.raises(ValidationError, match="title_asc"):
         mem.list_conversations(user, app=APP, order="by_mood")

@@ -56,13 +56,13 @@ def test_a_sync_call_runs_alone_not_in_a_caller_batch(mem: memray.Memory, app: s
     conv = mem.conversation("u", "c", app)
     conv.add({"role": "user", "content": "otters hold hands"})
     assert conv.search("otters") and conv.context("otters").messages
-    assert len(mem._runner.batches._loops) == 0
+    assert len(mem.internals.batches._loops) == 0
 
 
 def test_blocking_runs_the_coroutine_on_the_handles_runner(mem: memray.Memory) -> None:
     class Doubler:
         def __init__(self) -> None:
-            self._runner = mem._runner
+            self._runner = mem.internals
 
         async def atwice(self, x: int) -> int:
             """Twice ``x``, on memray's loop."""

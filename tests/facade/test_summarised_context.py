@@ -26,7 +26,7 @@ def test_context_leaves_out_what_the_summary_covers_but_keeps_the_newest(mem):
     deadline = time.monotonic() + 60
     while conv.summary() is None and time.monotonic() < deadline:  # the summary is folded in the background
         time.sleep(0.05)
-    state = mem._run(mem._deployment.stores.get_summary(conv.key))
+    state = mem.internals.run(mem.internals.deployment.stores.get_summary(conv.key))
     assert state is not None and state.summarized_through_seq == 6  # all but keep_messages=2 folded
     ctx = conv.context(limit=8)
     assert ctx.summary is not None and ctx.messages[0].id == "memray-agent-summary"

@@ -46,7 +46,7 @@ def test_titles_come_from_the_chat_summariser_and_never_overwrite_a_callers(mode
         mem.flush()
         assert mine.info().title == "My own title"  # type: ignore[union-attr]
         automatic = "we need stalls for the harvest festival"
-        assert not mem._run(mem._deployment.stores.retitle(mine.key, automatic, "Generated"))
+        assert not mem.internals.run(mem.internals.deployment.stores.retitle(mine.key, automatic, "Generated"))
         assert conv.info().title == "Harvest Festival Plans"  # type: ignore[union-attr]
     finally:
         mem.close(terminate=True)

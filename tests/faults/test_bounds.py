@@ -31,7 +31,9 @@ def _store_gone_then_close(mem: memray.Memory, kill_store) -> None:
 
 def test_in_process_a_closed_store_bounds_flush_and_close(tmp_path) -> None:
     mem = memray.open(str(tmp_path / "m"), mode="inprocess", hosts=1, shards=1, debounce_ms=10, write_timeout_s=2)
-    _store_gone_then_close(mem, lambda: mem._run(mem._deployment.stores.close()))  # serialised, as an actor call
+    _store_gone_then_close(
+        mem, lambda: mem.internals.run(mem.internals.deployment.stores.close())
+    )  # serialised, as an actor call
 
 
 @pytest.mark.ray
@@ -41,7 +43,9 @@ def test_a_store_actor_killed_for_good_bounds_flush_and_close(ray_session, tmp_p
     mem = memray.open(
         str(tmp_path / "m"), mode="ray", hosts=1, shards=1, debounce_ms=10, write_timeout_s=2, namespace="bounds"
     )
-    _store_gone_then_close(mem, lambda: ray.kill(mem._deployment.stores.clients[0].ref.handle, no_restart=True))
+    _store_gone_then_close(
+        mem, lambda: ray.kill(mem.internals.deployment.stores.clients[0].ref.handle, no_restart=True)
+    )
 
 
 def _within(call: Any, limit_s: float) -> tuple[Any, BaseException | None, float]:
@@ -73,9 +77,9 @@ def test_calls_to_a_host_or_shard_whose_process_stopped_answering_are_cut(ray_se
         conv = mem.conversation(user_id="u", conversation_id="c")
         conv.add({"role": "user", "content": "the lighthouse keeper counts ships"}, durable=True)
         assert mem.wait_indexed(60)
-        dep = mem._deployment
-        shard_pid = mem._run(dep.shards[0].pid())
-        host_pid = mem._run(dep.hosts[0].stats())["pid"]
+        dep = mem.internals.deployment
+        shard_pid = mem.internals.run(dep.shards[0].pid())
+        host_pid = mem.internals.run(dep.hosts[0].stats())["pid"]
         os.kill(shard_pid, signal.SIGSTOP)
         try:
             found, error, seconds = _within(lambda: conv.search("lighthouse keeper"), 60)

@@ -53,7 +53,7 @@ def buffered(mem: memray.Memory, n: int = 5) -> tuple[memray.ConversationHandle,
 def kill_host(mem: memray.Memory, wait_restart: bool = False) -> None:
     """SIGKILL the one host and wait until its process is gone (Ray restarts it); with
     ``wait_restart``, until its new process has answered a call (it then has started)."""
-    host = mem._deployment.hosts[0]
+    host = mem.internals.deployment.hosts[0]
     pid = _pid(mem, host)
     os.kill(pid, signal.SIGKILL)
     _wait_for(lambda: not _alive(pid), 60, f"host process {pid} to die")

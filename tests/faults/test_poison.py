@@ -58,10 +58,10 @@ def poison(kind: str) -> Message:
 def test_poison_past_validation_is_dead_lettered_and_the_conversation_goes_on(mem: memray.Memory, kind: str) -> None:
     conv = mem.conversation(user_id="u", conversation_id=uuid.uuid4().hex, app="poison")
     bystander = mem.conversation(user_id="v", conversation_id=uuid.uuid4().hex, app="poison")
-    host = mem._host_for(conv.key)
+    host = mem.internals.host_for(conv.key)
     bad = poison(kind)
     assert conv.add({"role": "user", "content": "before"}) == [1]
-    assert mem._run(host.add(conv.key, [bad], False)) == [2]  # acknowledged, as before the fix
+    assert mem.internals.run(host.add(conv.key, [bad], False)) == [2]  # acknowledged, as before the fix
     assert bystander.add({"role": "user", "content": "other conversation"}) == [1]
     assert conv.add({"role": "user", "content": "after"}) == [3]
     t0 = time.monotonic()
@@ -72,7 +72,7 @@ def test_poison_past_validation_is_dead_lettered_and_the_conversation_goes_on(me
     assert "seq 2 rejected" in str(err.value)
     conv.flush()  # reported once; nothing left pending
     assert conv.add({"role": "user", "content": "durable after"}, durable=True) == [4]
-    rows = mem._run(mem._deployment.stores.get_messages(conv.key))
+    rows = mem.internals.run(mem.internals.deployment.stores.get_messages(conv.key))
     assert [(r.seq, r.text) for r in rows] == [(1, "before"), (3, "after"), (4, "durable after")]
     assert [m.seq for m in conv.messages()] == [1, 3, 4]  # the poison left the buffer too
     assert [m.text for m in bystander.messages()] == ["other conversation"]
@@ -86,14 +86,14 @@ def test_a_durable_add_of_poison_raises_and_nothing_else_is_lost(mem: memray.Mem
     conv = mem.conversation(user_id="u", conversation_id=uuid.uuid4().hex, app="poison")
     good = Message(role="user", parts=[TextPart(text="good twin")])
     with pytest.raises(DeadLetterError):
-        mem._run(mem._host_for(conv.key).add(conv.key, [good, poison("inf")], True))
-    assert [r.text for r in mem._run(mem._deployment.stores.get_messages(conv.key))] == ["good twin"]
+        mem.internals.run(mem.internals.host_for(conv.key).add(conv.key, [good, poison("inf")], True))
+    assert [r.text for r in mem.internals.run(mem.internals.deployment.stores.get_messages(conv.key))] == ["good twin"]
 
 
 def test_close_returns_and_reports_unflushed_dead_letters(tmp_path, request: pytest.FixtureRequest) -> None:
     m = memray.open(str(tmp_path / "m"), mode="inprocess", hosts=1, shards=1, debounce_ms=10, write_timeout_s=20)
     conv = m.conversation(user_id="u", conversation_id="c")
-    m._run(m._host_for(conv.key).add(conv.key, [poison("nan")], False))
+    m.internals.run(m.internals.host_for(conv.key).add(conv.key, [poison("nan")], False))
     conv.add({"role": "user", "content": "fine"})
     t0 = time.monotonic()
     with pytest.raises(memray.StoreError, match="1 were dead-lettered"):

@@ -162,7 +162,7 @@ def test_durable_sessions_are_committed_and_pop_deletes_from_the_store(mem, app)
     async def scenario() -> None:
         session = MemraySession("s5", mem, user_id="u", app=app, durable=True)
         await session.add_items([user("keep me"), user("my locker code is 4471")])
-        stored = mem._run(mem._deployment.stores.get_messages(session.conversation.key))
+        stored = mem.internals.run(mem.internals.deployment.stores.get_messages(session.conversation.key))
         assert len(stored) == 2  # committed when add_items returned
         mem.wait_indexed()
         await session.pop_item()

@@ -48,23 +48,25 @@ def seed(mem: memray.Memory, convs: int = 12, per: int = 25) -> int:
 
 def shard_stats(mem: memray.Memory) -> list[dict[str, Any]]:
     async def every_shard() -> list[dict[str, Any]]:
-        return list(await asyncio.gather(*(s.stats() for s in mem._deployment.shards)))
+        return list(await asyncio.gather(*(s.stats() for s in mem.internals.deployment.shards)))
 
-    return mem._run(every_shard())
+    return mem.internals.run(every_shard())
 
 
 def store_vectors(mem: memray.Memory, model_id: str) -> dict[str, tuple[str, np.ndarray]]:
     """doc_id → (text, vector) of every stored vector of ``model_id``, through the store actor."""
     out: dict[str, tuple[str, np.ndarray]] = {}
     for shard in range(mem.config.shards):
-        for store in mem._deployment.stores.clients:  # every history partition
-            rows = mem._run(store.scan_index_rows(shard, mem.config.shards, model_id, None, 1_000_000))
+        for store in mem.internals.deployment.stores.clients:  # every history partition
+            rows = mem.internals.run(store.scan_index_rows(shard, mem.config.shards, model_id, None, 1_000_000))
             out.update({r.doc_id: (r.text, np.asarray(r.vector)) for r in rows})
     return out
 
 
 def assert_fully_on_new_model(mem: memray.Memory, total: int) -> None:
-    assert mem._run(mem._deployment.stores.pending_embeddings(NEW_ID, 10)) == []  # every item embedded
+    assert (
+        mem.internals.run(mem.internals.deployment.stores.pending_embeddings(NEW_ID, 10)) == []
+    )  # every item embedded
     vectors = store_vectors(mem, NEW_ID)
     # the job stores the vectors it makes; items written after the cutover are embedded by the
     # pipeline with the new (recomputable) model: marked embedded, their vectors only in the shards

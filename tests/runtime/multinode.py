@@ -45,7 +45,7 @@ USERS = [f"user-{i}" for i in range(8)]
 
 def actor_node(name: str, namespace: str) -> str:
     handle = ray.get_actor(name, namespace=namespace)
-    info = ray._private.state.state.actor_table(handle._actor_id.hex())  # type: ignore[attr-defined]
+    info = ray._private.state.state.actor_table(handle._actor_id.hex())
     return str(info["Address"]["NodeID"])
 
 
@@ -129,7 +129,7 @@ def scenario(cluster: Cluster, worker: Any, job: bool) -> dict[str, Any]:
     )
     mem = memray.open(config=config)
     try:
-        names = mem._deployment.store_names()  # type: ignore[attr-defined]
+        names = mem.internals.deployment.store_names()
         nodes = [actor_node(n, config.namespace) for n in names]
         out["store_nodes"] = nodes
         disk_ids = [cluster.head_node.node_id, worker.node_id]

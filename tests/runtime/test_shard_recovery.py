@@ -81,8 +81,8 @@ def test_killed_shard_degrades_then_recovers_everything(ray_session, tmp_path) -
         for u, conv in convs.items():
             conv.add(turns(u, 0, 5))
         assert mem.wait_indexed(30)
-        shard_ref = mem._deployment.shards[1]
-        assert mem._router.shard_of(APP, victims[0]) == 1
+        shard_ref = mem.internals.deployment.shards[1]
+        assert mem.internals.router.shard_of(APP, victims[0]) == 1
 
         from ray._private import state as ray_state
 
@@ -110,13 +110,13 @@ def test_killed_shard_degrades_then_recovers_everything(ray_session, tmp_path) -
 
         assert poll(level), "shard 1 did not come back level with the store"
         assert mem.wait_indexed(30)
-        store, held = mem._deployment.stores, set(mem._run(shard_ref.inventory()))
+        store, held = mem.internals.deployment.stores, set(mem.internals.run(shard_ref.inventory()))
         for u in victims:
             key = ConversationKey(APP, u, "c")
-            rows = mem._run(store.get_messages(key))
+            rows = mem.internals.run(store.get_messages(key))
             assert len(rows) == 8
             assert {(conversation_namespace(key), r.id) for r in rows} <= held
-        stats = mem._run(shard_ref.stats())  # complete by vector too: every item has its vector back
+        stats = mem.internals.run(shard_ref.stats())  # complete by vector too: every item has its vector back
         assert stats["vectors"] == stats["items"] > 0, stats
         for u in victims:
             hits = convs[u].search(f"{u} note 6: the parcel code is zebra6", limit=8, mode="vector")

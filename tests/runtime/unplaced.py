@@ -38,7 +38,7 @@ NS = "memray-unplaced"
 
 def store_state(name: str, namespace: str) -> str:
     handle = ray.get_actor(name, namespace=namespace)
-    return str(ray._private.state.state.actor_table(handle._actor_id.hex())["State"])  # type: ignore[attr-defined]
+    return str(ray._private.state.state.actor_table(handle._actor_id.hex())["State"])
 
 
 def within(what: str, call: Any, limit_s: float = 120.0) -> tuple[Any, BaseException | None, float]:
@@ -98,7 +98,7 @@ def scenario(cluster: Cluster) -> dict[str, Any]:
         disk = cluster.add_node(num_cpus=1, resources=DISK)
         mem, error, out["reopen_s"] = within("open with a disk node", lambda: memray.open(config=config))
         assert mem is not None, repr(error)
-        [store] = mem._deployment.store_names()  # type: ignore[attr-defined]
+        [store] = mem.internals.deployment.store_names()
         assert actor_node(store, ns) == disk.node_id
         conv = mem.conversation(user_id="u", conversation_id="c")
         notes = [{"id": f"m{i}", "role": "user", "content": f"note {i} about lanterns"} for i in range(3)]

@@ -40,18 +40,18 @@ def test_add_survives_embedding_failure_and_entries_are_embedded_later(tmp_path,
         )
         assert openai_server.count("/v1/embeddings") >= 1  # it was tried, and failed
 
-        rows = mem._run(mem._deployment.stores.get_entries("app", "u", ids))
+        rows = mem.internals.run(mem.internals.deployment.stores.get_entries("app", "u", ids))
         assert [r.text for r in rows] == ["the lighthouse keeper's logbook", "a recipe for fig jam"]  # durable
         resp = svc.search(SearchRequest(query="lighthouse keepers", user_id="u", app_name="app"))
         assert [r.entry.id for r in resp.memories] == [ids[0]]  # lexical, since the query cannot be embedded
         assert resp.degraded and "embedding" in (resp.reason or "")
-        pending = mem._run(mem._deployment.stores.pending_embeddings("openai:fake-embed:64", 100))
+        pending = mem.internals.run(mem.internals.deployment.stores.pending_embeddings("openai:fake-embed:64", 100))
         assert {doc for _ns, doc, _text in pending} >= set(ids)
 
         openai_server.clear_failures()
         deadline = time.monotonic() + 30
         while True:
-            pending = mem._run(mem._deployment.stores.pending_embeddings("openai:fake-embed:64", 100))
+            pending = mem.internals.run(mem.internals.deployment.stores.pending_embeddings("openai:fake-embed:64", 100))
             vector_hits = svc.search(SearchRequest(query="fig jam recipe", user_id="u", app_name="app", mode="vector"))
             if not pending and [r.entry.id for r in vector_hits.memories][:1] == [ids[1]]:
                 break

@@ -97,9 +97,9 @@ def test_delete_user_erases_everything_and_proves_it(summarizing_mem):
     wait_for(lambda: conv.summary() is not None)
     assert markers["msg"] in conv.summary()
     assert mem.wait_indexed(60)
-    manifest = mem._run(mem._deployment.stores.export_parquet(mem.config.exports_path))
+    manifest = mem.internals.run(mem.internals.deployment.stores.export_parquet(mem.config.exports_path))
     assert manifest["rows"] > 0
-    mem._run(mem._router.snapshot())
+    mem.internals.run(mem.internals.router.snapshot())
     # the scans can see the user before the erasure (so finding nothing afterwards means something)
     before = mem.verify_deleted(app=app, user_id="victim")
     assert not before.clean
@@ -152,7 +152,7 @@ def test_conversation_delete_removes_its_vectors_and_export_rows(mem, app):
     conv.add([{"role": "user", "content": "delete me please"}, {"role": "assistant", "content": "ok"}], durable=True)
     kept.add({"role": "user", "content": "keep me please"}, durable=True)
     assert mem.wait_indexed(60)
-    mem._run(mem._deployment.stores.export_parquet(mem.config.exports_path))
+    mem.internals.run(mem.internals.deployment.stores.export_parquet(mem.config.exports_path))
     counts = conv.delete()
     assert counts["messages"] == 2 and counts["vectors"] == 2 and counts["export_rows"] == 2
     assert scan_exports(mem.config.exports_path, app, "u") == 1

@@ -42,7 +42,7 @@ def test_an_erased_users_keys_leave_no_bytes_in_the_key_ring_partition(tmp_path:
     path = str(tmp_path / "data")
     config = small_config(path, "inprocess-stores2")
     with memray.open(config=config) as mem:
-        stores = mem._deployment.stores
+        stores = mem.internals.deployment.stores
         user = next(u for u in (f"zqgone{i}" for i in range(1000)) if stores.partition("keys-app", u) != 0)
         mem.keys.create("keys-app", user, label=f"{user}-laptop")
         mem.keys.create("keys-app", None, label="ops")

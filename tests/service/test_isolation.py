@@ -116,5 +116,7 @@ def test_no_operation_sequence_leaks_across_scopes(inproc, ops):
             svc.delete_entries(app, u, session_id=item[2])
             model.drop(lambda r: not (r.app == a and r.user == u and r.session == item[2]))
     for a, u in itertools.product(APPS, USERS):  # the end state, every scope, every word
-        stored = inproc._run(inproc._deployment.stores.list_entries(app_name[a], u, None, None, True, None))
+        stored = inproc.internals.run(
+            inproc.internals.deployment.stores.list_entries(app_name[a], u, None, None, True, None)
+        )
         assert {r.id for r in stored} == {i for i, r in model.rows.items() if r.app == a and r.user == u}

@@ -32,7 +32,7 @@ def test_keys_are_made_listed_and_revoked(tmp_path: Path) -> None:
 def test_a_follower_sees_each_change_and_a_revoke_waits_for_it(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with memray.open(str(tmp_path / "d"), mode="inprocess") as mem:
-            ring = mem._deployment.keyring()
+            ring = mem.internals.deployment.keyring()
             first = await ring.changes(0, "f1", timeout_s=0.01)
             assert first is not None and first.live == []
             key, record = await ring.create("acme")
@@ -57,7 +57,7 @@ def test_a_follower_sees_each_change_and_a_revoke_waits_for_it(tmp_path: Path) -
 def test_a_restarted_ring_gives_versions_past_the_old_ones(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with memray.open(str(tmp_path / "d"), mode="inprocess") as mem:
-            store = mem._deployment.stores.clients[0]
+            store = mem.internals.deployment.stores.clients[0]
             old = KeyRing(store)
             await old.create("acme")
             seen = await old.changes(0, "f", timeout_s=0.01)
@@ -71,7 +71,7 @@ def test_a_restarted_ring_gives_versions_past_the_old_ones(tmp_path: Path) -> No
 def test_a_revoke_names_the_followers_that_did_not_confirm(tmp_path: Path) -> None:
     async def scenario() -> list[str]:
         async with memray.open(str(tmp_path / "d"), mode="inprocess") as mem:
-            ring = KeyRing(mem._deployment.stores.clients[0], settle_s=0.2)
+            ring = KeyRing(mem.internals.deployment.stores.clients[0], settle_s=0.2)
             _, record = await ring.create("acme")
             seen = await ring.changes(0, "replica-gone", timeout_s=0.01)  # polls once, then never again
             assert seen is not None

@@ -26,7 +26,7 @@ def found(mem: memray.Memory, app: str, user: str, query: str, project: str | No
 
 
 def stored_ids(mem: memray.Memory, app: str, user: str) -> set[str]:
-    rows = mem._run(mem._deployment.stores.list_entries(app, user, None, None, True, None))
+    rows = mem.internals.run(mem.internals.deployment.stores.list_entries(app, user, None, None, True, None))
     return {r.id for r in rows}
 
 
@@ -112,6 +112,9 @@ ALL_U = {"g1", "g2", "a1", "a2", "b1", "b2"}
         (lambda mem, app: mem.memory_service.delete_entries(app, "u", session_id="s1"), {"g1", "g2"}),
         (lambda mem, app: mem.memory_service.delete_entries(app, "u", session_id="s2"), {"a1", "a2"}),
         (lambda mem, app: mem.delete_user(app=app, user_id="u"), ALL_U),
+        # the core's one delete: what the facade does not offer on the unscoped service
+        (lambda mem, app: core_delete(mem, app, everything=True), ALL_U),
+        (lambda mem, app: core_delete(mem, app, ids=["a1", "b1", "g1"], project_id="A"), {"a1"}),
     ],
     ids=[
         "entries",
@@ -123,6 +126,8 @@ ALL_U = {"g1", "g2", "a1", "a2", "b1", "b2"}
         "session-global",
         "session-project",
         "user",
+        "core-every-scope",
+        "core-ids-in-project",
     ],
 )
 def test_delete_scope_matrix(mem, app, op, removed):
@@ -138,6 +143,24 @@ def test_delete_scope_matrix(mem, app, op, removed):
         for mode in MODES:  # vector mode returns every indexed item in scope: none of the removed
             assert set(found(mem, app, "u", "kiwi banana", project, mode=mode)) == scope - removed
     assert set(found(mem, app, "v", "kiwi", "A")) == {"v1", "va1"}
+
+
+def core_delete(mem: memray.Memory, app: str, **selector: object) -> dict[str, int]:
+    parts = mem.internals
+    return parts.run(parts.service.delete(app, "u", **selector))  # type: ignore[arg-type]
+
+
+def test_the_core_names_what_is_missing_or_given_twice(mem, app):
+    _populate_for_deletes(mem, app)
+    core, run = mem.internals.service, mem.internals.run
+    with pytest.raises(ValidationError, match=r"exactly one of .* \(got query and ids\)"):
+        run(core.delete(app, "u", "kiwi", ids=["g1"]))
+    with pytest.raises(ValidationError, match="exactly one of"):
+        run(core.delete(app, "u"))
+    with pytest.raises(ValidationError, match="session_id.*replace_session=True"):
+        run(core.add(app, "u", [entry("x", "x")], replace_session=True))
+    assert run(core.add(app, "u", [])) == []  # nothing to store: nothing done
+    assert stored_ids(mem, app, "u") == ALL_U
 
 
 @pytest.mark.parametrize("query", ["", "   ", "?!", "-", '"'])

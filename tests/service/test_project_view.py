@@ -38,4 +38,4 @@ def test_project_view_binds_the_service_to_one_project(mem, app):
     assert web.delete_entries(app, user, "dark theme") == {"entries": 1, "vectors": 1}
     assert [m.entry.id for m in svc.list_entries(app, user)] == ["g1"]
     assert [m.entry.id for m in svc.for_project("web").list_entries(app, user)] == ["w2"]
-    assert mem._run(web.aadd_entry(app, user, "async works too")) != ""
+    assert mem.internals.run(web.aadd_entry(app, user, "async works too")) != ""
