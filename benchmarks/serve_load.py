@@ -38,11 +38,9 @@ from benchmarks._harness import (
     free_port,
     in_data_dir,
     log,
-    markers,
     pct_ms,
     ratio,
     sentence,
-    write_block,
 )
 
 APP = "bench"
@@ -51,7 +49,6 @@ APP = "bench"
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m benchmarks.serve_load", description=__doc__.split("\n")[0])
     common_args(p)
-    p.add_argument("--render", action="store_true", help="write the recorded run's table into docs/server.md, and stop")
     p.add_argument("--clients", default="1,16,64", help="concurrent HTTP clients, comma-separated")
     p.add_argument("--requests", type=int, default=2000, help="requests per phase (at most)")
     p.add_argument("--phase-seconds", type=float, default=60.0, help="a phase stops after this long")
@@ -177,8 +174,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 RESULT = Path(__file__).resolve().parent / "results" / "serve_load.json"
-PAGE = Path(__file__).resolve().parent.parent / "docs" / "server.md"
-BEGIN, END = markers("serve_load", "python -m benchmarks.serve_load --render")
 
 
 def render() -> str:
@@ -214,9 +209,6 @@ def render() -> str:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    if args.render:
-        write_block(PAGE, BEGIN, END, render())
-        return
     results = run(args)
     params = {k: getattr(args, k) for k in ("clients", "requests", "phase_seconds", "conversations", "messages")}
     params.update(replicas=args.replicas, hosts=args.hosts, shards=args.shards)

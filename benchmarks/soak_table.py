@@ -1,6 +1,6 @@
 """The chaos soak's table on docs/reliability.md, rendered from the recorded runs' JSON lines.
 
-    python -m benchmarks.soak_table            # writes the table into docs/reliability.md
+    python -m benchmarks.render            # writes it (with every other block) into docs/reliability.md
 
 One column per recorded run (:data:`RUNS`), one row per check or figure; a figure a run did not
 record (the older run predates the server's part of the soak) is shown as "—". A test keeps the
@@ -14,11 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks._harness import markers, write_block
-
 ROOT = Path(__file__).resolve().parent.parent
-PAGE = ROOT / "docs" / "reliability.md"
-BEGIN, END = markers("soak", "python -m benchmarks.soak_table")
 
 #: (column heading, results file) of each recorded run, newest first.
 RUNS = (
@@ -172,11 +168,3 @@ def render() -> str:
     for label, cell in ROWS:
         lines.append(f"| {label} | " + " | ".join(cell(r) for _, r in recorded) + " |")
     return "\n".join(lines)
-
-
-def write_page() -> None:
-    write_block(PAGE, BEGIN, END, render())
-
-
-if __name__ == "__main__":
-    write_page()

@@ -1,0 +1,120 @@
+"""Every figure the docs show from recorded runs, rendered from ``benchmarks/results/*.json``.
+
+    python -m benchmarks.render            # write every block into its page
+    python -m benchmarks.render --check    # write nothing; exit 1 listing the stale blocks
+
+A block is the text of a page between two comments (:func:`benchmarks._harness.markers`). The
+registry, :data:`BLOCKS`, names each block's page, the recorded runs it is made from (a results
+file and the command that records it) and the function that renders it; each block opens with a
+line naming those runs, their commit and the load on the machine, so a reader knows where a figure
+comes from and how to measure it again. ``tests/test_docs.py`` checks every block of the registry:
+a page that says something other than its results fails the suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks import serve_load, soak_table, user_tick
+from benchmarks._harness import block, markers, recorded, write_block
+
+__all__ = ["BLOCKS", "Block", "Source", "stale", "write", "main"]
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+COMMAND = "python -m benchmarks.render"
+
+
+@dataclass(frozen=True)
+class Source:
+    """A results file (its name under ``benchmarks/results/``) and the command that records it,
+    a format string over the run's recorded parameters."""
+
+    name: str
+    command: str
+
+    def line(self) -> str:
+        run = recorded(self.name)
+        load = run.get("machine", {}).get("load_avg") or []
+        at = f"commit `{run.get('git_sha', 'unknown')}`" + (f", load average {load[0]:.1f}" if load else "")
+        return f"`benchmarks/results/{self.name}` (`{self.command.format(**run['params'])}`; {at})"
+
+
+@dataclass(frozen=True)
+class Block:
+    """The text between a page's two markers, and what makes it."""
+
+    page: str  # under docs/
+    name: str
+    sources: tuple[Source, ...]
+    render: Callable[[], str]
+
+    @property
+    def begin(self) -> str:
+        return markers(self.name, COMMAND)[0]
+
+    @property
+    def end(self) -> str:
+        return markers(self.name, COMMAND)[1]
+
+    def text(self) -> str:
+        """What the page should hold: the runs it comes from, then the rendering."""
+        return f"*From {'; '.join(s.line() for s in self.sources)}.*\n\n{self.render()}"
+
+    def on_page(self) -> str:
+        return block((DOCS / self.page).read_text(encoding="utf-8"), self.begin, self.end)
+
+
+def _s(name: str, command: str) -> tuple[Source, ...]:
+    return (Source(name, command),)
+
+
+_TICK = (
+    Source("user_tick_inprocess.json", "python -m benchmarks.user_tick --agents {agents} --mode {mode}"),
+    Source("user_tick_ray.json", "python -m benchmarks.user_tick --agents {agents} --mode {mode}"),
+)
+_SOAK_COMMAND = "python -m benchmarks.soak --minutes {minutes:g} --kill-every {kill_every:g} --agents {agents}"
+_SOAK = tuple(Source(Path(path).name, _SOAK_COMMAND) for _, path in soak_table.RUNS)
+_SERVE = _s(
+    "serve_load.json",
+    "python -m benchmarks.serve_load --clients {clients} --requests {requests} --phase-seconds {phase_seconds:g}",
+)
+
+#: Every rendered block of the docs.
+BLOCKS: list[Block] = [
+    Block("performance.md", "user_tick", _TICK, user_tick.rendered),
+    Block("batching.md", "user_tick", _TICK, user_tick.rendered),
+    Block("reliability.md", "soak", _SOAK, soak_table.render),
+    Block("server.md", "serve_load", _SERVE, serve_load.render),
+]
+
+
+def stale() -> list[Block]:
+    """The blocks whose page holds something other than what their results render to."""
+    return [b for b in BLOCKS if b.on_page() != b.text()]
+
+
+def write() -> None:
+    """Put every block's rendering between its markers (the rest of each page kept)."""
+    for b in BLOCKS:
+        write_block(DOCS / b.page, b.begin, b.end, b.text())
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="write nothing; exit 1 listing the stale blocks")
+    args = ap.parse_args(argv)
+    if not args.check:
+        write()
+        return 0
+    bad = stale()
+    for b in bad:
+        print(f"docs/{b.page}: the block {b.name!r} differs from its results: run {COMMAND}", file=sys.stderr)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
