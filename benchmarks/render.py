@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks import serve_load, soak_table, user_tick
+from benchmarks import serve_load, soak_table, tables, user_tick
 from benchmarks._harness import block, markers, recorded, write_block
 
 __all__ = ["BLOCKS", "Block", "Source", "stale", "write", "main"]
@@ -83,12 +83,67 @@ _SERVE = _s(
     "python -m benchmarks.serve_load --clients {clients} --requests {requests} --phase-seconds {phase_seconds:g}",
 )
 
+_SIMULATIONS = (
+    Source(
+        "simulate_agents.json", "python -m benchmarks.simulate_agents --agents {agents} --turns {turns} --mode {mode}"
+    ),
+    Source(
+        "simulate_agents_inprocess.json",
+        "python -m benchmarks.simulate_agents --agents {agents} --turns {turns} --mode {mode}",
+    ),
+    Source(
+        "simulate_agents_10k.json",
+        "python -m benchmarks.simulate_agents --agents {agents} --turns {turns} --mode {mode}",
+    ),
+)
+_INGEST = _s(
+    "ingest.json", "python -m benchmarks.ingest --conversations {conversations} --hosts {hosts} --messages {messages}"
+)
+_RECALL = (
+    Source("recall_latency.json", "python -m benchmarks.recall_latency --n 10000,100000 --shards 2 --clients 1,16"),
+    Source(
+        "recall_latency_inprocess.json",
+        "python -m benchmarks.recall_latency --n 10000,100000 --shards 2 --mode inprocess --clients 1",
+    ),
+)
+_REEMBED = tuple(
+    Source(n, "python -m benchmarks.reembed --model {model} --rows {rows}")
+    for n in ("reembed.json", "reembed_20k.json")
+)
+_FORK_COMMAND = (
+    "python -m benchmarks.fork --conversations {conversations} --messages {messages} --writers {writers} "
+    "--rate {rate:g} --repeat {repeat} --mode {mode}"
+)
+_FORK = tuple(Source(n, _FORK_COMMAND) for n in ("fork.json", "fork_inprocess.json"))
+_STREAM = _s(
+    "stream_scoring.json",
+    "python -m benchmarks.stream_scoring --n {n} --conversations {conversations} --queries {queries}",
+)
+_RETRIEVAL = _s(
+    "retrieval_eval.json", "python -m benchmarks.retrieval_eval --datasets {datasets} --embedders {embedders} --tune"
+)
+_STATIC = _s("static_embedder.json", "python -m benchmarks.static_embedder")
+_STARTUP = _s("startup.json", "python -m benchmarks.startup --repeat {repeat}")
+_WATCH = _s("call_watch.json", "python -m benchmarks.call_watch --calls {calls} --rounds {rounds} --clients {clients}")
+
 #: Every rendered block of the docs.
 BLOCKS: list[Block] = [
     Block("performance.md", "user_tick", _TICK, user_tick.rendered),
     Block("batching.md", "user_tick", _TICK, user_tick.rendered),
     Block("reliability.md", "soak", _SOAK, soak_table.render),
     Block("server.md", "serve_load", _SERVE, serve_load.render),
+    Block("benchmarks.md", "ingest", _INGEST, tables.ingest),
+    Block("benchmarks.md", "simulate_agents", _SIMULATIONS, tables.simulate_agents),
+    Block("benchmarks.md", "recall_latency", _RECALL, tables.recall_latency),
+    Block("benchmarks.md", "reembed", _REEMBED, tables.reembed),
+    Block("benchmarks.md", "fork", _FORK, tables.fork),
+    Block("benchmarks.md", "stream_scoring", _STREAM, tables.stream_scoring),
+    Block("benchmarks.md", "retrieval_paraphrase", _RETRIEVAL, tables.retrieval_paraphrase),
+    Block("benchmarks.md", "retrieval_locomo", _RETRIEVAL, tables.retrieval_locomo),
+    Block("benchmarks.md", "retrieval_synthetic", _RETRIEVAL, tables.retrieval_synthetic),
+    Block("benchmarks.md", "embedding_rates", _RETRIEVAL + _STATIC, tables.embedding_rates),
+    Block("benchmarks.md", "startup", _STARTUP, tables.startup),
+    Block("benchmarks.md", "call_watch", _WATCH, tables.call_watch),
 ]
 
 
