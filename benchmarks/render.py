@@ -124,6 +124,10 @@ _RETRIEVAL = _s(
 )
 _STATIC = _s("static_embedder.json", "python -m benchmarks.static_embedder")
 _STARTUP = _s("startup.json", "python -m benchmarks.startup --repeat {repeat}")
+_MICRO = (
+    Source("read_path_micro.json", "python -m benchmarks.read_path_micro"),
+    Source("search_micro.json", "python -m benchmarks.search_micro --n {n} --namespaces {namespaces} --batch {batch}"),
+)
 _WATCH = _s("call_watch.json", "python -m benchmarks.call_watch --calls {calls} --rounds {rounds} --clients {clients}")
 
 #: Every rendered block of the docs.
@@ -144,6 +148,9 @@ BLOCKS: list[Block] = [
     Block("benchmarks.md", "embedding_rates", _RETRIEVAL + _STATIC, tables.embedding_rates),
     Block("benchmarks.md", "startup", _STARTUP, tables.startup),
     Block("benchmarks.md", "call_watch", _WATCH, tables.call_watch),
+    Block("performance.md", "ingest_targets", _INGEST + _SIMULATIONS + _RECALL[:1] + _REEMBED, tables.ingest_targets),
+    Block("performance.md", "write_targets", _SIMULATIONS + _INGEST + _STARTUP, tables.write_targets),
+    Block("performance.md", "read_targets", _RECALL + _MICRO + _RETRIEVAL, tables.read_targets),
 ]
 
 
