@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks import serve_load, soak_table, tables, user_tick
+from benchmarks import fault_table, serve_load, soak_table, tables, user_tick
 from benchmarks._harness import block, markers, recorded, write_block
 
 __all__ = ["BLOCKS", "Block", "Source", "stale", "write", "main"]
@@ -78,6 +78,11 @@ _TICK = (
 )
 _SOAK_COMMAND = "python -m benchmarks.soak --minutes {minutes:g} --kill-every {kill_every:g} --agents {agents}"
 _SOAK = tuple(Source(Path(path).name, _SOAK_COMMAND) for _, path in soak_table.RUNS)
+_FAULTS = _s(
+    "faults.json",
+    "python -m benchmarks.faults --conversations {conversations} --messages {messages} --batch {batch} "
+    "--threads {threads}",
+)
 _SERVE = _s(
     "serve_load.json",
     "python -m benchmarks.serve_load --clients {clients} --requests {requests} --phase-seconds {phase_seconds:g}",
@@ -135,6 +140,7 @@ BLOCKS: list[Block] = [
     Block("performance.md", "user_tick", _TICK, user_tick.rendered),
     Block("batching.md", "user_tick", _TICK, user_tick.rendered),
     Block("reliability.md", "soak", _SOAK, soak_table.render),
+    Block("reliability.md", "faults", _FAULTS, fault_table.rendered),
     Block("server.md", "serve_load", _SERVE, serve_load.render),
     Block("benchmarks.md", "ingest", _INGEST, tables.ingest),
     Block("benchmarks.md", "simulate_agents", _SIMULATIONS, tables.simulate_agents),
