@@ -139,6 +139,7 @@ _WATCH = _s("call_watch.json", "python -m benchmarks.call_watch --calls {calls} 
 BLOCKS: list[Block] = [
     Block("performance.md", "user_tick", _TICK, user_tick.rendered),
     Block("batching.md", "user_tick", _TICK, user_tick.rendered),
+    Block("batching.md", "simulations", _SIMULATIONS[1:], tables.batching_runs),
     Block("reliability.md", "soak", _SOAK, soak_table.render),
     Block("reliability.md", "faults", _FAULTS, fault_table.rendered),
     Block("server.md", "serve_load", _SERVE, serve_load.render),

@@ -26,6 +26,7 @@ __all__ = [
     "ingest_targets",
     "write_targets",
     "read_targets",
+    "batching_runs",
 ]
 
 Run = dict[str, Any]
@@ -556,3 +557,32 @@ def read_targets() -> str:
 
 def _ratio(x: float) -> str:
     return f"{x:.2f}×" if x < 10 else f"{x:.1f}×"
+
+
+# -- docs/batching.md -----------------------------------------------------------------------------
+
+
+def batching_runs() -> str:
+    """The simulations' ticks against their floors, and coalescing against the explicit batch."""
+    rows = ["| what | measured | floor (same run) | ratio |", "| --- | --- | --- | --- |"]
+    for name in ("simulate_agents_10k.json", "simulate_agents_inprocess.json"):
+        r = recorded(name)
+        p, bf = r["params"], r["batched_floor"]
+        per_agent = r["raw_floor"]["tick_ms"]
+        rows.append(
+            f"| {p['agents']:,}-agent tick, {'in-process' if p['mode'] == 'inprocess' else 'ray mode'} "
+            f"({p['turns']} ticks) | {_s(r['tick_p50_ms'])} p50 | batched floor {_ms(bf['tick_ms'])} (calls "
+            f"{_ms(bf['calls_ms'])} + raw scoring {_ms(bf['raw_scoring_ms'])}); one call per agent: {_ms(per_agent)} "
+            f"| {r['tick_ratio_to_batched_floor']:.1f}× the batched floor; {_ratio(r['tick_ratio_to_raw_floor'])} the "
+            "per-agent floor |"
+        )
+    for name in ("simulate_agents_10k.json", "simulate_agents_inprocess.json"):
+        r = recorded(name)
+        c = r["coalescing"]
+        rows.append(
+            f"| {r['params']['agents']:,} concurrent `acontext()` vs one `context_many`, "
+            f"{'in-process' if r['params']['mode'] == 'inprocess' else 'ray mode'} "
+            f"| {_s(c['concurrent_acontext']['p50_ms'])} vs {_s(c['context_many']['p50_ms'])} p50 | — "
+            f"| {c['ratio_p50']:.2f}× |"
+        )
+    return "\n".join(rows)
