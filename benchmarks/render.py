@@ -143,6 +143,7 @@ BLOCKS: list[Block] = [
     Block("reliability.md", "soak", _SOAK, soak_table.render),
     Block("reliability.md", "faults", _FAULTS, fault_table.rendered),
     Block("server.md", "serve_load", _SERVE, serve_load.render),
+    Block("getting-started.md", "modes", _STARTUP, tables.modes),
     Block("benchmarks.md", "ingest", _INGEST, tables.ingest),
     Block("benchmarks.md", "simulate_agents", _SIMULATIONS, tables.simulate_agents),
     Block("benchmarks.md", "recall_latency", _RECALL, tables.recall_latency),

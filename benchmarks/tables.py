@@ -27,6 +27,7 @@ __all__ = [
     "write_targets",
     "read_targets",
     "batching_runs",
+    "modes",
 ]
 
 Run = dict[str, Any]
@@ -586,3 +587,35 @@ def batching_runs() -> str:
             f"| {c['ratio_p50']:.2f}× |"
         )
     return "\n".join(rows)
+
+
+# -- docs/getting-started.md ----------------------------------------------------------------------
+
+
+def modes() -> str:
+    """What each mode costs to open and close, from the start-up run."""
+    r = recorded("startup.json")
+    m, ri, j, ip = r["memray"], r["ray_init"], r["join"], r["inprocess"]
+    actors = r["params"]["hosts"] + r["params"]["shards"] + 1
+    return "\n".join(
+        [
+            '| | `mode="inprocess"` | `mode="ray"` (the default) |',
+            "| --- | --- | --- |",
+            "| what runs | every core in your process, on a background event loop | the store, the shards and the "
+            f"hosts as Ray actors (one process each: {actors} with the default {r['params']['hosts']} hosts and "
+            f"{r['params']['shards']} shards) |",
+            f"| `open()` in a fresh process | {ip['open_s']:.2f} s | {m['open_s']:.1f} s, of which `ray.init` alone "
+            f"takes {ri['open_s']:.1f} s; then each actor process starts Python and imports memray |",
+            f"| `close()` | {ip['close_s']:.2f} s | {m['close_s']:.2f} s, of which `ray.shutdown()` alone is "
+            f"{ri['close_s']:.2f} s |",
+            "| opening a memray another process runs | refused: the error says to open it in ray mode | joins it: "
+            f"{j['open_s']:.2f} s, plus {j['import_ray_s']:.2f} s to import Ray once per process; its `close()` "
+            f"(flush, disconnect) {j['close_s']:.2f} s |",
+            "| sharing | one process | every process on the machine (and on a cluster) that opens the same path |",
+            "| throughput | one process's cores; the GIL "
+            "| one process per host and shard: scales with cores and nodes |",
+            "",
+            f"(Medians of {r['params']['repeat']} rounds on a 2-core machine, each open and close in a fresh process; "
+            f"`import memray` took {m['import_s']:.2f} s once per script.)",
+        ]
+    )
