@@ -104,6 +104,12 @@ _SIMULATIONS = (
 _INGEST = _s(
     "ingest.json", "python -m benchmarks.ingest --conversations {conversations} --hosts {hosts} --messages {messages}"
 )
+_STORES_COMMAND = (
+    "python -m benchmarks.ingest --stores {stores} --conversations {conversations} --hosts {hosts} --shards {shards} "
+    "--messages {messages} --batch {batch} --inflight {inflight} --add-messages {add_messages} --clients {clients} "
+    "--embedder {embedder}"
+)
+_STORES = tuple(Source(n, _STORES_COMMAND) for n in ("ingest_stores1.json", "ingest_stores2.json"))
 _RECALL = (
     Source("recall_latency.json", "python -m benchmarks.recall_latency --n 10000,100000 --shards 2 --clients 1,16"),
     Source(
@@ -144,6 +150,7 @@ BLOCKS: list[Block] = [
     Block("reliability.md", "faults", _FAULTS, fault_table.rendered),
     Block("server.md", "serve_load", _SERVE, serve_load.render),
     Block("getting-started.md", "modes", _STARTUP, tables.modes),
+    Block("cluster.md", "stores", _STORES, tables.stores),
     Block("benchmarks.md", "ingest", _INGEST, tables.ingest),
     Block("benchmarks.md", "simulate_agents", _SIMULATIONS, tables.simulate_agents),
     Block("benchmarks.md", "recall_latency", _RECALL, tables.recall_latency),

@@ -28,6 +28,7 @@ __all__ = [
     "read_targets",
     "batching_runs",
     "modes",
+    "stores",
 ]
 
 Run = dict[str, Any]
@@ -617,5 +618,40 @@ def modes() -> str:
             "",
             f"(Medians of {r['params']['repeat']} rounds on a 2-core machine, each open and close in a fresh process; "
             f"`import memray` took {m['import_s']:.2f} s once per script.)",
+        ]
+    )
+
+
+# -- docs/cluster.md ------------------------------------------------------------------------------
+
+
+def stores() -> str:
+    """One partition against two, from the pair of ingest runs."""
+    runs = [recorded("ingest_stores1.json"), recorded("ingest_stores2.json")]
+
+    def cells(fn: Any) -> str:
+        return " | ".join(fn(r) for r in runs)
+
+    def parts(r: Run, key: str, fmt: str = ",") -> str:
+        return " and ".join(format(p[key], fmt) for p in r["store"]["partitions"])
+
+    return "\n".join(
+        [
+            "| | " + cells(lambda r: f"`stores={r['params']['stores']}`") + " |",
+            "| --- | --- | --- |",
+            "| rows / commits per partition | " + cells(lambda r: f"{parts(r, 'rows')} / {parts(r, 'commits')}") + " |",
+            "| per partition, rows per CPU second | " + cells(lambda r: parts(r, "rows_per_cpu_s")) + " |",
+            "| per partition, rows per busy (wall) second | " + cells(lambda r: parts(r, "rows_per_busy_s")) + " |",
+            "| store-side CPU per row, busiest partition (critical path) | "
+            + cells(lambda r: f"{r['store']['cpu_us_per_row']:.2f} µs")
+            + " |",
+            "| same, wall | " + cells(lambda r: f"{r['store']['busy_us_per_row']:.1f} µs") + " |",
+            "| store-side CPU per row, all partitions | "
+            + cells(lambda r: f"{r['store']['total_cpu_us_per_row']:.2f} µs")
+            + " |",
+            "| `add_many` messages/s acknowledged | " + cells(lambda r: f"{r['add_many']['msgs_per_s']:,}") + " |",
+            "| `HistoryStore.append_messages` floor, same run | "
+            + cells(lambda r: f"{r['floor']['duckdb']['history_store_rows_per_s']:,} rows/s")
+            + " |",
         ]
     )
