@@ -148,6 +148,12 @@ BLOCKS: list[Block] = [
     Block("batching.md", "simulations", _SIMULATIONS[1:], tables.batching_runs),
     Block("reliability.md", "soak", _SOAK, soak_table.render),
     Block("reliability.md", "faults", _FAULTS, fault_table.rendered),
+    Block(
+        "reliability.md",
+        "restart",
+        _s("restart_micro.json", "python -m benchmarks.restart_micro --rounds {rounds} --init-s {init_s:g}"),
+        tables.restart,
+    ),
     Block("server.md", "serve_load", _SERVE, serve_load.render),
     Block("getting-started.md", "modes", _STARTUP, tables.modes),
     Block("cluster.md", "stores", _STORES, tables.stores),

@@ -29,6 +29,7 @@ __all__ = [
     "batching_runs",
     "modes",
     "stores",
+    "restart",
 ]
 
 Run = dict[str, Any]
@@ -655,3 +656,29 @@ def stores() -> str:
             + " |",
         ]
     )
+
+
+# -- docs/reliability.md --------------------------------------------------------------------------
+
+_RESTART_VARIANTS = {
+    "ray_default": "Ray's defaults",
+    "held": "the hold alone",
+    "no_death_wait": "the death-info setting alone",
+    "memray": "both (what memray does)",
+}
+
+
+def restart() -> str:
+    """How late a retried call reaches a restarted actor, by variant."""
+    r = recorded("restart_micro.json")
+    rows = [
+        "| variant | after Ray has the actor alive: median (max) | calls failed per restart, median |",
+        "| --- | --- | --- |",
+    ]
+    for key in r["params"]["variants"]:
+        v = r[key]
+        rows.append(
+            f"| {_RESTART_VARIANTS.get(key, key)} | {_ms(v['late_s']['median'] * 1000)} "
+            f"({_ms(v['late_s']['max'] * 1000)}) | {v['failed_calls']['median']:g} |"
+        )
+    return "\n".join(rows)
