@@ -199,3 +199,23 @@ def test_every_marked_block_on_a_page_is_in_the_registry() -> None:
         for m in re.finditer(r"<!-- ([\w-]+): begin \(", page.read_text(encoding="utf-8"))
     }
     assert marked == {(b.page, b.name) for b in BLOCKS}
+
+
+def test_the_check_lists_a_page_that_disagrees_with_its_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``python -m benchmarks.render --check`` exits 1 naming a block whose page holds another
+    figure, and writing the blocks makes the page agree again."""
+    import benchmarks.render as render
+
+    for page in {b.page for b in BLOCKS}:
+        (tmp_path / page).write_text((DOCS / page).read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.setattr(render, "DOCS", tmp_path)
+    assert render.main(["--check"]) == 0
+    first = BLOCKS[0]
+    page = tmp_path / first.page
+    page.write_text(page.read_text(encoding="utf-8").replace(first.text(), first.text() + "\n| a typed row |"))
+    assert render.stale() == [b for b in BLOCKS if b.page == first.page and b.name == first.name]
+    assert render.main(["--check"]) == 1
+    render.main([])
+    assert render.main(["--check"]) == 0
