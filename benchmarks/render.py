@@ -85,21 +85,14 @@ _FAULTS = _s(
 )
 _SERVE = _s(
     "serve_load.json",
-    "python -m benchmarks.serve_load --clients {clients} --requests {requests} --phase-seconds {phase_seconds:g}",
+    "python -m benchmarks.serve_load --clients {clients} --requests {requests} --phase-seconds {phase_seconds:g} "
+    "--conversations {conversations} --messages {messages}",
 )
 
-_SIMULATIONS = (
-    Source(
-        "simulate_agents.json", "python -m benchmarks.simulate_agents --agents {agents} --turns {turns} --mode {mode}"
-    ),
-    Source(
-        "simulate_agents_inprocess.json",
-        "python -m benchmarks.simulate_agents --agents {agents} --turns {turns} --mode {mode}",
-    ),
-    Source(
-        "simulate_agents_10k.json",
-        "python -m benchmarks.simulate_agents --agents {agents} --turns {turns} --mode {mode}",
-    ),
+_SIM_COMMAND = "python -m benchmarks.simulate_agents --agents {agents} --turns {turns} --mode {mode}"
+_SIMULATIONS = tuple(
+    Source(n, _SIM_COMMAND)
+    for n in ("simulate_agents.json", "simulate_agents_inprocess.json", "simulate_agents_10k.json")
 )
 _INGEST = _s(
     "ingest.json", "python -m benchmarks.ingest --conversations {conversations} --hosts {hosts} --messages {messages}"
@@ -139,21 +132,18 @@ _MICRO = (
     Source("read_path_micro.json", "python -m benchmarks.read_path_micro"),
     Source("search_micro.json", "python -m benchmarks.search_micro --n {n} --namespaces {namespaces} --batch {batch}"),
 )
+_RESTART = _s("restart_micro.json", "python -m benchmarks.restart_micro --rounds {rounds} --init-s {init_s:g}")
 _WATCH = _s("call_watch.json", "python -m benchmarks.call_watch --calls {calls} --rounds {rounds} --clients {clients}")
 
-#: Every rendered block of the docs.
+#: Every rendered block of the docs: its page, its name (in its markers), the recorded runs it is
+#: made from and the function that renders it.
 BLOCKS: list[Block] = [
     Block("performance.md", "user_tick", _TICK, user_tick.rendered),
     Block("batching.md", "user_tick", _TICK, user_tick.rendered),
     Block("batching.md", "simulations", _SIMULATIONS[1:], tables.batching_runs),
     Block("reliability.md", "soak", _SOAK, soak_table.render),
     Block("reliability.md", "faults", _FAULTS, fault_table.rendered),
-    Block(
-        "reliability.md",
-        "restart",
-        _s("restart_micro.json", "python -m benchmarks.restart_micro --rounds {rounds} --init-s {init_s:g}"),
-        tables.restart,
-    ),
+    Block("reliability.md", "restart", _RESTART, tables.restart),
     Block("server.md", "serve_load", _SERVE, serve_load.render),
     Block("getting-started.md", "modes", _STARTUP, tables.modes),
     Block("cluster.md", "stores", _STORES, tables.stores),

@@ -24,10 +24,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import random
 import time
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -40,6 +38,7 @@ from benchmarks._harness import (
     log,
     pct_ms,
     ratio,
+    recorded,
     sentence,
 )
 
@@ -173,18 +172,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return dict(in_data_dir(args, "memray-serve-load-", work))
 
 
-RESULT = Path(__file__).resolve().parent / "results" / "serve_load.json"
-
-
 def render() -> str:
     """docs/server.md's table of the recorded run (``benchmarks/results/serve_load.json``)."""
-    line = json.loads(RESULT.read_text(encoding="utf-8").strip().splitlines()[-1])
+    line = recorded("serve_load.json")
     p = line["params"]
     rows = [
-        f"Recorded at `{line['git_sha']}`, load average {line['machine']['load_avg'][0]:.1f} at the end "
-        f"(`--clients {p['clients']} --requests {p['requests']} --phase-seconds {p['phase_seconds']:g} "
-        f"--conversations {p['conversations']} --messages {p['messages']}`, {p['hosts']} hosts, "
-        f"{p['shards']} shard(s), {p['replicas']} replica(s)):",
+        f"{p['conversations']} conversations of {p['messages']} messages, {p['hosts']} hosts, "
+        f"{p['shards']} shard(s), {p['replicas']} replica(s):",
         "",
         "| clients | search p50 / p99 | floor p50 / p99 | search / floor req/s | add p50 / p99 | add / floor req/s |",
         "| --- | --- | --- | --- | --- | --- |",

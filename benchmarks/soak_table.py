@@ -9,10 +9,11 @@ page equal to this rendering, so the page says what the files say.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from benchmarks._harness import recorded
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -156,9 +157,8 @@ ROWS: list[tuple[str, Callable[[Run], str]]] = [
 def runs() -> list[tuple[str, Run]]:
     out = []
     for heading, rel in RUNS:
-        path = ROOT / rel
-        if path.exists():
-            out.append((heading, json.loads(path.read_text(encoding="utf-8").strip().splitlines()[-1])))
+        if (ROOT / rel).exists():
+            out.append((heading, recorded(rel)))
     return out
 
 

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 import memray
-from benchmarks._harness import emit, in_data_dir, log, pct_ms, ratio, raw_arrow_insert, sinks
+from benchmarks._harness import emit, in_data_dir, log, pct_ms, ratio, raw_arrow_insert, recorded, sinks
 from benchmarks._raw import RawBm25, RawExact
 from memray.ids import ConversationKey
 from memray.models import Message
@@ -233,7 +233,7 @@ def render(lines: list[dict[str, Any]]) -> str:
 
 
 def rendered() -> str:
-    return render([json.loads((ROOT / r).read_text()) for r in RESULTS if (ROOT / r).exists()])
+    return render([recorded(r) for r in RESULTS if (ROOT / r).exists()])
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
