@@ -50,6 +50,7 @@ __all__ = [
     "markers",
     "block",
     "write_block",
+    "recorded",
 ]
 
 _T0 = time.perf_counter()
@@ -437,6 +438,16 @@ def write_block(page: Path, begin: str, end: str, body: str) -> None:
     text = page.read_text(encoding="utf-8")
     start, stop = text.index(begin) + len(begin), text.index(end)
     page.write_text(text[:start] + "\n" + body + "\n" + text[stop:], encoding="utf-8")
+
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def recorded(name: str) -> dict[str, Any]:
+    """The last JSON line of a recorded run, ``benchmarks/results/<name>`` (a file may hold the
+    progress lines of a run before its result)."""
+    lines = [x for x in (RESULTS / Path(name).name).read_text(encoding="utf-8").splitlines() if x.startswith("{")]
+    return dict(json.loads(lines[-1]))
 
 
 def free_port() -> int:

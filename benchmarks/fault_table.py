@@ -2,7 +2,8 @@
 
     python -m benchmarks.fault_table benchmarks/results/faults.json
 
-Prints a Markdown table, one row per scenario in the order run: the figures every scenario
+(``python -m benchmarks.render`` puts :func:`rendered`, the recorded run's table, on
+docs/reliability.md.) Prints a Markdown table, one row per scenario in the order run: the figures every scenario
 reports (:data:`benchmarks.faults.FIGURES`) and, in the last column, the scenario's own.
 """
 
@@ -12,7 +13,9 @@ import argparse
 import json
 from typing import Any
 
-__all__ = ["table", "main"]
+from benchmarks._harness import RESULTS
+
+__all__ = ["table", "rendered", "main"]
 
 #: scenario -> (the fault, the adds it catches)
 FAULTS = {
@@ -93,6 +96,12 @@ def _also(line: dict[str, Any]) -> str:
             f"{line['found_lexically']}/{line['sampled']} lexically"
         )
     return also
+
+
+def rendered() -> str:
+    """The table of the recorded run, ``benchmarks/results/faults.json``."""
+    text = (RESULTS / "faults.json").read_text(encoding="utf-8")
+    return table([json.loads(line) for line in text.splitlines() if line.startswith("{")])
 
 
 def main(argv: list[str] | None = None) -> str:

@@ -45,7 +45,7 @@ def find(path: str | None) -> Path:
 
 
 def load(path: Path) -> tuple[list[dict[str, Any]], str | None]:
-    """(records, a warning if the file is not the one the README's numbers are for)."""
+    """(records, a warning if the file is not the one docs/benchmarks.md's numbers are for)."""
     raw = path.read_bytes()
     digest = hashlib.sha256(raw).hexdigest()
     warning = None if digest == SHA256 else f"{path} has sha256 {digest}, not {SHA256}: numbers may differ"

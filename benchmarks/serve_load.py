@@ -24,10 +24,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import random
 import time
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -38,11 +36,10 @@ from benchmarks._harness import (
     free_port,
     in_data_dir,
     log,
-    markers,
     pct_ms,
     ratio,
+    recorded,
     sentence,
-    write_block,
 )
 
 APP = "bench"
@@ -51,7 +48,6 @@ APP = "bench"
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m benchmarks.serve_load", description=__doc__.split("\n")[0])
     common_args(p)
-    p.add_argument("--render", action="store_true", help="write the recorded run's table into docs/server.md, and stop")
     p.add_argument("--clients", default="1,16,64", help="concurrent HTTP clients, comma-separated")
     p.add_argument("--requests", type=int, default=2000, help="requests per phase (at most)")
     p.add_argument("--phase-seconds", type=float, default=60.0, help="a phase stops after this long")
@@ -176,20 +172,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return dict(in_data_dir(args, "memray-serve-load-", work))
 
 
-RESULT = Path(__file__).resolve().parent / "results" / "serve_load.json"
-PAGE = Path(__file__).resolve().parent.parent / "docs" / "server.md"
-BEGIN, END = markers("serve_load", "python -m benchmarks.serve_load --render")
-
-
 def render() -> str:
     """docs/server.md's table of the recorded run (``benchmarks/results/serve_load.json``)."""
-    line = json.loads(RESULT.read_text(encoding="utf-8").strip().splitlines()[-1])
+    line = recorded("serve_load.json")
     p = line["params"]
     rows = [
-        f"Recorded at `{line['git_sha']}`, load average {line['machine']['load_avg'][0]:.1f} at the end "
-        f"(`--clients {p['clients']} --requests {p['requests']} --phase-seconds {p['phase_seconds']:g} "
-        f"--conversations {p['conversations']} --messages {p['messages']}`, {p['hosts']} hosts, "
-        f"{p['shards']} shard(s), {p['replicas']} replica(s)):",
+        f"{p['conversations']} conversations of {p['messages']} messages, {p['hosts']} hosts, "
+        f"{p['shards']} shard(s), {p['replicas']} replica(s):",
         "",
         "| clients | search p50 / p99 | floor p50 / p99 | search / floor req/s | add p50 / p99 | add / floor req/s |",
         "| --- | --- | --- | --- | --- | --- |",
@@ -214,9 +203,6 @@ def render() -> str:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    if args.render:
-        write_block(PAGE, BEGIN, END, render())
-        return
     results = run(args)
     params = {k: getattr(args, k) for k in ("clients", "requests", "phase_seconds", "conversations", "messages")}
     params.update(replicas=args.replicas, hosts=args.hosts, shards=args.shards)

@@ -1,6 +1,6 @@
 """The chaos soak's table on docs/reliability.md, rendered from the recorded runs' JSON lines.
 
-    python -m benchmarks.soak_table            # writes the table into docs/reliability.md
+    python -m benchmarks.render            # writes it (with every other block) into docs/reliability.md
 
 One column per recorded run (:data:`RUNS`), one row per check or figure; a figure a run did not
 record (the older run predates the server's part of the soak) is shown as "—". A test keeps the
@@ -9,16 +9,13 @@ page equal to this rendering, so the page says what the files say.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks._harness import markers, write_block
+from benchmarks._harness import recorded
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGE = ROOT / "docs" / "reliability.md"
-BEGIN, END = markers("soak", "python -m benchmarks.soak_table")
 
 #: (column heading, results file) of each recorded run, newest first.
 RUNS = (
@@ -160,9 +157,8 @@ ROWS: list[tuple[str, Callable[[Run], str]]] = [
 def runs() -> list[tuple[str, Run]]:
     out = []
     for heading, rel in RUNS:
-        path = ROOT / rel
-        if path.exists():
-            out.append((heading, json.loads(path.read_text(encoding="utf-8").strip().splitlines()[-1])))
+        if (ROOT / rel).exists():
+            out.append((heading, recorded(rel)))
     return out
 
 
@@ -172,11 +168,3 @@ def render() -> str:
     for label, cell in ROWS:
         lines.append(f"| {label} | " + " | ".join(cell(r) for _, r in recorded) + " |")
     return "\n".join(lines)
-
-
-def write_page() -> None:
-    write_block(PAGE, BEGIN, END, render())
-
-
-if __name__ == "__main__":
-    write_page()

@@ -28,8 +28,8 @@ The **full floor** of a tick is the raw work with no memray code, on the last ti
   to no-op actors.
 
 Prints one JSON line; ``--out`` also writes it to a file (the recorded runs:
-``benchmarks/results/user_tick_*.json``); ``--render`` writes the table of those into
-docs/performance.md and docs/batching.md.
+``benchmarks/results/user_tick_*.json``); ``python -m benchmarks.render`` writes the table of
+those into docs/performance.md and docs/batching.md.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 import memray
-from benchmarks._harness import emit, in_data_dir, log, markers, pct_ms, ratio, raw_arrow_insert, sinks, write_block
+from benchmarks._harness import emit, in_data_dir, log, pct_ms, ratio, raw_arrow_insert, recorded, sinks
 from benchmarks._raw import RawBm25, RawExact
 from memray.ids import ConversationKey
 from memray.models import Message
@@ -203,12 +203,11 @@ async def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
 
 #: The recorded runs, in the order the docs show them.
 RESULTS = ("benchmarks/results/user_tick_inprocess.json", "benchmarks/results/user_tick_ray.json")
-BEGIN, END = markers("user_tick", "python -m benchmarks.user_tick --render")
 
 
 def render(lines: list[dict[str, Any]]) -> str:
-    """The docs' table of recorded runs (between :data:`BEGIN` and :data:`END` on
-    docs/performance.md and docs/batching.md; a test keeps them equal to this)."""
+    """The docs' table of recorded runs (on docs/performance.md and docs/batching.md:
+    :mod:`benchmarks.render` puts it there, and a test keeps them equal to this)."""
     rows = [
         "| run (`memray.open()` defaults) | style | tick p50 | memory ops/s | full floor | tick / floor "
         "| tick 8 / tick 3 | recall | load | commit |",
@@ -234,16 +233,7 @@ def render(lines: list[dict[str, Any]]) -> str:
 
 
 def rendered() -> str:
-    return render([json.loads((ROOT / r).read_text()) for r in RESULTS if (ROOT / r).exists()])
-
-
-PAGES = ("docs/performance.md", "docs/batching.md")
-
-
-def write_docs() -> None:
-    """Put :func:`rendered` between the markers of each of :data:`PAGES`."""
-    for page in PAGES:
-        write_block(ROOT / page, BEGIN, END, rendered())
+    return render([recorded(r) for r in RESULTS if (ROOT / r).exists()])
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -254,11 +244,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--address", default=None)
     ap.add_argument("--dir", default=None)
     ap.add_argument("--out", default=None, help="also write the JSON line here")
-    ap.add_argument("--render", action="store_true", help="write the recorded runs' table into the docs, and stop")
     args = ap.parse_args(argv)
-    if args.render:
-        write_docs()
-        return {}
     results = in_data_dir(args, "memray-user-tick-", lambda root: asyncio.run(run(args, root)))
     line = emit("user_tick", {"agents": args.agents, "ticks": args.ticks, "mode": args.mode}, results)
     if args.out:

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 import memray
+from benchmarks.render import BLOCKS, COMMAND, Block
 from tests.support.docs import ROOT, Chain, chains, compare
 
 DOCS = ROOT / "docs"
@@ -182,22 +183,39 @@ def test_every_cli_command_is_documented() -> None:
         assert f"memray {name}" in text, f"`memray {name}` is not in docs/cli.md"
 
 
-RENDERED = [  # (module, page, the function that renders the block)
-    ("benchmarks.user_tick", "performance.md", "rendered"),
-    ("benchmarks.user_tick", "batching.md", "rendered"),
-    ("benchmarks.soak_table", "reliability.md", "render"),
-    ("benchmarks.serve_load", "server.md", "render"),
-]
+@pytest.mark.parametrize("rendered", BLOCKS, ids=[f"{b.page}:{b.name}" for b in BLOCKS])
+def test_a_block_of_recorded_results_is_what_its_results_render_to(rendered: Block) -> None:
+    """A page's figures come from benchmarks/results (one source): the block between a block's
+    markers is what its renderer makes of the recorded JSON lines (``python -m benchmarks.render
+    --check`` checks the same)."""
+    assert rendered.on_page() == rendered.text(), f"docs/{rendered.page} is stale: run {COMMAND}"
 
 
-@pytest.mark.parametrize(("module", "page", "fn"), RENDERED, ids=[f"{m}:{p}" for m, p, _ in RENDERED])
-def test_a_table_of_recorded_results_is_rendered_from_them(module: str, page: str, fn: str) -> None:
-    """A page's figures come from benchmarks/results (one source): the block between a
-    renderer's markers is what the renderer makes of the recorded JSON lines."""
-    import importlib
+def test_every_marked_block_on_a_page_is_in_the_registry() -> None:
+    """A block with markers but no renderer would never be checked."""
+    marked = {
+        (str(page.relative_to(DOCS)), m.group(1))
+        for page in DOCS.rglob("*.md")
+        for m in re.finditer(r"<!-- ([\w-]+): begin \(", page.read_text(encoding="utf-8"))
+    }
+    assert marked == {(b.page, b.name) for b in BLOCKS}
 
-    from benchmarks._harness import block
 
-    mod = importlib.import_module(module)
-    text = (DOCS / page).read_text(encoding="utf-8")
-    assert block(text, mod.BEGIN, mod.END) == getattr(mod, fn)(), f"run the command in the markers of docs/{page}"
+def test_the_check_lists_a_page_that_disagrees_with_its_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``python -m benchmarks.render --check`` exits 1 naming a block whose page holds another
+    figure, and writing the blocks makes the page agree again."""
+    import benchmarks.render as render
+
+    for page in {b.page for b in BLOCKS}:
+        (tmp_path / page).write_text((DOCS / page).read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.setattr(render, "DOCS", tmp_path)
+    assert render.main(["--check"]) == 0
+    first = BLOCKS[0]
+    page = tmp_path / first.page
+    page.write_text(page.read_text(encoding="utf-8").replace(first.text(), first.text() + "\n| a typed row |"))
+    assert render.stale() == [b for b in BLOCKS if b.page == first.page and b.name == first.name]
+    assert render.main(["--check"]) == 1
+    render.main([])
+    assert render.main(["--check"]) == 0
