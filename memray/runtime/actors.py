@@ -222,8 +222,8 @@ def ensure_ray(config: MemoryConfig) -> RayConnection:
     authentication, whatever Ray's mode), else ``config.address``, else a new local Ray.
 
     Call it from the main thread when there is one: Ray installs its SIGTERM handler there (and
-    warns when it cannot). Unless ``config.verbose``, Ray logs only errors and actors' output
-    stays in Ray's log files (``/tmp/ray/session_latest/logs``)."""
+    warns when it cannot). Unless ``config.verbose``, Ray logs only errors (Ray Serve only
+    warnings) and actors' output stays in Ray's log files (``/tmp/ray/session_latest/logs``)."""
     running = running_memray(config)  # raises, naming the holder, if a memray holds it that cannot be shared
     if running is not None and config.address not in (None, running.address):
         running = None  # another cluster was asked for: its store may live on another node
@@ -243,6 +243,8 @@ def ensure_ray(config: MemoryConfig) -> RayConnection:
         "log_to_driver": config.verbose,
         "logging_level": logging.INFO if config.verbose else logging.ERROR,
     }
+    if not config.verbose:  # Serve's driver-side lines (started, deploying, deleting) too
+        logging.getLogger("ray.serve").setLevel(logging.WARNING)
     if running is not None:
         running.check_reachable()
         if running.auth is not None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
 import signal
 import sys
 import threading
@@ -168,10 +167,8 @@ def serve_forever(settings: ServerSettings, host: str, port: int, log: Any = pri
 
     Start-up overlaps what does not depend on the rest: once Ray is up, Serve's controller and
     proxy start while the memray's actors do (and the key ring's actor while the replicas do).
-    Serve's own log lines (started, deploying, deleting) stay out of the terminal unless
-    ``--verbose``, as Ray's do."""
-    if not settings.config.verbose:
-        logging.getLogger("ray.serve").setLevel(logging.WARNING)
+    Serve's own log lines stay out of the terminal unless ``--verbose``, as Ray's do
+    (:func:`~memray.runtime.actors.ensure_ray`)."""
     t0 = time.monotonic()
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
