@@ -25,12 +25,15 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pydantic
+import ray
 from pydantic import BaseModel, ConfigDict
 from ray import serve
+from ray.serve.schema import ProxyStatus
 
 import memray
 from memray import tracing
 from memray.config import MemoryConfig
+from memray.errors import UnavailableError
 from memray.facade.memory import Memory
 from memray.runtime.actors import ensure_ray, shutdown_ray
 from memray.server.api import build_app
@@ -43,12 +46,15 @@ __all__ = [
     "build",
     "application",
     "deploy",
+    "start_proxy",
     "run_application",
     "serve_forever",
     "APP_NAME",
 ]
 
 APP_NAME = "memray"
+#: How long :func:`start_proxy` waits for Serve to replace a first proxy that missed its ready check.
+PROXY_READY_S = 120.0
 
 
 @serve.deployment(ray_actor_options={"num_cpus": 0})
@@ -151,8 +157,29 @@ def application(settings: ServerSettings) -> Any:
 def deploy(settings: ServerSettings, host: str, port: int) -> str:
     """Start Serve's HTTP proxy on ``host:port`` in the connected Ray and deploy the app there
     (waiting until its replicas are up); returns the base URL."""
-    serve.start(http_options={"host": host, "port": port})
+    start_proxy(host, port)
     return run_application(settings, host, port)
+
+
+def start_proxy(host: str, port: int, ready_s: float = PROXY_READY_S) -> None:
+    """``serve.start`` on ``host:port``, returning once its HTTP proxy is healthy.
+
+    Serve gives a new proxy 5 s to say it is ready, kills it if not, and starts another with a
+    longer limit; but ``serve.start`` waits only on the first, and raises ``ActorDiedError`` when
+    it is killed. On a loaded machine, or while memray's own actors start beside it, the first
+    can miss those 5 s: so a proxy killed that way is waited for by Serve's status instead, until
+    the controller's next one is healthy (:class:`~memray.errors.UnavailableError` after ``ready_s``)."""
+    try:
+        serve.start(http_options={"host": host, "port": port})
+        return
+    except ray.exceptions.ActorDiedError:  # the first proxy missed its ready check: another comes
+        pass
+    deadline = time.monotonic() + ready_s
+    while (proxies := serve.status().proxies) == {} or any(s != ProxyStatus.HEALTHY for s in proxies.values()):
+        if time.monotonic() > deadline:
+            detail = f"not healthy after {ready_s:.0f} s ({dict(proxies)}); Ray's logs say why (--verbose)"
+            raise UnavailableError(f"Serve's HTTP proxy on {host}:{port}", detail, waited_s=ready_s)
+        time.sleep(0.2)
 
 
 def run_application(settings: ServerSettings, host: str, port: int) -> str:
@@ -179,7 +206,7 @@ def serve_forever(settings: ServerSettings, host: str, port: int, log: Any = pri
     mem: Memory | None = None
     try:
         with ThreadPoolExecutor(1, thread_name_prefix="memray-serve-start") as pool:
-            proxy = pool.submit(serve.start, http_options={"host": host, "port": port})
+            proxy = pool.submit(start_proxy, host, port)
             mem = memray.open(config=settings.config)  # joins the Ray just started: its actors are this process's
             mem.keys.prepare()
             proxy.result()
