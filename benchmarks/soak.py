@@ -92,6 +92,21 @@ __all__ = ["Record", "main"]
 APPS = ("soak-a", "soak-b")
 PROBE_APP = "soak-probe"
 ROLES = ("host", "shard", "store")
+#: The arguments the result line repeats.
+PARAMS = (
+    "minutes",
+    "kill_every",
+    "min_kills",
+    "agents",
+    "tick_s",
+    "baseline_s",
+    "hosts",
+    "shards",
+    "stores",
+    "replicas",
+)
+BASELINE_TICKS = 3  # the fewest quiet ticks, however long start-up took
+MIN_KILLS_GRACE_S = 300.0  # how long --min-kills may stretch the chaos past --minutes
 #: Per channel (facade and REST acks, REST alone, MCP), and what MCP's check calls each.
 CHANNEL_FIGURES = ("acked", "stored", "lost_durable", "duplicated", "seq_mismatch", "acked_durable")
 MCP_FIGURES = ("mcp_acked", "mcp_stored", "mcp_lost", "mcp_duplicated", "mcp_seq_mismatch", "mcp_acked")
@@ -390,9 +405,10 @@ def sampler(mem: Any, record: Record, every_s: float, stop: threading.Event, ser
 
 
 # -- the run ----------------------------------------------------------------------------------
-async def run_ticks(agents: Agents, record: Record, tick_s: float, until: float, chaos: bool) -> int:
-    t = len(record.ticks)
-    while record.now() < until:
+async def run_ticks(agents: Agents, record: Record, tick_s: float, until: float, chaos: bool, at_least: int = 0) -> int:
+    """Ticks, one starting every ``tick_s``, until ``until`` and at least ``at_least`` of them."""
+    t = first = len(record.ticks)
+    while record.now() < until or t - first < at_least:
         start = record.now()
         await agents.tick(t)
         record.ticks.append((start, record.now() - start, chaos))
@@ -413,10 +429,11 @@ async def drive(
     await gone.aadd([{"role": "user", "content": f"{erased} says something to forget"}], durable=True)
     end = args.baseline_s + args.minutes * 60
     span = end - args.baseline_s
-    clients = HttpClients(server, record, traffic, args.tick_s, args.http_requests)
-    clients.start(until=end, erase_at=args.baseline_s + span / 2)
-    await run_ticks(agents, record, args.tick_s, args.baseline_s, False)
     stop = threading.Event()
+    clients = HttpClients(server, record, traffic, args.tick_s, args.http_requests)
+    clients.start(done=stop, erase_at=args.baseline_s + span / 2)
+    # a baseline even where starting up took longer than it (a slow machine): the tick ratio needs one
+    await run_ticks(agents, record, args.tick_s, args.baseline_s, False, at_least=BASELINE_TICKS)
     threads = [
         threading.Thread(target=killer, args=(mem, record, args.kill_every, stop, server, traffic), daemon=True),
         threading.Thread(target=sampler, args=(mem, record, args.sample_s, stop, True), daemon=True),
@@ -429,6 +446,11 @@ async def drive(
     await run_ticks(agents, record, args.tick_s, args.baseline_s + 2 * span / 3, True)
     events["fork"], before_fork = await _fork(mem, record, fork_path)
     await run_ticks(agents, record, args.tick_s, end, True)
+    # a slow machine recovers slowly, so fewer kills fit the minutes: the chaos goes on, a tick at
+    # a time, until the kills asked for are made and probed (a kill is recorded once its probe
+    # ends), for at most MIN_KILLS_GRACE_S more
+    while len(record.kills) < args.min_kills and record.now() < end + MIN_KILLS_GRACE_S:
+        await run_ticks(agents, record, args.tick_s, record.now() + args.tick_s, True)
     stop.set()
     await asyncio.to_thread(clients.join)
     for th in threads:
@@ -593,6 +615,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=30.0, help="of kills (after the baseline)")
     parser.add_argument("--kill-every", type=float, default=10.0, help="seconds from one kill to the next")
+    parser.add_argument(
+        "--min-kills",
+        type=int,
+        default=0,
+        help=f"go on past the minutes until this many kills are probed (≤ {MIN_KILLS_GRACE_S:.0f} s more)",
+    )
     parser.add_argument("--agents", type=int, default=32)
     parser.add_argument("--tick-s", type=float, default=1.0, help="one tick starts every this many seconds")
     parser.add_argument("--baseline-s", type=float, default=60.0, help="quiet ticks before the kills")
@@ -683,10 +711,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             forked.update(fork_check(fork, events["before_fork"], record))
         finally:
             fork.close()
-    params = {
-        k: getattr(args, k)
-        for k in ("minutes", "kill_every", "agents", "tick_s", "baseline_s", "hosts", "shards", "stores", "replicas")
-    }
+    params = {k: getattr(args, k) for k in PARAMS}
     if args.plot:
         plot_timeline(args.plot, record, args)
     return emit(

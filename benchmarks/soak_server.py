@@ -7,7 +7,7 @@ replica.
   127.0.0.1: the one already running in this Ray (the test session's), or one it starts on a
   free loopback port. Its keys: a writer of each app, a read-only reader of the first, one bound
   to a user erased during the run, one for the kill probes.
-- :class:`HttpClients`: one thread per client, each a round every ``tick_s`` until ``until``
+- :class:`HttpClients`: one thread per client, each a round every ``tick_s`` until ``done`` is set
   (or ``max_requests``): the REST writers add a message (durable and buffered in turn, with an
   id, so the cold check holds it like any other ack), read their context for it
   (read-your-writes), and ask with their key for the other app's conversation (a cross-tenant
@@ -153,12 +153,13 @@ def start_proxy() -> tuple[int, bool]:
     """Serve's HTTP proxy: the port of the one running in this Ray (the test session's), or of
     one started on a free loopback port; and whether this started it. (It starts while the
     memray opens: ``memray serve`` overlaps them alike.)"""
-    from ray import serve
     from ray.serve.context import _get_global_client
+
+    from memray.server.deployment import start_proxy as start_proxy_on
 
     started = _get_global_client(raise_if_no_controller_running=False) is None
     if started:
-        serve.start(http_options={"host": "127.0.0.1", "port": free_port()})
+        start_proxy_on("127.0.0.1", free_port())
     client = _get_global_client()
     assert client is not None
     return int(client.http_config.port), started
@@ -230,7 +231,7 @@ class HttpClients:
         self.tick_s, self.max_requests = tick_s, max_requests
         self.threads: list[threading.Thread] = []
 
-    def start(self, until: float, erase_at: float) -> None:
+    def start(self, done: threading.Event, erase_at: float) -> None:
         t = self.server.tenants
         self._seed_erased()
         loops = [
@@ -241,7 +242,7 @@ class HttpClients:
             ("mcp-b", t["writer-b"], lambda n, h: self._mcp_round(n, h, t["writer-b"])),
         ]
         for name, tenant, body in loops:
-            th = threading.Thread(target=self._loop, args=(name, tenant, body, until), daemon=True, name=name)
+            th = threading.Thread(target=self._loop, args=(name, tenant, body, done), daemon=True, name=name)
             self.threads.append(th)
             th.start()
 
@@ -249,11 +250,11 @@ class HttpClients:
         for th in self.threads:
             th.join(timeout_s)
 
-    def _loop(self, name: str, tenant: Tenant, body: Any, until: float) -> None:
-        """Rounds until ``until`` (soak time) or ``max_requests`` sent; an error is recorded, never raised."""
+    def _loop(self, name: str, tenant: Tenant, body: Any, done: threading.Event) -> None:
+        """Rounds until the soak is ``done`` or ``max_requests`` sent; an error is recorded, never raised."""
         n = sent = 0
         with _client(self.server, tenant) as http:
-            while self.traffic.now() < until and sent < self.max_requests:
+            while not done.is_set() and sent < self.max_requests:
                 start = self.traffic.now()
                 try:
                     sent += body(n, http)
