@@ -62,7 +62,7 @@ class RawHnsw:
 
     def topk(self, query: np.ndarray, k: int) -> np.ndarray:
         labels, _ = self.index.knn_query(query, k=min(k, self.n))
-        return labels[0]
+        return np.asarray(labels[0])
 
 
 class RawBm25:
@@ -92,6 +92,7 @@ class RawBm25:
         hits = [self.postings[t] for t in dict.fromkeys(index_terms(text)) if t in self.postings]
         if not hits:
             return np.zeros(0, dtype=np.int64)
+        scores: np.ndarray
         if len(hits) == 1:
             scores = np.zeros(self.n)
             scores[hits[0][0]] = hits[0][1]

@@ -41,7 +41,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -56,10 +56,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "examples"))
 import tick as example  # noqa: E402  (examples/tick.py: the functions timed here)
 
+Mode = Literal["ray", "inprocess"]
 FIRST, LAST = 3, 8  # growth: tick LAST over tick FIRST
 
 
-async def run_style(style: str, mode: str, agents: int, ticks: int, root: str) -> dict[str, Any]:
+async def run_style(style: str, mode: Mode, agents: int, ticks: int, root: str) -> dict[str, Any]:
     path = os.path.join(root, style)
     mem = memray.open(path, mode=mode)
     try:
@@ -108,7 +109,7 @@ async def full_floor(mode: str, agents: int, ticks: int, root: str) -> dict[str,
     for a in range(agents):
         key = ConversationKey("default", f"agent-{a}", "main")
         for n, (role, text) in enumerate((("user", said[a]), ("assistant", replies[a]))):
-            msg = Message(id=f"m{last}-{n}", role=role, parts=text, seq=2 * last + n)  # type: ignore[arg-type]
+            msg = Message(id=f"m{last}-{n}", role=role, parts=text, seq=2 * last + n)
             rows.append(message_to_row(key, msg))
     rate = raw_arrow_insert(os.path.join(root, "floor.duckdb"), rows, len(rows))
     insert_ms = len(rows) / rate * 1000
