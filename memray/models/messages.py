@@ -176,6 +176,9 @@ class Message(_Record):
     @property
     def text(self) -> str:
         """The text that is embedded and indexed: text parts, tool names and tool outputs."""
+        parts = self.parts
+        if len(parts) == 1 and type(parts[0]) is TextPart:  # most messages: read for every tail scored
+            return parts[0].text
         chunks: list[str] = []
         for part in self.parts:
             if isinstance(part, TextPart):
