@@ -24,6 +24,7 @@ from memray.index.client import ShardClient
 from memray.index.lexical import Bm25Stats
 from memray.index.scorer import top_hits
 from memray.index.search import AppSearch, NamespaceSearch, Query, ShardReply, ShardSearch, UserSearch
+from memray.index.wire import ItemBatch, SearchBatch
 from memray.rpc.batch import Coalescer
 
 __all__ = ["ShardRouter", "RouterResult"]
@@ -72,7 +73,7 @@ class ShardRouter:
 
     async def upsert(self, items: list[IndexItem], model_id: str) -> int:
         groups = self._group(items, lambda item: item.namespace)
-        counts = await _all(self.shards[s].upsert(part, model_id) for s, part in groups.items())
+        counts = await _all(self.shards[s].upsert(ItemBatch(part), model_id) for s, part in groups.items())
         return sum(counts)
 
     async def delete(self, refs: list[tuple[Namespace, str]]) -> int:
@@ -116,7 +117,9 @@ class ShardRouter:
             for s, part in fanout.items():
                 by_shard.setdefault(s, []).append(part)
         order = list(by_shard)
-        calls = await asyncio.gather(*(self.shards[s].search_many(by_shard[s]) for s in order), return_exceptions=True)
+        calls = await asyncio.gather(
+            *(self.shards[s].search_many(SearchBatch(by_shard[s])) for s in order), return_exceptions=True
+        )
         replies: dict[int, Iterator[ShardReply | BaseException]] = {}
         for s, got in zip(order, calls):
             if isinstance(got, BaseException) and not isinstance(got, Exception):
@@ -142,7 +145,10 @@ class ShardRouter:
         into one ``search_many`` actor call (its error returned, not raised)."""
         batch = self._batches.get(shard)
         if batch is None:
-            batch = self._batches[shard] = Coalescer(self.shards[shard].search_many, max_batch=256)
+            client = self.shards[shard]
+            batch = self._batches[shard] = Coalescer(
+                lambda requests: client.search_many(SearchBatch(requests)), max_batch=256
+            )
         return _reply(await batch.get(request))
 
     async def _gather(self, calls: dict[int, ShardSearch], query: Query) -> RouterResult:
