@@ -1,14 +1,16 @@
 """A shard's batched calls with their vectors as one matrix on the wire.
 
 A shard's ``upsert`` takes thousands of items per call and its ``search_many`` thousands of
-queries, each with its own vector, and answers thousands of replies. Pickled as they are, every
-vector is one out-of-band buffer that Ray frames, copies and rebuilds on its own, and every named
-tuple (item, namespace, query, hit) goes through the pickler's per-object hook in Python; at
-10,000 agents Ray unpickling a shard's arguments was 16% of its samples
-(``benchmarks/index_wire_micro.py`` times both forms through a Ray call). :class:`ItemBatch`,
-:class:`SearchBatch` and :class:`ReplyBatch` are lists of the same objects that pickle as plain
-tuples and lists, with the vectors stacked into one float32 matrix and rebuilt as rows of it
-(views, not copies). In-process nothing is pickled and they are plain lists.
+queries, each with its own vector. Pickled as they are, every vector is one out-of-band buffer
+that Ray frames, copies and rebuilds on its own, and every named tuple (item, namespace, query)
+goes through the pickler's per-object hook in Python; at 10,000 agents Ray unpickling a shard's
+arguments was 16% of its samples (``benchmarks/index_wire_micro.py`` times both forms through a
+Ray call). :class:`ItemBatch` and :class:`SearchBatch` are lists of the same objects that pickle
+as plain tuples and lists, with the vectors stacked into one float32 matrix and rebuilt as rows
+of it (views, not copies). In-process nothing is pickled and they are plain lists.
+
+The replies stay named tuples: rebuilding them from plain tuples in Python cost more than the
+pickler's hook (the same benchmark: 100 ms as objects, 157 ms as plain tuples, 5,000 replies).
 
 A batch whose vectors do not stack (different lengths, not numbers) pickles as the objects
 themselves, so the shard sees exactly what was sent and its checks name the bad item.
@@ -27,36 +29,42 @@ from memray.index.search import AppSearch, NamespaceSearch, Query, ShardSearch, 
 __all__ = ["ItemBatch", "SearchBatch"]
 
 
-def _stacked(vectors: list[Any]) -> np.ndarray | None:
-    """``vectors`` (none of them None) as one float32 matrix, or None where they do not stack."""
+def _stacked(vectors: list[Any]) -> tuple[list[int], np.ndarray] | None:
+    """Where ``vectors`` are not None, and those as one float32 matrix; None where they do not stack."""
+    at = [n for n, v in enumerate(vectors) if v is not None]
     try:
-        rows = [np.asarray(v, dtype=np.float32).reshape(-1) for v in vectors]
-        return np.stack(rows) if rows else np.zeros((0, 0), dtype=np.float32)
+        rows = [np.asarray(vectors[n], dtype=np.float32).reshape(-1) for n in at]
+        return at, np.stack(rows) if rows else np.zeros((0, 0), dtype=np.float32)
     except (TypeError, ValueError):
         return None
+
+
+def _unstacked(n: int, at: list[int], matrix: np.ndarray) -> list[Any]:
+    """The ``n`` vectors :func:`_stacked` packed: rows of ``matrix`` (views) at ``at``, None elsewhere."""
+    vectors: list[Any] = [None] * n
+    for i, row in zip(at, matrix):
+        vectors[i] = row
+    return vectors
 
 
 class ItemBatch(list[IndexItem]):
     """The items of one ``upsert`` call (see the module docstring)."""
 
     def __reduce__(self) -> tuple[Any, ...]:
-        at = [n for n, item in enumerate(self) if item.vector is not None]
-        matrix = _stacked([self[n].vector for n in at])
-        if matrix is None:
+        stacked = _stacked([item.vector for item in self])
+        if stacked is None:
             return (ItemBatch, (list(self),))
         spaces: dict[tuple[str, ...], int] = {}
         space_of = [spaces.setdefault(tuple(item.namespace), len(spaces)) for item in self]
         fields = list(zip(*((i.doc_id, i.text, i.recency, i.payload, i.stamp, i.columns) for i in self)))
-        return (_items, (list(spaces), space_of, fields, at, matrix))
+        return (_items, (list(spaces), space_of, fields, *stacked))
 
 
 def _items(
     spaces: list[tuple[str, ...]], space_of: list[int], fields: list[tuple[Any, ...]], at: list[int], matrix: np.ndarray
 ) -> ItemBatch:
     namespaces = [Namespace(*ns) for ns in spaces]
-    vectors: list[Any] = [None] * len(space_of)
-    for n, row in zip(at, matrix):
-        vectors[n] = row
+    vectors = _unstacked(len(space_of), at, matrix)
     doc_ids, texts, recency, payloads, stamps, columns = fields or ((),) * 6
     return ItemBatch(
         IndexItem(namespaces[s], *row)
@@ -69,11 +77,10 @@ class SearchBatch(list[ShardSearch]):
     tuples (no per-object hook), its query's vector as a row of the batch's matrix."""
 
     def __reduce__(self) -> tuple[Any, ...]:
-        at = [n for n, request in enumerate(self) if request.query.vector is not None]
-        matrix = _stacked([self[n].query.vector for n in at])
-        if matrix is None or any(type(r) not in _KINDS or type(r.query) is not Query for r in self):
+        stacked = _stacked([request.query.vector for request in self])
+        if stacked is None or any(type(r) not in _KINDS or type(r.query) is not Query for r in self):
             return (SearchBatch, (list(self),))
-        return (_searches, ([_plain_search(request) for request in self], at, matrix))
+        return (_searches, ([_plain_search(request) for request in self], *stacked))
 
 
 _KINDS: dict[type, int] = {NamespaceSearch: 0, UserSearch: 1, AppSearch: 2}
@@ -90,11 +97,8 @@ def _plain_search(request: ShardSearch) -> tuple[Any, ...]:
 
 
 def _searches(plain: list[tuple[Any, ...]], at: list[int], matrix: np.ndarray) -> SearchBatch:
-    vectors: list[Any] = [None] * len(plain)
-    for n, row in zip(at, matrix):
-        vectors[n] = row
     out = SearchBatch()
-    for (kind, what, q, watch), vector in zip(plain, vectors):
+    for (kind, what, q, watch), vector in zip(plain, _unstacked(len(plain), at, matrix)):
         query = Query._make(q)._replace(vector=vector, watch=tuple((Namespace(*ns), seqs) for ns, seqs in watch))
         if kind == 0:
             out.append(NamespaceSearch([Namespace(*ns) for ns in what], query))
