@@ -14,6 +14,7 @@ index both use.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import unicodedata
 from dataclasses import dataclass
@@ -84,8 +85,13 @@ def encode_key(*parts: str) -> str:
     return "".join(f"{len(p)}:{p}" for p in parts)
 
 
+@functools.lru_cache(maxsize=1 << 17)
 def stable_hash(*parts: str) -> int:
-    """A 64-bit hash of ``parts`` that is the same in every process (unlike ``hash()``)."""
+    """A 64-bit hash of ``parts`` that is the same in every process (unlike ``hash()``).
+
+    Memoised: a tick routes every message and search by it (a user's shard, a conversation's
+    host), ~5 times per message; blake2b over the encoded key costs ~1.2 us, a hit ~0.15 us.
+    131,072 keys (tens of MB at most) cover a 100,000-agent simulation's conversations."""
     digest = hashlib.blake2b(encode_key(*parts).encode("utf-8"), digest_size=8).digest()
     return int.from_bytes(digest, "big")
 
