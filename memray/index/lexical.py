@@ -47,6 +47,11 @@ __all__ = ["LexicalIndex", "Bm25Stats", "K1", "B", "bm25_idf"]
 K1 = 0.9
 B = 0.4
 _FILE = "lexical.json"
+#: The most posting entries (over a query's terms) :meth:`LexicalIndex.postings` scores in plain
+#: Python as one fused entry; above it, per-term numpy arrays (cached) win. A conversation's
+#: namespace is nearly always under it: there the arrays were rebuilt and reweighted for every
+#: search, as every tick adds documents (``benchmarks/lexical_micro.py``).
+FUSED_AT_MOST = 64
 
 
 class Bm25Stats(NamedTuple):
@@ -195,6 +200,9 @@ class LexicalIndex:
             raise ValueError("label scores need a LexicalIndex made with a key")
         stats = stats or self.stats(terms)
         avgdl = (stats.total_len / stats.docs if stats.docs else 1.0) or 1.0
+        found = [(n, posting) for n, term in enumerate(terms) if (posting := self._postings.get(term))]
+        if sum(len(posting) for _, posting in found) <= FUSED_AT_MOST:
+            return self._fused(terms, found, stats, avgdl, idf)
         out: list[tuple[np.ndarray, np.ndarray, float]] = []
         for n, term in enumerate(terms):
             arrays = self._posting(term)
@@ -207,6 +215,31 @@ class LexicalIndex:
                 self._weights[term] = cached
             out.append((labs, cached[1], idf[n] if idf else bm25_idf(stats.docs, stats.df.get(term, len(labs)))))
         return out
+
+    def _fused(
+        self,
+        terms: list[str],
+        found: list[tuple[int, dict[str, int]]],
+        stats: Bm25Stats,
+        avgdl: float,
+        idf: list[float] | None,
+    ) -> list[tuple[np.ndarray, np.ndarray, float]]:
+        """:meth:`postings` of a few documents as one entry with the idf applied (idf 1.0), in
+        plain Python: the same floats, operation for operation, in the same order (term by term,
+        each posting in its order), so the kernel's sums are bit for bit the same."""
+        if not found:
+            return []
+        key, lengths = self._key, self._lengths
+        assert key is not None
+        k1p, norm, flat = K1 + 1.0, B / avgdl, 1.0 - B
+        labels: list[int] = []
+        weights: list[float] = []
+        for n, posting in found:
+            w = idf[n] if idf else bm25_idf(stats.docs, stats.df.get(terms[n], len(posting)))
+            for doc, tf in posting.items():
+                labels.append(key(doc))
+                weights.append(w * (k1p * tf / (tf + K1 * (flat + norm * lengths[doc]))))
+        return [(np.array(labels, dtype=np.int64), np.array(weights, dtype=np.float64), 1.0)]
 
     # -- persistence ------------------------------------------------------------------------
 

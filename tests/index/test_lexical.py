@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memray.ids import Namespace
+from memray.index import lexical
 from memray.index.base import IndexItem
 from memray.index.lexical import Bm25Stats, LexicalIndex
 from memray.index.scorer import Search, score
@@ -198,9 +200,13 @@ def test_posting_arrays_kept_in_step_equal_arrays_built_afresh(ops: list[tuple[s
             assert _arrays(ix, terms) == _arrays(fresh, terms)
 
 
-def test_reading_a_posting_after_an_add_costs_the_new_documents_not_the_history() -> None:
+def test_reading_a_posting_after_an_add_costs_the_new_documents_not_the_history(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A conversation's namespace gains two messages a tick and is searched each tick: the posting
-    entries turned into arrays per tick stay the tick's, however long the history."""
+    entries turned into arrays per tick stay the tick's, however long the history (the arrays
+    form, which postings over FUSED_AT_MOST entries take, forced here from the first tick)."""
+    monkeypatch.setattr(lexical, "FUSED_AT_MOST", -1)
     ix = LexicalIndex(key=lambda d: int(d))
     per_tick = []
     for tick in range(40):
@@ -212,3 +218,56 @@ def test_reading_a_posting_after_an_add_costs_the_new_documents_not_the_history(
     terms = index_terms("something new about cooking")
     assert terms and all(len(ix._postings[t]) == 80 for t in terms)
     assert per_tick[1:] == [2 * len(terms)] * 39  # (rebuilt whole, the last tick alone would be 80 a term)
+
+
+def _bm25(postings: list[tuple[np.ndarray, np.ndarray, float]]) -> list[tuple[int, float]]:
+    """BM25 per label as the kernel sums it: idf times weight, entry by entry, in order."""
+    out: dict[int, float] = {}
+    for labels, weights, idf in postings:
+        for label, weight in zip(labels.tolist(), (idf * weights).tolist()):
+            out[label] = out.get(label, 0.0) + weight
+    return sorted(out.items())
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(["add", "delete", "read"]), st.integers(0, 40), st.integers(0, 9)), max_size=90),
+    st.sampled_from([None, Bm25Stats(50, 400, {"appl": 3, "pear": 9})]),
+)
+def test_the_fused_postings_score_bit_for_bit_as_the_arrays(
+    ops: list[tuple[str, int, int]], stats: Bm25Stats | None
+) -> None:
+    """Under FUSED_AT_MOST posting entries a query is scored in plain Python as one entry; it
+    must give every label the very float the per-term arrays give, whatever came before (adds,
+    re-adds, deletes, reads that cached arrays), under its own statistics or given ones."""
+    words = [
+        "apple",
+        "pear",
+        "plum",
+        "apple pear",
+        "pear plum fig",
+        "fig",
+        "plum plum apple",
+        "kiwi",
+        "fig kiwi",
+        "pears",
+    ]
+    ix = LexicalIndex(key=lambda d: int(d))
+    for op, doc, w in ops:
+        if op == "add":
+            ix.add(str(doc), words[w])
+        elif op == "delete":
+            ix.delete(str(doc))
+        else:
+            ix.postings(index_terms(words[w]), stats)
+    for query in ("apple pear plum fig", "kiwi", "plum"):
+        terms = index_terms(query)
+        fused = ix.postings(terms, stats)
+        if sum(len(ix._postings.get(t, ())) for t in terms) <= lexical.FUSED_AT_MOST:
+            assert len(fused) <= 1 and all(idf == 1.0 for _, _, idf in fused)
+        saved, lexical.FUSED_AT_MOST = lexical.FUSED_AT_MOST, -1
+        try:
+            arrays = ix.postings(terms, stats)
+        finally:
+            lexical.FUSED_AT_MOST = saved
+        assert _bm25(fused) == _bm25(arrays), (ops, query)
