@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import Any, BinaryIO, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -36,6 +36,7 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_save_npy",
+    "atomic_save_rows",
     "read_json",
     "fsync_dir",
 ]
@@ -189,6 +190,21 @@ def atomic_write_json(path: str | Path, obj: Any) -> None:
 def atomic_save_npy(path: str | Path, arr: npt.NDArray[Any]) -> None:
     """An ``.npy`` file (``allow_pickle=False``) with the guarantee of :func:`atomic_write_bytes`."""
     atomic_write(path, lambda fh: np.save(fh, arr, allow_pickle=False))
+
+
+def atomic_save_rows(path: str | Path, blocks: list[npt.NDArray[Any]], dim: int) -> None:
+    """The ``.npy`` file :func:`atomic_save_npy` makes of the float32 rows of ``blocks`` one after
+    another (``float32[rows, dim]``, byte for byte), written a block at a time: a shard's
+    snapshot holds thousands of small namespaces' vectors, and concatenating them first copied
+    the whole matrix (120,000 x 384: 184 MB) for nothing."""
+    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float32)), "fortran_order": False}
+
+    def write(fh: BinaryIO) -> None:
+        np.lib.format.write_array_header_1_0(fh, {**header, "shape": (sum(len(b) for b in blocks), dim)})
+        for block in blocks:
+            fh.write(np.ascontiguousarray(block, dtype=np.float32).reshape(-1, dim).data)
+
+    atomic_write(path, write)
 
 
 def read_json(path: str | Path) -> Any:

@@ -14,6 +14,7 @@ hard-linked from the previous snapshot when unchanged.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -25,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from memray.ids import Namespace
-from memray.index.base import atomic_save_npy, atomic_write_json, fsync_dir, read_json
+from memray.index.base import atomic_save_rows, atomic_write_json, fsync_dir, read_json
 from memray.index.columns import COLUMN_NAMES, snapshot_columns
 from memray.index.hnsw import HnswIndex
 from memray.index.space import Space
@@ -107,21 +108,29 @@ _ITEM_SCHEMA = pa.schema(
         ("importance", pa.float64()),
     ]
 )
+#: An item's index terms as the snapshot keeps them (``json.dumps(terms, ensure_ascii=False)``,
+#: without building an encoder per item).
+_terms_json = json.JSONEncoder(ensure_ascii=False).encode
 
 
 def _pack(spaces: list[Space], directory: Path, previous: Path | None, dim: int) -> list[list[Any]]:
     """Write every namespace into ``directory``: one ``items.parquet`` row per item, the vectors
     of exact namespaces in one ``vectors.npy``, each HNSW namespace in ``hnsw-<uid>/`` (hard-linked
     from ``previous`` when unchanged). Returns the namespace table for ``shard.json``.
-    Thousands of small namespaces cost two files, not thousands of folders."""
-    cols: dict[str, list[Any]] = {name: [] for name in _ITEM_SCHEMA.names}
+    Thousands of small namespaces cost two files, not thousands of folders; the columns are
+    gathered a namespace at a time (a snapshot rewrites every item: 120,000 items took ~1.1 s
+    item by item, ``python -m benchmarks.snapshot_micro``)."""
+    parts: dict[str, Any] = {name: [] for name in _ITEM_SCHEMA.names}
     blocks: list[np.ndarray] = []
+    columns: list[np.ndarray] = []
     rows = 0
     table = []
     for space in spaces:
         kind = "hnsw" if isinstance(space.vectors, HnswIndex) else "exact"
         table.append([*space.namespace, space.uid, space.next_label, kind])
-        where: dict[int, int] = {}
+        docs = list(space.labels)
+        labels = list(space.labels.values())
+        vector_row: Any = itertools.repeat(-1, len(docs))
         if kind == "hnsw":
             sub = f"hnsw-{space.uid}"
             if not space.dirty and previous is not None and (previous / sub).is_dir():
@@ -129,27 +138,28 @@ def _pack(spaces: list[Space], directory: Path, previous: Path | None, dim: int)
             else:
                 space.vectors.save(str(directory / sub))
         else:
-            labels, vectors = space.vectors.items()
-            if len(labels):
+            held, vectors = space.vectors.items()
+            if len(held):
                 blocks.append(vectors)
-                where = {int(label): rows + i for i, label in enumerate(labels.tolist())}
-                rows += len(labels)
-        for doc, label in space.labels.items():
-            cols["uid"].append(space.uid)
-            cols["doc_id"].append(doc)
-            cols["label"].append(label)
-            cols["recency"].append(space.recency[doc])
-            cols["payload"].append(space.payload.get(doc, ""))
-            cols["terms"].append(json.dumps(space.lexical.terms(doc) or {}, ensure_ascii=False))
-            cols["vector_row"].append(where.get(label, -1))
-            for name, value in zip(COLUMN_NAMES, space.columns.get(label)):
-                cols[name].append(value)
+                where = {label: rows + i for i, label in enumerate(held.tolist())}
+                vector_row = map(where.get, labels, itertools.repeat(-1))
+                rows += len(held)
+        parts["uid"].extend(itertools.repeat(space.uid, len(docs)))
+        parts["doc_id"].extend(docs)
+        parts["label"].extend(labels)
+        parts["recency"].extend(map(space.recency.__getitem__, docs))
+        parts["payload"].extend(map(space.payload.get, docs, itertools.repeat("")))
+        parts["terms"].extend(_terms_json(space.lexical.terms(doc) or {}) for doc in docs)
+        parts["vector_row"].extend(vector_row)
+        columns.append(space.columns.rows(labels))
+    by_item = np.concatenate(columns) if columns else np.zeros((0, len(COLUMN_NAMES)))
+    for n, name in enumerate(COLUMN_NAMES):
+        parts[name] = by_item[:, n]
     # Plain encoding: a raw byte scan of the snapshot (erasure verification) sees every id and text.
     pq.write_table(
-        pa.table(cols, schema=_ITEM_SCHEMA), directory / "items.parquet", compression="none", use_dictionary=False
+        pa.table(parts, schema=_ITEM_SCHEMA), directory / "items.parquet", compression="none", use_dictionary=False
     )
-    matrix = np.concatenate(blocks) if blocks else np.zeros((0, dim), dtype=np.float32)
-    atomic_save_npy(directory / "vectors.npy", matrix)
+    atomic_save_rows(directory / "vectors.npy", blocks, dim)
     with open(directory / "items.parquet", "rb+") as f:
         os.fsync(f.fileno())
     return table

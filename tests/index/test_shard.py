@@ -11,6 +11,7 @@ from memray.config import IndexConfig
 from memray.errors import ModelMismatchError
 from memray.ids import Namespace
 from memray.index import IndexItem, ShardHit, VectorShard
+from memray.index.base import atomic_save_rows
 from memray.store.base import IndexRow
 from tests.index.conftest import WEIGHT, clustered, find, find_app, unit
 
@@ -205,6 +206,17 @@ def test_snapshot_open_round_trip(tmp_path: Path) -> None:
     assert sorted(os.listdir(tmp_path / "shard")) == ["CURRENT", again.stats()["snapshot"]]
     again.upsert([IndexItem(NS, "m3", big[3], "back", 100.0)], MODEL)
     assert find(again, [NS], big[3], "", 1, "vector")[0].doc_id == "m3"
+
+
+def test_a_snapshot_writes_its_vectors_as_numpy_saves_the_rows_end_to_end(tmp_path: Path) -> None:
+    """The vectors file is written a namespace's block at a time, and must be byte for byte the
+    ``.npy`` of the concatenated matrix (none, empty and one-row blocks included)."""
+    rng = np.random.default_rng(9)
+    for shapes in ([], [0], [3, 0, 1, 24]):
+        blocks = [rng.random((n, DIM), dtype=np.float32) for n in shapes]
+        atomic_save_rows(tmp_path / "rows.npy", blocks, DIM)
+        np.save(tmp_path / "whole.npy", np.concatenate(blocks) if blocks else np.zeros((0, DIM), np.float32))
+        assert (tmp_path / "rows.npy").read_bytes() == (tmp_path / "whole.npy").read_bytes()
 
 
 def test_open_discards_other_model_and_crash_leftovers(tmp_path: Path) -> None:
