@@ -214,6 +214,10 @@ class MemoryConfig(_Config):
     max_unpersisted: int = Field(10_000, ge=0)
     # show Ray's own log lines (info and warnings) and the actors' output; off: Ray logs errors only
     verbose: bool = False
+    # the cyclic garbage collector's first-generation threshold in the process that opens memray
+    # (CPython's: 700; memray's actor processes always run with this default; None: leave the
+    # process's own): see memray.runtime.collector for what it costs and saves
+    gc_threshold: int | None = Field(10_000, gt=0)
     # Ray custom resource each HistoryStore partition requests (1 unit): pins the partitions, and
     # so their DuckDB files, to the nodes with disks that offer it; a node offering K units holds
     # up to K partitions (cluster.yaml: 1 per node, stores=3 on 3 nodes)

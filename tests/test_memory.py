@@ -225,6 +225,24 @@ def test_ray_tasks_and_a_second_driver_share_one_conversation(mem, tmp_path):
 
 
 @pytest.mark.ray
+def test_every_actor_process_runs_with_the_raised_collector_threshold(mem):
+    """memray's actors allocate a few dozen objects a message: at CPython's 700 the collector ran
+    thousands of times a tick (memray.runtime.collector)."""
+    if mem.config.mode != "ray":
+        pytest.skip("reads Ray actors' processes")
+    import gc
+
+    import ray
+
+    from memray.runtime.collector import FIRST_THRESHOLD
+
+    deployment = mem.internals.deployment
+    refs = [c.ref for c in (*deployment.hosts, *deployment.shards, *deployment.stores.clients)]
+    got = ray.get([ref.handle.__ray_call__.remote(lambda _self: gc.get_threshold()[0]) for ref in refs], timeout=120)
+    assert got == [FIRST_THRESHOLD] * len(refs)
+
+
+@pytest.mark.ray
 def test_a_killed_host_loses_nothing_acknowledged_durably(mem):
     if mem.config.mode != "ray":
         pytest.skip("kills a Ray actor")

@@ -58,6 +58,7 @@ from memray.models import (
 )
 from memray.ranking import Scoring, stream_of
 from memray.rpc.batch import Answer
+from memray.runtime import collector
 from memray.runtime.fork import check_fork_path
 from memray.runtime.join import running_memray
 from memray.sim_time import SimTime, window
@@ -118,6 +119,7 @@ class Memory:
         self._started_ray = False  # this driver started a local Ray (so it owns the actors by default)
         self._connected_ray = False  # this driver called ray.init (so it disconnects on close)
         self._owns_actors = False  # a fork made by this driver: close() stops its actors
+        self._gc_threshold: int | None = None  # what this memray raised the collector's threshold to
         #: What the fork that opened this memray measured (None unless made by :meth:`fork`).
         self.fork_info: dict[str, Any] | None = None
 
@@ -159,9 +161,12 @@ class Memory:
             # joins the memray running on this path if there is one (its Ray, namespace and shape)
             self._config, self._connected_ray = ensure_ray(self.config)
             self._started_ray = self._connected_ray and not self.config.address
+        self._gc_threshold = self.config.gc_threshold
+        collector.hold(self._gc_threshold)
         try:
             self._runner.open(self.config)
         except BaseException:
+            collector.release(self._gc_threshold)
             if self._connected_ray:  # a local Ray started for nothing stops; a joined one is left
                 from memray.runtime.actors import shutdown_ray  # (ray: only when it was started)
 
@@ -189,6 +194,7 @@ class Memory:
             return
         session = self._runner.session
         release(self)
+        collector.release(self._gc_threshold)
         if self.config.mode == "ray" and not _ray_is_up():
             self._runner.abandon()
             raise StoreError(
