@@ -225,7 +225,7 @@ def test_ray_tasks_and_a_second_driver_share_one_conversation(mem, tmp_path):
 
 
 @pytest.mark.ray
-def test_every_actor_process_runs_with_the_raised_collector_threshold(mem):
+def test_every_actor_process_runs_with_the_raised_collector_thresholds(mem):
     """memray's actors allocate a few dozen objects a message: at CPython's 700 the collector ran
     thousands of times a tick (memray.runtime.collector)."""
     if mem.config.mode != "ray":
@@ -234,12 +234,12 @@ def test_every_actor_process_runs_with_the_raised_collector_threshold(mem):
 
     import ray
 
-    from memray.runtime.collector import FIRST_THRESHOLD
+    from memray.runtime.collector import FIRST_THRESHOLD, OLDER_THRESHOLDS
 
     deployment = mem.internals.deployment
     refs = [c.ref for c in (*deployment.hosts, *deployment.shards, *deployment.stores.clients)]
-    got = ray.get([ref.handle.__ray_call__.remote(lambda _self: gc.get_threshold()[0]) for ref in refs], timeout=120)
-    assert got == [FIRST_THRESHOLD] * len(refs)
+    got = ray.get([ref.handle.__ray_call__.remote(lambda _self: gc.get_threshold()) for ref in refs], timeout=120)
+    assert got == [(FIRST_THRESHOLD, *OLDER_THRESHOLDS)] * len(refs)
 
 
 @pytest.mark.ray

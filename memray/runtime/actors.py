@@ -47,7 +47,7 @@ from memray.index.keeper import ShardKeeper
 from memray.index.recovery import RecoveringShard
 from memray.rpc.gate import PriorityGate
 from memray.rpc.ref import Liveness, Placement, Restart, watched
-from memray.runtime.collector import raise_first_threshold
+from memray.runtime.collector import raise_thresholds
 from memray.runtime.deploy import (
     active_model,
     shard_embedder,
@@ -356,7 +356,7 @@ class StoreActor(Probed, TracedActor, HistoryStore):
     with that StoreError, at once."""
 
     def __init__(self, path: str, namespace: str = "", shape: dict[str, int] | None = None) -> None:
-        raise_first_threshold()
+        raise_thresholds()
         super().__init__(path)
         self._gate = PriorityGate()
         self._open_error: StoreError | None = None
@@ -417,7 +417,7 @@ class ShardActor(Probed, TracedActor, RecoveringShard):
         shards: int,
         embedder: EmbedderConfig | None = None,
     ) -> None:
-        raise_first_threshold()
+        raise_thresholds()
         # Ray restarts an actor with the arguments it was created with; a re-embedding job may have
         # cut over to another model since: the data directory's record wins (path = <root>/vectors/shard-i).
         dim, model_id, recompute = shard_model(os.path.dirname(os.path.dirname(path)), dim, model_id, embedder)
@@ -447,7 +447,7 @@ class HostActor(ProbedAsync, TracedAsyncActor, ConversationHost):
     docstring): it looks them up when it starts or restarts."""
 
     def __init__(self, host_id: int, config: MemoryConfig, stores: list[str], shards: list[str]) -> None:
-        raise_first_threshold()
+        raise_thresholds()
         ns, bound_s = config.namespace, config.placement_timeout_s
         super().__init__(
             host_id,
@@ -461,7 +461,7 @@ class KeyRingActor(ProbedAsync, TracedAsyncActor, KeyRing):
     """The :class:`KeyRing`, given the name of the first history partition's actor (where the keys are)."""
 
     def __init__(self, store: str, label: str, namespace: str, placement_timeout_s: float) -> None:
-        raise_first_threshold()
+        raise_thresholds()
         super().__init__(StoreClient(named_ref(store, namespace, label, placement_timeout_s)))
 
 

@@ -16,34 +16,38 @@ from memray.runtime import collector
 def python_default() -> Iterator[None]:
     """Each test starts from CPython's threshold, and leaves the process as it found it."""
     kept = gc.get_threshold()
-    gc.set_threshold(700, *kept[1:])
+    gc.set_threshold(700, 10, 10)
     yield
     gc.set_threshold(*kept)
 
 
-def test_it_is_raised_never_lowered() -> None:
-    assert collector.raise_first_threshold(5_000) == 700 and gc.get_threshold()[0] == 5_000
-    assert collector.raise_first_threshold(1_000) == 5_000 and gc.get_threshold()[0] == 5_000
+def test_they_are_raised_never_lowered() -> None:
+    assert collector.raise_thresholds(5_000) == (700, 10, 10)
+    assert gc.get_threshold() == (5_000, *collector.OLDER_THRESHOLDS)
+    gc.set_threshold(5_000, 500, 10)
+    assert collector.raise_thresholds(1_000) == (5_000, 500, 10)
+    assert gc.get_threshold() == (5_000, 500, collector.OLDER_THRESHOLDS[1])
 
 
 def test_the_threshold_comes_back_when_the_last_memray_open_here_closes(tmp_path: Path) -> None:
+    raised = (collector.FIRST_THRESHOLD, *collector.OLDER_THRESHOLDS)
     first = memray.open(str(tmp_path / "a"), mode="inprocess")
-    assert gc.get_threshold()[0] == collector.FIRST_THRESHOLD == first.config.gc_threshold
+    assert gc.get_threshold() == raised and first.config.gc_threshold == collector.FIRST_THRESHOLD
     second = memray.open(str(tmp_path / "b"), mode="inprocess")
     first.close()
-    assert gc.get_threshold()[0] == collector.FIRST_THRESHOLD  # the second is still open
+    assert gc.get_threshold() == raised  # the second is still open
     second.close()
-    assert gc.get_threshold()[0] == 700
+    assert gc.get_threshold() == (700, 10, 10)
 
 
 def test_none_leaves_the_process_alone_and_a_threshold_set_meanwhile_stays(tmp_path: Path) -> None:
     mem = memray.open(str(tmp_path / "a"), mode="inprocess", gc_threshold=None)
-    assert gc.get_threshold()[0] == 700
+    assert gc.get_threshold() == (700, 10, 10)
     mem.close()
     mem = memray.open(str(tmp_path / "b"), mode="inprocess")
-    gc.set_threshold(50_000, *gc.get_threshold()[1:])  # the user's own choice, made while it is open
+    gc.set_threshold(50_000, 10, 10)  # the user's own choice, made while it is open
     mem.close()
-    assert gc.get_threshold()[0] == 50_000
+    assert gc.get_threshold() == (50_000, 10, 10)
 
 
 def test_a_bad_threshold_is_refused_naming_the_field(tmp_path: Path) -> None:
