@@ -195,7 +195,7 @@ class MemoryConfig(_Config):
     # HistoryStore partitions, one DuckDB file and one writer each; a user lives on partition
     # user_hash % stores (memray.store.layout); a data directory keeps the count it was written with
     stores: int = Field(1, gt=0, le=1024)
-    debounce_ms: int = Field(200, ge=0)  # persist debounce; each add resets it
+    debounce_ms: int = Field(200, ge=0)  # persist debounce; each add resets it, up to 2x it after the first
     buffer_window: int = Field(32, ge=0)  # recent messages a conversation keeps in memory
     max_message_chars: int = Field(1_000_000, gt=0)
     retry_backoff_s: float = Field(0.05, gt=0)  # first retry delay of a failed write; doubles

@@ -16,7 +16,11 @@ What each chain guarantees (as before the wheel):
 - ``schedule()`` notes new work and writes it ``debounce_s`` after the *last* schedule,
   rounded up to the wheel's slot: the write starts between ``debounce_s`` and
   ``debounce_s + slot_s`` after the last schedule (a chain rescheduled before its slot moves
-  to the slot of its new deadline when the old one comes: a schedule costs no timer work).
+  to the slot of its new deadline when the old one comes: a schedule costs no timer work) —
+  but never later than ``max_wait_s`` after the first schedule not yet being written. Without
+  that bound a conversation added to more often than every ``debounce_s`` (an agent in a
+  simulation ticking faster than that) was never written until it paused: its read-your-writes
+  tail grew every tick, every context scored it, and then it was all written at once.
 - At most one write in flight per chain and writes complete in order: a chain whose write is
   in flight joins no other batch; what is scheduled meanwhile is written after it returns, at
   its own deadline (at once if a flush or ``now()`` asked for it meanwhile).
@@ -53,6 +57,8 @@ WriteFn = Callable[[], Awaitable[int]]
 UNAVAILABLE_BACKOFF_MAX_S = 0.25
 #: The wheel's granularity: a debounced write starts up to this much after its deadline.
 SLOT_S = 0.02
+#: By default a chain's write starts at most this many debounces after its first pending schedule.
+MAX_WAIT_DEBOUNCES = 2.0
 
 _IDLE = 0  # chain._slot: not queued
 _SOON = -1  # chain._slot: queued to start in the next turn of the loop (> 0: the slot it waits in)
@@ -77,6 +83,7 @@ class PersistChain(Generic[T]):
         "owner",
         "_wheel",
         "_deadline",
+        "_first",
         "_retry_at",
         "_delay",
         "_slot",
@@ -95,6 +102,7 @@ class PersistChain(Generic[T]):
         self.owner = owner
         self._wheel = wheel
         self._deadline = 0.0  # debounce: write at this loop time
+        self._first = 0.0  # loop time of the first schedule not yet being written (0: none)
         self._retry_at = 0.0  # backing off after a failure: retry at this loop time (0: not)
         self._delay = 0.0  # the next backoff (0: the first)
         self._slot = _IDLE
@@ -115,9 +123,10 @@ class PersistChain(Generic[T]):
         backoff_s: float = 0.05,
         backoff_max_s: float = 5.0,
         slot_s: float = SLOT_S,
+        max_wait_s: float | None = None,
     ) -> PersistChain[WriteFn]:
         """A chain on a wheel of its own, writing through ``write()``."""
-        return PersistWheel(_each, debounce_s, backoff_s, backoff_max_s, slot_s).chain(write)
+        return PersistWheel(_each, debounce_s, backoff_s, backoff_max_s, slot_s, max_wait_s).chain(write)
 
     @property
     def idle(self) -> bool:
@@ -125,10 +134,14 @@ class PersistChain(Generic[T]):
         return self._done >= self._requested and self._batch is None
 
     def schedule(self) -> None:
-        """Note new pending work; write it ``debounce_s`` after the last call (to the slot)."""
+        """Note new pending work; write it ``debounce_s`` after the last call (to the slot), and
+        at most ``max_wait_s`` after the first one not yet being written."""
         self._requested += 1
         wheel = self._wheel
-        self._deadline = asyncio.get_running_loop().time() + wheel.debounce_s
+        now = asyncio.get_running_loop().time()
+        if not self._first:
+            self._first = now
+        self._deadline = min(now + wheel.debounce_s, self._first + wheel.max_wait_s)
         if self._slot == _IDLE and self._batch is None and not self._stopped:
             wheel.enqueue(self, self._deadline)
 
@@ -199,9 +212,11 @@ class PersistWheel(Generic[T]):
         backoff_s: float = 0.05,
         backoff_max_s: float = 5.0,
         slot_s: float = SLOT_S,
+        max_wait_s: float | None = None,
     ) -> None:
         self._write_many = write_many
         self.debounce_s = debounce_s
+        self.max_wait_s = max(debounce_s, MAX_WAIT_DEBOUNCES * debounce_s if max_wait_s is None else max_wait_s)
         self.backoff_s = backoff_s
         self.backoff_max_s = backoff_max_s
         self.slot_s = min(slot_s, debounce_s)  # 0: no debounce, every write starts at once
@@ -281,6 +296,7 @@ class PersistWheel(Generic[T]):
             c._slot = _IDLE
             if c._batch is None and c._done < c._requested:
                 c._batch = batch
+                c._first = 0.0  # what is scheduled from now on waits for a write of its own
                 c._urgent = False
                 c._retry_at = 0.0
                 batch.chains.append((c, c._requested))

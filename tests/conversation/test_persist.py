@@ -52,7 +52,7 @@ def test_debounce_coalesces_writes_and_resets_on_each_schedule():
             started.append(loop.time())
             return await write()
 
-        chain = PersistChain.solo(timed_write, debounce_s=0.05)
+        chain = PersistChain.solo(timed_write, debounce_s=0.05, max_wait_s=10)
         scheduled = []
         for i in range(1, 6):
             w.pending.append(i)
@@ -69,6 +69,35 @@ def test_debounce_coalesces_writes_and_resets_on_each_schedule():
         assert started[-1] - scheduled[-1] >= 0.05 - 1e-3
         gaps = sum(1 for a, b in zip(scheduled, scheduled[1:]) if b - a >= 0.05 - 1e-3)
         assert 1 <= w.writes <= gaps + 1
+
+    run(main())
+
+
+def test_a_chain_scheduled_faster_than_its_debounce_is_still_written_within_max_wait():
+    # an agent adding every 20 ms to a conversation debounced at 50 ms: without the bound
+    # nothing would be written until the adds stop
+    async def main():
+        loop = asyncio.get_running_loop()
+        w = FakeWriter()
+        started: list[float] = []
+        write = w.write
+
+        async def timed_write() -> int:
+            started.append(loop.time())
+            return await write()
+
+        chain = PersistChain.solo(timed_write, debounce_s=0.05, max_wait_s=0.1)
+        for i in range(1, 21):
+            w.pending.append(i)
+            chain.schedule()
+            await asyncio.sleep(0.02)
+        last_schedule = loop.time()
+        while not chain.idle:
+            await asyncio.sleep(0.01)
+        assert w.durable == list(range(1, 21))
+        # ~0.4 s of schedules each closer than the debounce: written about every max_wait
+        # (a slow loop only stretches the gaps, which makes more writes, not fewer)
+        assert len(started) >= 2 and started[0] < last_schedule
 
     run(main())
 
