@@ -13,9 +13,14 @@ from memray.runtime import collector
 
 
 @pytest.fixture(autouse=True)
-def python_default() -> Iterator[None]:
-    """Each test starts from CPython's threshold, and leaves the process as it found it."""
+def python_default(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Each test starts from CPython's threshold with no memray counted open in this process
+    (a test run earlier in the same worker may have left one open), and leaves the process as
+    it found it."""
     kept = gc.get_threshold()
+    monkeypatch.setattr(collector, "_open", 0)
+    monkeypatch.setattr(collector, "_found", ())
+    monkeypatch.setattr(collector, "_set", ())
     gc.set_threshold(700, 10, 10)
     yield
     gc.set_threshold(*kept)
