@@ -184,3 +184,20 @@ def test_user_tick_times_the_examples_tick_in_both_styles_beside_its_full_floor(
         assert floor[part] > 0
     assert floor["ray_calls_ms"] == 0.0 and floor["tick_ms"] > 0
     assert result["tick_ratio_to_full_floor"] is not None and result["coalesced_over_batches"] is not None
+
+
+def test_huge_tick_compares_two_sizes_and_finds_the_store_exactly_as_acknowledged() -> None:
+    result = run_module("huge_tick", ["--mode", "inprocess", "--agents", "40", "--base", "10", "--ticks", "2"])
+    for size, agents in (("base", 10), ("huge", 40)):
+        got = result[size]
+        assert len(got["tick_s"]) == 2 and got["ops_per_s"] > 0
+        mib = got["driver_mib"]
+        assert len(mib["after_tick"]) == 2 and mib["peak"] >= max(mib["after_tick"]) > 0
+        assert got["store"] == {
+            "acknowledged": 2 * 2 * agents,  # two adds an agent a tick
+            "stored": 2 * 2 * agents,
+            "missing": 0,
+            "unacknowledged": 0,
+            "duplicated": 0,
+        }
+    assert result["tick_ratio"] > 0 and result["targets"]["store_exact"] is True
