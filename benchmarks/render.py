@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks import fault_table, serve_load, soak_table, tables, user_tick
+from benchmarks import fault_table, huge_tick, serve_load, soak_table, tables, user_tick
 from benchmarks._harness import block, markers, recorded, write_block
 
 __all__ = ["BLOCKS", "Block", "Source", "stale", "write", "main"]
@@ -75,6 +75,9 @@ def _s(name: str, command: str) -> tuple[Source, ...]:
 _TICK = (
     Source("user_tick_inprocess.json", "python -m benchmarks.user_tick --agents {agents} --mode {mode}"),
     Source("user_tick_ray.json", "python -m benchmarks.user_tick --agents {agents} --mode {mode}"),
+)
+_HUGE = _s(
+    huge_tick.RESULT.split("/")[-1], "python -m benchmarks.huge_tick --agents {agents} --base {base} --ticks {ticks}"
 )
 _SOAK_COMMAND = "python -m benchmarks.soak --minutes {minutes:g} --kill-every {kill_every:g} --agents {agents}"
 _SOAK = tuple(Source(Path(path).name, _SOAK_COMMAND) for _, path in soak_table.RUNS)
@@ -139,6 +142,7 @@ _WATCH = _s("call_watch.json", "python -m benchmarks.call_watch --calls {calls} 
 #: made from and the function that renders it.
 BLOCKS: list[Block] = [
     Block("performance.md", "user_tick", _TICK, user_tick.rendered),
+    Block("performance.md", "huge_tick", _HUGE, huge_tick.rendered),
     Block("batching.md", "user_tick", _TICK, user_tick.rendered),
     Block("batching.md", "simulations", _SIMULATIONS[1:], tables.batching_runs),
     Block("reliability.md", "soak", _SOAK, soak_table.render),
