@@ -55,3 +55,13 @@ def test_a_message_list_pickles_as_columns_to_equal_messages() -> None:
     assert msgs.__reduce__()[0] is not MessageList  # as columns, not as the objects
     odd = MessageList([memray.Message(role="user", parts="x", metadata={"s": {1}})])
     assert pickle.loads(pickle.dumps(odd)) == odd
+
+
+def test_a_lone_text_part_travels_as_its_text_whatever_it_looks_like() -> None:
+    texts = ['["not", "parts"]', '"quoted"', '{"type": "data"}', "ünïcode ✓ \u2028"]
+    lone_reasoning = memray.Message(role="assistant", parts=[ReasoningPart(text="plain")])
+    items = [(A, [memray.Message(role="user", parts=t) for t in texts] + [lone_reasoning])]
+    batch = MessageBatch.encode(items)
+    assert batch.columns is not None
+    assert batch.columns[2][: len(texts)] == texts and type(batch.columns[2][-1]) is bytes  # (JSON)
+    assert pickle.loads(pickle.dumps(batch)).decode() == items

@@ -3,7 +3,8 @@
 Ray pickles call arguments with cloudpickle, whose per-object hook runs in Python for every
 model, part, dict and tuple: a batch of validated :class:`Message` objects cost ~40 µs per
 message to pickle and unpickle (``benchmarks/write_path_micro.py``), more than the host spent on
-it. As columns — one list per field, the parts and metadata as JSON text — the same batch
+it. As columns — one list per field, a message of one text part by its text (most messages: a
+JSON round trip of each cost ~2 µs more), other parts and the metadata as JSON — the same batch
 pickles in ~1 µs per message; encoding costs ~2 µs in the caller and decoding ~5-10 µs in the
 host, which builds the messages without validating them again (they were validated once, at the
 edge, by the facade).
@@ -45,18 +46,22 @@ def construct(cls: type[M], values: dict[str, Any], fields_set: set[str]) -> M:
     return obj
 
 
-def _parts_json(msg: Message) -> str:
+def _parts_column(msg: Message) -> str | bytes:
+    """A message's parts in its column: a lone text part as its text (most messages: no JSON
+    either way), any other parts as JSON bytes (the type tells them apart)."""
     parts = msg.parts
     if len(parts) == 1 and type(parts[0]) is TextPart:
-        return json.dumps(parts[0].text, ensure_ascii=False)  # a bare string: one text part
-    return json.dumps([p.model_dump() for p in parts], ensure_ascii=False)
+        return parts[0].text
+    return json.dumps([p.model_dump() for p in parts], ensure_ascii=False).encode()
 
 
-def _parts(text: str) -> list[Part]:
-    data = json.loads(text)
-    if isinstance(data, str):
-        return [construct(TextPart, {"type": "text", "text": data}, _PART_FIELDS[TextPart])]
-    return [construct(_PART_TYPES[p["type"]], p, _PART_FIELDS[_PART_TYPES[p["type"]]]) for p in data]
+_TEXT_FIELDS = _PART_FIELDS[TextPart]
+
+
+def _parts(column: str | bytes) -> list[Part]:
+    if type(column) is str:
+        return [construct(TextPart, {"type": "text", "text": column}, _TEXT_FIELDS)]
+    return [construct(_PART_TYPES[p["type"]], p, _PART_FIELDS[_PART_TYPES[p["type"]]]) for p in json.loads(column)]
 
 
 def encode_messages(msgs: list[Message]) -> tuple[list[Any], ...] | None:
@@ -65,7 +70,7 @@ def encode_messages(msgs: list[Message]) -> tuple[list[Any], ...] | None:
         return (
             [m.id for m in msgs],
             [m.role for m in msgs],
-            [_parts_json(m) for m in msgs],
+            [_parts_column(m) for m in msgs],
             [m.created_at for m in msgs],
             [json.dumps(m.metadata, ensure_ascii=False) if m.metadata else "" for m in msgs],
             [m.seq for m in msgs],
