@@ -66,9 +66,20 @@ class EmbeddingRow(NamedTuple):
     )
 
 
+_json_string = json.JSONEncoder(ensure_ascii=False).encode  # json.dumps(x, ensure_ascii=False), without its set-up
+
+
+def parts_json(parts: list[Part]) -> str:
+    """A message's parts as the store keeps them: a JSON array of the parts' JSON dumps. One text
+    part (most messages) is written as ``json.dumps`` writes it, without a pydantic dump (10 -> 3
+    µs a row)."""
+    if len(parts) == 1 and type(parts[0]) is TextPart:
+        return '[{"type": "text", "text": ' + _json_string(parts[0].text) + "}]"
+    return json.dumps([p.model_dump(mode="json") for p in parts], ensure_ascii=False)
+
+
 def message_to_row(key: ConversationKey, msg: Message) -> MessageRow:
     assert msg.seq is not None, "seq is assigned before a message is persisted"
-    parts = json.dumps([p.model_dump(mode="json") for p in msg.parts], ensure_ascii=False)
     return MessageRow(
         key.app,
         key.user_id,
@@ -76,8 +87,8 @@ def message_to_row(key: ConversationKey, msg: Message) -> MessageRow:
         msg.id,
         msg.seq,
         msg.role,
-        parts,
-        json.dumps(msg.metadata, ensure_ascii=False, default=str),
+        parts_json(msg.parts),
+        json.dumps(msg.metadata, ensure_ascii=False, default=str) if msg.metadata else "{}",
         msg.created_at,
         msg.text,
         msg.sim_time,

@@ -8,9 +8,11 @@ from hypothesis import strategies as st
 
 from memray.errors import InvalidIdError, ValidationError
 from memray.ids import ConversationKey
-from memray.models import MessageFilter
+from memray.models import Message, MessageFilter
+from memray.models.messages import ReasoningPart, TextPart
 from memray.store.history import HistoryStore
 from memray.store.messages import json_equal
+from memray.store.rows import message_to_row
 
 from .conftest import KEY, msg
 
@@ -252,3 +254,14 @@ def test_the_store_and_a_hosts_buffer_keep_the_same_messages_for_one_filter(  # 
         assert seqs(s.get_messages(KEY, where)) == kept
     finally:
         s.close()
+
+
+@given(st.text(), st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=5), max_size=2))
+def test_a_row_writes_parts_and_metadata_as_json_dumps_of_their_pydantic_dumps(text: str, metadata: dict) -> None:
+    # one text part takes a short cut past pydantic: the same bytes as the general path
+    for parts in ([TextPart(text=text)], [TextPart(text=text), ReasoningPart(text=text)]):
+        m = Message(role="user", parts=parts, metadata=metadata, seq=1)
+        row = message_to_row(KEY, m)
+        assert row.parts_json == json.dumps([p.model_dump(mode="json") for p in m.parts], ensure_ascii=False)
+        assert row.metadata_json == json.dumps(m.metadata, ensure_ascii=False, default=str)
+        assert json.loads(row.parts_json) == [p.model_dump(mode="json") for p in m.parts]
