@@ -65,3 +65,20 @@ def test_a_lone_text_part_travels_as_its_text_whatever_it_looks_like() -> None:
     assert batch.columns is not None
     assert batch.columns[2][: len(texts)] == texts and type(batch.columns[2][-1]) is bytes  # (JSON)
     assert pickle.loads(pickle.dumps(batch)).decode() == items
+
+
+def test_refs_pickle_as_columns_to_equal_refs_with_namespaces() -> None:
+    import ray.cloudpickle
+
+    from memray.ids import Namespace
+    from memray.models.wire import RefList
+
+    a, b = Namespace("app", "u1", "conv", "c1"), Namespace("app", "u2", "user", "")
+    for refs in (RefList([(a, "m1", True), (b, "m2", False), (a, "m3", True)]), RefList([(b, "x")]), RefList()):
+        for dumps, loads in ((pickle.dumps, pickle.loads), (ray.cloudpickle.dumps, ray.cloudpickle.loads)):
+            back = loads(dumps(refs))
+            assert isinstance(back, RefList) and back == refs
+            assert all(type(ref[0]) is Namespace for ref in back)
+    # each namespace once on the wire, however many refs it leads
+    _, (namespaces, at, rest) = RefList([(a, f"m{i}") for i in range(50)]).__reduce__()
+    assert namespaces == [tuple(a)] and at == [0] * 50 and rest == [tuple(f"m{i}" for i in range(50))]

@@ -21,6 +21,7 @@ from typing import NamedTuple
 from memray.ids import Namespace
 from memray.index.client import ShardClient
 from memray.index.recovery import RecoveryReport
+from memray.models.wire import RefList
 from memray.store.partitions import StorePartitions
 
 __all__ = ["ShardKeeper", "level_shard", "LevelReport", "reconcile_shard", "reconcile_marked"]
@@ -42,12 +43,11 @@ async def level_shard(
     want = tuple(await store.index_digest(shard_id, shards, model_id))
     if want == tuple(await shard.vector_digest()):
         return LevelReport(True, 0)
-    held = {(Namespace(*ns), d) for ns, d in await shard.vectored_refs()}
-    missing = [
-        (Namespace(*ns), d)
-        for ns, d, vectored in await store.index_refs(shard_id, shards, model_id)
-        if vectored and (Namespace(*ns), d) not in held
-    ]
+    # the shard is told what the store holds and answers what it lacks: one transfer, not one
+    # each way (while writes go on, the shard holds vectors the store has not marked yet, so the
+    # digests differ even when nothing is missing)
+    listed = await store.index_refs(shard_id, shards, model_id)
+    missing = await shard.missing_from(RefList((ns, d) for ns, d, vectored in listed if vectored), vectors=True)
     for start in range(0, len(missing), page_size):
         rows = await store.fetch_index_rows(missing[start : start + page_size], model_id)
         await shard.reconcile(rows)

@@ -47,6 +47,7 @@ from memray.index.fork import clear_marker
 from memray.index.recompute import Recompute
 from memray.index.search import ShardReply, ShardSearch
 from memray.index.shard import VectorShard
+from memray.models.wire import RefList
 from memray.rpc.client import short_read
 
 __all__ = ["RecoveringShard", "RecoveryReport", "ref_key"]
@@ -104,12 +105,12 @@ class RecoveringShard(VectorShard):
 
     def vectored_refs(self) -> list[tuple[Namespace, str]]:
         """Every (namespace, doc_id) holding a vector of the active model."""
-        return [
+        return RefList(
             (ns, doc)
             for ns, space in self._spaces.items()
             for doc, label in space.labels.items()
             if label in space.vectors
-        ]
+        )
 
     def finish_recovery(self) -> int:
         """End the reconcile pass (deleting what the store no longer has); searches resume."""

@@ -42,6 +42,7 @@ from memray.index.recompute import Recompute, fill_vectors
 from memray.index.scorer import Search, Source, score
 from memray.index.search import AppSearch, Mode, NamespaceSearch, Query, ShardReply, ShardSearch, UserSearch
 from memray.index.spaces import Spaces
+from memray.models.wire import RefList
 from memray.rpc.client import short_read
 from memray.store.base import IndexRow
 
@@ -254,13 +255,16 @@ class VectorShard:
         """Every (namespace, doc_id) held."""
         return [(ns, doc) for ns, space in self._spaces.items() for doc in space.labels]
 
-    def missing_from(self, refs: list[Ref]) -> list[Ref]:
-        """The refs of ``refs`` this shard does not hold."""
-        out = []
+    def missing_from(self, refs: list[Ref], vectors: bool = False) -> list[Ref]:
+        """The refs of ``refs`` this shard does not hold (with ``vectors``: holds no vector of the
+        active model for)."""
+        out = RefList()
         for ns_raw, doc in refs:
-            space = self._spaces.get(Namespace(*ns_raw))
-            if space is None or doc not in space.labels:
-                out.append((Namespace(*ns_raw), doc))
+            ns = ns_raw if type(ns_raw) is Namespace else Namespace(*ns_raw)
+            space = self._spaces.get(ns)
+            label = None if space is None else space.labels.get(doc)
+            if space is None or label is None or (vectors and label not in space.vectors):
+                out.append((ns, doc))
         return out
 
     def count_items(self, namespace: Namespace, doc_ids: list[str] | None = None) -> int:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from memray.ids import Namespace
+from memray.models.wire import RefList
 from memray.store.base import IndexRow
 from memray.store.database import Database
 from memray.store.items import EMBEDDED, ITEM_STATE, _index_rows
@@ -47,7 +48,7 @@ def index_refs(db: Database, shard: int, shards: int, model_id: str) -> list[tup
         WHERE text <> '' OR has""",
         [model_id, model_id, shards, shards, shards, shard],
     ).fetchall()
-    return [(Namespace(r[0], r[1], r[2], r[3]), r[4], bool(r[6])) for r in rows]
+    return RefList((Namespace(r[0], r[1], r[2], r[3]), r[4], bool(r[6])) for r in rows)
 
 
 def fetch_index_rows(db: Database, refs: Sequence[Ref], model_id: str) -> list[IndexRow]:

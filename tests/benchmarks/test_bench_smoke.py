@@ -147,6 +147,23 @@ def test_benchmark_prints_one_json_line_with_its_floor(name: str, tmp_path: Path
         assert result["resident"]["after_run_mib"] > 0
 
 
+def test_refs_wire_micro_times_both_forms_beside_the_columns_alone() -> None:
+    result = run_module("refs_wire_micro", ["--refs", "2000", "--namespaces", "100"])
+    assert result["tuples_ms"] > 0 and result["ref_list_ms"] > 0 and result["floor_ms"] > 0
+    assert result["ref_list_over_floor"] is not None
+
+
+def test_lexical_micro_scores_both_forms_the_same_every_tick() -> None:
+    result = run_module("lexical_micro", ["--namespaces", "20", "--ticks", "3"])
+    assert result["same_scores"] is True and len(result["by_tick"]) == 3
+
+
+def test_snapshot_micro_times_a_snapshot_beside_its_floor() -> None:
+    result = run_module("snapshot_micro", ["--namespaces", "20", "--ticks", "3", "--repeat", "1"])
+    assert result["items"] > 0 and result["snapshot_ms"] > 0 and result["floor_ms"] > 0
+    assert result["snapshot_to_floor"] is not None
+
+
 def test_write_path_micro_times_the_old_and_the_new_way() -> None:
     result = run_module("write_path_micro", ["--n", "200"])
     assert result["key_pickle_us"]["dataclass_state"] > 0 and result["key_pickle_us"]["reduce_to_strings"] > 0

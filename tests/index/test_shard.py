@@ -276,6 +276,17 @@ def test_drop_then_snapshot_leaves_no_byte_of_the_user(tmp_path: Path) -> None:
     assert make(tmp_path).count_user("app", "victim-user-7f3a") == 0
 
 
+def test_missing_from_with_vectors_names_the_refs_held_for_their_text_alone(tmp_path: Path) -> None:
+    # what leveling a shard with the store asks: the store's vectored refs the shard has no vector for
+    shard = make(tmp_path)
+    vec = unit(np.random.default_rng(3), 1, DIM)[0]
+    shard.upsert([IndexItem(NS, "v", vec, "with a vector", 1.0), IndexItem(NS, "t", None, "text alone", 2.0)], MODEL)
+    refs = [(NS, "v"), (NS, "t"), (NS2, "nope")]
+    assert shard.missing_from(refs) == [(NS2, "nope")]
+    assert shard.missing_from(refs, vectors=True) == [(NS, "t"), (NS2, "nope")]
+    assert shard.missing_from([(tuple(NS), "t")], vectors=True) == [(NS, "t")]  # a plain tuple: as sent by hand
+
+
 def test_reconcile_fills_missing_and_prunes_extra(tmp_path: Path) -> None:
     rng = np.random.default_rng(7)
     shard = make(tmp_path)
