@@ -32,6 +32,7 @@ __all__ = [
     "ConversationKey",
     "UserKey",
     "Namespace",
+    "as_namespace",
     "conversation_namespace",
     "entry_namespace",
     "user_hash",
@@ -144,6 +145,12 @@ class Namespace(NamedTuple):
     user_id: str
     kind: str
     scope: str
+
+
+def as_namespace(value: tuple[str, ...]) -> Namespace:
+    """``value`` as a :class:`Namespace`: itself when it is one (what replies and batches carry:
+    pickling keeps the class), else built from its four parts."""
+    return value if type(value) is Namespace else Namespace(*value)
 
 
 def conversation_namespace(key: ConversationKey) -> Namespace:

@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from memray.ids import ConversationKey, Namespace
+from memray.ids import ConversationKey, Namespace, as_namespace
 from memray.index.base import ShardHit
 from memray.index.columns import columns_of
 from memray.index.exact import ExactIndex
@@ -262,7 +262,7 @@ def score_tails(searches: Sequence[TailSearch], neighbour_weight: float) -> list
     kept: list[list[ShardHit]] = []
     for one in searches:
         replaced = {(ns, m.id) for ns, msgs in one.tails for m in msgs}
-        hits = [h for h in one.hits if (Namespace(*h.namespace), h.doc_id) not in replaced]
+        hits = [h for h in one.hits if (h.namespace, h.doc_id) not in replaced]  # (a tuple equals its Namespace)
         kept.append(hits)
         sources: list[TailSource] = []
         start = 0
@@ -284,7 +284,7 @@ def _outside(sources: list[TailSource], hits: list[ShardHit]) -> list[np.ndarray
     """Per tail, by label: the best score of the message's neighbours among the shard's hits."""
     known: dict[Namespace, dict[float, float]] = {}
     for h in hits:
-        known.setdefault(Namespace(*h.namespace), {})[h.recency] = h.score
+        known.setdefault(as_namespace(h.namespace), {})[h.recency] = h.score
     out: list[np.ndarray | None] = []
     for source in sources:
         scores = known.get(source.namespace)

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Iterable, Iterator
 from itertools import repeat
 from typing import Any, NamedTuple, TypeVar
 
-from memray.ids import Namespace, user_hash
+from memray.ids import Namespace, as_namespace, user_hash
 from memray.index.base import IndexItem, ShardHit
 from memray.index.client import ShardClient
 from memray.index.lexical import Bm25Stats
@@ -169,12 +169,14 @@ class ShardRouter:
                     raise result  # CancelledError, KeyboardInterrupt: not a shard failure
                 failures.append(f"{self.shards[s].label} failed: {type(result).__name__}: {result}")
             else:
-                hits.extend(ShardHit(*hit) for hit in result.hits)
-                stats.append(Bm25Stats(*result.stats))
+                # (each as it came when it is of its class already: pickling keeps the classes)
+                hits.extend(hit if type(hit) is ShardHit else ShardHit(*hit) for hit in result.hits)
+                stats.append(result.stats if type(result.stats) is Bm25Stats else Bm25Stats(*result.stats))
                 for ns, stamp in result.stamps.items():
-                    stamps[Namespace(*ns)] = max(stamp, stamps.get(Namespace(*ns), 0))
+                    key = as_namespace(ns)
+                    stamps[key] = max(stamp, stamps.get(key, 0))
                 for ns, seqs in result.held.items():
-                    held.setdefault(Namespace(*ns), []).extend(seqs)
+                    held.setdefault(as_namespace(ns), []).extend(seqs)
         reason = "; ".join(failures) if failures else None
         floor = query.min_score if query.stream is None else 0.0  # a stream score is not a relevance: shards applied it
         merged = stats[0] if len(stats) == 1 else Bm25Stats.merge(stats)  # (one shard: nothing to merge)

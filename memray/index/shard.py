@@ -33,7 +33,7 @@ import numpy as np
 
 from memray.config import IndexConfig
 from memray.errors import ModelMismatchError, ValidationError
-from memray.ids import Namespace
+from memray.ids import Namespace, as_namespace
 from memray.index import snapshot
 from memray.index.base import IndexItem, checked_items
 from memray.index.fork import copy_snapshot
@@ -216,7 +216,7 @@ class VectorShard:
         spaces = self._spaces
         sources: list[Source]
         if isinstance(request, NamespaceSearch):
-            wanted = dict.fromkeys(ns if type(ns) is Namespace else Namespace(*ns) for ns in request.namespaces)
+            wanted = dict.fromkeys(as_namespace(ns) for ns in request.namespaces)
             sources = [spaces[ns] for ns in wanted if ns in spaces]
         elif isinstance(request, UserSearch):
             sources = [spaces[ns] for ns in spaces.of_user(request.app, request.user_id) if ns.kind == request.kind]
@@ -260,7 +260,7 @@ class VectorShard:
         active model for)."""
         out = RefList()
         for ns_raw, doc in refs:
-            ns = ns_raw if type(ns_raw) is Namespace else Namespace(*ns_raw)
+            ns = as_namespace(ns_raw)
             space = self._spaces.get(ns)
             label = None if space is None else space.labels.get(doc)
             if space is None or label is None or (vectors and label not in space.vectors):
