@@ -125,11 +125,14 @@ def log(msg: str) -> None:
     print(f"[{time.perf_counter() - _T0:7.1f}s] {msg}", file=sys.stderr, flush=True)
 
 
-def emit(benchmark: str, params: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
+def emit(benchmark: str, params: dict[str, Any], results: dict[str, Any], out: str | None = None) -> dict[str, Any]:
     """Print the one JSON line: benchmark, parameters, git sha (of the tree the run started
-    from: an edit made while it ran does not relabel it), machine, results."""
+    from: an edit made while it ran does not relabel it), machine, results; also write it to
+    the file ``out`` if given (a recorded run, ``benchmarks/results/*.json``)."""
     line = {"benchmark": benchmark, "git_sha": _SHA_AT_START, "machine": machine(), "params": params, **results}
     print(json.dumps(line), flush=True)
+    if out:
+        Path(out).write_text(json.dumps(line) + "\n")
     return line
 
 

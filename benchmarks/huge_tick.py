@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import resource
 import sys
@@ -200,12 +199,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--out", default=None, help="also write the JSON line here")
     args = ap.parse_args(argv)
     results = in_data_dir(args, "memray-huge-tick-", lambda root: asyncio.run(run(args, root)))
-    line = emit(
-        "huge_tick", {"agents": args.agents, "base": args.base, "ticks": args.ticks, "mode": args.mode}, results
-    )
-    if args.out:
-        Path(args.out).write_text(json.dumps(line) + "\n")
-    return line
+    params = {"agents": args.agents, "base": args.base, "ticks": args.ticks, "mode": args.mode}
+    return emit("huge_tick", params, results, args.out)
 
 
 if __name__ == "__main__":

@@ -77,7 +77,7 @@ _TICK = (
     Source("user_tick_ray.json", "python -m benchmarks.user_tick --agents {agents} --mode {mode}"),
 )
 _HUGE = _s(
-    huge_tick.RESULT.split("/")[-1], "python -m benchmarks.huge_tick --agents {agents} --base {base} --ticks {ticks}"
+    Path(huge_tick.RESULT).name, "python -m benchmarks.huge_tick --agents {agents} --base {base} --ticks {ticks}"
 )
 _SOAK_COMMAND = "python -m benchmarks.soak --minutes {minutes:g} --kill-every {kill_every:g} --agents {agents}"
 _SOAK = tuple(Source(Path(path).name, _SOAK_COMMAND) for _, path in soak_table.RUNS)

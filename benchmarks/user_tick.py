@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 import time
@@ -247,10 +246,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--out", default=None, help="also write the JSON line here")
     args = ap.parse_args(argv)
     results = in_data_dir(args, "memray-user-tick-", lambda root: asyncio.run(run(args, root)))
-    line = emit("user_tick", {"agents": args.agents, "ticks": args.ticks, "mode": args.mode}, results)
-    if args.out:
-        Path(args.out).write_text(json.dumps(line) + "\n")
-    return line
+    return emit("user_tick", {"agents": args.agents, "ticks": args.ticks, "mode": args.mode}, results, args.out)
 
 
 if __name__ == "__main__":

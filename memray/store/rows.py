@@ -69,7 +69,7 @@ class EmbeddingRow(NamedTuple):
 _json_string = json.JSONEncoder(ensure_ascii=False).encode  # json.dumps(x, ensure_ascii=False), without its set-up
 
 
-def parts_json(parts: list[Part]) -> str:
+def _parts_json(parts: list[Part]) -> str:
     """A message's parts as the store keeps them: a JSON array of the parts' JSON dumps. One text
     part (most messages) is written as ``json.dumps`` writes it, without a pydantic dump (10 -> 3
     µs a row)."""
@@ -87,7 +87,7 @@ def message_to_row(key: ConversationKey, msg: Message) -> MessageRow:
         msg.id,
         msg.seq,
         msg.role,
-        parts_json(msg.parts),
+        _parts_json(msg.parts),
         json.dumps(msg.metadata, ensure_ascii=False, default=str) if msg.metadata else "{}",
         msg.created_at,
         msg.text,

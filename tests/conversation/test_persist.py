@@ -10,7 +10,8 @@ from memray.errors import StoreError
 
 
 class FakeWriter:
-    """A store that commits the drained items, or fails the next ``fail`` writes."""
+    """A store that commits the drained items, or fails the next ``fail`` writes; ``started``
+    holds the loop time each write started at."""
 
     def __init__(self) -> None:
         self.pending: list[int] = []
@@ -19,8 +20,10 @@ class FakeWriter:
         self.in_flight = 0
         self.max_in_flight = 0
         self.writes = 0
+        self.started: list[float] = []
 
     async def write(self) -> int:
+        self.started.append(asyncio.get_running_loop().time())
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         batch, self.pending = self.pending, []
@@ -45,14 +48,7 @@ def test_debounce_coalesces_writes_and_resets_on_each_schedule():
     async def main():
         loop = asyncio.get_running_loop()
         w = FakeWriter()
-        started: list[float] = []
-        write = w.write
-
-        async def timed_write() -> int:
-            started.append(loop.time())
-            return await write()
-
-        chain = PersistChain.solo(timed_write, debounce_s=0.05, max_wait_s=10)
+        chain = PersistChain.solo(w.write, debounce_s=0.05, max_wait_s=10)
         scheduled = []
         for i in range(1, 6):
             w.pending.append(i)
@@ -66,7 +62,7 @@ def test_debounce_coalesces_writes_and_resets_on_each_schedule():
         # write starts that long after the last schedule, and there are no more writes than gaps
         # between schedules that outlasted the debounce, + 1 (one write when the loop kept time;
         # a write due in one of those gaps may also take a message scheduled as it started)
-        assert started[-1] - scheduled[-1] >= 0.05 - 1e-3
+        assert w.started[-1] - scheduled[-1] >= 0.05 - 1e-3
         gaps = sum(1 for a, b in zip(scheduled, scheduled[1:]) if b - a >= 0.05 - 1e-3)
         assert 1 <= w.writes <= gaps + 1
 
@@ -79,14 +75,7 @@ def test_a_chain_scheduled_faster_than_its_debounce_is_still_written_within_max_
     async def main():
         loop = asyncio.get_running_loop()
         w = FakeWriter()
-        started: list[float] = []
-        write = w.write
-
-        async def timed_write() -> int:
-            started.append(loop.time())
-            return await write()
-
-        chain = PersistChain.solo(timed_write, debounce_s=0.05, max_wait_s=0.1)
+        chain = PersistChain.solo(w.write, debounce_s=0.05, max_wait_s=0.1)
         for i in range(1, 21):
             w.pending.append(i)
             chain.schedule()
@@ -97,7 +86,7 @@ def test_a_chain_scheduled_faster_than_its_debounce_is_still_written_within_max_
         assert w.durable == list(range(1, 21))
         # ~0.4 s of schedules each closer than the debounce: written about every max_wait
         # (a slow loop only stretches the gaps, which makes more writes, not fewer)
-        assert len(started) >= 2 and started[0] < last_schedule
+        assert len(w.started) >= 2 and w.started[0] < last_schedule
 
     run(main())
 
