@@ -15,6 +15,7 @@ deletes and erasure, and owns the lifecycle.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from typing import Any, cast
@@ -35,6 +36,7 @@ from memray.embedding.pipeline import EmbeddingPipeline, PendingItem
 from memray.errors import ClosedError, DeadLetterError
 from memray.ids import ConversationKey, Namespace, conversation_namespace
 from memray.index.client import ShardClient
+from memray.index.keeper import level_all
 from memray.index.router import ShardRouter
 from memray.metrics import LagRecorder, rss_bytes
 from memray.models import Message, MessageFilter
@@ -65,6 +67,9 @@ class ConversationHost:
         self._lag = LagRecorder(str(host_id))
         self._ledger = AckLedger(os.path.join(config.root, "hosts", f"host-{host_id}.ledger"))
         self._lost: dict[ConversationKey, dict[str, int]] = {}  # resolved at start, not yet reported
+        # present while an incarnation runs: found at start, the last one did not close
+        self._open_marker = os.path.join(config.root, "hosts", f"host-{host_id}.open")
+        self._leveling: asyncio.Task[None] | None = None
         self.lost_on_restart = 0
 
     async def start(self) -> None:
@@ -84,6 +89,22 @@ class ConversationHost:
         self.lost_on_restart += len(await self._writes.resolve_ledger())
         if self.host_id == 0:
             await self._pipeline.sweep()
+        if os.path.exists(self._open_marker):
+            # The last incarnation stopped without closing: items it committed may not have reached
+            # their shards (a recomputable model's are committed marked embedded, so no sweep finds
+            # them). Level every shard with the store, in the background.
+            if self._leveling is None:
+                self._leveling = asyncio.get_running_loop().create_task(self._level_shards())
+        else:
+            os.makedirs(os.path.dirname(self._open_marker), exist_ok=True)
+            with open(self._open_marker, "w"):
+                pass
+
+    async def _level_shards(self) -> None:
+        try:
+            await level_all(self._store, self._shards)
+        except Exception as exc:  # the store is down: the shards' own leveling and the next restart remain
+            log.warning("host %d could not level the shards after a restart: %r", self.host_id, exc)
 
     def _build(self) -> None:
         self._started = True
@@ -418,8 +439,15 @@ class ConversationHost:
         for c in convs:  # nothing keeps retrying after close
             c.stop()
         await self._pipeline.wait_idle(min(timeout, 30.0))
+        indexed = not self._pipeline.unconfirmed()
         await self._pipeline.close()
+        if self._leveling is not None and not self._leveling.done():
+            self._leveling.cancel()
+            indexed = False  # not known: the next incarnation levels the shards
         if not report["unpersisted"]:
             self._ledger.reset()  # everything acknowledged is durable: nothing to resolve next time
+            if indexed:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(self._open_marker)
         self._ledger.close()
         return report

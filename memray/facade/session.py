@@ -24,9 +24,9 @@ from memray.embedding.active import ModelWatcher, holds_data, record_default, re
 from memray.embedding.base import Embedder
 from memray.embedding.calibration import Calibration, calibration_of
 from memray.embedding.query import QueryEncoder
-from memray.errors import Backpressure, DeadLetterError, StoreError, UnavailableError, ValidationError
+from memray.errors import Backpressure, DeadLetterError, StoreError, ValidationError
 from memray.ids import ConversationKey
-from memray.index.keeper import level_shard
+from memray.index.keeper import level_all
 from memray.index.router import ShardRouter
 from memray.models import ConversationInfo, ConversationOrder, DeletionProof, DeletionReceipt, Message
 from memray.models.wire import MessageBatch
@@ -192,20 +192,7 @@ class Session:
         if not all(done):
             return False
         # every committed, embedded item must have its vector in its shard: level each with the store
-
-        store, shards = self.deployment.stores, self.deployment.shards
-        for i, shard in enumerate(shards):
-            while True:
-                try:
-                    if not await shard.is_recovering():
-                        await level_shard(store, shard, i, len(shards))
-                        break
-                except UnavailableError:  # restarting: it recovers, then is leveled
-                    pass
-                if loop.time() >= deadline:
-                    return False
-                await asyncio.sleep(0.05)
-        return True
+        return await level_all(self.deployment.stores, self.deployment.shards, max(0.0, deadline - loop.time()))
 
     async def delete_conversation(self, key: ConversationKey) -> dict[str, int]:
         """Its host forgets it, the store deletes it (with its exports), its shard drops it."""

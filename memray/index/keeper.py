@@ -18,13 +18,14 @@ import threading
 import time
 from typing import NamedTuple
 
+from memray.errors import UnavailableError
 from memray.ids import Namespace
 from memray.index.client import ShardClient
 from memray.index.recovery import RecoveryReport
 from memray.models.wire import RefList
 from memray.store.partitions import StorePartitions
 
-__all__ = ["ShardKeeper", "level_shard", "LevelReport", "reconcile_shard", "reconcile_marked"]
+__all__ = ["ShardKeeper", "level_shard", "level_all", "LevelReport", "reconcile_shard", "reconcile_marked"]
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,28 @@ async def level_shard(
     if missing:
         log.info("shard %d leveled with the store: %d vectors were missing", shard_id, len(missing))
     return LevelReport(True, len(missing))
+
+
+async def level_all(
+    store: StorePartitions, shards: list[ShardClient], timeout_s: float | None = None, poll_s: float = 0.05
+) -> bool:
+    """:func:`level_shard` every shard, each once it serves: a recovering shard is waited for
+    (its recovery reads the store itself), a restarting one (unavailable) tried again. False if
+    ``timeout_s`` passed first."""
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout_s is None else loop.time() + timeout_s
+    for i, shard in enumerate(shards):
+        while True:
+            try:
+                if not await shard.is_recovering():
+                    await level_shard(store, shard, i, len(shards))
+                    break
+            except UnavailableError:  # restarting: it recovers, then is leveled
+                pass
+            if deadline is not None and loop.time() >= deadline:
+                return False
+            await asyncio.sleep(poll_s)
+    return True
 
 
 class ShardKeeper:

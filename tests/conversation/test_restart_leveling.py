@@ -1,0 +1,53 @@
+"""A host that stopped without closing may have committed items its shards never received: with a
+recomputable model (the default) they are committed marked embedded, so no sweep of pending items
+finds them. The next incarnation of the host levels every shard with the store; one that closed
+cleanly leaves nothing to do (in-process: the host core is restarted by hand, as Ray restarts it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import memray
+from memray.conversation.host import ConversationHost
+from memray.ids import conversation_namespace
+from memray.models import Message, TextPart
+from memray.models.wire import RefList
+from memray.store.rows import message_to_row
+
+
+def test_a_restarted_host_levels_the_shards_with_what_its_predecessor_committed(tmp_path: Path) -> None:
+    path = str(tmp_path / "m")
+    mem = memray.open(path, mode="inprocess", hosts=1, shards=1)
+    try:
+        conv = mem.conversation(user_id="u", conversation_id="c")
+        conv.add(Message(role="user", parts=[TextPart(text="hello")]), durable=True)
+        assert (tmp_path / "m" / "hosts" / "host-0.open").exists()  # an incarnation runs
+        run, dep = mem.internals.run, mem.internals.deployment
+        shard = dep.shards[0]
+        model = str(run(shard.stats())["model_id"])
+        # the host committed this, marked embedded, and died before its shard upsert
+        lost = Message(role="user", parts=[TextPart(text="I am allergic to peanuts")], seq=2)
+        row = message_to_row(conv.key, lost)
+        assert run(dep.stores.commit_messages([row], embedded_by=model)).rejected == []
+        ref = (conversation_namespace(conv.key), lost.id)
+        assert run(shard.missing_from(RefList([ref]), vectors=True)) == [ref]
+
+        fresh = ConversationHost(0, mem.config, dep.stores, dep.shards)  # as Ray restarts it
+        run(fresh.start())
+        leveling = fresh._leveling
+        assert leveling is not None
+
+        async def leveled() -> None:
+            await leveling
+
+        run(leveled())
+        assert run(shard.missing_from(RefList([ref]), vectors=True)) == []
+        run(fresh.close())
+    finally:
+        mem.close()
+    assert not (tmp_path / "m" / "hosts" / "host-0.open").exists()  # closed cleanly
+    with memray.open(path, mode="inprocess", hosts=1, shards=1) as again:
+        conv = again.conversation(user_id="u", conversation_id="c")
+        assert [m.text for m in conv.messages()] == ["hello", "I am allergic to peanuts"]
+        host = again.internals.deployment._hosts[0]  # type: ignore[attr-defined]
+        assert host._leveling is None  # nothing to level after a clean close
