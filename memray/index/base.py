@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from memray.errors import ModelMismatchError, ValidationError
 from memray.files import atomic_write, fsync_dir
-from memray.ids import Namespace
+from memray.ids import Namespace, as_namespace
 
 __all__ = [
     "IndexItem",
@@ -117,31 +117,32 @@ def normalise(vectors: Any, dim: int) -> np.ndarray:
 def checked_items(items: list[IndexItem], dim: int, where: str, model_id: str) -> list[tuple[IndexItem, Any]]:
     """Each item with its namespace a :class:`Namespace`, its numbers typed and its vector a
     float32[dim] L2-normalised (or None), paired with that vector; raises on the first bad one.
-    The vectors of the whole batch are normalised in one call (a row each of one matrix)."""
+    The vectors of the whole batch are normalised in one call (a row each of one matrix), and
+    each item is built once, after it."""
     from memray.index.columns import checked_columns
 
-    checked = []
+    vectors: list[np.ndarray] = []
+    fields: list[tuple[Any, ...]] = []
     for item in items:
-        if not isinstance(item.doc_id, str) or not item.doc_id:
-            raise ValidationError("doc_id", item.doc_id, "must be a non-empty string")
-        vec = None
-        if item.vector is not None:
-            vec = np.asarray(item.vector, dtype=np.float32).reshape(-1)
+        doc_id, vec = item.doc_id, item.vector
+        if not isinstance(doc_id, str) or not doc_id:
+            raise ValidationError("doc_id", doc_id, "must be a non-empty string")
+        if vec is not None:
+            vec = np.asarray(vec, dtype=np.float32).reshape(-1)
             if vec.shape[0] != dim:
                 raise ModelMismatchError(
-                    f"vector of dim {vec.shape[0]} for doc_id={item.doc_id!r} does not fit {where} "
+                    f"vector of dim {vec.shape[0]} for doc_id={doc_id!r} does not fit {where} "
                     f"(model {model_id!r}, dim {dim}); re-embed with the index's model (run the backfill job)"
                 )
-        cols = None if item.columns is None else checked_columns(item.doc_id, item.columns)
-        ns = Namespace(*item.namespace)
-        fixed = IndexItem(ns, item.doc_id, vec, item.text, float(item.recency), item.payload, int(item.stamp), cols)
-        checked.append((fixed, vec))
-    at = [n for n, (_, vec) in enumerate(checked) if vec is not None]
-    if at:
-        unit = normalise(np.stack([vec for _, vec in checked if vec is not None]), dim)
-        for n, row in zip(at, unit):
-            item = checked[n][0]
-            checked[n] = (item._replace(vector=row), row)
+            vectors.append(vec)
+        cols = None if item.columns is None else checked_columns(doc_id, item.columns)
+        fields.append((as_namespace(item.namespace), doc_id, vec is not None, item, cols))
+    unit = iter(normalise(np.stack(vectors), dim) if vectors else ())
+    checked: list[tuple[IndexItem, Any]] = []
+    for ns, doc_id, has_vector, item, cols in fields:
+        row = next(unit) if has_vector else None
+        fixed = IndexItem(ns, doc_id, row, item.text, float(item.recency), item.payload, int(item.stamp), cols)
+        checked.append((fixed, row))
     return checked
 
 

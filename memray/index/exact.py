@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from memray.errors import ValidationError
 from memray.index.base import (
     Labels,
     Matrix,
@@ -78,10 +79,13 @@ class ExactIndex:
 
     def add(self, labels: Any, vectors: Any) -> None:
         """Upsert rows; within one call a repeated label keeps its last vector."""
-        labs = as_labels(labels)
-        vecs = as_matrix(vectors, self._dim, len(labs))
-        self._grow(len(self._row) + len(labs))
-        for label, vec in zip(labs.tolist(), vecs):
+        labs = np.asarray(labels, dtype=np.int64).reshape(-1)
+        listed = labs.tolist()  # (checked as a list: numpy's min of a few labels costs more than the add)
+        if listed and min(listed) < 0:
+            raise ValidationError("labels", labels, "must be non-negative int64")
+        vecs = as_matrix(vectors, self._dim, len(listed))
+        self._grow(len(self._row) + len(listed))
+        for label, vec in zip(listed, vecs):
             row = self._row.get(label)
             if row is None:
                 row = len(self._row)

@@ -136,7 +136,8 @@ class Space:
         self.dirty = True
         if not labels:
             return np.zeros(0, dtype=np.int64), np.zeros((0, dim), dtype=np.float32)
-        written = np.array(labels, dtype=np.int64), np.stack(vectors)
+        # (one row: a view of it, not a stacked copy; the index copies it in)
+        written = np.array(labels, dtype=np.int64), vectors[0][None, :] if len(vectors) == 1 else np.stack(vectors)
         index = self.staged if staged else self.vectors
         assert index is not None, f"{self.namespace}: a staged upsert, and no model is staged"
         index.add(*written)

@@ -158,6 +158,12 @@ def test_lexical_micro_scores_both_forms_the_same_every_tick() -> None:
     assert result["same_scores"] is True and len(result["by_tick"]) == 3
 
 
+def test_shard_upsert_micro_times_an_upsert_the_shard_holds_beside_its_floor() -> None:
+    result = run_module("shard_upsert_micro", ["--namespaces", "20", "--ticks", "3"])
+    assert result["held"] == 20 * 2 * 3 and len(result["by_tick"]) == 3
+    assert result["upsert_us"] > 0 and result["raw_us"] > 0 and result["ratio_to_raw"] is not None
+
+
 def test_snapshot_micro_times_a_snapshot_beside_its_floor() -> None:
     result = run_module("snapshot_micro", ["--namespaces", "20", "--ticks", "3", "--repeat", "1"])
     assert result["items"] > 0 and result["snapshot_ms"] > 0 and result["floor_ms"] > 0
