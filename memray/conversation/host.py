@@ -70,6 +70,7 @@ class ConversationHost:
         # present while an incarnation runs: found at start, the last one did not close
         self._open_marker = os.path.join(config.root, "hosts", f"host-{host_id}.open")
         self._leveling: asyncio.Task[None] | None = None
+        self.leveled_on_restart: int | None = None  # vectors that leveling sent, once it is done
         self.lost_on_restart = 0
 
     async def start(self) -> None:
@@ -102,7 +103,7 @@ class ConversationHost:
 
     async def _level_shards(self) -> None:
         try:
-            await level_all(self._store, self._shards)
+            self.leveled_on_restart = (await level_all(self._store, self._shards)).sent
         except Exception as exc:  # the store is down: the shards' own leveling and the next restart remain
             log.warning("host %d could not level the shards after a restart: %r", self.host_id, exc)
 
@@ -401,6 +402,7 @@ class ConversationHost:
             "embedding_error": self._pipeline.last_error,
             "dead_letters": self._writes.dead_letters,
             "lost_on_restart": self.lost_on_restart,
+            "leveled_on_restart": self.leveled_on_restart,
             "rss_bytes": rss_bytes(),
         }
 

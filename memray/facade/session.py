@@ -192,7 +192,8 @@ class Session:
         if not all(done):
             return False
         # every committed, embedded item must have its vector in its shard: level each with the store
-        return await level_all(self.deployment.stores, self.deployment.shards, max(0.0, deadline - loop.time()))
+        leveled = await level_all(self.deployment.stores, self.deployment.shards, max(0.0, deadline - loop.time()))
+        return leveled.level
 
     async def delete_conversation(self, key: ConversationKey) -> dict[str, int]:
         """Its host forgets it, the store deletes it (with its exports), its shard drops it."""

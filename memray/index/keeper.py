@@ -59,24 +59,25 @@ async def level_shard(
 
 async def level_all(
     store: StorePartitions, shards: list[ShardClient], timeout_s: float | None = None, poll_s: float = 0.05
-) -> bool:
+) -> LevelReport:
     """:func:`level_shard` every shard, each once it serves: a recovering shard is waited for
-    (its recovery reads the store itself), a restarting one (unavailable) tried again. False if
-    ``timeout_s`` passed first."""
+    (its recovery reads the store itself), a restarting one (unavailable) tried again. ``level``
+    is False if ``timeout_s`` passed first; ``sent`` counts the vectors sent to all of them."""
     loop = asyncio.get_running_loop()
     deadline = None if timeout_s is None else loop.time() + timeout_s
+    sent = 0
     for i, shard in enumerate(shards):
         while True:
             try:
                 if not await shard.is_recovering():
-                    await level_shard(store, shard, i, len(shards))
+                    sent += (await level_shard(store, shard, i, len(shards))).sent
                     break
             except UnavailableError:  # restarting: it recovers, then is leveled
                 pass
             if deadline is not None and loop.time() >= deadline:
-                return False
+                return LevelReport(False, sent)
             await asyncio.sleep(poll_s)
-    return True
+    return LevelReport(True, sent)
 
 
 class ShardKeeper:

@@ -41,6 +41,7 @@ def test_a_restarted_host_levels_the_shards_with_what_its_predecessor_committed(
             await leveling
 
         run(leveled())
+        assert fresh.leveled_on_restart == 1
         assert run(shard.missing_from(RefList([ref]), vectors=True)) == []
         run(fresh.close())
     finally:
