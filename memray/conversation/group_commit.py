@@ -96,11 +96,7 @@ class GroupCommitter:
         submissions = [rows for request in requests for rows in request]
         all_rows = [row for rows in submissions for row in rows]
         marked = self._marks()
-        client = self._store.clients[partition]
-        if marked is None:
-            result = CommitResult(*await client.commit_messages(all_rows))
-        else:
-            result = CommitResult(*await client.commit_messages(all_rows, embedded_by=marked))
+        result = CommitResult(*await self._store.clients[partition].commit_messages(all_rows, embedded_by=marked))
         self.commits += 1
         self.rows += len(all_rows)
         self.rejected += len(result.rejected)

@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 
-from memray.errors import ValidationError
 from memray.index.base import (
     Labels,
     Matrix,
@@ -79,10 +78,7 @@ class ExactIndex:
 
     def add(self, labels: Any, vectors: Any) -> None:
         """Upsert rows; within one call a repeated label keeps its last vector."""
-        labs = np.asarray(labels, dtype=np.int64).reshape(-1)
-        listed = labs.tolist()  # (checked as a list: numpy's min of a few labels costs more than the add)
-        if listed and min(listed) < 0:
-            raise ValidationError("labels", labels, "must be non-negative int64")
+        listed = as_labels(labels).tolist()
         vecs = as_matrix(vectors, self._dim, len(listed))
         self._grow(len(self._row) + len(listed))
         for label, vec in zip(listed, vecs):
