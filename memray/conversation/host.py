@@ -36,7 +36,7 @@ from memray.embedding.pipeline import EmbeddingPipeline, PendingItem
 from memray.errors import ClosedError, DeadLetterError
 from memray.ids import ConversationKey, Namespace, conversation_namespace
 from memray.index.client import ShardClient
-from memray.index.keeper import level_all
+from memray.index.keeper import LEVEL_SETTLE_S, level_all
 from memray.index.router import ShardRouter
 from memray.metrics import LagRecorder, rss_bytes
 from memray.models import Message, MessageFilter
@@ -103,7 +103,7 @@ class ConversationHost:
 
     async def _level_shards(self) -> None:
         try:
-            self.leveled_on_restart = (await level_all(self._store, self._shards)).sent
+            self.leveled_on_restart = (await level_all(self._store, self._shards, settle_s=LEVEL_SETTLE_S)).sent
         except Exception as exc:  # the store is down: the shards' own leveling and the next restart remain
             log.warning("host %d could not level the shards after a restart: %r", self.host_id, exc)
 

@@ -25,9 +25,21 @@ from memray.index.recovery import RecoveryReport
 from memray.models.wire import RefList
 from memray.store.partitions import StorePartitions
 
-__all__ = ["ShardKeeper", "level_shard", "level_all", "LevelReport", "reconcile_shard", "reconcile_marked"]
+__all__ = [
+    "ShardKeeper",
+    "level_shard",
+    "level_all",
+    "LevelReport",
+    "LEVEL_SETTLE_S",
+    "reconcile_shard",
+    "reconcile_marked",
+]
 
 log = logging.getLogger(__name__)
+
+#: How long a leveling while hosts write waits for what a shard lacks to arrive, each round
+#: (:func:`level_shard`'s ``settle_s``).
+LEVEL_SETTLE_S = 1.0
 
 
 class LevelReport(NamedTuple):
@@ -36,10 +48,21 @@ class LevelReport(NamedTuple):
 
 
 async def level_shard(
-    store: StorePartitions, shard: ShardClient, shard_id: int, shards: int, page_size: int = 2_000
+    store: StorePartitions,
+    shard: ShardClient,
+    shard_id: int,
+    shards: int,
+    page_size: int = 2_000,
+    settle_s: float = 0.0,
 ) -> LevelReport:
     """Bring the shard's vectors level with the store's (module docstring). Items the shard
-    holds beyond the store's are left alone (deletes reach shards on their own path)."""
+    holds beyond the store's are left alone (deletes reach shards on their own path).
+
+    ``settle_s``: while hosts write, what the shard lacks is mostly on its way. A recomputable
+    model's messages are stored marked embedded when they are committed, before a host's
+    pipeline upserts them (at 50,000 agents, 19,000 of them at once, sent twice). So the shard
+    is asked again after ``settle_s``, for as long as what it lacks keeps arriving, and only what
+    stopped arriving is sent. 0: once (nothing is being written: ``wait_indexed``)."""
     model_id = str((await shard.stats())["model_id"])
     want = tuple(await store.index_digest(shard_id, shards, model_id))
     if want == tuple(await shard.vector_digest()):
@@ -49,6 +72,12 @@ async def level_shard(
     # digests differ even when nothing is missing)
     listed = await store.index_refs(shard_id, shards, model_id)
     missing = await shard.missing_from(RefList((ns, d) for ns, d, vectored in listed if vectored), vectors=True)
+    while missing and settle_s > 0:
+        await asyncio.sleep(settle_s)
+        still = await shard.missing_from(RefList(missing), vectors=True)
+        if len(still) == len(missing):
+            break  # nothing arrived meanwhile: what is left is not on its way
+        missing = still
     for start in range(0, len(missing), page_size):
         rows = await store.fetch_index_rows(missing[start : start + page_size], model_id)
         await shard.reconcile(rows)
@@ -58,11 +87,16 @@ async def level_shard(
 
 
 async def level_all(
-    store: StorePartitions, shards: list[ShardClient], timeout_s: float | None = None, poll_s: float = 0.05
+    store: StorePartitions,
+    shards: list[ShardClient],
+    timeout_s: float | None = None,
+    poll_s: float = 0.05,
+    settle_s: float = 0.0,
 ) -> LevelReport:
-    """:func:`level_shard` every shard, each once it serves: a recovering shard is waited for
-    (its recovery reads the store itself), a restarting one (unavailable) tried again. ``level``
-    is False if ``timeout_s`` passed first; ``sent`` counts the vectors sent to all of them."""
+    """:func:`level_shard` every shard (with ``settle_s``), each once it serves: a recovering
+    shard is waited for (its recovery reads the store itself), a restarting one (unavailable)
+    tried again. ``level`` is False if ``timeout_s`` passed first; ``sent`` counts the vectors
+    sent to all of them."""
     loop = asyncio.get_running_loop()
     deadline = None if timeout_s is None else loop.time() + timeout_s
     sent = 0
@@ -70,7 +104,7 @@ async def level_all(
         while True:
             try:
                 if not await shard.is_recovering():
-                    sent += (await level_shard(store, shard, i, len(shards))).sent
+                    sent += (await level_shard(store, shard, i, len(shards), settle_s=settle_s)).sent
                     break
             except UnavailableError:  # restarting: it recovers, then is leveled
                 pass
@@ -163,7 +197,9 @@ class ShardKeeper:
                 return
             try:
                 self.leveled += (
-                    await level_shard(self.store, self.shard, self.shard_id, self.shards, self.page_size)
+                    await level_shard(
+                        self.store, self.shard, self.shard_id, self.shards, self.page_size, LEVEL_SETTLE_S
+                    )
                 ).sent
             except Exception as exc:  # the store or the shard is busy or down: the next round, or wait_indexed
                 log.warning("leveling shard %d failed: %r", self.shard_id, exc)

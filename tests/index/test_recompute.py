@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 from memray.config import EmbedderConfig, IndexConfig
 from memray.embedding.factory import build_embedder
@@ -126,3 +127,42 @@ def test_only_a_recomputable_embedder_of_the_shards_model_recomputes() -> None:
     assert built is not None and recomputer(function, built.model_id) is None  # a function: not recomputable
     assert recomputer(EmbedderConfig(kind="custom", custom=EMBEDDER), MODEL) is not None  # an object that says so
     assert recomputer(EmbedderConfig(kind="openai", dim=DIM), MODEL) is None
+
+
+class Delivering(ShardClient):
+    """A shard's client whose first ``missing_from`` is followed by the pipeline upserting
+    ``arriving`` (what a host had on its way when a leveling asked)."""
+
+    def __init__(self, ref: LocalRef, shard: RecoveringShard, arriving: list[IndexItem]) -> None:
+        super().__init__(ref)
+        self.shard, self.arriving, self.asked = shard, arriving, 0
+
+    async def missing_from(self, refs: Any, vectors: bool = False) -> Any:
+        self.asked += 1
+        missing = await self._call("missing_from", refs, vectors)  # (the remote attribute would cache itself)
+        if self.arriving:
+            self.shard.upsert(self.arriving, MODEL)
+            self.arriving = []
+        return missing
+
+
+def test_leveling_while_hosts_write_sends_only_what_stopped_arriving(
+    tmp_path: Path, store: HistoryStore, refs: list[LocalRef]
+) -> None:
+    """Committed marked embedded, half of the items are on their way to the shard and half were
+    lost (their host died): with ``settle_s`` only the lost half is sent; without, both are."""
+    users = users_on(0, 2)
+    recompute = recomputer(EmbedderConfig(kind="hash", dim=DIM), MODEL)
+    live = make_shard(tmp_path / "live", recompute, recovering=False)
+    items = ingest(store, live, users)
+    vectors = EMBEDDER.embed([t for _, _, t in items])
+    upserts = [IndexItem(ns, d, v, t, float(d[1:])) for (ns, d, t), v in zip(items, vectors)]
+    half = len(items) // 2
+    for settle_s, sent in ((0.01, len(items) - half), (0.0, len(items))):
+        shard = make_shard(tmp_path / f"settle-{settle_s}", recompute, recovering=False)
+        refs.extend([LocalRef(shard, "shard 0"), LocalRef(store, "history store")])
+        client = Delivering(refs[-2], shard, upserts[:half])
+        on_store = StorePartitions([StoreClient(refs[-1])])
+        assert asyncio.run(level_shard(on_store, client, 0, SHARDS, settle_s=settle_s)) == (True, sent)
+        assert store.index_digest(0, SHARDS, MODEL) == shard.vector_digest()  # level either way
+        assert client.asked == (3 if settle_s else 1)  # asked again until nothing more arrived
