@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable
 from typing import NamedTuple
 
 from memray.rpc.batch import Coalescer
@@ -31,27 +30,20 @@ __all__ = ["GroupCommitter", "Outcome"]
 class Outcome(NamedTuple):
     """What became of one submission: seq corrections for ids the store already held, and the
     rows it rejected (dead letters, with ``rejected_ids`` the ids as submitted). Every other row
-    is committed; with ``marked``, those with text were committed marked embedded with that
-    (recomputable) model."""
+    is committed."""
 
     corrections: list[Correction]
     rejected: list[DeadLetter]
     rejected_ids: list[str] = []
-    marked: str | None = None
 
 
 class GroupCommitter:
     """Group commits, one stream per history partition: a batch holds one partition's rows, so
-    partitions commit in parallel and one that is down holds up no other's writes. ``marks()``
-    says, at each commit, the recomputable model to commit rows marked embedded with (None:
-    they are committed pending; :func:`memray.store.messages.append_messages`)."""
+    partitions commit in parallel and one that is down holds up no other's writes."""
 
-    def __init__(
-        self, store: StorePartitions, max_rows: int = 20_000, marks: Callable[[], str | None] = lambda: None
-    ) -> None:
+    def __init__(self, store: StorePartitions, max_rows: int = 20_000) -> None:
         self._store = store
         self._max_rows = max_rows
-        self._marks = marks
         # a request: the submissions of one partition from one batch of the wheel
         self._batches: list[Coalescer[list[list[MessageRow]], list[Outcome]]] = [
             Coalescer(functools.partial(self._commit, p), max_rows, weight=_rows) for p in range(len(store))
@@ -95,8 +87,7 @@ class GroupCommitter:
     async def _commit(self, partition: int, requests: list[list[list[MessageRow]]]) -> list[list[Outcome]]:
         submissions = [rows for request in requests for rows in request]
         all_rows = [row for rows in submissions for row in rows]
-        marked = self._marks()
-        result = CommitResult(*await self._store.clients[partition].commit_messages(all_rows, embedded_by=marked))
+        result = CommitResult(*await self._store.clients[partition].commit_messages(all_rows))
         self.commits += 1
         self.rows += len(all_rows)
         self.rejected += len(result.rejected)
@@ -111,7 +102,7 @@ class GroupCommitter:
                 else []
             )
             mine = [i - start for i in sorted(bad) if start <= i < start + len(rows)] if bad else []
-            outcomes.append(Outcome(corrections, [bad[start + i] for i in mine], [rows[i].id for i in mine], marked))
+            outcomes.append(Outcome(corrections, [bad[start + i] for i in mine], [rows[i].id for i in mine]))
             start += len(rows)
         out = []
         start = 0

@@ -91,9 +91,9 @@ class ConversationHost:
         if self.host_id == 0:
             await self._pipeline.sweep()
         if os.path.exists(self._open_marker):
-            # The last incarnation stopped without closing: items it committed may not have reached
-            # their shards (a recomputable model's are committed marked embedded, so no sweep finds
-            # them). Level every shard with the store, in the background.
+            # The last incarnation stopped without closing: vectors its pipeline stored (or marked)
+            # may not have reached their shards, since the store and the shard take a batch at
+            # once. Level every shard with the store, in the background.
             if self._leveling is None:
                 self._leveling = asyncio.get_running_loop().create_task(self._level_shards())
         else:

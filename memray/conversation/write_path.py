@@ -112,7 +112,7 @@ class WritePath:
         self._held = held
         self._titler = titler
         self._estimate = estimate_tokens
-        self.committer = GroupCommitter(store, marks=lambda: pipeline.marks_at_commit)
+        self.committer = GroupCommitter(store)
         self.wheel = PersistWheel(
             self.write_many, config.debounce_ms / 1000.0, config.retry_backoff_s, config.retry_backoff_max_s
         )
@@ -359,7 +359,7 @@ class WritePath:
             for r in rows
             if r.id not in bad
         ]
-        self._after_commit(conv, rows, outcome.marked)
+        self._after_commit(conv, rows)
         kept = [m.seq or 0 for m in msgs if m.id not in corrected]
         return max(kept) if kept else conv.durable_seq
 
@@ -404,7 +404,7 @@ class WritePath:
         """Rewrite the ledger with only what is not yet durable (conversations held here)."""
         self._ledger.rewrite((c.key, [(m.id, m.seq or 0) for m in c.buffer.unsettled()]) for c in self._held())
 
-    def _after_commit(self, conv: Conversation, rows: list[MessageRow], marked: str | None) -> None:
+    def _after_commit(self, conv: Conversation, rows: list[MessageRow]) -> None:
         ns = conversation_namespace(conv.key)
         self._pipeline.submit(
             [
@@ -415,7 +415,6 @@ class WritePath:
                     float(r.seq),
                     message_payload(r),
                     columns_of(r.created_at, r.sim_time, r.importance),
-                    marked,
                 )
                 for r in rows
                 if r.text

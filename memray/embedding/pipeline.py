@@ -48,7 +48,6 @@ class PendingItem(NamedTuple):
     recency: float
     payload: str = ""  # the item as JSON, kept by the shard so hits need no store read
     columns: tuple[float, float, float] | None = None  # (created_at, sim_time, importance); None: unknown
-    marked: str | None = None  # the model the store marked it embedded with when it committed it
 
 
 class EmbeddingPipeline:
@@ -86,13 +85,6 @@ class EmbeddingPipeline:
     @property
     def model_id(self) -> str:
         return self._embedder.model_id if self._embedder is not None else "none"
-
-    @property
-    def marks_at_commit(self) -> str | None:
-        """The model the store may mark committed items embedded with (a recomputable one's:
-        its vector is a function of the text), or None: they are marked once embedded."""
-        embedder = self._embedder
-        return embedder.model_id if embedder is not None and getattr(embedder, "recomputable", False) else None
 
     def set_embedder(self, embedder: Embedder | None) -> None:
         """Embed from now on with ``embedder`` (a re-embedding cutover). A batch already being
@@ -180,17 +172,10 @@ class EmbeddingPipeline:
         # waiting behind the store's queue (the store copy is what a rebuilt shard reads). A
         # recomputable model's vectors are not stored, only the items marked embedded: a rebuilt
         # shard recomputes them from the text (memray.index.recompute).
-        # Items the store marked embedded with this model when it committed them need nothing more.
         keep = not getattr(embedder, "recomputable", False)
-        rows = [
-            EmbeddingRow(i.namespace, i.doc_id, model_id, v if keep else None)
-            for i, v in zip(batch, vectors)
-            if i.marked != model_id
-        ]
+        rows = [EmbeddingRow(i.namespace, i.doc_id, model_id, v if keep else None) for i, v in zip(batch, vectors)]
         results: tuple[Any, Any] = await asyncio.gather(
-            self._store.put_embeddings(rows) if rows else _nothing(),
-            self._upsert(batch, vectors, model_id),
-            return_exceptions=True,
+            self._store.put_embeddings(rows), self._upsert(batch, vectors, model_id), return_exceptions=True
         )
         stored, indexed = results
         for result in results:
@@ -264,8 +249,7 @@ class EmbeddingPipeline:
         self.last_error = reason
         log.warning("%s (%d items); retrying with backoff", reason, len(batch))
         queued = {(i.namespace, i.doc_id) for i in self._queue}  # a newer version is queued
-        # a retry marks its items in the store again: a failure may have been recorded there
-        self._retry.extend(i._replace(marked=None) for i in batch if (i.namespace, i.doc_id) not in queued)
+        self._retry.extend(i for i in batch if (i.namespace, i.doc_id) not in queued)
         if self._retry_task is None:
             self._retry_task = asyncio.get_running_loop().create_task(self._retry_loop())
 
@@ -297,7 +281,3 @@ class EmbeddingPipeline:
         for task in (self._task, self._retry_task):
             if task is not None:
                 task.cancel()
-
-
-async def _nothing() -> int:
-    return 0

@@ -58,11 +58,10 @@ async def level_shard(
     """Bring the shard's vectors level with the store's (module docstring). Items the shard
     holds beyond the store's are left alone (deletes reach shards on their own path).
 
-    ``settle_s``: while hosts write, what the shard lacks is mostly on its way. A recomputable
-    model's messages are stored marked embedded when they are committed, before a host's
-    pipeline upserts them (at 50,000 agents, 19,000 of them at once, sent twice). So the shard
-    is asked again after ``settle_s``, for as long as what it lacks keeps arriving, and only what
-    stopped arriving is sent. 0: once (nothing is being written: ``wait_indexed``)."""
+    ``settle_s``: while hosts write, what the shard lacks may be on its way (a host's pipeline
+    gives the store and the shard a batch at once). So the shard is asked again after
+    ``settle_s``, for as long as what it lacks keeps arriving, and only what stopped arriving is
+    sent. 0: once (nothing is being written: ``wait_indexed``)."""
     model_id = str((await shard.stats())["model_id"])
     want = tuple(await store.index_digest(shard_id, shards, model_id))
     if want == tuple(await shard.vector_digest()):

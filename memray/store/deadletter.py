@@ -89,7 +89,7 @@ def is_data_error(exc: BaseException) -> bool:
     return False
 
 
-def commit_messages(db: Database, rows: Sequence[MessageRow], embedded_by: str | None = None) -> CommitResult:
+def commit_messages(db: Database, rows: Sequence[MessageRow]) -> CommitResult:
     """:func:`~memray.store.messages.append_messages`, except that rows the store rejects for a
     data error are isolated and recorded as dead letters instead of failing the whole batch.
 
@@ -99,7 +99,7 @@ def commit_messages(db: Database, rows: Sequence[MessageRow], embedded_by: str |
     it is raised and nothing is dead-lettered (the caller retries the batch later). Durability: every row is,
     when this returns, either committed or recorded in ``dead_letters`` (both WAL-committed)."""
     try:
-        return CommitResult(append_messages(db, rows, embedded_by), [], [])
+        return CommitResult(append_messages(db, rows), [], [])
     except Exception as exc:
         if not is_data_error(exc):
             raise
@@ -109,7 +109,7 @@ def commit_messages(db: Database, rows: Sequence[MessageRow], embedded_by: str |
 
     def attempt(lo: int, hi: int) -> None:
         try:
-            corrections.extend(append_messages(db, rows[lo:hi], embedded_by))
+            corrections.extend(append_messages(db, rows[lo:hi]))
         except Exception as exc:
             if not is_data_error(exc):
                 raise

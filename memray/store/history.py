@@ -109,15 +109,13 @@ class HistoryStore:
 
     @urgent
     @route(split("rows", row_user, commit_results))
-    def commit_messages(self, rows: list[MessageRow], embedded_by: str | None = None) -> CommitResult:
+    def commit_messages(self, rows: list[MessageRow]) -> CommitResult:
         """:meth:`append_messages` that never fails a batch for one bad row: rows rejected for a
         data error are recorded as dead letters and returned; see :func:`.deadletter.commit_messages`.
-        ``embedded_by``: a recomputable model's id, which rows with text are marked embedded with
-        (:func:`.messages.append_messages`). Durability: every row is committed or dead-lettered
-        when it returns."""
+        Durability: every row is committed or dead-lettered when it returns."""
         t0, c0 = time.perf_counter(), time.process_time()
         try:
-            return deadletter.commit_messages(self._db, rows, embedded_by)
+            return deadletter.commit_messages(self._db, rows)
         finally:
             self._commits[0] += 1
             self._commits[1] += len(rows)

@@ -44,23 +44,17 @@ _COLS = ", ".join(MESSAGE_COLUMNS)
 _SELECT = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS)
 
 
-def append_messages(db: Database, rows: Sequence[MessageRow], embedded_by: str | None = None) -> list[Correction]:
+def append_messages(db: Database, rows: Sequence[MessageRow]) -> list[Correction]:
     """Upsert ``rows`` and get-or-create their conversations in one transaction.
 
     Existing rows (same app, user, conversation, id) keep their stored seq and created_at; role,
     parts, metadata and text are replaced, embed_state is reset to 'pending' and their stored
-    vectors are dropped (they describe the old text). ``embedded_by``: the model id of a
-    recomputable embedder (:attr:`~memray.embedding.base.Embedder.recomputable`), whose vector
-    is a function of the text: rows with text are stored marked embedded with it at once, not
-    'pending' (no second transaction to mark them; a shard recomputes their vectors from the
-    text, and :func:`memray.index.keeper.level_shard` sends it any it lacks). Returns a
-    correction for every input row whose seq differs from the one the store keeps.
-    Durability: committed (WAL) on return."""
+    vectors are dropped (they describe the old text). Returns a correction for every input row
+    whose seq differs from the one the store keeps. Durability: committed (WAL) on return."""
     if not rows:
         return []
     unique, first = _dedupe(rows)
     batch = message_batch(unique)
-    state = _State(embedded_by)
     with db.transaction(_batch=batch) as version:
         existing = db.sql(
             f"SELECT b.app, b.user_id, b.conversation_id, b.id, m.seq, m.created_at "
@@ -68,9 +62,9 @@ def append_messages(db: Database, rows: Sequence[MessageRow], embedded_by: str |
         ).fetchall()
         stored = {(r[0], r[1], r[2], r[3]): (int(r[4]), float(r[5])) for r in existing}
         if stored:
-            _update_existing(db, batch, stored, version, state)
+            _update_existing(db, batch, stored, version)
         else:
-            _insert(db, "_batch", version, state)
+            _insert(db, "_batch", version)
             _touch_conversations(db, "_batch", "TRUE", version)
         # a dead letter (lost, or rejected) of an id stored now is no longer true: the message is here
         if db.dead_letters_possible:
@@ -100,52 +94,28 @@ def _dedupe(rows: Sequence[MessageRow]) -> tuple[Sequence[MessageRow], dict[Any,
     return unique, {k: (first[k].seq, first[k].created_at) for k in repeated}
 
 
-class _State(NamedTuple):
-    """The embed_state and model_id a committed row gets: 'pending' and NULL, or with a
-    recomputable model (``model_id``), 'done' and the model for rows with text."""
-
-    model_id: str | None
-
-    def values(self, row: str = "") -> tuple[str, str]:
-        """The two SQL expressions, reading the text of ``row`` (a table alias and a dot)."""
-        if self.model_id is None:
-            return "'pending'", "NULL"
-        has_text = f"{row}text <> ''"
-        return f"CASE WHEN {has_text} THEN 'done' ELSE 'pending' END", f"CASE WHEN {has_text} THEN ? END"
-
-    @property
-    def params(self) -> list[str] | None:
-        return None if self.model_id is None else [self.model_id]
-
-
-def _insert(db: Database, source: str, version: int, state: _State) -> None:
+def _insert(db: Database, source: str, version: int) -> None:
     db.sql(
         f"INSERT INTO messages ({_COLS}, embed_state, model_id, embed_error, user_hash, changed_version) "
-        f"SELECT {_COLS}, {', '.join(state.values())}, NULL, user_hash, {version} FROM {source}",
-        state.params,
+        f"SELECT {_COLS}, 'pending', NULL, NULL, user_hash, {version} FROM {source}"
     )
 
 
-def _update_existing(
-    db: Database, batch: pa.Table, stored: dict[Any, tuple[int, float]], version: int, state: _State
-) -> None:
+def _update_existing(db: Database, batch: pa.Table, stored: dict[Any, tuple[int, float]], version: int) -> None:
     keys = zip(*(batch[c].to_pylist() for c in ("app", "user_id", "conversation_id", "id")))
-    embed_state, model_id = state.values("b.")
     is_new = pa.array([k not in stored for k in keys], pa.bool_())
     db.con.register("_flagged", batch.append_column("is_new", is_new))
     try:
-        db.sql(
-            f"""UPDATE messages m SET role = b.role, parts_json = b.parts_json,
+        db.sql(f"""UPDATE messages m SET role = b.role, parts_json = b.parts_json,
                    metadata_json = b.metadata_json, text = b.text, sim_time = b.sim_time,
                    importance = b.importance, agent_id = b.agent_id, sub_agent_id = b.sub_agent_id,
-                   embed_state = {embed_state}, model_id = {model_id}, embed_error = NULL, changed_version = {version}
-                   FROM (SELECT * FROM _flagged WHERE NOT is_new) b WHERE {_KEY}""",
-            state.params,
-        )
+                   embed_state = 'pending',
+                   model_id = NULL, embed_error = NULL, changed_version = {version}
+                   FROM (SELECT * FROM _flagged WHERE NOT is_new) b WHERE {_KEY}""")
         db.sql("""DELETE FROM embeddings e USING (SELECT * FROM _flagged WHERE NOT is_new) b
                   WHERE e.kind = 'conv' AND e.app = b.app AND e.user_id = b.user_id
                   AND e.scope = b.conversation_id AND e.doc_id = b.id""")
-        _insert(db, "(SELECT * FROM _flagged WHERE is_new)", version, state)
+        _insert(db, "(SELECT * FROM _flagged WHERE is_new)", version)
         _touch_conversations(db, "_flagged", "is_new", version)
     finally:
         db.con.unregister("_flagged")

@@ -1,7 +1,8 @@
-"""A host that stopped without closing may have committed items its shards never received: with a
-recomputable model (the default) they are committed marked embedded, so no sweep of pending items
-finds them. The next incarnation of the host levels every shard with the store; one that closed
-cleanly leaves nothing to do (in-process: the host core is restarted by hand, as Ray restarts it)."""
+"""A host that stopped without closing may have left items embedded in the store and missing from
+their shards: its pipeline gives the store and the shard a batch at once, and only the store's
+write landed. No sweep of pending items finds them (they are not pending). The next incarnation of
+the host levels every shard with the store; one that closed cleanly leaves nothing to do
+(in-process: the host core is restarted by hand, as Ray restarts it)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from memray.conversation.host import ConversationHost
 from memray.ids import conversation_namespace
 from memray.models import Message, TextPart
 from memray.models.wire import RefList
-from memray.store.rows import message_to_row
+from memray.store.rows import EmbeddingRow, message_to_row
 
 
 def test_a_restarted_host_levels_the_shards_with_what_its_predecessor_committed(tmp_path: Path) -> None:
@@ -25,11 +26,12 @@ def test_a_restarted_host_levels_the_shards_with_what_its_predecessor_committed(
         run, dep = mem.internals.run, mem.internals.deployment
         shard = dep.shards[0]
         model = str(run(shard.stats())["model_id"])
-        # the host committed this, marked embedded, and died before its shard upsert
+        # the host committed this, its pipeline marked it embedded in the store (the static model's
+        # vectors are recomputed, not stored), and it died before its shard upsert landed
         lost = Message(role="user", parts=[TextPart(text="I am allergic to peanuts")], seq=2)
-        row = message_to_row(conv.key, lost)
-        assert run(dep.stores.commit_messages([row], embedded_by=model)).rejected == []
         ref = (conversation_namespace(conv.key), lost.id)
+        assert run(dep.stores.commit_messages([message_to_row(conv.key, lost)])).rejected == []
+        assert run(dep.stores.put_embeddings([EmbeddingRow(*ref, model, None)])) == 1
         assert run(shard.missing_from(RefList([ref]), vectors=True)) == [ref]
 
         fresh = ConversationHost(0, mem.config, dep.stores, dep.shards)  # as Ray restarts it

@@ -20,7 +20,6 @@ from memray.rpc.local import LocalRef
 from memray.store.client import StoreClient
 from memray.store.history import HistoryStore
 from memray.store.partitions import StorePartitions
-from memray.store.rows import MessageRow
 
 NS = Namespace("app", "u", "conv", "c")
 
@@ -64,71 +63,3 @@ def test_a_refused_upsert_is_retried_until_the_shard_holds_it(tmp_path: Path) ->
     assert [ids for ids, _ in confirmed] == [["m0", "m1", "m2"]]  # confirmed once, after the shard held it
     assert confirmed[0][1] > 0
     store.close()
-
-
-class CountingStore(HistoryStore):
-    """A real store that counts the rows ``put_embeddings`` is given."""
-
-    def __init__(self, path: str) -> None:
-        super().__init__(path)
-        self.put: list[str] = []
-
-    def put_embeddings(self, rows: list[Any]) -> int:
-        self.put.extend(r.doc_id for r in rows)
-        return super().put_embeddings(rows)
-
-
-class FailingOnce(HashEmbedder):
-    """The hash embedder (recomputable), failing its first call."""
-
-    def __init__(self) -> None:
-        super().__init__(64)
-        self.fail = True
-
-    def embed(self, texts: list[str]) -> Any:
-        if self.fail:
-            self.fail = False
-            raise RuntimeError("embedder down")
-        return super().embed(texts)
-
-
-def test_items_marked_at_commit_are_not_marked_again_unless_a_failure_was_recorded(tmp_path: Path) -> None:
-    """A recomputable model's items committed marked embedded (``PendingItem.marked``) need no
-    second store transaction; an unmarked item does. After a failed embedding the store says
-    'failed', so the retry marks them again."""
-    store = CountingStore(str(tmp_path / "h.duckdb"))
-    store.open()
-    shard = FlakyShard(str(tmp_path / "s"), refusals=0)
-    shard.open()
-    embedder = FailingOnce()
-    model = embedder.model_id
-    rows = [msg_row(i) for i in range(3)]
-    assert store.commit_messages(rows, embedded_by=model).rejected == []
-    items = [PendingItem(NS, r.id, r.text, float(r.seq), marked=model) for r in rows]
-
-    async def go() -> None:
-        pipeline = EmbeddingPipeline(
-            embedder,
-            StorePartitions([StoreClient(LocalRef(store, "store"))]),
-            ShardRouter([ShardClient(LocalRef(shard, "shard 0"))]),
-            backoff_s=0.01,
-            backoff_max_s=0.02,
-        )
-        assert pipeline.marks_at_commit == model
-        pipeline.submit(items[:1])  # fails once, recorded 'failed', retried
-        assert await asyncio.wait_for(pipeline.wait_idle(retries=True), 10)
-        assert store.put == ["m0"] and store.pending_embeddings(model, 10) == []
-        pipeline.submit(items[1:2])  # marked at commit: nothing to store
-        pipeline.submit([items[2]._replace(marked=None)])  # not marked: marked now
-        assert await asyncio.wait_for(pipeline.wait_idle(retries=True), 10)
-        await pipeline.close()
-
-    asyncio.run(go())
-    assert store.put == ["m0", "m2"]
-    assert store.pending_embeddings(model, 10) == []
-    assert shard.stats()["vectors"] == 3
-    store.close()
-
-
-def msg_row(i: int) -> MessageRow:
-    return MessageRow(NS.app, NS.user_id, NS.scope, f"m{i}", i + 1, "user", "[]", "{}", 1000.0 + i, f"text {i}")

@@ -24,7 +24,7 @@ from benchmarks.faults import (
 from memray.ids import conversation_namespace, user_hash
 from memray.models import Message, TextPart
 from memray.models.wire import RefList
-from memray.store.rows import message_to_row
+from memray.store.rows import EmbeddingRow, message_to_row
 
 # an exception escaping into Ray's own callbacks (an unraisable one) fails the run, not just a warning
 pytestmark = [pytest.mark.ray, pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")]
@@ -154,9 +154,9 @@ def test_the_benchmark_prints_one_json_line_per_scenario(
 
 
 def test_a_restarted_host_levels_the_shards_with_what_its_last_incarnation_committed(run: dict[str, Any]) -> None:
-    """A host killed after a commit and before its shard upsert: with a recomputable model (the
-    default) the store holds the message marked embedded, so no sweep of pending items finds it.
-    The restarted host finds its ``.open`` marker and levels every shard with the store."""
+    """A host killed after its pipeline marked a message embedded in the store and before its
+    shard upsert landed: no sweep of pending items finds it. The restarted host finds its
+    ``.open`` marker and levels every shard with the store."""
     mem = run["mem"]
     conv = mem.conversation(user_id="leveled-after-restart", conversation_id="c")
     conv.add({"role": "user", "content": "hello"}, durable=True)  # its host is running
@@ -164,9 +164,10 @@ def test_a_restarted_host_levels_the_shards_with_what_its_last_incarnation_commi
     shard = dep.shards[user_hash(conv.key.app, conv.key.user_id) % len(dep.shards)]
     model = str(go(shard.stats())["model_id"])
     lost = Message(role="user", parts=[TextPart(text="I am allergic to peanuts")], seq=2)
-    # what the host committed before it died, its shard upsert never sent
-    assert go(dep.stores.commit_messages([message_to_row(conv.key, lost)], embedded_by=model)).rejected == []
     ref = (conversation_namespace(conv.key), lost.id)
+    # what the host committed and marked embedded before it died, its shard upsert never landed
+    assert go(dep.stores.commit_messages([message_to_row(conv.key, lost)])).rejected == []
+    assert go(dep.stores.put_embeddings([EmbeddingRow(*ref, model, None)])) == 1
     assert go(shard.missing_from(RefList([ref]), vectors=True)) == [ref]
     kill_and_time(mem, mem.internals.host_for(conv.key))  # its restarted process answered a call: it started
     host = mem.internals.host_for(conv.key)

@@ -65,24 +65,6 @@ def test_upsert_resets_embedding_and_drops_stale_vector(store: HistoryStore) -> 
     assert store.scan_index_rows(0, 1, "hash", None, 10) == []
 
 
-def test_rows_committed_for_a_recomputable_model_are_marked_embedded_with_it(store: HistoryStore) -> None:
-    """``embedded_by``: the vector is a function of the text, so rows with text are stored marked
-    embedded (no second transaction); a row without text stays pending, another model still
-    finds them pending, and a later commit without the model resets an edited row."""
-    from memray.ids import conversation_namespace
-
-    ns = conversation_namespace(KEY)
-    assert store.commit_messages([msg(1), msg(2, text="")], embedded_by="hash").rejected == []
-    assert store.pending_embeddings("hash", 10) == []
-    assert store.pending_embeddings("other", 10) == [(ns, "m1", "message 1")]
-    assert store.index_refs(0, 1, "hash") == [(ns, "m1", True)]
-    store.commit_messages([msg(1, text="edited")])  # not marked: pending again, with its new text
-    assert store.pending_embeddings("hash", 10) == [(ns, "m1", "edited")]
-    store.commit_messages([msg(1, text="edited again"), msg(3)], embedded_by="hash")  # an update and an insert
-    assert store.pending_embeddings("hash", 10) == []
-    assert sorted(store.index_refs(0, 1, "hash")) == [(ns, "m1", True), (ns, "m3", True)]
-
-
 @pytest.mark.parametrize(
     "field,bad",
     [
