@@ -130,7 +130,9 @@ class Remote(Generic[P, R]):
     """One call of a core, seen from a :class:`Calls` view: typed as the core's method, awaited.
 
     Reading the attribute on a view gives ``view._call(name, ...)`` bound to the core method's
-    name; ``P`` and ``R`` (the core method's parameters and result) type it."""
+    name; ``P`` and ``R`` (the core method's parameters and result) type it. The bound call is
+    kept in the view's ``__dict__`` on the first read, so a subclass that overrides the method
+    and calls ``super()`` is bypassed from then on: call ``self._call(name, ...)`` instead."""
 
     def __init__(self, method: Callable[Concatenate[Any, P], Any]) -> None:
         self.method = method
