@@ -21,10 +21,8 @@ from benchmarks.faults import (
     searches_under_fault,
     store_restarts,
 )
-from memray.ids import conversation_namespace, user_hash
-from memray.models import Message, TextPart
 from memray.models.wire import RefList
-from memray.store.rows import EmbeddingRow, message_to_row
+from tests.conversation.test_restart_leveling import stranded
 
 # an exception escaping into Ray's own callbacks (an unraisable one) fails the run, not just a warning
 pytestmark = [pytest.mark.ray, pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")]
@@ -160,15 +158,8 @@ def test_a_restarted_host_levels_the_shards_with_what_its_last_incarnation_commi
     mem = run["mem"]
     conv = mem.conversation(user_id="leveled-after-restart", conversation_id="c")
     conv.add({"role": "user", "content": "hello"}, durable=True)  # its host is running
-    go, dep = mem.internals.run, mem.internals.deployment
-    shard = dep.shards[user_hash(conv.key.app, conv.key.user_id) % len(dep.shards)]
-    model = str(go(shard.stats())["model_id"])
-    lost = Message(role="user", parts=[TextPart(text="I am allergic to peanuts")], seq=2)
-    ref = (conversation_namespace(conv.key), lost.id)
-    # what the host committed and marked embedded before it died, its shard upsert never landed
-    assert go(dep.stores.commit_messages([message_to_row(conv.key, lost)])).rejected == []
-    assert go(dep.stores.put_embeddings([EmbeddingRow(*ref, model, None)])) == 1
-    assert go(shard.missing_from(RefList([ref]), vectors=True)) == [ref]
+    go = mem.internals.run
+    ref, shard = stranded(mem, conv.key, "I am allergic to peanuts", seq=2)
     kill_and_time(mem, mem.internals.host_for(conv.key))  # its restarted process answered a call: it started
     host = mem.internals.host_for(conv.key)
     deadline = time.monotonic() + 120
@@ -179,4 +170,4 @@ def test_a_restarted_host_levels_the_shards_with_what_its_last_incarnation_commi
     # in-process test shows the host's leveling alone sends it)
     assert go(shard.missing_from(RefList([ref]), vectors=True)) == []
     found = conv.search("what food allergy do I have?", limit=1)
-    assert [h.message.id for h in found] == [lost.id]
+    assert [h.message.id for h in found] == [ref[1]]
