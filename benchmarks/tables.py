@@ -328,7 +328,10 @@ def startup() -> str:
             f"| in-process | {ip['open_s']:.2f} s | {ip['close_s']:.2f} s |",
             "",
             f"Median of {r['params']['repeat']} rounds; ray-mode `open()` is "
-            f"{r['ratios']['memray_open_to_ray_actors']:.2f}× `ray.init` with the no-op actors.",
+            f"{r['ratios']['memray_open_to_ray_actors']:.2f}× `ray.init` with the no-op actors and "
+            f"{r['ratios']['memray_open_to_ray_init']:.2f}× `ray.init` alone. The no-op actors alone take "
+            f"{ra['open_s'] / ri['open_s']:.2f}× `ray.init`: each actor is a process that starts Python and imports "
+            "Ray, and Ray starts as many of them at once as the machine has CPUs (two here).",
         ]
     )
 
