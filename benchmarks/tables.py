@@ -331,7 +331,7 @@ def startup() -> str:
             f"{r['ratios']['memray_open_to_ray_actors']:.2f}× `ray.init` with the no-op actors and "
             f"{r['ratios']['memray_open_to_ray_init']:.2f}× `ray.init` alone. The no-op actors alone take "
             f"{ra['open_s'] / ri['open_s']:.2f}× `ray.init`: each actor is a process that starts Python and imports "
-            "Ray, and Ray starts as many of them at once as the machine has CPUs (two here).",
+            f"Ray, and Ray starts as many of them at once as the machine has CPUs ({r['machine']['cpu_count']} here).",
         ]
     )
 
