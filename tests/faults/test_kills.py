@@ -22,7 +22,7 @@ from benchmarks.faults import (
     store_restarts,
 )
 from memray.models.wire import RefList
-from tests.conversation.test_restart_leveling import stranded
+from tests.support.stranded import stranded
 
 # an exception escaping into Ray's own callbacks (an unraisable one) fails the run, not just a warning
 pytestmark = [pytest.mark.ray, pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")]
