@@ -1,17 +1,22 @@
 """Durable file writes shared by every core that persists outside DuckDB (shard snapshots,
 the active-model record): temp file in the same folder, fsync, ``os.replace``, fsync the folder;
-and the file copy a fork makes (a copy-on-write clone where the filesystem has one)."""
+and the file copy a fork makes (a copy-on-write clone where the filesystem has one); and the
+``.npy`` read that threads of one process can share."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
-__all__ = ["atomic_write", "fsync_dir", "clone_file"]
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["atomic_write", "fsync_dir", "clone_file", "load_npy"]
 
 _FICLONE = 0x40049409  # ioctl: share the source's blocks (btrfs, XFS with reflink, bcachefs)
 
@@ -28,6 +33,20 @@ def fsync_dir(directory: str | Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+_NPY_HEADER = threading.Lock()
+
+
+def load_npy(path: str | Path) -> npt.NDArray[Any]:
+    """``np.load(path, allow_pickle=False)``, one thread at a time in this process.
+
+    numpy reads an ``.npy`` header with ``ast.literal_eval``, and CPython 3.11 keeps the AST
+    constructor's depth counter per interpreter, not per thread: two threads parsing at once
+    can fail with ``SystemError: AST constructor recursion depth mismatch`` (CPython gh-106905;
+    it failed an in-process memray whose two shards opened their snapshots together)."""
+    with _NPY_HEADER:
+        return np.load(path, allow_pickle=False)  # type: ignore[no-any-return]
 
 
 def atomic_write(path: str | Path, write: Callable[[BinaryIO], object]) -> None:

@@ -51,6 +51,7 @@ from tqdm import tqdm
 
 from memray.embedding.minilm import MiniLM, model_folder
 from memray.embedding.static import DEFAULT_MODEL, MODELS
+from memray.files import load_npy
 
 __all__ = [
     "FUNCTION_WORDS",
@@ -220,7 +221,7 @@ def distill(
         if teacher is None:
             targets = teach(model, corpus)
         else:
-            vectors = np.load(teacher).astype(np.float32)[: len(corpus)]
+            vectors = load_npy(teacher).astype(np.float32)[: len(corpus)]
             targets = centred(vectors)
         table = refine(table, ids, targets)
     out.mkdir(parents=True, exist_ok=True)

@@ -38,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memray.errors import EmbeddingError, ValidationError
+from memray.files import load_npy
 
 __all__ = ["StaticEmbedder", "StaticModel", "MODELS", "DEFAULT_MODEL", "model_folder", "load_model"]
 
@@ -63,7 +64,7 @@ class StaticModel:
         from tokenizers import Tokenizer  # 6 ms (python -X importtime): paid by the first embed, not by import memray
 
         self.card = json.loads((self.folder / "model.json").read_text(encoding="utf-8"))
-        table = np.load(self.folder / "vectors.npy")
+        table = load_npy(self.folder / "vectors.npy")
         self.vectors = np.zeros((len(table) + 1, table.shape[1]), np.float32)  # + a zero row: padding
         self.vectors[:-1] = table
         self.tokenizer = Tokenizer.from_file(str(self.folder / "tokenizer.json"))

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from memray.files import load_npy
 from memray.index.base import (
     Labels,
     Matrix,
@@ -169,8 +170,8 @@ class ExactIndex:
         meta = read_json(Path(directory) / "meta.json")
         if meta.get("kind") != _KIND:
             raise ValueError(f"{directory} holds a {meta.get('kind')!r} index, not {_KIND!r}")
-        labels = np.load(Path(directory) / meta["labels"], allow_pickle=False)
-        vectors = np.load(Path(directory) / meta["vectors"], allow_pickle=False)
+        labels = load_npy(Path(directory) / meta["labels"])
+        vectors = load_npy(Path(directory) / meta["vectors"])
         index = cls(int(meta["dim"]), capacity=max(16, len(labels)))
         index.add(labels, vectors)
         return index

@@ -33,6 +33,7 @@ from typing import Any
 import hnswlib
 import numpy as np
 
+from memray.files import load_npy
 from memray.index.base import (
     Labels,
     Matrix,
@@ -257,7 +258,7 @@ class HnswIndex:
         graph.load_index(str(Path(directory) / meta["graph"]), max_elements=int(meta["capacity"]))
         graph.set_ef(index.ef)
         graph.set_num_threads(index.num_threads)
-        deleted = np.load(Path(directory) / meta["deleted"], allow_pickle=False)
+        deleted = load_npy(Path(directory) / meta["deleted"])
         index._index = graph
         index._deleted = set(deleted.tolist())
         index._live = set(int(x) for x in graph.get_ids_list()) - index._deleted

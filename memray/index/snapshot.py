@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from memray.files import load_npy
 from memray.ids import Namespace
 from memray.index.base import atomic_save_rows, atomic_write_json, fsync_dir, read_json
 from memray.index.columns import COLUMN_NAMES, snapshot_columns
@@ -174,7 +175,7 @@ def unpack(directory: Path, table: list[list[Any]], dim: int, num_threads: int) 
             space.vectors = HnswIndex.load(str(directory / f"hnsw-{uid}"), num_threads=num_threads)
         spaces[int(uid)] = space
     items = pq.read_table(directory / "items.parquet").to_pydict()
-    matrix = np.load(directory / "vectors.npy", allow_pickle=False)
+    matrix = load_npy(directory / "vectors.npy")
     exact: dict[int, tuple[list[int], list[int]]] = {}
     columns = snapshot_columns(items)  # a snapshot of an older memray has none: from the payloads
     for uid, doc, label, recency, payload, terms, row, cols in zip(
