@@ -10,12 +10,12 @@ import itertools
 import json
 import os
 import time
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from memray.errors import MISSING, ValidationError
-from memray.ids import validate_id
+from memray.ids import MAX_ID_CHARS, validate_id
 from memray.ranking import check_importance
 from memray.sim_time import to_seconds
 from memray.validation import check_finite, check_text, json_text
@@ -41,6 +41,7 @@ __all__ = [
     "Merge",
     "ToolState",
     "new_id",
+    "construct",
 ]
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -52,6 +53,22 @@ ToolState = Literal["pending", "output", "error"]
 
 #: Default cap on the characters of one message's parts; MemoryConfig.max_message_chars sets it.
 MAX_CONTENT_CHARS = 1_000_000
+
+
+M = TypeVar("M", bound=BaseModel)
+_new = object.__new__
+_set = object.__setattr__
+
+
+def construct(cls: type[M], values: dict[str, Any], fields_set: set[str]) -> M:
+    """A pydantic record from values already valid, as unpickling builds one (what
+    ``model_construct`` does, without its per-field default handling: ``values`` has every field)."""
+    obj = _new(cls)
+    _set(obj, "__dict__", values)
+    _set(obj, "__pydantic_fields_set__", fields_set)
+    _set(obj, "__pydantic_extra__", None)
+    _set(obj, "__pydantic_private__", None)
+    return obj
 
 
 class _Record(BaseModel):
@@ -202,6 +219,9 @@ def coerce_message(value: MessageInput, max_chars: int = MAX_CONTENT_CHARS) -> M
     if isinstance(value, Message):
         msg = value
     elif isinstance(value, dict):
+        plain = _plain_message(value, max_chars)
+        if plain is not None:
+            return plain
         try:
             msg = Message.model_validate(value)
         except ValidationError:
@@ -216,6 +236,56 @@ def coerce_message(value: MessageInput, max_chars: int = MAX_CONTENT_CHARS) -> M
             "e.g. {'role': 'user', 'content': 'hello'}",
         )
     return check_message(msg, max_chars)
+
+
+_ROLES = frozenset(("system", "user", "assistant", "tool"))
+_PLAIN_KEYS = (frozenset(("role", "content")), frozenset(("id", "role", "content")))
+_TEXT_PART_FIELDS = {"type", "text"}
+_NO_ID = object()
+_GIVEN = {False: {"role", "parts"}, True: {"id", "role", "parts"}}  # fields set, by whether id is given
+
+
+def _plain_message(value: dict[str, Any], max_chars: int) -> Message | None:
+    """The message of the dict most callers pass, ``{"role": ..., "content": "...", "id": ...}``
+    (``id`` optional), built without pydantic: exactly what :func:`coerce_message`'s pydantic path
+    builds, values, defaults and fields set alike, in ~2 µs instead of ~20 µs (20,000 of them in
+    a tick of 10,000 agents). None for any other shape or any invalid value: that path
+    validates it and names what is wrong."""
+    if value.keys() not in _PLAIN_KEYS:  # (a keys view compares to a set by its members)
+        return None
+    role, content, mid = value["role"], value["content"], value.get("id", _NO_ID)
+    if type(role) is not str or role not in _ROLES or type(content) is not str or len(content) > max_chars:
+        return None
+    named = mid is not _NO_ID
+    if named and (type(mid) is not str or not mid or len(mid) > MAX_ID_CHARS or not mid.isprintable()):
+        return None
+    if not content.isascii() and not _encodes(content):
+        return None
+    part = construct(TextPart, {"type": "text", "text": content}, _TEXT_PART_FIELDS)
+    return construct(
+        Message,
+        {
+            "id": mid if named else new_id(),
+            "role": role,
+            "parts": [part],
+            "created_at": time.time(),
+            "metadata": {},
+            "seq": None,
+            "sim_time": None,
+            "importance": None,
+            "agent_id": None,
+            "sub_agent_id": None,
+        },
+        set(_GIVEN[named]),
+    )
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def check_message(msg: Message, max_chars: int = MAX_CONTENT_CHARS) -> Message:

@@ -16,34 +16,17 @@ the objects themselves, unchanged: encoding never alters a message.
 from __future__ import annotations
 
 import json
-from typing import Any, TypeVar
-
-from pydantic import BaseModel
+from typing import Any
 
 from memray.ids import ConversationKey, Namespace
-from memray.models.messages import DataPart, Message, Part, ReasoningPart, TextPart, ToolPart
+from memray.models.messages import DataPart, Message, Part, ReasoningPart, TextPart, ToolPart, construct
 
 __all__ = ["MessageBatch", "MessageList", "RefList", "construct", "encode_messages", "decode_messages"]
-
-M = TypeVar("M", bound=BaseModel)
 
 _PART_TYPES: dict[str, type[Part]] = {"text": TextPart, "reasoning": ReasoningPart, "tool": ToolPart, "data": DataPart}
 _PART_FIELDS = {cls: set(cls.model_fields) for cls in _PART_TYPES.values()}
 _ALL = set(Message.model_fields)
 _ALL_BUT_ID = _ALL - {"id"}  # memray chose the id: no store lookup needed (Conversation.needs_lookup)
-_new = object.__new__
-_set = object.__setattr__
-
-
-def construct(cls: type[M], values: dict[str, Any], fields_set: set[str]) -> M:
-    """A pydantic record from values already valid, as unpickling builds one (what
-    ``model_construct`` does, without its per-field default handling: ``values`` has every field)."""
-    obj = _new(cls)
-    _set(obj, "__dict__", values)
-    _set(obj, "__pydantic_fields_set__", fields_set)
-    _set(obj, "__pydantic_extra__", None)
-    _set(obj, "__pydantic_private__", None)
-    return obj
 
 
 def _parts_column(msg: Message) -> str | bytes:
