@@ -21,7 +21,7 @@ from typing import Any
 from memray.ids import ConversationKey, Namespace
 from memray.models.messages import DataPart, Message, Part, ReasoningPart, TextPart, ToolPart, construct
 
-__all__ = ["MessageBatch", "MessageList", "RefList", "construct", "encode_messages", "decode_messages"]
+__all__ = ["MessageBatch", "MessageList", "RefList", "encode_messages", "decode_messages"]
 
 _PART_TYPES: dict[str, type[Part]] = {"text": TextPart, "reasoning": ReasoningPart, "tool": ToolPart, "data": DataPart}
 _PART_FIELDS = {cls: set(cls.model_fields) for cls in _PART_TYPES.values()}

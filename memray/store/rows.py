@@ -8,7 +8,7 @@ from typing import Any, NamedTuple, cast
 
 from memray.ids import ConversationKey, Namespace
 from memray.models import DataPart, MemoryEntry, Message, Part, ReasoningPart, Role, TextPart, ToolPart
-from memray.models.wire import construct
+from memray.models.messages import construct
 
 __all__ = [
     "MessageRow",
