@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from typing import Any
 
 import memray
 from memray.ids import ConversationKey
@@ -82,3 +83,39 @@ def test_refs_pickle_as_columns_to_equal_refs_with_namespaces() -> None:
     # each namespace once on the wire, however many refs it leads
     _, (namespaces, at, rest) = RefList([(a, f"m{i}") for i in range(50)]).__reduce__()
     assert namespaces == [tuple(a)] and at == [0] * 50 and rest == [tuple(f"m{i}" for i in range(50))]
+
+
+def test_store_rows_pickle_as_columns_to_equal_rows_of_their_class() -> None:
+    import numpy as np
+    import ray.cloudpickle
+
+    from memray.ids import Namespace
+    from memray.store.rows import EmbeddingRow, MessageRow, RowList
+
+    a, b = Namespace("app", "u1", "conv", "c1"), Namespace("app", "u2", "entry", "")
+    message = MessageRow("app", "u1", "c1", "m1", 1, "user", "[]", "{}", 1.5, "hi")
+    full = MessageRow("app", "u1", "c1", "m2", 2, "tool", "[]", '{"k": 1}', 2.5, "", 3.0, 0.5, "a", "s")
+    v = np.arange(4, dtype=np.float32)
+    batches: list[RowList[Any]] = [
+        RowList([message, full, message]),
+        RowList([EmbeddingRow(a, "m1", "static", None), EmbeddingRow(b, "e1", "static", None)]),
+        RowList([EmbeddingRow(a, "m1", "minilm", v), EmbeddingRow(a, "m2", "minilm", v * 2)]),
+        RowList([EmbeddingRow(a, "m1", "minilm", v), EmbeddingRow(a, "m2", "minilm", None)]),  # one without
+        RowList([EmbeddingRow(a, "m1", "minilm", v), EmbeddingRow(a, "m2", "minilm", v[:2])]),  # two shapes
+        RowList([EmbeddingRow(a, "m1", "minilm", [0.5, 1.0])]),  # a list of floats: as it is
+        RowList([message, EmbeddingRow(a, "m1", "static", None)]),  # two classes: as they are
+        RowList(),
+    ]
+    for rows in batches:
+        for dumps, loads in ((pickle.dumps, pickle.loads), (ray.cloudpickle.dumps, ray.cloudpickle.loads)):
+            back = loads(dumps(rows))
+            assert isinstance(back, RowList) and len(back) == len(rows)
+            for got, sent in zip(back, rows):
+                assert type(got) is type(sent) and got[:-1] == sent[:-1]
+                assert np.array_equal(got[-1], sent[-1]) if isinstance(sent[-1], np.ndarray) else got[-1] == sent[-1]
+                if isinstance(sent, EmbeddingRow):
+                    assert type(got.namespace) is Namespace
+    # each namespace once and the vectors as one matrix on the wire
+    _, (cls, columns) = batches[2].__reduce__()
+    assert cls is EmbeddingRow and columns[0] == ("namespaces", ([tuple(a)], [0, 0]))
+    assert columns[3][0] == "matrix" and columns[3][1].shape == (2, 4)

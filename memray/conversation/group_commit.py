@@ -22,7 +22,7 @@ from memray.rpc.batch import Coalescer
 from memray.store.deadletter import CommitResult, DeadLetter
 from memray.store.messages import Correction
 from memray.store.partitions import StorePartitions
-from memray.store.rows import MessageRow
+from memray.store.rows import MessageRow, RowList
 
 __all__ = ["GroupCommitter", "Outcome"]
 
@@ -87,7 +87,7 @@ class GroupCommitter:
     async def _commit(self, partition: int, requests: list[list[list[MessageRow]]]) -> list[list[Outcome]]:
         submissions = [rows for request in requests for rows in request]
         all_rows = [row for rows in submissions for row in rows]
-        result = CommitResult(*await self._store.clients[partition].commit_messages(all_rows))
+        result = CommitResult(*await self._store.clients[partition].commit_messages(RowList(all_rows)))
         self.commits += 1
         self.rows += len(all_rows)
         self.rejected += len(result.rejected)

@@ -34,7 +34,7 @@ from memray.index.base import IndexItem
 from memray.index.router import ShardRouter
 from memray.metrics import EMBEDDING_FAILURES
 from memray.store.partitions import StorePartitions
-from memray.store.rows import EmbeddingRow
+from memray.store.rows import EmbeddingRow, RowList
 
 __all__ = ["EmbeddingPipeline", "PendingItem"]
 
@@ -173,7 +173,9 @@ class EmbeddingPipeline:
         # recomputable model's vectors are not stored, only the items marked embedded: a rebuilt
         # shard recomputes them from the text (memray.index.recompute).
         keep = not getattr(embedder, "recomputable", False)
-        rows = [EmbeddingRow(i.namespace, i.doc_id, model_id, v if keep else None) for i, v in zip(batch, vectors)]
+        rows = RowList(
+            EmbeddingRow(i.namespace, i.doc_id, model_id, v if keep else None) for i, v in zip(batch, vectors)
+        )
         results: tuple[Any, Any] = await asyncio.gather(
             self._store.put_embeddings(rows), self._upsert(batch, vectors, model_id), return_exceptions=True
         )

@@ -56,7 +56,7 @@ from memray.jobs.common import ProgressFile, add_common_args, config_from_args, 
 from memray.jobs.control import EXIT_CODES, Meter, Stop
 from memray.jobs.resources import PoolPlan, free_resources, plan_pool
 from memray.store.partitions import StorePartitions
-from memray.store.rows import EmbeddingRow, row_to_message
+from memray.store.rows import EmbeddingRow, RowList, row_to_message
 
 __all__ = ["parse_model", "run", "main", "EmbedBatches"]
 
@@ -150,7 +150,7 @@ async def _catch_up(mem: Any, embedder: Any, model_id: str, max_rounds: int = 50
             break
         vectors = await asyncio.to_thread(embedder.embed, [p[2] for p in pending])
         await store.put_embeddings(
-            [EmbeddingRow(ns, doc, model_id, vectors[i]) for i, (ns, doc, _) in enumerate(pending)]
+            RowList(EmbeddingRow(ns, doc, model_id, vectors[i]) for i, (ns, doc, _) in enumerate(pending))
         )
         items = await _index_items(store, model_id, pending, vectors)
         if items:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from memray.store.client import StoreClient
 from memray.store.layout import partition_of
-from memray.store.rows import EmbeddingRow
+from memray.store.rows import EmbeddingRow, RowList
 
 __all__ = ["PartitionWriters"]
 
@@ -45,9 +45,9 @@ class PartitionWriters:
     async def write(self, rows: list[EmbeddingRow]) -> asyncio.Future[list[int]]:
         """Queue ``rows`` on their partitions' writers (waiting while a queue is full); the
         future resolves, with the vectors written per part, once every part is committed."""
-        parts: dict[int, list[EmbeddingRow]] = {}
+        parts: dict[int, RowList[EmbeddingRow]] = {}  # (each part pickles as columns: RowList)
         for row in rows:
-            parts.setdefault(self.partition_of(row.namespace.app, row.namespace.user_id), []).append(row)
+            parts.setdefault(self.partition_of(row.namespace.app, row.namespace.user_id), RowList()).append(row)
         loop = asyncio.get_running_loop()
         futures = []
         for i, part in sorted(parts.items()):

@@ -193,16 +193,22 @@ class split:  # noqa: N801  (read as a route: ``@route(split("rows", row_user, c
                 return client._call(name, *args, **{**kwargs, key: part})
 
             if len(clients) == 1:
-                return merge([(list(range(len(items))), await send(clients[0], list(items)))] if items else [])
+                return merge([(list(range(len(items))), await send(clients[0], _part(items, items)))] if items else [])
             groups: dict[int, list[int]] = {}
             for n, item in enumerate(items):
                 groups.setdefault(partition_of(*user(item), len(clients)), []).append(n)
             answers = await asyncio.gather(
-                *(send(clients[p], [items[n] for n in where]) for p, where in groups.items())
+                *(send(clients[p], _part(items, [items[n] for n in where])) for p, where in groups.items())
             )
             return merge(list(zip(groups.values(), answers)))
 
         return run
+
+
+def _part(items: Sequence[Any], part: Sequence[Any]) -> list[Any]:
+    """A part of a batch as a list of the batch's own class: a list that pickles as columns
+    (:class:`~memray.store.rows.RowList`) stays one on its way to the partition."""
+    return type(items)(part) if isinstance(items, list) else list(part)
 
 
 #: One conversation's call: the partition of its ``key``.

@@ -177,6 +177,7 @@ def test_write_path_micro_times_the_old_and_the_new_way() -> None:
     persist = result["persist_write_us"]
     assert persist["timer_and_task_per_conversation"] > 0 and persist["wheel"] > 0
     assert all(v > 0 for v in result["edge_validation_us"].values())
+    assert all(v > 0 for kind in result["store_rows_us"].values() for v in kind.values())
 
 
 def test_read_path_micro_times_each_part_against_the_raw_floor() -> None:

@@ -20,7 +20,7 @@ from memray.store.client import StoreClient
 from memray.store.history import HistoryStore
 from memray.store.layout import check_stores, export_root, partition_of, recorded_stores, store_file
 from memray.store.partitions import StorePartitions
-from memray.store.rows import EmbeddingRow
+from memray.store.rows import EmbeddingRow, RowList
 
 from .conftest import msg
 
@@ -109,6 +109,22 @@ def test_split_batches_answer_in_request_order_as_one_store_does(pair: Any) -> N
     assert [snap.recent[0].user_id for snap in snaps] == [k.user_id for k in keys[::-1]]
     assert snaps == run(one.load_conversations(keys[::-1], 8))
     assert run(three.count_dead_letters()) == run(one.count_dead_letters())
+
+
+def test_a_batch_that_pickles_as_columns_reaches_each_partition_as_one(
+    pair: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    three, _, _ = pair
+    seen: list[type] = []
+    commit = HistoryStore.commit_messages
+
+    def spy(self: HistoryStore, rows: Any) -> Any:
+        seen.append(type(rows))
+        return commit(self, rows)
+
+    monkeypatch.setattr(HistoryStore, "commit_messages", spy)
+    run(three.commit_messages(RowList(msg(1, ConversationKey("app", u, "c")) for u in USERS)))
+    assert len(seen) == 3 and set(seen) == {RowList}
 
 
 def test_vectors_recovery_scans_and_digests_match_one_store(pair: Any) -> None:
