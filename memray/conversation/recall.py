@@ -20,7 +20,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 
@@ -62,6 +62,7 @@ MAX_BATCH = 65536
 
 
 _Refs = dict[tuple[str, str, str, str], Message]
+T = TypeVar("T")
 
 
 class _Found(NamedTuple):
@@ -311,17 +312,28 @@ class Recall:
             for task in (recent, extras):
                 if not task.done():
                     task.cancel()
+        shown = [
+            [] if isinstance(g, BaseException) else self._uncovered(g[0], extra) for g, extra in zip(got, summaries)
+        ]
+        picked = [_pick(r, f, s, refs) for r, f, s in zip(reads, found, shown)]
+        short = [i for i, (r, f, p) in enumerate(zip(reads, found, picked)) if _cut_short(r, f, p)]
+        if short:  # recalls cut short by what the context shows already search deeper, once
+            deeper = await self._recall_many(
+                [reads[i] for i in short], _done([got[i] for i in short]), _done([summaries[i] for i in short]), DEEPER
+            )
+            more, more_failed = await self._payloadless(deeper)
+            refs, failed = {**refs, **more}, {**failed, **more_failed}
+            for i, f in zip(short, deeper):
+                found[i], picked[i] = f, _pick(reads[i], f, shown[i], refs)
         out: list[Answer[Context]] = []
-        for r, got_recent, extra, f in zip(reads, got, summaries, found):
+        for r, got_recent, extra, f, recent_msgs, recalled in zip(reads, got, summaries, found, shown, picked):
             if isinstance(got_recent, BaseException):
                 out.append(got_recent)
                 continue
             if got_recent[0]:
                 self.written.confirmed(r.key, got_recent[1], got_recent[0][-1].seq or 0)
             summary, block, _ = (None, None, 0) if isinstance(extra, BaseException) else extra
-            recent_msgs = self._uncovered(got_recent[0], extra)
             reasons: list[str] = []
-            recalled: list[Message] = []
             failure: BaseException | None = None  # why the recall failed (a single call: degraded)
             if isinstance(f, BaseException):
                 failure = f
@@ -329,10 +341,8 @@ class Recall:
                 failure = _failure(f, failed)
             if failure is not None:
                 reasons.append(f"recall failed: {failure!r}")
+                recalled = []
             elif f is not None and not isinstance(f, BaseException):
-                seen = {m.id for m in recent_msgs}
-                chosen = [h for h in f.hits if h.doc_id not in seen and _holds(h, f.from_tail, refs)]
-                recalled = [m for h in chosen[: r.semantic_limit] if (m := _message(h, f.from_tail, refs)) is not None]
                 if f.reason:
                     reasons.append(f.reason)
             if isinstance(extra, BaseException):
@@ -350,10 +360,12 @@ class Recall:
         reads: list[ContextRead],
         recent: asyncio.Future[list[Answer[tuple[list[Message], Tail]]]],
         extras: asyncio.Future[list[Answer[tuple[str | None, str | None, int]]]],
+        depth: int = 1,
     ) -> list[Answer[_Found] | None]:
         """The recall of each context that searches (None for the others): its search, merged
         with the conversation's tail from its host's answer (``recent``; ``extras`` says which
-        of the recent messages the context shows)."""
+        of the recent messages the context shows). A search asks for ``depth`` times the hits
+        a context can use (:func:`_depth`)."""
         at = [i for i, r in enumerate(reads) if r.recalls]
         out: list[Answer[_Found] | None] = [None] * len(reads)
         if not at:
@@ -362,9 +374,7 @@ class Recall:
         asked = [reads[i] for i in at]
         encoded = await self._encode_many([(r.query or "", r.mode) for r in asked])
         requests = [
-            self._request(
-                r.key, r.scope, r.query or "", r.semantic_limit + r.limit, r.min_score, e, r.stream, None, True
-            )
+            self._request(r.key, r.scope, r.query or "", _depth(r) * depth, r.min_score, e, r.stream, None, True)
             for r, e in zip(asked, encoded)
         ]
         results = await self._router.search_many(requests)
@@ -466,6 +476,52 @@ def _message(hit: ShardHit, from_tail: dict[tuple[Namespace, str], Message], ref
         return payload_message(hit.payload)
     ns = hit.namespace
     return refs.get((ns.app, ns.user_id, ns.scope, hit.doc_id))
+
+
+#: How much deeper a context searches again when what it shows already cut its recall short.
+DEEPER = 8
+
+
+def _depth(read: ContextRead) -> int:
+    """The hits a context's search asks for: its recalled messages, and room for the recent
+    ones it shows, which rank high (they are near the query in time and often in words)."""
+    return read.semantic_limit + read.limit
+
+
+def _pick(read: ContextRead, found: Answer[_Found] | None, shown: list[Message], refs: _Refs) -> list[Message]:
+    """A context's recalled messages: the first ``semantic_limit`` of its hits that it does not
+    show already, neither a shown message nor the text of one or of a message recalled before
+    it (a question asked again and again is shown once: its copies would crowd out the answer)."""
+    if found is None or isinstance(found, BaseException):
+        return []
+    ids, texts = {m.id for m in shown}, {m.text for m in shown}
+    out: list[Message] = []
+    for hit in found.hits:
+        if len(out) == read.semantic_limit:
+            break
+        if hit.doc_id in ids or not _holds(hit, found.from_tail, refs):
+            continue
+        msg = _message(hit, found.from_tail, refs)
+        if msg is None or (msg.text and msg.text in texts):
+            continue
+        ids.add(msg.id)
+        texts.add(msg.text)
+        out.append(msg)
+    return out
+
+
+def _cut_short(read: ContextRead, found: Answer[_Found] | None, picked: list[Message]) -> bool:
+    """Whether a context recalled fewer messages than it asked for while its search came back
+    full (so it may hold more): what the context shows already took the places."""
+    if found is None or isinstance(found, BaseException) or len(picked) >= read.semantic_limit:
+        return False
+    return len(found.hits) >= _depth(read)
+
+
+def _done(value: T) -> asyncio.Future[T]:
+    future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+    future.set_result(value)
+    return future
 
 
 def _shown_only(searched: _Searched, pending: list[tuple[Namespace, list[Message]]]) -> bool:
