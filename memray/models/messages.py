@@ -10,7 +10,7 @@ import itertools
 import json
 import os
 import time
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -238,7 +238,7 @@ def coerce_message(value: MessageInput, max_chars: int = MAX_CONTENT_CHARS) -> M
     return check_message(msg, max_chars)
 
 
-_ROLES = frozenset(("system", "user", "assistant", "tool"))
+_ROLES = frozenset(get_args(Role))
 _PLAIN_KEYS = (frozenset(("role", "content")), frozenset(("id", "role", "content")))
 _TEXT_PART_FIELDS = {"type", "text"}
 _NO_ID = object()
@@ -248,7 +248,7 @@ _GIVEN = {False: {"role", "parts"}, True: {"id", "role", "parts"}}  # fields set
 def _plain_message(value: dict[str, Any], max_chars: int) -> Message | None:
     """The message of the dict most callers pass, ``{"role": ..., "content": "...", "id": ...}``
     (``id`` optional), built without pydantic: exactly what :func:`coerce_message`'s pydantic path
-    builds, values, defaults and fields set alike, in ~2 µs instead of ~20 µs (20,000 of them in
+    builds, values, defaults and fields set alike, in ~3 µs instead of ~15 µs (20,000 of them in
     a tick of 10,000 agents). None for any other shape or any invalid value: that path
     validates it and names what is wrong."""
     if value.keys() not in _PLAIN_KEYS:  # (a keys view compares to a set by its members)
