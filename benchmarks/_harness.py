@@ -121,6 +121,17 @@ def ratio(value: float, floor: float) -> float | None:
     return round(value / floor, 3) if floor > 0 else None
 
 
+#: Growth with history: tick LAST over tick FIRST (0-based; the first ticks run on an index that
+#: is still filling, as the persist debounce holds their messages back).
+FIRST, LAST = 3, 8
+
+
+def growth(tick_ms: Sequence[float]) -> float | None:
+    """Tick :data:`LAST` over tick :data:`FIRST` (the target: no growth with history, <= 1.3);
+    None for a run of fewer ticks."""
+    return ratio(tick_ms[LAST], tick_ms[FIRST]) if len(tick_ms) > LAST else None
+
+
 def log(msg: str) -> None:
     print(f"[{time.perf_counter() - _T0:7.1f}s] {msg}", file=sys.stderr, flush=True)
 

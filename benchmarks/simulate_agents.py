@@ -10,6 +10,10 @@ agent adds a user message (one ``add_many`` for all agents), calls ``context()``
 assistant reply (one more ``add_many``); at the end the store is read directly and compared with
 every acknowledged (id, seq). This benchmark adds:
 
+- the steady tick: ``steady_tick_p50_ms`` is the p50 of the ticks from tick 3 on, counted from
+  0 (the first ones run on an index the persist debounce still holds back), and ``growth`` tick
+  8 over tick 3 (``_harness.growth``, as ``user_tick``: no growth with history is <= 1.3),
+  beside ``tick_p50_ms`` of every tick;
 - durable lag (ack → commit) per message, measured inside the hosts (``durable_lag``);
 - searchable lag: each tick ``--probes`` agents get a unique marker word in their message; from
   the ack, a poller searches that conversation for the marker every ``--poll-ms`` until the
@@ -43,8 +47,10 @@ import numpy as np
 
 import memray
 from benchmarks._harness import (
+    FIRST,
     common_args,
     emit,
+    growth,
     host_calls,
     in_data_dir,
     log,
@@ -391,6 +397,8 @@ async def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
         "tick_p50_ms": tick_p50,
         "tick_p99_ms": report.extras["tick_p99_ms"],
         "tick_ms": report.extras["tick_ms"],
+        "steady_tick_p50_ms": pct_ms([t / 1000 for t in report.extras["tick_ms"][FIRST:]])["p50_ms"] or None,
+        "growth": growth(report.extras["tick_ms"]),
         "recall_ms": report.extras["recall_ms"],
         "ticks_per_s": report.extras["ticks_per_s"],
         "messages": report.messages,

@@ -45,7 +45,7 @@ from typing import Any, Literal
 import numpy as np
 
 import memray
-from benchmarks._harness import emit, in_data_dir, log, pct_ms, ratio, raw_arrow_insert, recorded, sinks
+from benchmarks._harness import LAST, emit, growth, in_data_dir, log, pct_ms, ratio, raw_arrow_insert, recorded, sinks
 from benchmarks._raw import RawBm25, RawExact
 from memray.ids import ConversationKey
 from memray.models import Message
@@ -56,7 +56,6 @@ sys.path.insert(0, str(ROOT / "examples"))
 import tick as example  # noqa: E402  (examples/tick.py: the functions timed here)
 
 Mode = Literal["ray", "inprocess"]
-FIRST, LAST = 3, 8  # growth: tick LAST over tick FIRST
 
 
 async def run_style(style: str, mode: Mode, agents: int, ticks: int, root: str) -> dict[str, Any]:
@@ -80,7 +79,7 @@ async def run_style(style: str, mode: Mode, agents: int, ticks: int, root: str) 
             "tick_p50_ms": p50,
             "tick_p99_ms": pct_ms(steady)["p99_ms"],
             "ops_per_s": round(3 * agents / (p50 / 1000)) if p50 else None,
-            "growth": ratio(times[LAST] * 1000, times[FIRST] * 1000) if len(times) > LAST else None,
+            "growth": growth(times),
             "recall_hit_rate": round(recalled / asked, 4) if asked else None,
         }
     finally:

@@ -143,8 +143,16 @@ def test_benchmark_prints_one_json_line_with_its_floor(name: str, tmp_path: Path
         assert floor["calls_ms"] > 0 and floor["raw_scoring_ms"] > 0 and floor["calls"] == 2 * 2 + 2 + 2
         assert result["tick_ratio_to_batched_floor"] is not None and result["ticks_per_s"] > 0
         assert len(result["tick_ms"]) == len(result["recall_ms"]) == result["ticks"] == 3
+        assert result["steady_tick_p50_ms"] is None and result["growth"] is None  # 3 ticks: none steady yet
         assert result["coalescing"]["context_many"]["n"] == 3 and result["coalescing"]["ratio_p50"] is not None
         assert result["resident"]["after_run_mib"] > 0
+
+
+def test_growth_is_tick_8_over_tick_3_and_needs_nine_ticks() -> None:
+    from benchmarks._harness import growth
+
+    assert growth([9.0, 9.0, 9.0, 2.0, 5.0, 5.0, 5.0, 5.0, 3.0]) == 1.5
+    assert growth([2.0] * 8) is None
 
 
 def test_refs_wire_micro_times_both_forms_beside_the_columns_alone() -> None:
