@@ -78,8 +78,11 @@ _UNICODE_TOKEN = re.compile(
 _SPLIT = re.compile(r"[" + _CONNECTORS + r"]")
 _CONNECTOR_SET = frozenset("'\u2019\u02bc-\u2010_.")
 
-_ASCII_ESTIMATE = re.compile(r"[A-Za-z0-9]+|\S")
-_UNICODE_ESTIMATE = re.compile(r"([" + CJK_RANGES + r"]+)|(" + _WORD_CHAR + r"+)|\S")
+# One match per estimated token: a word of n characters is cut into ceil(n / 4) matches of at
+# most 4, so counting the matches is the estimate with no Python per word (6.2 -> 4.5 µs a
+# simulation line, the summary trigger's count on every committed message).
+_ASCII_ESTIMATE = re.compile(r"[A-Za-z0-9]{1,4}|\S")
+_UNICODE_ESTIMATE = re.compile(r"[" + CJK_RANGES + r"]|" + _WORD_CHAR + r"{1,4}|\S")
 
 
 def tokenize(text: str) -> list[str]:
@@ -202,17 +205,4 @@ def term_counts(text: str) -> dict[str, int]:
 
 def estimate_tokens(text: str) -> int:
     """Estimate how many LLM tokens ``text`` costs (rule in the module docstring)."""
-    total = 0
-    if text.isascii():
-        for match in _ASCII_ESTIMATE.findall(text):
-            total += (len(match) + 3) // 4 if match[0].isalnum() else 1
-        return total
-    for match in _UNICODE_ESTIMATE.finditer(text):
-        cjk, word = match.group(1), match.group(2)
-        if cjk is not None:
-            total += len(cjk)
-        elif word is not None:
-            total += (len(word) + 3) // 4
-        else:
-            total += 1
-    return total
+    return len((_ASCII_ESTIMATE if text.isascii() else _UNICODE_ESTIMATE).findall(text))

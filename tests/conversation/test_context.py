@@ -197,3 +197,21 @@ def test_cores_import_without_ray_or_openai() -> None:
     env = {**os.environ, "PYTHONPATH": REPO_ROOT}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert out.stdout.strip() == "[]"
+
+
+def _estimate_word_by_word(text: str) -> int:
+    """The token estimate's rule (memray.text) applied one word at a time: the reference."""
+    import re
+
+    from memray.text import _WORD_CHAR, CJK_RANGES
+
+    total = 0
+    for cjk, word, _ in re.findall(r"([" + CJK_RANGES + r"]+)|(" + _WORD_CHAR + r"+)|(\S)", text):
+        total += len(cjk) if cjk else (len(word) + 3) // 4 if word else 1
+    return total
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=st.sampled_from("ab9 .,!-_\t\n日本語한글カナéß٣😀©"), max_size=60) | st.text(max_size=40))
+def test_the_token_estimate_counts_what_its_rule_says(text: str) -> None:
+    assert estimate_tokens(text) == _estimate_word_by_word(text)
