@@ -317,16 +317,25 @@ class Recall:
         ]
         picked = [_pick(r, f, s, refs) for r, f, s in zip(reads, found, shown)]
         short = [i for i, (r, f, p) in enumerate(zip(reads, found, picked)) if _cut_short(r, f, p)]
+        cut_short: dict[int, str] = {}
         if short:  # recalls cut short by what the context shows already search deeper, once
-            deeper = await self._recall_many(
-                [reads[i] for i in short], _done([got[i] for i in short]), _done([summaries[i] for i in short]), DEEPER
-            )
-            more, more_failed = await self._payloadless(deeper)
-            refs, failed = {**refs, **more}, {**failed, **more_failed}
-            for i, f in zip(short, deeper):
-                found[i], picked[i] = f, _pick(reads[i], f, shown[i], refs)
+            try:
+                deeper = await self._recall_many(
+                    [reads[i] for i in short],
+                    _done([got[i] for i in short]),
+                    _done([summaries[i] for i in short]),
+                    DEEPER,
+                )
+                more, more_failed = await self._payloadless(deeper)
+            except Exception as exc:  # the first answers stand, said to be degraded
+                cut_short = {i: f"recall cut short, its deeper search failed: {exc!r}" for i in short}
+            else:
+                refs, failed = {**refs, **more}, {**failed, **more_failed}
+                for i, f in zip(short, deeper):
+                    found[i], picked[i] = f, _pick(reads[i], f, shown[i], refs)
         out: list[Answer[Context]] = []
-        for r, got_recent, extra, f, recent_msgs, recalled in zip(reads, got, summaries, found, shown, picked):
+        for i, (r, got_recent, extra, f) in enumerate(zip(reads, got, summaries, found)):
+            recent_msgs, recalled = shown[i], picked[i]
             if isinstance(got_recent, BaseException):
                 out.append(got_recent)
                 continue
@@ -345,10 +354,12 @@ class Recall:
             elif f is not None and not isinstance(f, BaseException):
                 if f.reason:
                     reasons.append(f.reason)
+                if i in cut_short:
+                    reasons.append(cut_short[i])
             if isinstance(extra, BaseException):
                 reasons.append(f"summary/working memory unavailable: {extra!r}")
             ctx = assemble(recent_msgs, recalled, r.merge, summary, block, r.token_budget)
-            if failure is not None or isinstance(extra, BaseException):
+            if failure is not None or isinstance(extra, BaseException) or i in cut_short:
                 DEGRADED_RECALLS.inc(1, {"scope": "context"})  # (a degraded search counted itself)
             if reasons or (f is not None and not isinstance(f, BaseException) and f.degraded):
                 ctx = ctx.model_copy(update={"degraded": True, "reason": "; ".join(reasons) or None})
