@@ -35,7 +35,7 @@ def fsync_dir(directory: str | Path) -> None:
         os.close(fd)
 
 
-_NPY_HEADER = threading.Lock()
+_NPY_READ = threading.Lock()
 
 
 def load_npy(path: str | Path) -> npt.NDArray[Any]:
@@ -45,7 +45,7 @@ def load_npy(path: str | Path) -> npt.NDArray[Any]:
     constructor's depth counter per interpreter, not per thread: two threads parsing at once
     can fail with ``SystemError: AST constructor recursion depth mismatch`` (CPython gh-106905;
     it failed an in-process memray whose two shards opened their snapshots together)."""
-    with _NPY_HEADER:
+    with _NPY_READ:
         return np.load(path, allow_pickle=False)  # type: ignore[no-any-return]
 
 

@@ -376,7 +376,7 @@ class Recall:
         """The recall of each context that searches (None for the others): its search, merged
         with the conversation's tail from its host's answer (``recent``; ``extras`` says which
         of the recent messages the context shows). A search asks for ``depth`` times the hits
-        a context can use (:func:`_depth`)."""
+        a context can use (:func:`_wanted`)."""
         at = [i for i, r in enumerate(reads) if r.recalls]
         out: list[Answer[_Found] | None] = [None] * len(reads)
         if not at:
@@ -385,7 +385,7 @@ class Recall:
         asked = [reads[i] for i in at]
         encoded = await self._encode_many([(r.query or "", r.mode) for r in asked])
         requests = [
-            self._request(r.key, r.scope, r.query or "", _depth(r) * depth, r.min_score, e, r.stream, None, True)
+            self._request(r.key, r.scope, r.query or "", _wanted(r) * depth, r.min_score, e, r.stream, None, True)
             for r, e in zip(asked, encoded)
         ]
         results = await self._router.search_many(requests)
@@ -493,7 +493,7 @@ def _message(hit: ShardHit, from_tail: dict[tuple[Namespace, str], Message], ref
 DEEPER = 8
 
 
-def _depth(read: ContextRead) -> int:
+def _wanted(read: ContextRead) -> int:
     """The hits a context's search asks for: its recalled messages, and room for the recent
     ones it shows, which rank high (they are near the query in time and often in words)."""
     return read.semantic_limit + read.limit
@@ -510,9 +510,9 @@ def _pick(read: ContextRead, found: Answer[_Found] | None, shown: list[Message],
     for hit in found.hits:
         if len(out) == read.semantic_limit:
             break
-        if hit.doc_id in ids or not _holds(hit, found.from_tail, refs):
+        if hit.doc_id in ids:
             continue
-        msg = _message(hit, found.from_tail, refs)
+        msg = _message(hit, found.from_tail, refs)  # (None: not found, deleted meanwhile)
         if msg is None or (msg.text and msg.text in texts):
             continue
         ids.add(msg.id)
@@ -526,7 +526,7 @@ def _cut_short(read: ContextRead, found: Answer[_Found] | None, picked: list[Mes
     full (so it may hold more): what the context shows already took the places."""
     if found is None or isinstance(found, BaseException) or len(picked) >= read.semantic_limit:
         return False
-    return len(found.hits) >= _depth(read)
+    return len(found.hits) >= _wanted(read)
 
 
 def _done(value: T) -> asyncio.Future[T]:
@@ -544,12 +544,6 @@ def _shown_only(searched: _Searched, pending: list[tuple[Namespace, list[Message
     if not searched.shown or len(pending) != 1 or pending[0][0] != conversation_namespace(searched.key):
         return False
     return all(m.id in searched.shown for m in pending[0][1])
-
-
-def _holds(hit: ShardHit, from_tail: dict[tuple[Namespace, str], Message], refs: _Refs) -> bool:
-    """Whether :func:`_message` finds the hit's message (without building it)."""
-    ns = hit.namespace
-    return bool(hit.payload) or (ns, hit.doc_id) in from_tail or (ns.app, ns.user_id, ns.scope, hit.doc_id) in refs
 
 
 def _failure(found: _Found, failed: dict[tuple[str, str], Exception]) -> Exception | None:

@@ -19,13 +19,11 @@ import json
 from typing import Any
 
 from memray.ids import ConversationKey, Namespace
-from memray.models.messages import DataPart, Message, Part, ReasoningPart, TextPart, ToolPart, construct
+from memray.models.messages import FIELDS, PART_TYPES, Message, Part, TextPart, construct
 
 __all__ = ["MessageBatch", "MessageList", "RefList", "encode_messages", "decode_messages"]
 
-_PART_TYPES: dict[str, type[Part]] = {"text": TextPart, "reasoning": ReasoningPart, "tool": ToolPart, "data": DataPart}
-_PART_FIELDS = {cls: set(cls.model_fields) for cls in _PART_TYPES.values()}
-_ALL = set(Message.model_fields)
+_ALL = FIELDS[Message]
 _ALL_BUT_ID = _ALL - {"id"}  # memray chose the id: no store lookup needed (Conversation.needs_lookup)
 
 
@@ -38,13 +36,10 @@ def _parts_column(msg: Message) -> str | bytes:
     return json.dumps([p.model_dump() for p in parts], ensure_ascii=False).encode()
 
 
-_TEXT_FIELDS = _PART_FIELDS[TextPart]
-
-
 def _parts(column: str | bytes) -> list[Part]:
     if type(column) is str:
-        return [construct(TextPart, {"type": "text", "text": column}, _TEXT_FIELDS)]
-    return [construct(_PART_TYPES[p["type"]], p, _PART_FIELDS[_PART_TYPES[p["type"]]]) for p in json.loads(column)]
+        return [construct(TextPart, {"type": "text", "text": column}, FIELDS[TextPart])]
+    return [construct(PART_TYPES[p["type"]], p, FIELDS[PART_TYPES[p["type"]]]) for p in json.loads(column)]
 
 
 def encode_messages(msgs: list[Message]) -> tuple[list[Any], ...] | None:

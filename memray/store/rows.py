@@ -9,8 +9,8 @@ from typing import Any, NamedTuple, TypeVar, cast
 import numpy as np
 
 from memray.ids import ConversationKey, Namespace
-from memray.models import DataPart, MemoryEntry, Message, Part, ReasoningPart, Role, TextPart, ToolPart
-from memray.models.messages import construct
+from memray.models import MemoryEntry, Message, Part, Role, TextPart
+from memray.models.messages import FIELDS, PART_TYPES, construct
 
 __all__ = [
     "MessageRow",
@@ -147,14 +147,6 @@ def message_to_row(key: ConversationKey, msg: Message) -> MessageRow:
     )
 
 
-_PART_TYPES: dict[str, type[Part]] = {"text": TextPart, "reasoning": ReasoningPart, "tool": ToolPart, "data": DataPart}
-# One "fields set" per record class, shared by every record built from a stored row (they set
-# every field). Pydantic copies it before changing it (model_copy), and memray never assigns to a
-# record's attribute, so sharing it is safe; it saves two 216-byte sets per message, which is a
-# quarter of what an idle conversation's buffered messages cost.
-_ALL_FIELDS: dict[type[Any], set[str]] = {cls: set(cls.model_fields) for cls in (Message, *_PART_TYPES.values())}
-
-
 def message_payload(row: MessageRow) -> str:
     """The message as JSON (what ``Message.model_validate_json`` reads), assembled from the row's
     already-serialised parts and metadata instead of serialising the message a second time."""
@@ -182,10 +174,10 @@ def payload_message(payload: str) -> Message:
     try:
         parts = []
         for p in data["parts"]:
-            cls = _PART_TYPES[p["type"]]
-            if p.keys() != _ALL_FIELDS[cls]:
+            cls = PART_TYPES[p["type"]]
+            if p.keys() != FIELDS[cls]:
                 raise KeyError(p["type"])
-            parts.append(construct(cls, p, _ALL_FIELDS[cls]))
+            parts.append(construct(cls, p, FIELDS[cls]))
         get = data.get
         values = {
             "id": data["id"],
@@ -201,18 +193,17 @@ def payload_message(payload: str) -> Message:
         }
     except (KeyError, TypeError):
         return Message.model_validate(data)
-    return construct(Message, values, _ALL_FIELDS[Message])
+    return construct(Message, values, FIELDS[Message])
 
 
 def row_to_message(row: MessageRow) -> Message:
     """The message a stored row holds. Rows were validated on their way into the store, so the
     records are constructed without validating again."""
     parts = [
-        _PART_TYPES[p["type"]].model_construct(_ALL_FIELDS[_PART_TYPES[p["type"]]], **p)
-        for p in json.loads(row.parts_json)
+        PART_TYPES[p["type"]].model_construct(FIELDS[PART_TYPES[p["type"]]], **p) for p in json.loads(row.parts_json)
     ]
     return Message.model_construct(
-        _ALL_FIELDS[Message],
+        FIELDS[Message],
         id=row.id,
         role=cast(Role, row.role),
         parts=parts,
