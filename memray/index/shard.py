@@ -41,6 +41,7 @@ from memray.index.hnsw import HnswIndex
 from memray.index.recompute import Recompute, fill_vectors
 from memray.index.scorer import Search, Source, score
 from memray.index.search import AppSearch, Mode, NamespaceSearch, Query, ShardReply, ShardSearch, UserSearch
+from memray.index.space import Space
 from memray.index.spaces import Spaces
 from memray.models.wire import RefList
 from memray.rpc.client import short_read
@@ -70,6 +71,8 @@ class VectorShard:
         self._snap_seq = 0
         self._snap_name: str | None = None
         self._snapshotted: set[Namespace] = set()  # the namespaces of the last snapshot
+        self._snap_uids: set[int] = set()  # and their spaces' uids
+        self._segments: list[snapshot.Segment] = []  # and its segments
         self._snap_model: tuple[str, int] | None = None  # its model and dim
         self._seen: set[Ref] | None = None
         self.discarded_snapshot: str | None = None
@@ -103,9 +106,11 @@ class VectorShard:
             else:
                 self._snap_name, self._snap_model = name, (self.model_id, self.dim)
                 self._spaces.next_uid = int(meta["next_uid"])
-                for space in snapshot.unpack(root / name, meta["spaces"], self.dim, self._spaces.num_threads):
+                for space in snapshot.unpack(root / name, meta, self._spaces.num_threads):
                     self._spaces.attach(space)
+                self._segments = snapshot.segments(meta)
         self._snapshotted = set(self._spaces)
+        self._snap_uids = {space.uid for space in self._spaces.values()}
         snapshot.remove_stale(root, self._snap_name)
 
     def close(self) -> None:
@@ -364,9 +369,12 @@ class VectorShard:
     # -- snapshots ------------------------------------------------------------------------
 
     def snapshot(self) -> None:
-        """Write a complete snapshot (see :func:`memray.index.snapshot.write`), then remove every
-        older one. Durable when it returns; a crash at any point leaves the previous snapshot or
-        the new one loadable."""
+        """Write a snapshot (see :func:`memray.index.snapshot.write`), then remove every older
+        one. A **delta** when :meth:`_appends_only`: the last snapshot's files are linked and only
+        the items appended since are written (in a simulation every conversation grows between
+        two snapshots, and rewriting every item made each one cost the whole history: 120,000
+        items 0.67 s, ``python -m benchmarks.snapshot_micro``); else every item. Durable when it
+        returns; a crash at any point leaves the previous snapshot or the new one loadable."""
         root = Path(self.path)
         self._snap_seq += 1
         meta = {
@@ -377,11 +385,29 @@ class VectorShard:
             "next_uid": self._spaces.next_uid,
             "lexical": LEXICAL_VERSION,
         }
-        self._snap_name = snapshot.write(root, self._snap_seq, self._snap_name, list(self._spaces.values()), meta)
+        spaces = list(self._spaces.values())
+        kept = self._segments if self._appends_only(spaces) else None
+        self._snap_name, self._segments = snapshot.write(root, self._snap_seq, self._snap_name, spaces, meta, kept)
         self._snapshotted, self._snap_model = set(self._spaces), (self.model_id, self.dim)
-        for space in self._spaces.values():
-            space.dirty = False
+        self._snap_uids = {space.uid for space in spaces}
+        for space in spaces:
+            space.dirty = space.rewritten = False
+            space.appended.clear()
         snapshot.remove_stale(root, self._snap_name)
+
+    def _appends_only(self, spaces: list[Space]) -> bool:
+        """Whether the last snapshot plus the items appended since is the whole state: it is of
+        this model and holds no legacy segment, every namespace it held is still here (a dropped
+        one's data must leave the disk), none changed in place (a replaced or deleted item, a
+        promotion, a cutover), and it has fewer than ``MAX_SEGMENTS`` segments."""
+        return (
+            self._snap_name is not None
+            and self._snap_model == (self.model_id, self.dim)
+            and 0 < len(self._segments) < snapshot.MAX_SEGMENTS
+            and all(segment.rows >= 0 for segment in self._segments)
+            and self._snap_uids <= {space.uid for space in spaces}
+            and not any(space.rewritten for space in spaces)
+        )
 
     def snapshot_if_changed(self) -> bool:
         """:meth:`snapshot` if a namespace changed, appeared or went since the last one (same

@@ -19,7 +19,7 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -32,7 +32,7 @@ from memray.index.columns import COLUMN_NAMES, snapshot_columns
 from memray.index.hnsw import HnswIndex
 from memray.index.space import Space
 
-__all__ = ["CURRENT", "committed", "uncommit", "write", "unpack", "remove_stale"]
+__all__ = ["CURRENT", "MAX_SEGMENTS", "Segment", "committed", "segments", "uncommit", "write", "unpack", "remove_stale"]
 
 CURRENT = "CURRENT"
 
@@ -51,25 +51,67 @@ def uncommit(root: Path) -> None:
     (root / CURRENT).unlink()
 
 
-def write(root: Path, seq: int, previous: str | None, spaces: list[Space], meta: dict[str, Any]) -> str:
-    """Write snapshot ``seq`` of ``spaces`` (``meta`` and the namespace table in its
-    ``shard.json``), then commit it; returns its folder name. ``previous`` is the committed one,
-    whose unchanged HNSW folders are hard-linked. Durability: the folder is complete and fsynced
-    before it is renamed into place, and ``CURRENT`` is replaced atomically after that, so a crash
-    at any point leaves the previous snapshot or the new one committed."""
+class Segment(NamedTuple):
+    """One part of a snapshot's items: ``items`` (a Parquet file) and the exact namespaces'
+    vectors of those items (``vectors``, an ``.npy`` file), in the snapshot folder."""
+
+    items: str
+    vectors: str
+    rows: int
+
+
+#: A snapshot written before segments existed: one of each file, by these names.
+LEGACY = [Segment("items.parquet", "vectors.npy", -1)]
+#: A delta after this many segments is a full snapshot instead (files per folder, and per restore).
+MAX_SEGMENTS = 16
+
+
+def segments(meta: dict[str, Any]) -> list[Segment]:
+    """The segments of a snapshot, from its ``shard.json``, oldest first."""
+    listed = meta.get("segments")
+    return LEGACY if listed is None else [Segment(*s) for s in listed]
+
+
+def write(
+    root: Path,
+    seq: int,
+    previous: str | None,
+    spaces: list[Space],
+    meta: dict[str, Any],
+    kept: list[Segment] | None = None,
+) -> tuple[str, list[Segment]]:
+    """Write snapshot ``seq`` of ``spaces`` (``meta``, the namespace table and the segments in its
+    ``shard.json``), then commit it; returns its folder name and segments. ``previous`` is the
+    committed one, whose unchanged HNSW folders are hard-linked.
+
+    ``kept``: a **delta** — the segments of ``previous`` to keep (hard-linked), and one new
+    segment holding only each namespace's items appended since (``Space.appended``). The caller
+    makes sure that is the whole state (nothing changed in place, nothing dropped). None: a full
+    snapshot, every item in one segment.
+
+    Durability: the folder is complete and fsynced before it is renamed into place, and
+    ``CURRENT`` is replaced atomically after that, so a crash at any point leaves the previous
+    snapshot or the new one committed."""
     root.mkdir(parents=True, exist_ok=True)
     name = f"snap-{seq:08d}"
     tmp = root / f".{name}.tmp"
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
-    table = _pack(spaces, tmp, root / previous if previous else None, int(meta["dim"]))
-    atomic_write_json(tmp / "shard.json", {**meta, "spaces": table})
+    before = root / previous if previous else None
+    for segment in kept or ():
+        assert before is not None, "a delta snapshot needs the one it follows"
+        for file in segment[:2]:
+            _link(before / file, tmp / file)
+    new = Segment(f"items-{seq:08d}.parquet", f"vectors-{seq:08d}.npy", 0)
+    table, rows = _pack(spaces, tmp, before, int(meta["dim"]), new, appended_only=kept is not None)
+    listed = [*(kept or ()), new._replace(rows=rows)]
+    atomic_write_json(tmp / "shard.json", {**meta, "spaces": table, "segments": [list(s) for s in listed]})
     fsync_dir(tmp)
     os.replace(tmp, root / name)
     fsync_dir(root)
     atomic_write_json(root / CURRENT, {"snapshot": name})
-    return name
+    return name, listed
 
 
 def remove_stale(root: Path, keep: str | None) -> None:
@@ -84,15 +126,20 @@ def remove_stale(root: Path, keep: str | None) -> None:
     fsync_dir(root)
 
 
+def _link(src: Path, dst: Path) -> None:
+    """``src`` at ``dst`` as a hard link (a copy where links are not supported). Safe because
+    snapshot files are never modified after they are written."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
 def _link_tree(src: Path, dst: Path) -> None:
-    """Recreate ``src`` at ``dst`` with hard links (copies where links are not supported).
-    Safe because snapshot files are never modified after they are written."""
+    """Recreate ``src`` at ``dst`` with hard links (:func:`_link`)."""
     dst.mkdir(parents=True, exist_ok=True)
     for name in os.listdir(src):
-        try:
-            os.link(src / name, dst / name)
-        except OSError:
-            shutil.copy2(src / name, dst / name)
+        _link(src / name, dst / name)
 
 
 _ITEM_SCHEMA = pa.schema(
@@ -114,13 +161,16 @@ _ITEM_SCHEMA = pa.schema(
 _terms_json = json.JSONEncoder(ensure_ascii=False).encode
 
 
-def _pack(spaces: list[Space], directory: Path, previous: Path | None, dim: int) -> list[list[Any]]:
-    """Write every namespace into ``directory``: one ``items.parquet`` row per item, the vectors
-    of exact namespaces in one ``vectors.npy``, each HNSW namespace in ``hnsw-<uid>/`` (hard-linked
-    from ``previous`` when unchanged). Returns the namespace table for ``shard.json``.
-    Thousands of small namespaces cost two files, not thousands of folders; the columns are
-    gathered a namespace at a time (a snapshot rewrites every item: 120,000 items took ~1.1 s
-    item by item, ``python -m benchmarks.snapshot_micro``)."""
+def _pack(
+    spaces: list[Space], directory: Path, previous: Path | None, dim: int, segment: Segment, appended_only: bool
+) -> tuple[list[list[Any]], int]:
+    """Write the namespaces' items into ``directory`` as ``segment``: one row per item in its
+    Parquet file, the vectors of exact namespaces in its ``.npy``, and each HNSW namespace in
+    ``hnsw-<uid>/`` (hard-linked from ``previous`` when unchanged); with ``appended_only``, only
+    the items appended since the last snapshot. Returns the namespace table for ``shard.json``
+    (every namespace) and the rows written. Thousands of small namespaces cost two files, not
+    thousands of folders; the columns are gathered a namespace at a time (120,000 items took
+    ~1.1 s item by item, ``python -m benchmarks.snapshot_micro``)."""
     parts: dict[str, Any] = {name: [] for name in _ITEM_SCHEMA.names}
     blocks: list[np.ndarray] = []
     columns: list[np.ndarray] = []
@@ -129,8 +179,8 @@ def _pack(spaces: list[Space], directory: Path, previous: Path | None, dim: int)
     for space in spaces:
         kind = "hnsw" if isinstance(space.vectors, HnswIndex) else "exact"
         table.append([*space.namespace, space.uid, space.next_label, kind])
-        docs = list(space.labels)
-        labels = list(space.labels.values())
+        docs = list(space.appended) if appended_only else list(space.labels)
+        labels = list(map(space.labels.__getitem__, docs))
         vector_row: Any = itertools.repeat(-1, len(docs))
         if kind == "hnsw":
             sub = f"hnsw-{space.uid}"
@@ -139,12 +189,14 @@ def _pack(spaces: list[Space], directory: Path, previous: Path | None, dim: int)
             else:
                 space.vectors.save(str(directory / sub))
         else:
-            held, vectors = space.vectors.items()
-            if len(held):
+            held, vectors = _exact_vectors(space, labels, appended_only)
+            if held:
                 blocks.append(vectors)
-                where = {label: rows + i for i, label in enumerate(held.tolist())}
+                where = {label: rows + i for i, label in enumerate(held)}
                 vector_row = map(where.get, labels, itertools.repeat(-1))
                 rows += len(held)
+        if not docs:
+            continue
         parts["uid"].extend(itertools.repeat(space.uid, len(docs)))
         parts["doc_id"].extend(docs)
         parts["label"].extend(labels)
@@ -157,25 +209,46 @@ def _pack(spaces: list[Space], directory: Path, previous: Path | None, dim: int)
     for n, name in enumerate(COLUMN_NAMES):
         parts[name] = by_item[:, n]
     # Plain encoding: a raw byte scan of the snapshot (erasure verification) sees every id and text.
-    pq.write_table(
-        pa.table(parts, schema=_ITEM_SCHEMA), directory / "items.parquet", compression="none", use_dictionary=False
-    )
-    atomic_save_rows(directory / "vectors.npy", blocks, dim)
-    with open(directory / "items.parquet", "rb+") as f:
+    items = directory / segment.items
+    pq.write_table(pa.table(parts, schema=_ITEM_SCHEMA), items, compression="none", use_dictionary=False)
+    atomic_save_rows(directory / segment.vectors, blocks, dim)
+    with open(items, "rb+") as f:
         os.fsync(f.fileno())
-    return table
+    return table, len(parts["doc_id"])
 
 
-def unpack(directory: Path, table: list[list[Any]], dim: int, num_threads: int) -> list[Space]:
+def _exact_vectors(space: Space, labels: list[int], appended_only: bool) -> tuple[list[int], np.ndarray]:
+    """The labels with a vector in an exact namespace, and those vectors: of ``labels`` only (the
+    appended items) or all of them."""
+    if appended_only:
+        held = [label for label in labels if label in space.vectors]
+        return held, space.vectors.get(held) if held else np.zeros((0, space.vectors.dim), np.float32)
+    every, vectors = space.vectors.items()
+    return every.tolist(), vectors
+
+
+def unpack(directory: Path, meta: dict[str, Any], num_threads: int) -> list[Space]:
+    """The namespaces of the snapshot in ``directory`` (its ``shard.json`` is ``meta``), every
+    segment read in order, each marked unchanged since it."""
+    dim = int(meta["dim"])
     spaces: dict[int, Space] = {}
-    for app, user_id, kind_, scope, uid, next_label, kind in table:
+    for app, user_id, kind_, scope, uid, next_label, kind in meta["spaces"]:
         space = Space(Namespace(app, user_id, kind_, scope), int(uid), dim)
         space.next_label = int(next_label)
         if kind == "hnsw":
             space.vectors = HnswIndex.load(str(directory / f"hnsw-{uid}"), num_threads=num_threads)
         spaces[int(uid)] = space
-    items = pq.read_table(directory / "items.parquet").to_pydict()
-    matrix = load_npy(directory / "vectors.npy")
+    for segment in segments(meta):
+        _unpack_segment(directory, segment, spaces)
+    for space in spaces.values():
+        space.dirty = space.rewritten = False
+        space.appended.clear()
+    return list(spaces.values())
+
+
+def _unpack_segment(directory: Path, segment: Segment, spaces: dict[int, Space]) -> None:
+    items = pq.read_table(directory / segment.items).to_pydict()
+    matrix = load_npy(directory / segment.vectors)
     exact: dict[int, tuple[list[int], list[int]]] = {}
     columns = snapshot_columns(items)  # a snapshot of an older memray has none: from the payloads
     for uid, doc, label, recency, payload, terms, row, cols in zip(
@@ -202,6 +275,3 @@ def unpack(directory: Path, table: list[list[Any]], dim: int, num_threads: int) 
             pair[1].append(row)
     for uid, (labels, rows) in exact.items():
         spaces[uid].vectors.add(np.array(labels, dtype=np.int64), matrix[rows])
-    for space in spaces.values():
-        space.dirty = False
-    return list(spaces.values())

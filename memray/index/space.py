@@ -52,7 +52,12 @@ class Space:
         self.staged: ExactIndex | HnswIndex | None = None  # the next model's vectors (not snapshotted)
         self.retired: ExactIndex | HnswIndex | None = None  # the previous model's, until released
         self.lexical = LexicalIndex(self.labels.__getitem__)
+        # Since the last snapshot: ``dirty`` if anything changed; the docs first written
+        # (``appended``); ``rewritten`` if anything changed in place (a doc replaced or removed,
+        # vectors rebuilt or cut over), which a delta snapshot of the appended docs cannot hold.
         self.dirty = True
+        self.appended: dict[str, None] = {}  # (an ordered set)
+        self.rewritten = False
         self.rec = np.zeros(0)  # recency by label, NaN where no item: scoring reads it in bulk
         self._adjacent: tuple[np.ndarray, np.ndarray] | None = None  # by label: the label before, after (-1)
 
@@ -120,6 +125,10 @@ class Space:
         labels: list[int] = []
         vectors: list[Any] = []
         for item, vector in group:
+            if item.doc_id not in self.labels:
+                self.appended[item.doc_id] = None
+            elif item.doc_id not in self.appended:
+                self.rewritten = True
             label = self.label_of(item.doc_id)
             known = item.recency == item.recency  # NaN: unknown
             if known or item.doc_id not in self.recency:
@@ -158,7 +167,7 @@ class Space:
         vectors = normalise(np.stack([np.asarray(row.vector, dtype=np.float32).reshape(-1) for row in rows]), dim)
         assert self.staged is not None, f"{self.namespace}: staged rows, and no model is staged"
         self.staged.add(labels, vectors)
-        self.dirty = True
+        self.dirty = self.rewritten = True
 
     def cutover(self, dim: int) -> None:
         """The staged vectors become the active ones (an empty index of ``dim`` if none were
@@ -166,7 +175,7 @@ class Space:
         self.retired = self.vectors
         self.vectors = self.staged if self.staged is not None else ExactIndex(dim)
         self.staged = None
-        self.dirty = True
+        self.dirty = self.rewritten = True
 
     def remove(self, doc_id: str) -> bool:
         label = self.labels.pop(doc_id, None)
@@ -184,7 +193,7 @@ class Space:
         for index in (self.vectors, self.staged, self.retired):
             if index is not None:
                 index.delete(np.array([label], dtype=np.int64))
-        self.dirty = True
+        self.dirty = self.rewritten = True
         return True
 
     # -- reads ------------------------------------------------------------------------------

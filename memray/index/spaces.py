@@ -115,7 +115,9 @@ class Spaces(Mapping[Namespace, Space]):
 
     # -- promotion --------------------------------------------------------------------------
     def resize(self, space: Space) -> None:
-        space.vectors = self.fit(space.vectors)
+        fitted = self.fit(space.vectors)
+        if fitted is not space.vectors:  # promoted or demoted: its vectors moved (a full snapshot)
+            space.vectors, space.rewritten = fitted, True
 
     def fit(self, index: ExactIndex | HnswIndex, threshold: int | None = None) -> ExactIndex | HnswIndex:
         """Promote to HNSW at the threshold (default: the namespace one); demote to exact under half of it."""

@@ -38,6 +38,7 @@ import pyarrow.parquet as pq
 from memray.config import MemoryConfig
 from memray.embedding.cache import CachedEmbedder
 from memray.ids import ConversationKey, conversation_namespace, user_hash, validate_id
+from memray.index.snapshot import segments
 from memray.models import DeletionProof, DeletionReceipt
 from memray.store.schema import TABLES
 
@@ -197,17 +198,21 @@ def scan_snapshot_items(folder: str, namespace: tuple[str, str, str, str], ids: 
     total = 0
     for file in _files(folder, "shard.json"):
         with open(file, encoding="utf-8") as f:
-            spaces: list[list[Any]] = json.load(f).get("spaces") or []
+            meta = json.load(f)
+        spaces: list[list[Any]] = meta.get("spaces") or []
         uids = {int(row[4]) for row in spaces if tuple(row[:4]) == tuple(namespace)}
         if not uids:
             continue
-        items = pq.read_table(
-            os.path.join(os.path.dirname(file), "items.parquet"), columns=["uid", "doc_id"]
-        ).to_pydict()
-        total += sum(
-            1 for uid, doc in zip(items["uid"], items["doc_id"]) if uid in uids and (wanted is None or doc in wanted)
-        )
+        for items_file in _item_files(file, meta):
+            items = pq.read_table(items_file, columns=["uid", "doc_id"]).to_pydict()
+            held = zip(items["uid"], items["doc_id"])
+            total += sum(1 for uid, doc in held if uid in uids and (wanted is None or doc in wanted))
     return total
+
+
+def _item_files(file: str, meta: dict[str, Any]) -> list[str]:
+    """The items files of the snapshot whose ``shard.json`` is ``file`` (every segment's)."""
+    return [os.path.join(os.path.dirname(file), segment.items) for segment in segments(meta)]
 
 
 def scan_exports(root: str, app: str, user_id: str) -> int:
@@ -239,23 +244,23 @@ def scan_snapshots(path: str, app: str, user_id: str) -> int:
     for file in _files(path, "shard.json"):
         try:
             with open(file, encoding="utf-8") as f:
-                spaces: list[list[Any]] = json.load(f).get("spaces") or []
+                meta = json.load(f)
+            spaces: list[list[Any]] = meta.get("spaces") or []
         except (OSError, ValueError):
             total += _raw_mentions(file, app, user_id)  # unreadable metadata: fall back to the bytes
             continue
         uids = {int(row[4]) for row in spaces if len(row) > 4 and row[0] == app and row[1] == user_id}
         if not uids:
             continue
-        items = os.path.join(os.path.dirname(file), "items.parquet")
+        counts = {uid: 0 for uid in uids}
         try:
-            column = pq.read_table(items, columns=["uid"]).column("uid").to_pylist()
+            for items in _item_files(file, meta):
+                for uid in pq.read_table(items, columns=["uid"]).column("uid").to_pylist():
+                    if uid in counts:
+                        counts[uid] += 1
         except (OSError, ValueError):
             total += len(uids)
             continue
-        counts = {uid: 0 for uid in uids}
-        for uid in column:
-            if uid in counts:
-                counts[uid] += 1
         total += sum(max(1, n) for n in counts.values())
     return total
 

@@ -137,9 +137,16 @@ def test_a_snapshot_written_before_the_columns_existed_loads_them_from_the_paylo
         "m",
     )
     shard.snapshot()
-    items = shard.path + "/" + str(shard._snap_name) + "/items.parquet"
-    old = pq.read_table(items).drop_columns(["created_at", "sim_time", "importance"])
+    # the layout of that memray: one items.parquet and one vectors.npy, no segments listed
+    folder = Path(shard.path) / str(shard._snap_name)
+    meta = json.loads((folder / "shard.json").read_text())
+    (segment,) = meta.pop("segments")
+    (folder / segment[1]).rename(folder / "vectors.npy")
+    (folder / "shard.json").write_text(json.dumps(meta))
+    items = str(folder / "items.parquet")
+    old = pq.read_table(folder / segment[0]).drop_columns(["created_at", "sim_time", "importance"])
     pq.write_table(old, items)
+    (folder / segment[0]).unlink()
     assert "sim_time" not in pq.read_table(items).column_names
     again = VectorShard(0, shard.path, DIM, "m", IndexConfig())
     again.open()
