@@ -1,15 +1,20 @@
 """Shard snapshots (:meth:`~memray.index.shard.VectorShard.snapshot`): directories ``snap-<n>``
 under the shard's path, committed by atomically rewriting ``CURRENT``.
 
-A snapshot packs every namespace's items into
-one ``items.parquet`` and the vectors of all exact (small) namespaces into one ``vectors.npy``:
-a shard holds thousands of small conversation namespaces, and a folder per namespace made a
-snapshot of 10k conversations take seconds of fsyncs. HNSW namespaces keep their own folder,
-hard-linked from the previous snapshot when unchanged.
+A snapshot packs the namespaces' items into **segments**, each one Parquet file of items and one
+``.npy`` of the vectors of those items that live in exact (small) namespaces: a shard holds
+thousands of small conversation namespaces, and a folder per namespace made a snapshot of 10k
+conversations take seconds of fsyncs. HNSW namespaces keep their own folder, hard-linked from
+the previous snapshot when unchanged. A full snapshot writes every item into one segment; a
+delta links the previous snapshot's segments and writes one more of the items appended since
+(when that is the whole state: :meth:`~memray.index.shard.VectorShard.snapshot` decides).
+``shard.json`` lists the segments in order; a snapshot of an older memray, with none listed,
+is one ``items.parquet`` and one ``vectors.npy``.
 
 :func:`write` makes a snapshot and commits it, :func:`committed` finds the committed one and
 :func:`unpack` loads its namespaces, :func:`remove_stale` removes every other snapshot folder
-(older, unfinished or discarded), so a dropped user's data leaves the disk with the next snapshot.
+(older, unfinished or discarded), so a dropped user's data leaves the disk with the next full
+snapshot, which anything but appends makes.
 """
 
 from __future__ import annotations
