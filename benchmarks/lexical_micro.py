@@ -1,23 +1,31 @@
 """What the lexical part of a conversation search costs as a simulation tick runs, one JSON line.
 
-    python -m benchmarks.lexical_micro --namespaces 1000 --ticks 12
+    python -m benchmarks.lexical_micro --namespaces 500 --ticks 40
 
 The shape of ``examples/tick.py``: every tick each of ``namespaces`` conversations gets two
 messages (a user's line and a reply), then is searched once with the user's line. Per tick,
 CPU microseconds per search of :meth:`memray.index.lexical.LexicalIndex.postings` (what the
-scoring kernel asks a namespace for), in its two forms:
+scoring kernel asks a namespace for), in four forms, each on its own copy of the indexes (a
+form then finds the arrays cache as its own searches left it):
 
 - ``arrays``: per query term, the posting as numpy arrays, cached, with its BM25 weights cached
-  per average length (what every search used before; forced here with ``FUSED_AT_MOST = -1``).
-  In a tick nothing of that cache survives: each namespace gained documents since its last
-  search, so the arrays are appended to and every term is reweighted;
-- ``fused``: the default under :data:`~memray.index.lexical.FUSED_AT_MOST` posting entries: one
-  entry for the whole query, computed in plain Python;
+  per average length (forced here with ``FUSED_PER_TERM = -1``). In a tick nothing of that
+  cache survives: each namespace gained documents since its last search, so the arrays are
+  appended to and every term is reweighted;
+- ``fused``: what memray does: up to :data:`~memray.index.lexical.FUSED_PER_TERM` posting
+  entries per query term, one entry for the whole query, computed in plain Python; above, the
+  arrays;
+- ``fused_64``: the earlier rule, plain Python up to 64 entries for the whole query;
+- ``fused_always``: plain Python at any size, which decided ``FUSED_PER_TERM``: plain Python
+  and the arrays cross at 36-42 entries a term (``--ticks 160``: 7 terms at ~250 entries, 4 at
+  ~170), and the conversations of ``examples/tick.py`` pass 64 entries from their 12th tick
+  (ticks 20-39, 500 conversations: ``fused`` 53.5 us, ``fused_64`` 120 us, ``arrays`` 101 us);
 - ``raw_topk``: for scale, :class:`benchmarks._raw.RawBm25` answering the same query over the
   same texts, its postings built beforehand: tokenising the query, BM25 and the top 7 (more than
   ``postings`` does, so not a floor of it; the kernel's own floor is in ``search_micro``).
 
-Both forms return the same floats (the check at the end compares them bit for bit).
+Every form returns the same floats (the check at the end compares them bit for bit). The
+medians are over the second half of the ticks.
 """
 
 from __future__ import annotations
@@ -39,29 +47,47 @@ from memray.text import term_counts
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 import tick as example  # noqa: E402  (examples/tick.py: what its agents say)
 
+#: Each form with the bound it searches under: a number of entries per query term, or ``None``
+#: for the earlier rule (64 entries for the whole query).
+FORMS: dict[str, float | None] = {
+    "arrays": -1,
+    "fused": lexical.FUSED_PER_TERM,
+    "fused_64": None,
+    "fused_always": float("inf"),
+}
+
 
 def run(namespaces: int, ticks: int) -> dict[str, Any]:
-    indexes = [lexical.LexicalIndex(key=int) for _ in range(namespaces)]
+    # one set of indexes per form, each getting every document: a form's search then finds the
+    # arrays cache as its own searches left it (a shared one would be warmed by another form)
+    indexes = {form: [lexical.LexicalIndex(key=int) for _ in range(namespaces)] for form in FORMS}
     texts: list[list[str]] = [[] for _ in range(namespaces)]
     rows: list[dict[str, Any]] = []
     same = True
     for t in range(ticks):
-        for i, index in enumerate(indexes):
+        for i in range(namespaces):
             for line in (example.said(i, t), example.reply(i, t)):
-                index.add(str(len(texts[i])), line)
+                for form in FORMS:
+                    indexes[form][i].add(str(len(texts[i])), line)
                 texts[i].append(line)
         queries = [list(term_counts(example.said(i, t))) for i in range(namespaces)]
         row: dict[str, Any] = {"tick": t}
-        got: dict[int, list[Any]] = {}
-        for form, bound in (("arrays", -1), ("fused", lexical.FUSED_AT_MOST)):
-            saved, lexical.FUSED_AT_MOST = lexical.FUSED_AT_MOST, bound
+        got: dict[str, list[Any]] = {}
+        for form, bound in FORMS.items():
+            got[form] = []
+            saved = lexical.FUSED_PER_TERM
+            cpu = 0.0
             try:
-                t0 = time.process_time()
-                got[bound] = [index.postings(q, None) for index, q in zip(indexes, queries)]
-                row[f"{form}_us"] = round((time.process_time() - t0) * 1e6 / namespaces, 2)
+                for index, q in zip(indexes[form], queries):
+                    lexical.FUSED_PER_TERM = bound if bound is not None else 64 / max(1, _found(index, q))
+                    t0 = time.process_time()
+                    got[form].append(index.postings(q, None))
+                    cpu += time.process_time() - t0
             finally:
-                lexical.FUSED_AT_MOST = saved
-        same = same and all(_scores(a) == _scores(b) for a, b in zip(*got.values()))
+                lexical.FUSED_PER_TERM = saved
+            row[f"{form}_us"] = round(cpu * 1e6 / namespaces, 2)
+        first, *others = got.values()
+        same = same and all(_scores(a) == _scores(b) for other in others for a, b in zip(first, other))
         raw = [RawBm25(docs) for docs in texts]
         t0 = time.process_time()
         for bm25, i in zip(raw, range(namespaces)):
@@ -70,10 +96,16 @@ def run(namespaces: int, ticks: int) -> dict[str, Any]:
         rows.append(row)
     steady = rows[len(rows) // 2 :]
     out: dict[str, Any] = {"namespaces": namespaces, "ticks": ticks, "same_scores": same, "by_tick": rows}
-    for key in ("arrays_us", "fused_us", "raw_topk_us"):
+    for key in [f"{form}_us" for form in FORMS] + ["raw_topk_us"]:
         out[key] = round(statistics.median(r[key] for r in steady), 2)
     out["fused_to_arrays"] = ratio(out["fused_us"], out["arrays_us"])
+    out["fused_to_fused_64"] = ratio(out["fused_us"], out["fused_64_us"])
     return out
+
+
+def _found(index: lexical.LexicalIndex, terms: list[str]) -> int:
+    """How many of the query's terms have a posting in ``index``."""
+    return sum(1 for term in terms if index.stats([term]).df)
 
 
 def _scores(postings: list[tuple[np.ndarray, np.ndarray, float]]) -> dict[int, float]:

@@ -47,11 +47,12 @@ __all__ = ["LexicalIndex", "Bm25Stats", "K1", "B", "bm25_idf"]
 K1 = 0.9
 B = 0.4
 _FILE = "lexical.json"
-#: The most posting entries (over a query's terms) :meth:`LexicalIndex.postings` scores in plain
-#: Python as one fused entry; above it, per-term numpy arrays (cached) win. A conversation's
-#: namespace is nearly always under it: there the arrays were rebuilt and reweighted for every
-#: search, as every tick adds documents (``benchmarks/lexical_micro.py``).
-FUSED_AT_MOST = 64
+#: :meth:`LexicalIndex.postings` scores a query in plain Python, as one fused entry, while its
+#: postings hold at most this many entries per query term that has one; above, per-term numpy
+#: arrays (cached) win. A search in plain Python costs ~0.5 us an entry, the arrays ~20 us a term
+#: (appended to and reweighted at every search in a simulation, as every tick adds documents):
+#: they cross at 36-42 entries a term (``benchmarks/lexical_micro.py --ticks 160``).
+FUSED_PER_TERM = 40
 
 
 class Bm25Stats(NamedTuple):
@@ -201,7 +202,7 @@ class LexicalIndex:
         stats = stats or self.stats(terms)
         avgdl = (stats.total_len / stats.docs if stats.docs else 1.0) or 1.0
         found = [(n, posting) for n, term in enumerate(terms) if (posting := self._postings.get(term))]
-        if sum(len(posting) for _, posting in found) <= FUSED_AT_MOST:
+        if sum(len(posting) for _, posting in found) <= FUSED_PER_TERM * len(found):
             return self._fused(terms, found, stats, avgdl, idf)
         out: list[tuple[np.ndarray, np.ndarray, float]] = []
         for n, term in enumerate(terms):

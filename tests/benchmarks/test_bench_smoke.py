@@ -161,9 +161,10 @@ def test_refs_wire_micro_times_both_forms_beside_the_columns_alone() -> None:
     assert result["ref_list_over_floor"] is not None
 
 
-def test_lexical_micro_scores_both_forms_the_same_every_tick() -> None:
+def test_lexical_micro_scores_every_form_the_same_every_tick() -> None:
     result = run_module("lexical_micro", ["--namespaces", "20", "--ticks", "3"])
     assert result["same_scores"] is True and len(result["by_tick"]) == 3
+    assert all(result[f"{form}_us"] > 0 for form in ("arrays", "fused", "fused_64", "fused_always"))
 
 
 def test_shard_upsert_micro_times_an_upsert_the_shard_holds_beside_its_floor() -> None:
@@ -172,10 +173,12 @@ def test_shard_upsert_micro_times_an_upsert_the_shard_holds_beside_its_floor() -
     assert result["upsert_us"] > 0 and result["raw_us"] > 0 and result["ratio_to_raw"] is not None
 
 
-def test_snapshot_micro_times_a_snapshot_beside_its_floor() -> None:
-    result = run_module("snapshot_micro", ["--namespaces", "20", "--ticks", "3", "--repeat", "1"])
+def test_snapshot_micro_times_a_full_snapshot_and_a_delta_beside_their_floors() -> None:
+    result = run_module("snapshot_micro", ["--namespaces", "20", "--ticks", "3", "--repeat", "2"])
     assert result["items"] > 0 and result["snapshot_ms"] > 0 and result["floor_ms"] > 0
-    assert result["snapshot_to_floor"] is not None
+    assert result["snapshot_to_floor"] is not None and result["delta_to_floor"] is not None
+    # the full snapshots hold every item; each delta after them only one tick's (2 per conversation)
+    assert result["segments"] == [result["items"], 40, 40]
 
 
 def test_write_path_micro_times_the_old_and_the_new_way() -> None:

@@ -205,8 +205,8 @@ def test_reading_a_posting_after_an_add_costs_the_new_documents_not_the_history(
 ) -> None:
     """A conversation's namespace gains two messages a tick and is searched each tick: the posting
     entries turned into arrays per tick stay the tick's, however long the history (the arrays
-    form, which postings over FUSED_AT_MOST entries take, forced here from the first tick)."""
-    monkeypatch.setattr(lexical, "FUSED_AT_MOST", -1)
+    form, which postings over FUSED_PER_TERM entries take, forced here from the first tick)."""
+    monkeypatch.setattr(lexical, "FUSED_PER_TERM", -1)
     ix = LexicalIndex(key=lambda d: int(d))
     per_tick = []
     for tick in range(40):
@@ -237,7 +237,7 @@ def _bm25(postings: list[tuple[np.ndarray, np.ndarray, float]]) -> list[tuple[in
 def test_the_fused_postings_score_bit_for_bit_as_the_arrays(
     ops: list[tuple[str, int, int]], stats: Bm25Stats | None
 ) -> None:
-    """Under FUSED_AT_MOST posting entries a query is scored in plain Python as one entry; it
+    """Under FUSED_PER_TERM posting entries a term a query is scored in plain Python as one entry; it
     must give every label the very float the per-term arrays give, whatever came before (adds,
     re-adds, deletes, reads that cached arrays), under its own statistics or given ones."""
     words = [
@@ -263,11 +263,12 @@ def test_the_fused_postings_score_bit_for_bit_as_the_arrays(
     for query in ("apple pear plum fig", "kiwi", "plum"):
         terms = index_terms(query)
         fused = ix.postings(terms, stats)
-        if sum(len(ix._postings.get(t, ())) for t in terms) <= lexical.FUSED_AT_MOST:
+        found = [t for t in terms if t in ix._postings]
+        if sum(len(ix._postings[t]) for t in found) <= lexical.FUSED_PER_TERM * len(found):
             assert len(fused) <= 1 and all(idf == 1.0 for _, _, idf in fused)
-        saved, lexical.FUSED_AT_MOST = lexical.FUSED_AT_MOST, -1
+        saved, lexical.FUSED_PER_TERM = lexical.FUSED_PER_TERM, -1
         try:
             arrays = ix.postings(terms, stats)
         finally:
-            lexical.FUSED_AT_MOST = saved
+            lexical.FUSED_PER_TERM = saved
         assert _bm25(fused) == _bm25(arrays), (ops, query)
