@@ -121,8 +121,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--namespaces", type=int, default=1000)
     p.add_argument("--ticks", type=int, default=12)
+    p.add_argument("--out", default=None, help="also write the JSON line here (a recorded run)")
     args = p.parse_args(argv)
-    return emit("lexical_micro", vars(args), run(args.namespaces, args.ticks))
+    params = {k: v for k, v in vars(args).items() if k != "out"}
+    return emit("lexical_micro", params, run(args.namespaces, args.ticks), args.out)
 
 
 if __name__ == "__main__":

@@ -130,8 +130,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--namespaces", type=int, default=5000)
     p.add_argument("--ticks", type=int, default=12)
     p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--out", default=None, help="also write the JSON line here (a recorded run)")
     args = p.parse_args(argv)
-    return emit("snapshot_micro", vars(args), run(args.namespaces, args.ticks, args.repeat))
+    params = {k: v for k, v in vars(args).items() if k != "out"}
+    return emit("snapshot_micro", params, run(args.namespaces, args.ticks, args.repeat), args.out)
 
 
 if __name__ == "__main__":
