@@ -136,6 +136,11 @@ _MICRO = (
     Source("search_micro.json", "python -m benchmarks.search_micro --n {n} --namespaces {namespaces} --batch {batch}"),
 )
 _RESTART = _s("restart_micro.json", "python -m benchmarks.restart_micro --rounds {rounds} --init-s {init_s:g}")
+_SNAPSHOTS = tuple(
+    Source(n, "python -m benchmarks.snapshot_micro --namespaces {namespaces} --ticks {ticks} --repeat {repeat}")
+    for n in tables.SNAPSHOT_RUNS
+)
+_LEXICAL = _s("lexical_micro.json", "python -m benchmarks.lexical_micro --namespaces {namespaces} --ticks {ticks}")
 _WATCH = _s("call_watch.json", "python -m benchmarks.call_watch --calls {calls} --rounds {rounds} --clients {clients}")
 
 #: Every rendered block of the docs: its page, its name (in its markers), the recorded runs it is
@@ -166,6 +171,8 @@ BLOCKS: list[Block] = [
     Block("performance.md", "ingest_targets", _INGEST + _SIMULATIONS + _RECALL[:1] + _REEMBED, tables.ingest_targets),
     Block("performance.md", "write_targets", _SIMULATIONS + _INGEST + _STARTUP, tables.write_targets),
     Block("performance.md", "read_targets", _RECALL + _MICRO + _RETRIEVAL, tables.read_targets),
+    Block("design.md", "snapshots", _SNAPSHOTS, tables.snapshots),
+    Block("design.md", "lexical", _LEXICAL, tables.lexical),
 ]
 
 

@@ -671,6 +671,40 @@ _RESTART_VARIANTS = {
 }
 
 
+#: The recorded runs of ``benchmarks/snapshot_micro.py``, by history.
+SNAPSHOT_RUNS = ("snapshot_micro.json", "snapshot_micro_24.json")
+
+
+def snapshots() -> str:
+    """A full shard snapshot and a delta of one tick, as the history grows."""
+    rows = [
+        "| items held | full snapshot (floor) | delta of one tick: 2 messages a conversation (floor) |",
+        "| --- | --- | --- |",
+    ]
+    for name in SNAPSHOT_RUNS:
+        r = recorded(name)
+        rows.append(
+            f"| {r['items']:,} | {_ms(r['snapshot_ms'])} ({_ms(r['floor_ms'])}) "
+            f"| {_ms(r['delta_snapshot_ms'])} ({_ms(r['delta_floor_ms'])}) |"
+        )
+    return "\n".join(rows)
+
+
+def lexical() -> str:
+    """The lexical part of a conversation search in each form, over the second half of the ticks."""
+    r = recorded("lexical_micro.json")
+    forms = [
+        ("numpy arrays per term (appended to and reweighted every tick)", "arrays_us"),
+        ("plain Python up to 64 entries a query, arrays above (the earlier rule)", "fused_64_us"),
+        ("plain Python up to 40 entries a query term, arrays above (memray)", "fused_us"),
+        ("plain Python at any size", "fused_always_us"),
+        ("for scale: a raw BM25 top 7 over the same texts", "raw_topk_us"),
+    ]
+    rows = ["| form | µs a search, median |", "| --- | --- |"]
+    rows += [f"| {label} | {r[key]:.1f} |" for label, key in forms]
+    return "\n".join(rows)
+
+
 def restart() -> str:
     """How late a retried call reaches a restarted actor, by variant."""
     r = recorded("restart_micro.json")
