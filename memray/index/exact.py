@@ -151,7 +151,7 @@ class ExactIndex:
     def get(self, labels: Any) -> Matrix:
         """The vectors of ``labels`` (all must be present)."""
         rows = [self._row[label] for label in as_labels(labels).tolist()]
-        return self._mat[rows].copy()
+        return self._mat[rows]  # (indexing by a list copies)
 
     def save(self, directory: str) -> None:
         """Write ``labels.<gen>.npy`` and ``vectors.<gen>.npy``, fsynced, then commit ``meta.json``
