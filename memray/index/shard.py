@@ -403,7 +403,7 @@ class VectorShard:
         return (
             self._snap_name is not None
             and self._snap_model == (self.model_id, self.dim)
-            and 0 < len(self._segments) < snapshot.MAX_SEGMENTS
+            and len(self._segments) < snapshot.MAX_SEGMENTS
             and all(segment.rows >= 0 for segment in self._segments)
             and self._snap_uids <= {space.uid for space in spaces}
             and not any(space.rewritten for space in spaces)

@@ -74,7 +74,7 @@ MAX_SEGMENTS = 16
 def segments(meta: dict[str, Any]) -> list[Segment]:
     """The segments of a snapshot, from its ``shard.json``, oldest first."""
     listed = meta.get("segments")
-    return LEGACY if listed is None else [Segment(*s) for s in listed]
+    return list(LEGACY) if listed is None else [Segment(*s) for s in listed]
 
 
 def write(

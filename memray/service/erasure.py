@@ -238,8 +238,8 @@ def scan_exports(root: str, app: str, user_id: str) -> int:
 def scan_snapshots(path: str, app: str, user_id: str) -> int:
     """Items of the user in every shard snapshot under ``path`` (current, stale or unfinished
     ones alike): each snapshot's ``shard.json`` lists its namespaces ``(app, user_id, kind, scope,
-    uid, ...)``; the user's items are the rows of ``items.parquet`` with those uids (a namespace
-    counts at least 1: its presence is data)."""
+    uid, ...)``; the user's items are the rows with those uids in its segments' items files (a
+    namespace counts at least 1: its presence is data)."""
     total = 0
     for file in _files(path, "shard.json"):
         try:
