@@ -125,6 +125,7 @@ class Record:
     unsure: set[MessageRef] = field(default_factory=set)  # a delete that raised
     ryw: Counter[str] = field(default_factory=Counter)
     ryw_missed: set[MessageRef] = field(default_factory=set)  # a read that did not hold its own write
+    ryw_miss_log: list[dict[str, Any]] = field(default_factory=list)  # what each such read found instead
     ticks: list[tuple[float, float, bool]] = field(default_factory=list)  # (start, seconds, chaos)
     kills: list[dict[str, Any]] = field(default_factory=list)
     samples: list[dict[str, Any]] = field(default_factory=list)
@@ -229,15 +230,19 @@ class Agents:
             except Exception as exc:
                 self.record.error("search", exc)
                 continue
-            self._held("search", res.degraded, bool(res) and res[0].message.id == self.last[a], a)
+            found = [(hit.message.id, hit.message.text[:40], round(hit.score, 3)) for hit in res]
+            self._held("search", res.degraded, bool(res) and res[0].message.id == self.last[a], a, found)
 
-    def _held(self, what: str, degraded: bool, held: bool, a: int) -> None:
+    def _held(self, what: str, degraded: bool, held: bool, a: int, found: Any = None) -> None:
         """Count a read-your-writes check; a miss that was not degraded is kept to be explained
-        (its write lost in a kill, and named: then it held what memray promises)."""
+        (its write lost in a kill, and named: then it held what memray promises), with what the
+        read found instead."""
         self.record.ryw[f"{what}_degraded" if degraded and not held else f"{what}_{'held' if held else 'missed'}"] += 1
         if not held and not degraded:
             key = self.convs[a].key
             self.record.ryw_missed.add((key.app, key.user_id, "main", self.last[a]))
+            at = round(self.record.now(), 2)
+            self.record.ryw_miss_log.append({"at_s": at, "read": what, "wanted": self.last[a], "found": found})
 
     async def _delete_one(self) -> None:
         a = self.rng.randrange(self.n)
@@ -559,6 +564,8 @@ def run_figures(record: Record, args: argparse.Namespace) -> dict[str, Any]:
         "read_your_writes": dict(record.ryw),
         # a miss is explained when its write was lost in a kill and named to a caller
         "ryw_failed": len(record.ryw_missed - record.reported),
+        "ryw_miss_samples": record.ryw_miss_log[:10],
+        "kills_at_s": [(k["t"], k["role"], k["index"]) for k in record.kills],
         "caller_errors": dict(record.errors),
     }
 

@@ -26,7 +26,8 @@ def test_half_a_minute_of_kills_loses_nothing_silently(ray_session: None, tmp_pa
     assert line["lost_durable"] == line["duplicated"] == line["seq_mismatch"] == 0, line
     assert line["unnamed_losses"] == line["order_violations"] == line["reported_but_stored"] == 0, line
     assert line["lost_buffered"] == line["lost_in_dead_letters"] == line["lost_raised_to_caller"], line
-    assert line["ryw_failed"] == 0 and line["read_your_writes"]["cross_reads"] == 0, line["read_your_writes"]
+    ryw = line["read_your_writes"]
+    assert line["ryw_failed"] == 0 and ryw["cross_reads"] == 0, (ryw, line["ryw_miss_samples"], line["kills_at_s"])
     assert line["read_your_writes"]["context_held"] > 0 and line["read_your_writes"]["search_held"] > 0
     assert line["deleted"] > 0 and line["deleted_still_stored"] == 0, line
     assert line["erasure"]["verified_clean"] and line["erasure"]["files_holding_id"] == [], line["erasure"]
