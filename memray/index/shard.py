@@ -70,8 +70,7 @@ class VectorShard:
         self._spaces = Spaces(f"shard {shard_id}", model_id, dim, config)
         self._snap_seq = 0
         self._snap_name: str | None = None
-        self._snapshotted: set[Namespace] = set()  # the namespaces of the last snapshot
-        self._snap_uids: set[int] = set()  # and their spaces' uids
+        self._snapshotted: set[int] = set()  # the uids of the last snapshot's spaces
         self._segments: list[snapshot.Segment] = []  # and its segments
         self._snap_model: tuple[str, int] | None = None  # its model and dim
         self._seen: set[Ref] | None = None
@@ -109,8 +108,7 @@ class VectorShard:
                 for space in snapshot.unpack(root / name, meta, self._spaces.num_threads):
                     self._spaces.attach(space)
                 self._segments = snapshot.segments(meta)
-        self._snapshotted = set(self._spaces)
-        self._snap_uids = {space.uid for space in self._spaces.values()}
+        self._snapshotted = self._uids()
         snapshot.remove_stale(root, self._snap_name)
 
     def close(self) -> None:
@@ -388,11 +386,9 @@ class VectorShard:
         spaces = list(self._spaces.values())
         kept = self._segments if self._appends_only(spaces) else None
         self._snap_name, self._segments = snapshot.write(root, self._snap_seq, self._snap_name, spaces, meta, kept)
-        self._snapshotted, self._snap_model = set(self._spaces), (self.model_id, self.dim)
-        self._snap_uids = {space.uid for space in spaces}
+        self._snapshotted, self._snap_model = self._uids(), (self.model_id, self.dim)
         for space in spaces:
-            space.dirty = space.rewritten = False
-            space.appended.clear()
+            space.snapshotted()
         snapshot.remove_stale(root, self._snap_name)
 
     def _appends_only(self, spaces: list[Space]) -> bool:
@@ -405,15 +401,19 @@ class VectorShard:
             and self._snap_model == (self.model_id, self.dim)
             and len(self._segments) < snapshot.MAX_SEGMENTS
             and all(segment.rows >= 0 for segment in self._segments)
-            and self._snap_uids <= {space.uid for space in spaces}
+            and self._snapshotted <= self._uids()
             and not any(space.rewritten for space in spaces)
         )
+
+    def _uids(self) -> set[int]:
+        """The uids of the spaces held now (a namespace dropped and made again has a new one)."""
+        return {space.uid for space in self._spaces.values()}
 
     def snapshot_if_changed(self) -> bool:
         """:meth:`snapshot` if a namespace changed, appeared or went since the last one (same
         durability guarantee); True if it wrote one."""
         same_model = self._snap_model in (None, (self.model_id, self.dim))  # (None: none was written)
-        if same_model and set(self._spaces) == self._snapshotted and not any(s.dirty for s in self._spaces.values()):
+        if same_model and self._uids() == self._snapshotted and not any(s.dirty for s in self._spaces.values()):
             return False
         self.snapshot()
         return True

@@ -90,7 +90,7 @@ def write(
     committed one, whose unchanged HNSW folders are hard-linked.
 
     ``kept``: a **delta** — the segments of ``previous`` to keep (hard-linked), and one new
-    segment holding only each namespace's items appended since (``Space.appended``). The caller
+    segment holding only each namespace's items appended since (:meth:`Space.appended`). The caller
     makes sure that is the whole state (nothing changed in place, nothing dropped). None: a full
     snapshot, every item in one segment.
 
@@ -184,7 +184,7 @@ def _pack(
     for space in spaces:
         kind = "hnsw" if isinstance(space.vectors, HnswIndex) else "exact"
         table.append([*space.namespace, space.uid, space.next_label, kind])
-        docs = list(space.appended) if appended_only else list(space.labels)
+        docs = space.appended() if appended_only else list(space.labels)
         labels = list(map(space.labels.__getitem__, docs))
         vector_row: Any = itertools.repeat(-1, len(docs))
         if kind == "hnsw":
@@ -246,8 +246,7 @@ def unpack(directory: Path, meta: dict[str, Any], num_threads: int) -> list[Spac
     for segment in segments(meta):
         _unpack_segment(directory, segment, spaces)
     for space in spaces.values():
-        space.dirty = space.rewritten = False
-        space.appended.clear()
+        space.snapshotted()
     return list(spaces.values())
 
 

@@ -52,12 +52,13 @@ class Space:
         self.staged: ExactIndex | HnswIndex | None = None  # the next model's vectors (not snapshotted)
         self.retired: ExactIndex | HnswIndex | None = None  # the previous model's, until released
         self.lexical = LexicalIndex(self.labels.__getitem__)
-        # Since the last snapshot: ``dirty`` if anything changed; the docs first written
-        # (``appended``); ``rewritten`` if anything changed in place (a doc replaced or removed,
-        # vectors rebuilt or cut over), which a delta snapshot of the appended docs cannot hold.
+        # Since the last snapshot: ``dirty`` if anything changed; ``rewritten`` if anything
+        # changed in place (a doc replaced or removed, vectors rebuilt or cut over), which a delta
+        # snapshot of the appended docs (:meth:`appended`) cannot hold. ``snapped``: the labels
+        # below it were in the last snapshot (labels are a counter, never reused).
         self.dirty = True
-        self.appended: dict[str, None] = {}  # (an ordered set)
         self.rewritten = False
+        self.snapped = 0
         self.rec = np.zeros(0)  # recency by label, NaN where no item: scoring reads it in bulk
         self._adjacent: tuple[np.ndarray, np.ndarray] | None = None  # by label: the label before, after (-1)
 
@@ -72,6 +73,15 @@ class Space:
             self.labels[doc_id] = label
             self.docs[label] = doc_id
         return label
+
+    def appended(self) -> list[str]:
+        """The docs first written since the last snapshot, oldest first."""
+        return [self.docs[label] for label in range(self.snapped, self.next_label) if label in self.docs]
+
+    def snapshotted(self) -> None:
+        """Mark everything held as in the snapshot just written."""
+        self.dirty = self.rewritten = False
+        self.snapped = self.next_label
 
     def set_recency(self, doc_id: str, recency: float) -> None:
         old = self.recency.get(doc_id)
@@ -125,9 +135,7 @@ class Space:
         labels: list[int] = []
         vectors: list[Any] = []
         for item, vector in group:
-            if item.doc_id not in self.labels:
-                self.appended[item.doc_id] = None
-            elif item.doc_id not in self.appended:
+            if self.labels.get(item.doc_id, self.snapped) < self.snapped:
                 self.rewritten = True
             label = self.label_of(item.doc_id)
             known = item.recency == item.recency  # NaN: unknown
