@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import unicodedata
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -33,6 +34,8 @@ __all__ = [
     "UserKey",
     "Namespace",
     "as_namespace",
+    "pack_namespaces",
+    "unpack_namespaces",
     "conversation_namespace",
     "entry_namespace",
     "user_hash",
@@ -151,6 +154,20 @@ def as_namespace(value: tuple[str, ...]) -> Namespace:
     """``value`` as a :class:`Namespace`: itself when it is one (what replies and batches carry:
     pickling keeps the class), else built from its four parts."""
     return value if type(value) is Namespace else Namespace(*value)
+
+
+def pack_namespaces(column: Iterable[tuple[str, ...]]) -> tuple[list[tuple[str, ...]], list[int]]:
+    """A column of namespaces as it crosses between processes: each distinct one once, as a plain
+    tuple (a ``Namespace`` goes through the pickler's per-object hook), and where each item's is.
+    A conversation's namespace leads all its messages' rows and refs."""
+    index: dict[tuple[str, ...], int] = {}
+    at = [index.setdefault(ns, len(index)) for ns in column]
+    return [tuple(ns) for ns in index], at
+
+
+def unpack_namespaces(unique: list[tuple[str, ...]], at: list[int]) -> Iterator[Namespace]:
+    """The column :func:`pack_namespaces` packed, as ``Namespace`` (each distinct one made once)."""
+    return map([Namespace._make(ns) for ns in unique].__getitem__, at)
 
 
 def conversation_namespace(key: ConversationKey) -> Namespace:

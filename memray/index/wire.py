@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from memray.ids import Namespace
+from memray.ids import Namespace, pack_namespaces, unpack_namespaces
 from memray.index.base import IndexItem
 from memray.index.search import AppSearch, NamespaceSearch, Query, ShardSearch, UserSearch
 
@@ -54,21 +54,21 @@ class ItemBatch(list[IndexItem]):
         stacked = _stacked([item.vector for item in self])
         if stacked is None:
             return (ItemBatch, (list(self),))
-        spaces: dict[tuple[str, ...], int] = {}
-        space_of = [spaces.setdefault(tuple(item.namespace), len(spaces)) for item in self]
+        spaces = pack_namespaces(tuple(item.namespace) for item in self)
         fields = list(zip(*((i.doc_id, i.text, i.recency, i.payload, i.stamp, i.columns) for i in self)))
-        return (_items, (list(spaces), space_of, fields, *stacked))
+        return (_items, (*spaces, fields, *stacked))
 
 
 def _items(
     spaces: list[tuple[str, ...]], space_of: list[int], fields: list[tuple[Any, ...]], at: list[int], matrix: np.ndarray
 ) -> ItemBatch:
-    namespaces = [Namespace(*ns) for ns in spaces]
     vectors = _unstacked(len(space_of), at, matrix)
     doc_ids, texts, recency, payloads, stamps, columns = fields or ((),) * 6
     return ItemBatch(
-        IndexItem(namespaces[s], *row)
-        for s, row in zip(space_of, zip(doc_ids, vectors, texts, recency, payloads, stamps, columns))
+        IndexItem(ns, *row)
+        for ns, row in zip(
+            unpack_namespaces(spaces, space_of), zip(doc_ids, vectors, texts, recency, payloads, stamps, columns)
+        )
     )
 
 

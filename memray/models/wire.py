@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from memray.ids import ConversationKey, Namespace
+from memray.ids import ConversationKey, pack_namespaces, unpack_namespaces
 from memray.models.messages import FIELDS, PART_TYPES, Message, Part, TextPart, construct
 
 __all__ = ["MessageBatch", "MessageList", "RefList", "encode_messages", "decode_messages"]
@@ -148,12 +148,10 @@ class RefList(list[Any]):
     namespaces come back as ``Namespace``."""
 
     def __reduce__(self) -> tuple[Any, ...]:
-        index: dict[tuple[str, ...], int] = {}
-        at = [index.setdefault(ref[0], len(index)) for ref in self]
+        unique, at = pack_namespaces(ref[0] for ref in self)
         rest = list(zip(*self))[1:]
-        return (_ref_list, ([tuple(ns) for ns in index], at, rest))
+        return (_ref_list, (unique, at, rest))
 
 
 def _ref_list(namespaces: list[tuple[str, ...]], at: list[int], rest: list[tuple[Any, ...]]) -> RefList:
-    unique = [Namespace._make(ns) for ns in namespaces]
-    return RefList(zip(map(unique.__getitem__, at), *rest))
+    return RefList(zip(unpack_namespaces(namespaces, at), *rest))

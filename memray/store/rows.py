@@ -8,7 +8,7 @@ from typing import Any, NamedTuple, TypeVar, cast
 
 import numpy as np
 
-from memray.ids import ConversationKey, Namespace
+from memray.ids import ConversationKey, Namespace, pack_namespaces, unpack_namespaces
 from memray.models import MemoryEntry, Message, Part, Role, TextPart
 from memray.models.messages import FIELDS, PART_TYPES, construct
 
@@ -93,9 +93,7 @@ def _pack(column: tuple[Any, ...]) -> tuple[str, Any]:
     """One column of rows: namespaces each once, vectors of one shape as one matrix, else as is."""
     first = column[0]
     if type(first) is Namespace and all(type(v) is Namespace for v in column):
-        index: dict[Namespace, int] = {}
-        at = [index.setdefault(ns, len(index)) for ns in column]
-        return "namespaces", ([tuple(ns) for ns in index], at)
+        return "namespaces", pack_namespaces(column)
     if type(first) is np.ndarray and all(
         type(v) is np.ndarray and v.shape == first.shape and v.dtype == first.dtype for v in column
     ):
@@ -105,9 +103,7 @@ def _pack(column: tuple[Any, ...]) -> tuple[str, Any]:
 
 def _unpack(kind: str, packed: Any) -> Any:
     if kind == "namespaces":
-        unique, at = packed
-        namespaces = [Namespace._make(ns) for ns in unique]
-        return map(namespaces.__getitem__, at)
+        return unpack_namespaces(*packed)
     return list(packed) if kind == "matrix" else packed  # (a matrix's rows: views of it)
 
 
