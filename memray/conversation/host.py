@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 from typing import Any, cast
 
@@ -70,6 +71,9 @@ class ConversationHost:
         # present while an incarnation runs: found at start, the last one did not close
         self._open_marker = os.path.join(config.root, "hosts", f"host-{host_id}.open")
         self._leveling: asyncio.Task[None] | None = None
+        # conversation -> ids an earlier incarnation committed and had not indexed, queued again
+        # at start: read-your-writes tails hold them until indexed (:meth:`_sweep`)
+        self._swept: dict[ConversationKey, set[str]] = {}
         self.leveled_on_restart: int | None = None  # vectors that leveling sent, once it is done
         self.lost_on_restart = 0
 
@@ -88,8 +92,7 @@ class ConversationHost:
             self._build()
         # into self._lost, with what earlier incarnations still owed to a flush
         self.lost_on_restart += len(await self._writes.resolve_ledger())
-        if self.host_id == 0:
-            await self._pipeline.sweep()
+        await self._sweep()
         if os.path.exists(self._open_marker):
             # The last incarnation stopped without closing: vectors its pipeline stored (or marked)
             # may not have reached their shards, since the store and the shard take a batch at
@@ -100,6 +103,35 @@ class ConversationHost:
             os.makedirs(os.path.dirname(self._open_marker), exist_ok=True)
             with open(self._open_marker, "w"):
                 pass
+
+    async def _sweep(self, page: int = 10_000) -> None:
+        """Queue what an earlier incarnation committed and had not yet indexed when it stopped
+        (its embedding pipeline stopped with it): the items of this host's conversations that
+        have no vector of the model, and on host 0 the long-term memories' too. Until the shards
+        confirm them, they stay in their conversations' read-your-writes tails, as the earlier
+        incarnation kept them (a caller's search trusts what a context says is indexed)."""
+        model_id = self._pipeline.model_id
+        if model_id == "none":  # no embedder: nothing is ever embedded, so nothing is pending
+            return
+        after: tuple[Namespace, str] | None = None
+        while True:
+            rows = await self._store.pending_embeddings(model_id, page, after)
+            mine = [PendingItem(ns, doc_id, text, math.nan) for ns, doc_id, text in rows if self._owns(ns)]
+            for item in mine:
+                ns = item.namespace
+                if ns.kind == "conv":
+                    self._swept.setdefault(ConversationKey(ns.app, ns.user_id, ns.scope), set()).add(item.doc_id)
+            # recency and columns unknown here (NaN, None): the shard keeps what it holds for them
+            self._pipeline.submit(mine)
+            if len(rows) < page:
+                return
+            after = (rows[-1][0], rows[-1][1])
+
+    def _owns(self, ns: Namespace) -> bool:
+        """Whether this host embeds ``ns``'s items: a conversation's host, or host 0 for the rest."""
+        if ns.kind != "conv":
+            return self.host_id == 0
+        return ConversationKey(ns.app, ns.user_id, ns.scope).route(self.config.hosts) == self.host_id
 
     async def _level_shards(self) -> None:
         try:
@@ -174,6 +206,9 @@ class ConversationHost:
     def _make(self, key: ConversationKey, snap: ConversationSnapshot) -> Conversation:
         conv = Conversation.loaded(key, snap, self.config.buffer_window, self._writes.make_chain)
         conv.lost = self._lost.pop(key, None)
+        swept = self._swept.pop(key, None)
+        if swept:
+            conv.not_indexed(swept)
         return conv
 
     # -- writes -----------------------------------------------------------------------------
@@ -289,9 +324,16 @@ class ConversationHost:
         for item in items:
             by_ns.setdefault(item.namespace, []).append(item)
         for ns, group in by_ns.items():
-            conv = self._conversations.get(ConversationKey(ns.app, ns.user_id, ns.scope))
-            if conv is not None and ns.kind == "conv":
+            if ns.kind != "conv":
+                continue
+            key = ConversationKey(ns.app, ns.user_id, ns.scope)
+            conv = self._conversations.get(key)
+            if conv is not None:
                 conv.indexed(group, stamp)
+            elif (swept := self._swept.get(key)) is not None:
+                swept.difference_update(item.doc_id for item in group)
+                if not swept:
+                    del self._swept[key]
 
     async def last_seq(self, key: ConversationKey) -> tuple[int, int]:
         """(last assigned seq, last durable seq)."""

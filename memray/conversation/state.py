@@ -187,6 +187,17 @@ class Conversation:
         msgs = sorted(self.unindexed.values(), key=lambda m: m.seq or 0) if self.unindexed else []
         return Tail(MessageList(msgs), self.indexed_stamp)  # pickles as columns (memray.models.wire)
 
+    def not_indexed(self, ids: Iterable[str]) -> None:
+        """Messages held here that the shard may lack, though this incarnation did not add them
+        (an earlier one committed them and stopped before they were indexed): into the tail.
+        Ids the buffer does not hold (past its window) are found once indexed."""
+        for message_id in ids:
+            stored = self.buffer.get(message_id)
+            if stored is not None and stored.text:
+                if self.unindexed is None:
+                    self.unindexed = {}
+                self.unindexed[message_id] = stored
+
     def indexed(self, items: Iterable[PendingItem], stamp: int) -> None:
         """The shard confirmed ``items`` (upserted with ``stamp``): those whose text is the
         latest acknowledged leave the tail (a newer version stays until it is indexed too)."""

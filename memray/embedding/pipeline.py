@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 from collections.abc import Callable, Collection
 from typing import Any, NamedTuple
@@ -269,15 +268,6 @@ class EmbeddingPipeline:
                     delay = self._backoff_s
         finally:
             self._retry_task = None
-
-    async def sweep(self, limit: int = 10_000) -> int:
-        """Queue durable items that have no vector of the current model (after a crash)."""
-        if self._embedder is None:
-            return 0
-        rows = await self._store.pending_embeddings(self.model_id, limit)
-        # recency and columns unknown here (NaN, None): the shard keeps what it holds for them
-        self.submit([PendingItem(ns, doc_id, text, math.nan) for ns, doc_id, text in rows])
-        return len(rows)
 
     async def close(self) -> None:
         for task in (self._task, self._retry_task):

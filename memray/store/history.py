@@ -37,6 +37,7 @@ from memray.store.keys import KeyRecord
 from memray.store.messages import Correction
 from memray.store.routing import (
     by_key,
+    by_ref,
     by_user,
     by_user_or,
     commit_results,
@@ -287,10 +288,13 @@ class HistoryStore:
         items.mark_embedding_failed(self._db, refs, error)
 
     @background
-    @route(each(flat, cut="limit"))
-    def pending_embeddings(self, model_id: str, limit: int) -> list[tuple[Namespace, str, str]]:
-        """Items with non-empty text and no vector of ``model_id`` (new, updated, failed)."""
-        return items.pending_embeddings(self._db, model_id, limit)
+    @route(each(by_ref, cut="limit"))
+    def pending_embeddings(
+        self, model_id: str, limit: int, after: tuple[Namespace, str] | None = None
+    ) -> list[tuple[Namespace, str, str]]:
+        """Items with non-empty text and no vector of ``model_id`` (new, updated, failed), in
+        (namespace, doc_id) order, past ``after`` (a page's last item: the next page)."""
+        return items.pending_embeddings(self._db, model_id, limit, after)
 
     @background
     @route(split("refs", ref_user, positions))

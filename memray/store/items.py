@@ -99,23 +99,29 @@ def mark_embedding_failed(db: Database, refs: list[tuple[Namespace, str]], error
             )
 
 
-def pending_embeddings(db: Database, model_id: str, limit: int) -> list[tuple[Namespace, str, str]]:
+def pending_embeddings(
+    db: Database, model_id: str, limit: int, after: tuple[Namespace, str] | None = None
+) -> list[tuple[Namespace, str, str]]:
     """(namespace, doc_id, text) of items with non-empty text not embedded with ``model_id``
-    (:data:`EMBEDDED`: new, updated since embedding, or failed), oldest change first."""
+    (:data:`EMBEDDED`: new, updated since embedding, or failed), in (namespace, doc_id) order;
+    ``after``: only those past that item (the last one of the page before), so a caller pages
+    through all of them while they change."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
         raise ValidationError("limit", limit, "must be a non-negative integer")
+    past, cursor = "", []
+    if after is not None:
+        past, cursor = "AND (app, user_id, kind, scope, doc_id) > (?, ?, ?, ?, ?)", [*after[0], after[1]]
     rows = db.sql(
         f"""
         SELECT app, user_id, kind, scope, doc_id, text FROM (
-          SELECT app, user_id, 'conv' AS kind, conversation_id AS scope, id AS doc_id, text, changed_version,
-                 embed_state, model_id
+          SELECT app, user_id, 'conv' AS kind, conversation_id AS scope, id AS doc_id, text, embed_state, model_id
           FROM messages WHERE text <> ''
           UNION ALL
-          SELECT app, user_id, 'entry', coalesce(project_id, ''), id, text, changed_version, embed_state, model_id
+          SELECT app, user_id, 'entry', coalesce(project_id, ''), id, text, embed_state, model_id
           FROM entries WHERE text <> '') i
-        WHERE NOT {EMBEDDED.format(i="i")}
-        ORDER BY changed_version, app, user_id, kind, scope, doc_id LIMIT ?""",
-        [model_id, model_id, limit],
+        WHERE NOT {EMBEDDED.format(i="i")} {past}
+        ORDER BY app, user_id, kind, scope, doc_id LIMIT ?""",
+        [model_id, model_id, *cursor, limit],
     ).fetchall()
     return [(Namespace(r[0], r[1], r[2], r[3]), r[4], r[5]) for r in rows]
 

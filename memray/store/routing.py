@@ -56,6 +56,7 @@ __all__ = [
     "every",
     "sum_counts",
     "sorted_union",
+    "by_ref",
     "positions",
     "commit_results",
     "digest",
@@ -281,6 +282,12 @@ def sum_counts(found: list[dict[str, int]]) -> dict[str, int]:
         for k, v in part.items():
             out[k] = out.get(k, 0) + int(v)
     return out
+
+
+def by_ref(found: list[list[tuple[Namespace, str, Any]]]) -> list[tuple[Namespace, str, Any]]:
+    """Every partition's ``(namespace, doc_id, ...)`` items in (namespace, doc_id) order: each
+    partition's first ``limit`` past a cursor, merged, are the first ``limit`` of them all."""
+    return sorted((x for part in found for x in part), key=lambda x: (x[0], x[1]))
 
 
 def sorted_union(found: list[list[Any]]) -> list[Any]:

@@ -152,6 +152,28 @@ def test_vectors_recovery_scans_and_digests_match_one_store(pair: Any) -> None:
     assert len(run(three.pending_embeddings("m", 100))) == len(run(one.pending_embeddings("m", 100))) == len(keys)
 
 
+def test_pending_items_page_past_a_cursor_across_partitions_as_in_one_store(pair: Any) -> None:
+    """Pages of 5 past the last item of the page before: every pending item once, in the same
+    order as one store gives them, while items are embedded between pages."""
+    three, one, _ = pair
+    keys = [ConversationKey("app", u, "c") for u in USERS]
+    for s in (three, one):
+        run(s.commit_messages([msg(i, k) for k in keys for i in (1, 2)]))
+
+    def pages(s: StorePartitions) -> list[tuple[Namespace, str]]:
+        seen: list[tuple[Namespace, str]] = []
+        after: tuple[Namespace, str] | None = None
+        while page := run(s.pending_embeddings("m", 5, after)):
+            seen += [(ns, d) for ns, d, _ in page]
+            after = seen[-1]
+            # what was seen is embedded meanwhile: it leaves the pending items, the cursor holds
+            run(s.put_embeddings([EmbeddingRow(ns, d, "m", np.ones(4, np.float32)) for ns, d, _ in page]))
+        return seen
+
+    assert pages(three) == pages(one) == sorted((conversation_namespace(k), f"m{i}") for k in keys for i in (1, 2))
+    assert run(three.pending_embeddings("m", 5)) == []
+
+
 def test_exports_write_one_root_per_partition_and_erasure_purges_the_right_one(pair: Any, tmp_path: Path) -> None:
     three, _, _ = pair
     keys = [ConversationKey("app", u, "c") for u in USERS]
