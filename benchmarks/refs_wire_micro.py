@@ -2,7 +2,7 @@
 
     python -m benchmarks.refs_wire_micro --refs 80000 --namespaces 10000
 
-A shard's keeper levels it with the store 1, 5 and 30 s after it recovers
+A restarted shard's keeper levels it with the store 1, 5 and 30 s after it recovers
 (:func:`memray.index.keeper.level_shard`). While writes go on the two digests differ (the shard
 holds vectors the store has not marked yet), so the store's refs cross to the shard: every
 ``(namespace, doc_id)`` of the shard's users, 80,000 after eight ticks of 10,000 agents. Through

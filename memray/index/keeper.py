@@ -31,11 +31,16 @@ __all__ = [
     "level_all",
     "LevelReport",
     "LEVEL_SETTLE_S",
+    "LEVEL_AFTER_S",
     "reconcile_shard",
     "reconcile_marked",
 ]
 
 log = logging.getLogger(__name__)
+
+#: When a restarted shard's keeper levels it with the store, in seconds after it recovered: the
+#: vectors whose store write landed after the recovery pass read their item land within seconds.
+LEVEL_AFTER_S = (1.0, 5.0, 30.0)
 
 #: How long a leveling while hosts write waits for what a shard lacks to arrive, each round
 #: (:func:`level_shard`'s ``settle_s``).
@@ -132,7 +137,7 @@ class ShardKeeper:
         page_size: int = 2_000,
         retry_s: float = 0.5,
         retry_max_s: float = 10.0,
-        level_after_s: tuple[float, ...] = (1.0, 5.0, 30.0),
+        level_after_s: tuple[float, ...] = LEVEL_AFTER_S,
     ) -> None:
         self.shard = shard
         self.store = store

@@ -29,9 +29,11 @@ it to the shard — lexical recall complete, semantic recall silently not. So a 
 against the store's embeddings: the store and the shard each compute a count and an
 order-independent checksum of the items that have a vector (MD5 of :func:`ref_key`, summed mod
 2**64); when they differ, the refs are compared and every item the store has a vector for and the
-shard lacks is sent to the shard. The keeper levels a few times after recovering (the late
-writes land within seconds); ``Memory.wait_indexed()`` levels every shard before it says True,
-so True means every committed, embedded item has its vector in its shard.
+shard lacks is sent to the shard. The keeper of a restarted shard levels a few times after
+recovering (the late writes land within seconds). A shard's first start needs none: no upsert to
+it failed (Ray queues calls to an actor that is starting), and its recovery pass read whatever
+the store held. ``Memory.wait_indexed()`` levels every shard before it says True, so True means
+every committed, embedded item has its vector in its shard.
 """
 
 from __future__ import annotations

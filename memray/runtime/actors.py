@@ -43,7 +43,7 @@ from memray.conversation.host import ConversationHost
 from memray.errors import StoreError, UnavailableError, ValidationError
 from memray.ids import stable_hash
 from memray.index.client import ShardClient
-from memray.index.keeper import ShardKeeper
+from memray.index.keeper import LEVEL_AFTER_S, ShardKeeper
 from memray.index.recovery import RecoveringShard
 from memray.rpc.gate import PriorityGate
 from memray.rpc.ref import Liveness, Placement, Restart, watched
@@ -426,7 +426,19 @@ class ShardActor(Probed, TracedActor, RecoveringShard):
         # the keeper calls this shard through the actor's own handle: queued with every other call
         own = ShardClient(RayRef(ray.get_runtime_context().current_actor, f"shard {shard_id}"))
         store = partitions(stores, namespace)
-        keeper = ShardKeeper(own, store, config.snapshot_every_s, shard_id=shard_id, shards=shards)
+        # Leveling after recovery finds the vectors whose shard upsert failed while this shard was
+        # away and whose store write landed after the recovery pass read the item: only a restart
+        # has such. On a first start every upsert reached it (Ray queues calls to an actor that is
+        # starting), and the recovery pass read whatever the store held (docs/design.md).
+        restarted = ray.get_runtime_context().was_current_actor_reconstructed
+        keeper = ShardKeeper(
+            own,
+            store,
+            config.snapshot_every_s,
+            shard_id=shard_id,
+            shards=shards,
+            level_after_s=LEVEL_AFTER_S if restarted else (),
+        )
         self._keeper = keeper.start(f"memray-shard-{shard_id}-keeper")
 
     def close(self) -> None:

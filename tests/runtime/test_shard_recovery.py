@@ -15,6 +15,7 @@ import pytest
 
 import memray
 from memray.ids import ConversationKey, conversation_namespace, user_hash
+from memray.index.keeper import LEVEL_AFTER_S
 
 pytestmark = pytest.mark.ray
 
@@ -86,6 +87,11 @@ def test_killed_shard_degrades_then_recovers_everything(ray_session, tmp_path) -
 
         from ray._private import state as ray_state
 
+        def levels_planned() -> tuple[float, ...]:  # when the shard's keeper levels it after recovering
+            return tuple(ray.get(shard_ref.ref.handle.__ray_call__.remote(lambda shard: shard._keeper.level_after_s)))
+
+        assert levels_planned() == ()  # a first start: every upsert reached it, the recovery read the rest
+
         actor_id = shard_ref.ref.handle._actor_id.hex()
         ray.kill(shard_ref.ref.handle, no_restart=False)
         # wait until the kill has landed (ray.kill returns first): a search sent now reaches the
@@ -103,6 +109,7 @@ def test_killed_shard_degrades_then_recovers_everything(ray_session, tmp_path) -
             conv.add(turns(u, 5, 3))
         mem.flush()
         assert poll(lambda: restarted(shard_ref.ref.handle)), "Ray did not restart shard 1"
+        assert levels_planned() == LEVEL_AFTER_S  # upserts failed while it was away
 
         def level() -> bool:
             res = convs[victims[1]].search("zebra7", limit=10, mode="lexical")
