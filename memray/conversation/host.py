@@ -346,6 +346,7 @@ class ConversationHost:
         and an in-flight write is awaited, so nothing lands after the delete."""
         conv = self._conversations.pop(key, None)
         owed = self._lost.pop(key, None)
+        self._swept.pop(key, None)
         if conv is None:
             if owed and self._started:
                 self._writes.keep_unreported()  # its losses leave the file of those owed to a flush
@@ -395,8 +396,9 @@ class ConversationHost:
         await self.start()
         keys = [k for k in self._conversations if k.app == app and k.user_id == user_id]
         await asyncio.gather(*(self.evict(k) for k in keys))
-        for k in [k for k in self._lost if k.app == app and k.user_id == user_id]:
-            del self._lost[k]
+        for owed in (self._lost, self._swept):
+            for k in [k for k in owed if k.app == app and k.user_id == user_id]:
+                del owed[k]
         self._writes.compact_ledger()
         self._writes.keep_unreported()
         self._pipeline.forget(lambda n: n.app == app and n.user_id == user_id)
