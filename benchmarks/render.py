@@ -73,8 +73,8 @@ def _s(name: str, command: str) -> tuple[Source, ...]:
 
 
 _TICK = (
-    Source("user_tick_inprocess.json", "python -m benchmarks.user_tick --agents {agents} --mode {mode}"),
-    Source("user_tick_ray.json", "python -m benchmarks.user_tick --agents {agents} --mode {mode}"),
+    Source("user_tick_inprocess.json", "python -m benchmarks.user_tick --agents {agents} --ticks {ticks} --mode {mode}"),
+    Source("user_tick_ray.json", "python -m benchmarks.user_tick --agents {agents} --ticks {ticks} --mode {mode}"),
 )
 _HUGE = _s(
     Path(huge_tick.RESULT).name, "python -m benchmarks.huge_tick --agents {agents} --base {base} --ticks {ticks}"

@@ -222,6 +222,18 @@ def test_user_tick_times_the_examples_tick_in_both_styles_beside_its_full_floor(
     assert result["tick_ratio_to_full_floor"] is not None and result["coalesced_over_batches"] is not None
 
 
+def test_user_tick_growth_compares_question_ticks_with_question_ticks() -> None:
+    """The example's question ticks (3, 5, 7) recall more than its statement ticks (4, 6, 8):
+    tick 8 over tick 3 divides one kind by the other, and read 1.0 here, where the question ticks
+    grew 3x."""
+    from benchmarks.user_tick import like_for_like
+
+    times = [1.0, 1.0, 1.0, 1.0, 2.0, 1.5, 2.0, 3.0, 2.0]
+    assert like_for_like(times) == 3.0  # tick 7 / tick 3 (tick 8 / tick 4: 1.0)
+    assert like_for_like(times[:7]) == 1.5  # tick 5 / tick 3 (tick 6 / tick 4: 1.0)
+    assert like_for_like(times[:6]) is None  # one statement tick after tick 3: nothing to compare
+
+
 def test_huge_tick_compares_two_sizes_and_finds_the_store_exactly_as_acknowledged() -> None:
     result = run_module("huge_tick", ["--mode", "inprocess", "--agents", "40", "--base", "10", "--ticks", "2"])
     for size, agents in (("base", 10), ("huge", 40)):
