@@ -72,10 +72,8 @@ def _s(name: str, command: str) -> tuple[Source, ...]:
     return (Source(name, command),)
 
 
-_TICK = (
-    Source("user_tick_inprocess.json", "python -m benchmarks.user_tick --agents {agents} --ticks {ticks} --mode {mode}"),
-    Source("user_tick_ray.json", "python -m benchmarks.user_tick --agents {agents} --ticks {ticks} --mode {mode}"),
-)
+_TICK_COMMAND = "python -m benchmarks.user_tick --agents {agents} --ticks {ticks} --mode {mode}"
+_TICK = (Source("user_tick_inprocess.json", _TICK_COMMAND), Source("user_tick_ray.json", _TICK_COMMAND))
 _HUGE = _s(
     Path(huge_tick.RESULT).name, "python -m benchmarks.huge_tick --agents {agents} --base {base} --ticks {ticks}"
 )
