@@ -41,12 +41,13 @@ An approximation of BPE tokenizers (cl100k/o200k style) that does not undercount
 
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 import unicodedata
 from typing import Any
 
-__all__ = ["tokenize", "index_terms", "term_counts", "STOPWORDS", "estimate_tokens", "CJK_RANGES"]
+__all__ = ["tokenize", "index_terms", "term_counts", "text_id", "STOPWORDS", "estimate_tokens", "CJK_RANGES"]
 
 #: Han, Kana and Hangul code points (the katakana middle dot U+30FB, a punctuation mark, is left
 #: out so it separates words).
@@ -171,6 +172,15 @@ def _stem(word: str) -> str:
 
 
 _CONTRACTION = re.compile(r"(?<=[A-Za-z])['\u2019\u02bc](?:ll|re|ve|d|m|s|t)\b", re.IGNORECASE)
+
+
+def text_id(text: str) -> int:
+    """A text's identity, the same in every process and across restarts (8 bytes of BLAKE2b, as a
+    signed 64-bit integer): equal texts have equal ids. 0 is no identity: the empty text's, and
+    what a search that wants distinct texts never merges (an item whose text is not known)."""
+    if not text:
+        return 0
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little", signed=True) or 1
 
 
 def index_terms(text: str) -> list[str]:

@@ -42,6 +42,7 @@ from memray.index.scorer import Search, hit_order, score
 from memray.index.search import Query
 from memray.models import Message, Scope
 from memray.models.wire import decode_messages, encode_messages
+from memray.text import text_id
 
 __all__ = ["Tail", "Tails", "RecentAnswers", "Written", "CAP", "TailSource", "TailSearch", "score_tails"]
 
@@ -234,6 +235,10 @@ class TailSource:
         msgs = self.messages
         rows = [columns_of(msgs[n].created_at, msgs[n].sim_time, msgs[n].importance) for n in labels.tolist()]
         return np.array(rows, dtype=np.float64).reshape(-1, 3)
+
+    def text_ids(self, labels: np.ndarray) -> np.ndarray:
+        msgs = self.messages
+        return np.array([text_id(msgs[n].text) for n in labels.tolist()], dtype=np.int64)
 
     def hit(self, label: int, score: float, recency: float) -> ShardHit:
         return ShardHit(self.namespace, self.messages[label].id, score, recency, "")

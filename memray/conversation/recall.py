@@ -177,7 +177,8 @@ class Recall:
         if host_tail:
             unseen[key] = {}
         watch = tuple((conversation_namespace(k), tuple(seq for seq, _ in mine.values())) for k, mine in unseen.items())
-        request = encoded.query(query, k, min_score, watch, stream, window)
+        # a context shows each text once (_pick): copies of a question asked again must not fill its hits
+        request = encoded.query(query, k, min_score, watch, stream, window, distinct=host_tail)
         if scope == "conversation":
             return NamespaceSearch([conversation_namespace(key)], request)
         return UserSearch(key.app, key.user_id, "conv", request)

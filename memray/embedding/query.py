@@ -46,10 +46,22 @@ class Encoded(NamedTuple):
         watch: tuple[Any, ...] = (),
         stream: Stream | None = None,
         window: Window | None = None,
+        distinct: bool = False,
     ) -> Query:
         threshold, weight = self.calibration
         return Query(
-            text, self.vector, k, self.mode, min_score, self.model_id, threshold, weight, watch, stream, window
+            text,
+            self.vector,
+            k,
+            self.mode,
+            min_score,
+            self.model_id,
+            threshold,
+            weight,
+            watch,
+            stream,
+            window,
+            distinct,
         )
 
 

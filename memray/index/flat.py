@@ -120,12 +120,22 @@ class FlatView:
     def columns_of(self, slots: np.ndarray) -> np.ndarray:
         """Each slot's columns, as its namespace holds them (NaN for a slot without an item)."""
         out = np.full((len(slots), 3), np.nan)
-        at = np.flatnonzero(~np.isnan(self.rec[slots]))
-        uids = self.uid[slots[at]]
-        for uid in np.unique(uids).tolist():
-            mine = at[uids == uid]
+        for uid, mine in self._by_space(slots):
             out[mine] = self.spaces[uid].columns.rows(self.label[slots[mine]])
         return out
+
+    def text_ids(self, slots: np.ndarray) -> np.ndarray:
+        """Each slot's text identity, as its namespace holds it (0 for a slot without an item)."""
+        out = np.zeros(len(slots), dtype=np.int64)
+        for uid, mine in self._by_space(slots):
+            out[mine] = self.spaces[uid].text_ids(self.label[slots[mine]])
+        return out
+
+    def _by_space(self, slots: np.ndarray) -> list[tuple[int, np.ndarray]]:
+        """The positions in ``slots`` of live items, by the uid of their namespace."""
+        at = np.flatnonzero(~np.isnan(self.rec[slots]))
+        uids = self.uid[slots[at]]
+        return [(uid, at[uids == uid]) for uid in np.unique(uids).tolist()]
 
     def hit(self, slot: int, score: float, recency: float) -> ShardHit:
         space = self.spaces[int(self.uid[slot])]

@@ -111,6 +111,11 @@ class Source(Protocol):
         """``float64[len(labels), 3]``: created_at, sim_time, importance (NaN: none)."""
         ...
 
+    def text_ids(self, labels: np.ndarray) -> np.ndarray:
+        """``int64[len(labels)]``: each item's text identity (:func:`memray.text.text_id`; 0:
+        unknown, never merged), read by a search that asks for distinct texts."""
+        ...
+
     def hit(self, label: int, score: float, recency: float) -> ShardHit:
         """The hit of ``label`` scoring ``score`` (``recency`` is ``rec[label]``)."""
         ...
@@ -613,6 +618,9 @@ class _Block:
         rec, final, keep = self.final()
         kept = keep.nonzero()[0]
         score, recency = final[kept], rec[kept]
+        if any(plan.search.query.distinct for plan in plans):
+            first = self.distinct(kept, score, recency)
+            kept, score, recency = kept[first], score[first], recency[first]
         if self.one:
             k = plans[0].k
             if len(kept) > 4 * k + 64:  # many hits (no floor, a broad query): the best first
@@ -656,6 +664,40 @@ class _Block:
                 found = sorted(found, key=hit_order)[: plan.k]
             out.append(Scored(found, plan.stats))
         return out
+
+    def distinct(self, kept: np.ndarray, score: np.ndarray, recency: np.ndarray) -> np.ndarray:
+        """Of the ``kept`` entries (ascending, with their final score and recency), a mask of
+        those a search asking for distinct texts keeps: of each text, the first in hit order
+        (score, recency, doc id, namespace); entries of the other searches, and of an unknown
+        text (id 0), all."""
+        tid = np.zeros(len(kept), dtype=np.int64)
+        for pair in self.pairs:
+            if pair.plan.search.query.distinct:
+                lo, hi = np.searchsorted(kept, [pair.offset, pair.offset + pair.size])
+                tid[lo:hi] = pair.source.text_ids(pair.entry_labels()[kept[lo:hi] - pair.offset])
+        owner = np.zeros(len(kept), dtype=np.int64) if self.one else self.owner_of[kept]
+        known = np.flatnonzero(tid)
+        rounded = np.round(score, 12)  # as hit_order compares scores
+        order = known[np.lexsort((-recency[known], -rounded[known], tid[known], owner[known]))]
+        same = (tid[order[1:]] == tid[order[:-1]]) & (owner[order[1:]] == owner[order[:-1]])
+        mask = np.ones(len(kept), dtype=bool)
+        mask[order[1:][same]] = False
+        # a text's best tied with other copies on score and recency: the doc id decides (hit order)
+        tied = same & (rounded[order[1:]] == rounded[order[:-1]]) & (recency[order[1:]] == recency[order[:-1]])
+        for i in np.flatnonzero(mask[order[:-1]] & tied).tolist():  # a keeper tied with the next copy
+            j, members = i, [int(order[i])]
+            while j < len(tied) and tied[j]:
+                members.append(int(order[j + 1]))
+                j += 1
+            mask[members] = False
+            mask[min(members, key=lambda e: hit_order(self.hit_of(int(kept[e]), 0.0, 0.0)))] = True
+        return mask
+
+    def hit_of(self, entry: int, score: float, recency: float) -> ShardHit:
+        """The hit of one entry of the block."""
+        pair = self.pairs[int(np.searchsorted([p.offset for p in self.pairs], entry, side="right")) - 1]
+        at = int(entry) - pair.offset
+        return pair.source.hit(at if pair.labels is None else int(pair.labels[at]), score, recency)
 
 
 def _best(score: np.ndarray, recency: np.ndarray, k: int) -> np.ndarray:

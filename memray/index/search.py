@@ -39,6 +39,9 @@ class Query(NamedTuple):
     watch: tuple[tuple[Namespace, tuple[int, ...]], ...] = ()
     stream: Stream | None = None  # memory-stream scoring (memray.ranking); None: by relevance
     window: Window | None = None  # simulation / creation time bounds; None: all
+    # one hit per text: of items with the same text (memray.text.text_id), the first in hit order
+    # (a context's recall, which shows a text once: copies of a question asked again would fill it)
+    distinct: bool = False
 
 
 class ShardReply(NamedTuple):

@@ -159,6 +159,7 @@ _ITEM_SCHEMA = pa.schema(
         ("created_at", pa.float64()),
         ("sim_time", pa.float64()),
         ("importance", pa.float64()),
+        ("text_id", pa.int64()),
     ]
 )
 #: An item's index terms as the snapshot keeps them (``json.dumps(terms, ensure_ascii=False)``,
@@ -209,7 +210,9 @@ def _pack(
         parts["payload"].extend(map(space.payload.get, docs, itertools.repeat("")))
         parts["terms"].extend(_terms_json(space.lexical.terms(doc) or {}) for doc in docs)
         parts["vector_row"].extend(vector_row)
+        parts["text_id"].append(space.text_ids(np.array(labels, dtype=np.int64)))
         columns.append(space.columns.rows(labels))
+    parts["text_id"] = np.concatenate(parts["text_id"]) if parts["text_id"] else np.zeros(0, dtype=np.int64)
     by_item = np.concatenate(columns) if columns else np.zeros((0, len(COLUMN_NAMES)))
     for n, name in enumerate(COLUMN_NAMES):
         parts[name] = by_item[:, n]
@@ -255,7 +258,8 @@ def _unpack_segment(directory: Path, segment: Segment, spaces: dict[int, Space])
     matrix = load_npy(directory / segment.vectors)
     exact: dict[int, tuple[list[int], list[int]]] = {}
     columns = snapshot_columns(items)  # a snapshot of an older memray has none: from the payloads
-    for uid, doc, label, recency, payload, terms, row, cols in zip(
+    text_ids = items.get("text_id") or itertools.repeat(0)  # an older memray's: unknown (0)
+    for uid, doc, label, recency, payload, terms, row, cols, tid in zip(
         items["uid"],
         items["doc_id"],
         items["label"],
@@ -264,6 +268,7 @@ def _unpack_segment(directory: Path, segment: Segment, spaces: dict[int, Space])
         items["terms"],
         items["vector_row"],
         columns,
+        text_ids,
     ):
         space = spaces[uid]
         space.labels[doc] = label
@@ -273,6 +278,7 @@ def _unpack_segment(directory: Path, segment: Segment, spaces: dict[int, Space])
         if payload:
             space.payload[doc] = payload
         space.lexical.add_terms(doc, json.loads(terms))
+        space.set_text_id(label, tid)
         if row >= 0:
             pair = exact.setdefault(uid, ([], []))
             pair[0].append(label)

@@ -29,7 +29,7 @@ from memray.index.exact import ExactIndex
 from memray.index.hnsw import HnswIndex
 from memray.index.lexical import LexicalIndex
 from memray.store.base import IndexRow
-from memray.text import term_counts
+from memray.text import term_counts, text_id
 
 __all__ = ["Space"]
 
@@ -60,6 +60,7 @@ class Space:
         self.rewritten = False
         self.snapped = 0
         self.rec = np.zeros(0)  # recency by label, NaN where no item: scoring reads it in bulk
+        self.tid = np.zeros(0, dtype=np.int64)  # text identity by label (memray.text.text_id; 0: unknown)
         self._adjacent: tuple[np.ndarray, np.ndarray] | None = None  # by label: the label before, after (-1)
 
     def __len__(self) -> int:
@@ -104,6 +105,15 @@ class Space:
         else:
             self._adjacent = None
 
+    def set_text_id(self, label: int, tid: int) -> None:
+        """The identity of ``label``'s text (:func:`memray.text.text_id`), which a search asking
+        for distinct texts merges by."""
+        if label >= len(self.tid):
+            grown = np.zeros(max(8, 2 * len(self.tid), label + 1), dtype=np.int64)
+            grown[: len(self.tid)] = self.tid
+            self.tid = grown
+        self.tid[label] = tid
+
     def _link(self, label: int, recency: float) -> None:
         """A new message at ``recency`` joins the cached adjacency (:meth:`adjacent`) in place:
         a conversation's shard gets a few messages per tick, and rebuilding the adjacency of its
@@ -147,6 +157,7 @@ class Space:
             if item.payload:
                 self.payload[item.doc_id] = item.payload
             self.lexical.add(item.doc_id, item.text)
+            self.set_text_id(label, text_id(item.text))
             if vector is not None:
                 labels.append(label)
                 vectors.append(vector)
@@ -171,6 +182,7 @@ class Space:
                 if row.columns is not None:
                     self.columns.set(label, row.columns)
                 self.lexical.add(row.doc_id, row.text)
+                self.set_text_id(label, text_id(row.text))
         labels = np.array([self.labels[row.doc_id] for row in rows], dtype=np.int64)
         vectors = normalise(np.stack([np.asarray(row.vector, dtype=np.float32).reshape(-1) for row in rows]), dim)
         assert self.staged is not None, f"{self.namespace}: staged rows, and no model is staged"
@@ -193,6 +205,7 @@ class Space:
         self.columns.clear(label)
         recency = self.recency.pop(doc_id)
         self.rec[label] = np.nan
+        self.tid[label] = 0
         self._adjacent = None
         if self.by_recency is not None and self.by_recency.get(recency) == doc_id:
             del self.by_recency[recency]
@@ -215,7 +228,9 @@ class Space:
             return False
         if vector and label not in self.vectors:
             return False
-        return self.lexical.terms(row.doc_id) == term_counts(row.text)
+        return self.lexical.terms(row.doc_id) == term_counts(row.text) and self.text_ids(np.array([label]))[
+            0
+        ] == text_id(row.text)
 
     def adjacent(self) -> tuple[np.ndarray, np.ndarray]:
         """By label: the label of the message at seq - 1 and at seq + 1 (-1: none, and always
@@ -246,6 +261,12 @@ class Space:
 
     def columns_of(self, labels: np.ndarray) -> np.ndarray:
         return self.columns.rows(labels)
+
+    def text_ids(self, labels: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(labels), dtype=np.int64)
+        inside = labels < len(self.tid)
+        out[inside] = self.tid[labels[inside]]
+        return out
 
     def hit(self, label: int, score: float, recency: float) -> ShardHit:
         doc = self.docs[label]

@@ -106,6 +106,7 @@ def asks(draw: Any) -> ref.Ask:
         draw(st.sampled_from([0.0, 0.3, 1.0])),
         stream,
         window,
+        draw(st.booleans()),
     )
 
 
@@ -123,6 +124,7 @@ def query(ask: ref.Ask) -> Query:
         (),
         ask.stream,
         ask.window,
+        ask.distinct,
     )
 
 
@@ -353,6 +355,9 @@ class Rows:
 
     def columns_of(self, labels: np.ndarray) -> np.ndarray:
         return np.full((len(labels), 3), np.nan)
+
+    def text_ids(self, labels: np.ndarray) -> np.ndarray:
+        return np.zeros(len(labels), dtype=np.int64)
 
     def hit(self, label: int, score: float, recency: float) -> ShardHit:
         return ShardHit(Namespace("a", "u", "entry", ""), f"d{label}", score, recency)

@@ -46,6 +46,7 @@ def held(shard: VectorShard) -> dict[Any, Any]:
                 space.recency[doc],
                 space.payload.get(doc, ""),
                 space.lexical.terms(doc),
+                int(space.text_ids(np.array([label]))[0]),  # what a search for distinct texts merges by
                 tuple(None if math.isnan(c) else c for c in space.columns.get(label)),
                 vector.get(label),
             )

@@ -46,6 +46,7 @@ class Ask:
     vector_weight: float = 0.0
     stream: Stream | None = None
     window: Window | None = None
+    distinct: bool = False  # one hit per text (the first in order; an empty text is no text)
 
 
 @dataclass(frozen=True)
@@ -222,7 +223,23 @@ def search(items: Sequence[Item], ask: Ask, neighbour_weight: float) -> list[Fou
         if in_window(item, ask.window) and passes(relevance, ask):
             final = relevance if ask.stream is None else stream_score(relevance, item, ask.stream)
             found.append(Found(item.namespace, item.doc_id, final, item.recency))
-    return sorted(found, key=order)[: ask.k]
+    return distinct(sorted(found, key=order), items, ask)[: ask.k]
+
+
+def distinct(found: list[Found], items: Sequence[Item], ask: Ask) -> list[Found]:
+    """``found`` (in order) with, if ``ask.distinct``, only the first of each non-empty text."""
+    if not ask.distinct:
+        return found
+    text = {(item.namespace, item.doc_id): item.text for item in items}
+    seen: set[str] = set()
+    out = []
+    for hit in found:
+        t = text[(hit.namespace, hit.doc_id)]
+        if t and t in seen:
+            continue
+        seen.add(t)
+        out.append(hit)
+    return out
 
 
 def search_with_tail(
@@ -241,7 +258,7 @@ def search_with_tail(
     stats = stats_of([item.text for item in (*indexed, *tail)], terms)
     base = {item: fused(item, ask, terms, stats) for item in tail}
     known = {} if ask.stream is not None else {(hit.namespace, hit.recency): hit.score for hit in kept}
-    found = list(kept)
+    scored = []
     for item in tail:
         best = max((base[other] for other in neighbours(item, tail)), default=0.0)
         for seq in (item.recency - 1.0, item.recency + 1.0):
@@ -249,5 +266,7 @@ def search_with_tail(
         relevance = supported(base[item], best, neighbour_weight)
         if in_window(item, ask.window) and passes(relevance, ask):
             final = relevance if ask.stream is None else stream_score(relevance, item, ask.stream)
-            found.append(Found(item.namespace, item.doc_id, final, item.recency))
+            scored.append(Found(item.namespace, item.doc_id, final, item.recency))
+    # the tail is scored apart (distinct among its own messages), then merged with the shard's hits
+    found = kept + distinct(sorted(scored, key=order), tail, ask)[: ask.k]
     return shard, sorted(found, key=order)[: ask.k]
