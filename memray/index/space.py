@@ -220,7 +220,7 @@ class Space:
     # -- reads ------------------------------------------------------------------------------
     def holds(self, row: IndexRow, vector: bool) -> bool:
         """Whether ``row`` (the store's version) is held as it is: the same recency, columns and
-        text, and a vector if ``vector`` (one is due)."""
+        text (its identity and terms), and a vector if ``vector`` (one is due)."""
         label = self.labels.get(row.doc_id)
         if label is None or self.recency[row.doc_id] != float(row.recency):
             return False
@@ -228,9 +228,8 @@ class Space:
             return False
         if vector and label not in self.vectors:
             return False
-        return self.lexical.terms(row.doc_id) == term_counts(row.text) and self.text_ids(np.array([label]))[
-            0
-        ] == text_id(row.text)
+        held_id = int(self.tid[label]) if label < len(self.tid) else 0  # 0: loaded from an older snapshot
+        return held_id == text_id(row.text) and self.lexical.terms(row.doc_id) == term_counts(row.text)
 
     def adjacent(self) -> tuple[np.ndarray, np.ndarray]:
         """By label: the label of the message at seq - 1 and at seq + 1 (-1: none, and always
