@@ -20,6 +20,7 @@ from memray.index.scorer import in_window, stream_scores
 from memray.ranking import Stream
 from memray.sim_time import Window
 from memray.store.base import IndexRow
+from memray.text import text_id
 from tests.index.conftest import query, unit
 
 DIM = 16
@@ -144,7 +145,7 @@ def test_a_snapshot_written_before_the_columns_existed_loads_them_from_the_paylo
     (folder / segment[1]).rename(folder / "vectors.npy")
     (folder / "shard.json").write_text(json.dumps(meta))
     items = str(folder / "items.parquet")
-    old = pq.read_table(folder / segment[0]).drop_columns(["created_at", "sim_time", "importance"])
+    old = pq.read_table(folder / segment[0]).drop_columns(["created_at", "sim_time", "importance", "text_id"])
     pq.write_table(old, items)
     (folder / segment[0]).unlink()
     assert "sim_time" not in pq.read_table(items).column_names
@@ -155,6 +156,12 @@ def test_a_snapshot_written_before_the_columns_existed_loads_them_from_the_paylo
     assert all(math.isnan(v) for v in conv.columns.get(conv.labels["b"]))
     assert ent.columns.get(ent.labels["e"])[0] == 99.0 and ent.columns.get(ent.labels["e"])[2] == 0.7
     assert snapshot_columns(pa.table({"payload": [""]}).to_pydict())[0] != (0.0, 0.0, 0.0)
+    # no text identity either (never merged by a search for distinct texts), until the shard takes
+    # the item again: a reconcile with the store's rows (a Ray shard's recovery pass) does
+    labels = np.array([conv.labels["a"], conv.labels["b"]])
+    assert conv.text_ids(labels).tolist() == [0, 0]
+    assert again.reconcile([IndexRow(NS, "a", vec[0], "alpha", 1.0, conv.columns.get(conv.labels["a"]))]) == 1
+    assert conv.text_ids(labels).tolist() == [text_id("alpha"), 0]
 
 
 def test_reconcile_fixes_stale_columns(tmp_path: Path):
