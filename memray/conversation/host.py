@@ -396,9 +396,9 @@ class ConversationHost:
         await self.start()
         keys = [k for k in self._conversations if k.app == app and k.user_id == user_id]
         await asyncio.gather(*(self.evict(k) for k in keys))
-        for owed in (self._lost, self._swept):
-            for k in [k for k in owed if k.app == app and k.user_id == user_id]:
-                del owed[k]
+        for by_key in (self._lost, self._swept):  # what is kept for conversations not loaded
+            for k in [k for k in by_key if k.app == app and k.user_id == user_id]:
+                del by_key[k]
         self._writes.compact_ledger()
         self._writes.keep_unreported()
         self._pipeline.forget(lambda n: n.app == app and n.user_id == user_id)

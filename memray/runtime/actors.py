@@ -429,7 +429,7 @@ class ShardActor(Probed, TracedActor, RecoveringShard):
         # Leveling after recovery finds the vectors whose shard upsert failed while this shard was
         # away and whose store write landed after the recovery pass read the item: only a restart
         # has such. On a first start every upsert reached it (Ray queues calls to an actor that is
-        # starting), and the recovery pass read whatever the store held (docs/design.md).
+        # starting), and the recovery pass read whatever the store held (memray.index.recovery).
         restarted = ray.get_runtime_context().was_current_actor_reconstructed
         keeper = ShardKeeper(
             own,
