@@ -314,9 +314,16 @@ class ConversationHost:
 
     def _tail(self, key: ConversationKey) -> Tail:
         """The read-your-writes tail of a conversation (:mod:`memray.conversation.read_your_writes`):
-        the messages acknowledged that the index may not hold yet (none if not loaded here)."""
+        the messages acknowledged that the index may not hold yet (none if not loaded here).
+
+        While this host levels the shards after an incarnation that stopped without closing,
+        any message that incarnation committed may be missing from its shard (embedded in the
+        store, its shard upsert lost): every message held stands in the tail until then, so a
+        caller does not take this answer as word that what it wrote is indexed."""
         conv = self._conversations.get(key)
-        return conv.unindexed_tail() if conv is not None else Tail([], 0)
+        if conv is None:
+            return Tail([], 0)
+        return conv.unindexed_tail(everything=self._leveling is not None and not self._leveling.done())
 
     def _on_indexed(self, items: list[PendingItem], stamp: int) -> None:
         """The shards confirmed ``items``: they leave their conversations' tails."""

@@ -180,11 +180,15 @@ class Conversation:
         return failed
 
     # -- read-your-writes (memray.conversation.read_your_writes) ------------------------------
-    def unindexed_tail(self) -> Tail:
+    def unindexed_tail(self, everything: bool = False) -> Tail:
         """The messages acknowledged here that the shard has not confirmed indexed (each with
         text, as the buffer holds it after a merge: :meth:`add` keeps them), in seq order, and
-        the newest indexing stamp confirmed."""
-        msgs = sorted(self.unindexed.values(), key=lambda m: m.seq or 0) if self.unindexed else []
+        the newest indexing stamp confirmed. ``everything``: every message held with text too
+        (none of them is known to be indexed)."""
+        tail: Iterable[Message] = self.unindexed.values() if self.unindexed else ()
+        if everything:
+            tail = {**{m.id: m for m in self.buffer.recent() if m.text}, **(self.unindexed or {})}.values()
+        msgs = sorted(tail, key=lambda m: m.seq or 0)
         return Tail(MessageList(msgs), self.indexed_stamp)  # pickles as columns (memray.models.wire)
 
     def not_indexed(self, ids: Iterable[str]) -> None:

@@ -2,8 +2,9 @@
 
 - embedded in the store and missing from their shards: its pipeline gives the store and the
   shard a batch at once, and only the store's write landed. No sweep of pending items finds them
-  (they are not pending). The next incarnation of the host levels every shard with the store; one
-  that closed cleanly leaves nothing to do.
+  (they are not pending). The next incarnation of the host levels every shard with the store
+  (until then its context answers count nothing as indexed); one that closed cleanly leaves
+  nothing to do.
 - committed and not yet embedded (its pipeline stopped with it): pending. The next incarnation
   queues its own conversations' again, and keeps them in their read-your-writes tails until the
   shards have them.
@@ -34,7 +35,15 @@ def test_a_restarted_host_levels_the_shards_with_what_its_predecessor_committed(
         ref, shard = stranded(mem, conv.key, "I am allergic to peanuts", seq=2)
 
         fresh = ConversationHost(0, mem.config, dep.stores, dep.shards)  # as Ray restarts it
-        run(fresh.start())
+
+        async def restart() -> list[str]:
+            [snap] = await dep.stores.load_conversations([conv.key], mem.config.buffer_window)
+            await fresh.start()  # leveling starts, in the background
+            fresh._conversations[conv.key] = fresh._make(conv.key, snap)  # as a call loads it
+            return [m.text for m in fresh._tail(conv.key).messages]
+
+        # until the shards are level, nothing it holds counts as indexed: a caller keeps what it wrote
+        assert run(restart()) == ["hello", "I am allergic to peanuts"]
         leveling = fresh._leveling
         assert leveling is not None
 
@@ -44,6 +53,7 @@ def test_a_restarted_host_levels_the_shards_with_what_its_predecessor_committed(
         run(leveled())
         assert fresh.leveled_on_restart == 1
         assert run(shard.missing_from(RefList([ref]), vectors=True)) == []
+        assert fresh._tail(conv.key).messages == []  # level: the tail is what this incarnation added
         run(fresh.close())
     finally:
         mem.close()
@@ -83,6 +93,13 @@ def test_a_restarted_host_indexes_what_its_predecessor_committed_and_had_not_ind
         assert run(restart()) == [stopped.id]
         assert run(fresh._pipeline.wait_idle(timeout_s=60, retries=True))
         assert run(shard.missing_from(RefList([ref]), vectors=True)) == []
+        leveling = fresh._leveling  # (host 1 did not close either: it levels the shards too)
+        assert leveling is not None
+
+        async def leveled() -> None:
+            await leveling
+
+        run(leveled())
         assert run(fresh.recent_many([(conv.key, 4)]))[0][1].messages == []
         assert fresh._swept == {}  # the one never loaded again left it once indexed
         run(fresh.close())
