@@ -180,6 +180,7 @@ def _pack(
     parts: dict[str, Any] = {name: [] for name in _ITEM_SCHEMA.names}
     blocks: list[np.ndarray] = []
     columns: list[np.ndarray] = []
+    text_ids: list[np.ndarray] = []
     rows = 0
     table = []
     for space in spaces:
@@ -210,9 +211,9 @@ def _pack(
         parts["payload"].extend(map(space.payload.get, docs, itertools.repeat("")))
         parts["terms"].extend(_terms_json(space.lexical.terms(doc) or {}) for doc in docs)
         parts["vector_row"].extend(vector_row)
-        parts["text_id"].append(space.text_ids(np.array(labels, dtype=np.int64)))
         columns.append(space.columns.rows(labels))
-    parts["text_id"] = np.concatenate(parts["text_id"]) if parts["text_id"] else np.zeros(0, dtype=np.int64)
+        text_ids.append(space.text_ids(np.array(labels, dtype=np.int64)))
+    parts["text_id"] = np.concatenate(text_ids) if text_ids else np.zeros(0, dtype=np.int64)
     by_item = np.concatenate(columns) if columns else np.zeros((0, len(COLUMN_NAMES)))
     for n, name in enumerate(COLUMN_NAMES):
         parts[name] = by_item[:, n]

@@ -88,10 +88,7 @@ class Space:
         old = self.recency.get(doc_id)
         self.recency[doc_id] = recency
         label = self.labels[doc_id]
-        if label >= len(self.rec):
-            grown = np.full(max(8, 2 * len(self.rec), label + 1), np.nan)
-            grown[: len(self.rec)] = self.rec
-            self.rec = grown
+        self.rec = _fit(self.rec, label, np.nan)
         self.rec[label] = recency
         if self.by_recency is None:
             self._adjacent = None
@@ -108,10 +105,7 @@ class Space:
     def set_text_id(self, label: int, tid: int) -> None:
         """The identity of ``label``'s text (:func:`memray.text.text_id`), which a search asking
         for distinct texts merges by."""
-        if label >= len(self.tid):
-            grown = np.zeros(max(8, 2 * len(self.tid), label + 1), dtype=np.int64)
-            grown[: len(self.tid)] = self.tid
-            self.tid = grown
+        self.tid = _fit(self.tid, label, 0)
         self.tid[label] = tid
 
     def _link(self, label: int, recency: float) -> None:
@@ -228,7 +222,7 @@ class Space:
             return False
         if vector and label not in self.vectors:
             return False
-        held_id = int(self.tid[label]) if label < len(self.tid) else 0  # 0: loaded from an older snapshot
+        held_id = int(self.tid[label])  # (0: loaded from a snapshot written before text ids)
         return held_id == text_id(row.text) and self.lexical.terms(row.doc_id) == term_counts(row.text)
 
     def adjacent(self) -> tuple[np.ndarray, np.ndarray]:
@@ -262,11 +256,18 @@ class Space:
         return self.columns.rows(labels)
 
     def text_ids(self, labels: np.ndarray) -> np.ndarray:
-        out = np.zeros(len(labels), dtype=np.int64)
-        inside = labels < len(self.tid)
-        out[inside] = self.tid[labels[inside]]
-        return out
+        ids: np.ndarray = self.tid[labels]  # (grown with ``rec``: every label an item has fits)
+        return ids
 
     def hit(self, label: int, score: float, recency: float) -> ShardHit:
         doc = self.docs[label]
         return ShardHit(self.namespace, doc, score, recency, self.payload.get(doc, ""))
+
+
+def _fit(by_label: np.ndarray, label: int, fill: float) -> np.ndarray:
+    """``by_label``, or a copy grown (doubling, new places ``fill``) so that ``label`` fits."""
+    if label < len(by_label):
+        return by_label
+    grown = np.full(max(8, 2 * len(by_label), label + 1), fill, dtype=by_label.dtype)
+    grown[: len(by_label)] = by_label
+    return grown
