@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import json
 import math
 import os
 import platform
 import random
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -38,6 +41,7 @@ __all__ = [
     "ratio",
     "common_args",
     "start_ray",
+    "scratch",
     "sinks",
     "pipelined",
     "raw_arrow_insert",
@@ -220,12 +224,17 @@ def start_ray(address: str | None) -> bool:
     return True
 
 
+def scratch(prefix: str) -> str:
+    """A new temporary directory, removed when this process exits: a run's data never stays in
+    the machine's temp dir (the tests run several of these benchmarks on every run)."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
 def in_data_dir(args: argparse.Namespace, prefix: str, work: Callable[[str], Any]) -> Any:
     """Run ``work(root)`` with Ray started if the benchmark's mode needs it, in ``args.dir`` or a
     temporary data directory that is removed after; Ray is shut down if this started it."""
-    import shutil
-    import tempfile
-
     started = start_ray(args.address) if args.mode == "ray" else False
     root = args.dir or tempfile.mkdtemp(prefix=prefix)
     try:

@@ -21,12 +21,11 @@ handle's coroutine).
 from __future__ import annotations
 
 import argparse
-import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks._harness import emit
+from benchmarks._harness import emit, scratch
 
 
 def best_cpu_us(fn: Callable[[], Any], n: int, repeat: int) -> float:
@@ -52,7 +51,7 @@ def main() -> None:
 
     import memray
 
-    with memray.open(tempfile.mkdtemp(), mode="inprocess", hosts=1, shards=1) as mem:
+    with memray.open(scratch("memray-facade-overhead-"), mode="inprocess", hosts=1, shards=1) as mem:
         conv = mem.conversation("u", "c")
         conv.add([{"role": "user", "content": f"note {i}"} for i in range(20)])
         runner = mem.internals

@@ -53,14 +53,13 @@ import asyncio
 import os
 import random
 import signal
-import tempfile
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks._harness import emit, log, pct_ms, plot_bars, start_ray
+from benchmarks._harness import emit, log, pct_ms, plot_bars, scratch, start_ray
 from benchmarks.fault_checks import index_figures, stored_against_acked
 
 __all__ = [
@@ -640,7 +639,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     if unknown:
         parser.error(f"unknown scenarios {sorted(unknown)}; choose from {', '.join(SCENARIOS)}")
     started = start_ray(args.address)
-    path = args.dir or tempfile.mkdtemp(prefix="memray-faults-")
+    path = args.dir or scratch("memray-faults-")
     import memray
 
     def reopen(p: str, mode: str) -> Any:
@@ -673,7 +672,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             elif name == "paused_store":
                 figures = host_killed_while_store_paused(mem)
             elif name == "fork_open":
-                figures = fork_under_writes(mem, tempfile.mkdtemp(prefix="memray-faults-fork-"))
+                figures = fork_under_writes(mem, scratch("memray-faults-fork-"))
             elif name == "shard_search":
                 figures = searches_under_fault(mem)
             else:

@@ -30,10 +30,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import tempfile
 from typing import Any
 
-from benchmarks._harness import emit, log, pct_ms, ratio, sentence, time_calls
+from benchmarks._harness import emit, log, pct_ms, ratio, scratch, sentence, time_calls
 from benchmarks._raw import RawBm25, RawExact, time_floor
 
 APP = "bench"
@@ -47,7 +46,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from memray.store import conversations as conv_sql
 
     rng = random.Random(args.seed)
-    mem = memray.open(tempfile.mkdtemp(prefix="memray-read-micro-"), mode="inprocess")
+    mem = memray.open(scratch("memray-read-micro-"), mode="inprocess")
     try:
         convs = [mem.conversation(f"u{c % 20}", f"c{c}", app=APP) for c in range(args.conversations)]
         texts = [[sentence(rng, 12) for _ in range(args.messages)] for _ in convs]

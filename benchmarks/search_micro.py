@@ -35,14 +35,13 @@ from __future__ import annotations
 
 import argparse
 import random
-import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from benchmarks._harness import emit, pct_ms, ratio, sentence
+from benchmarks._harness import emit, pct_ms, ratio, scratch, sentence
 from benchmarks._raw import RawBm25, RawExact, time_floor
 from memray.config import IndexConfig
 from memray.embedding.calibration import calibrate
@@ -63,9 +62,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     vectors = embedder.embed(texts)
     conv_of = np.arange(args.n) % args.namespaces
     namespaces = [Namespace(APP, f"user-{c % 20}", "conv", f"c{c}") for c in range(args.namespaces)]
-    shard = VectorShard(
-        0, tempfile.mkdtemp(prefix="memray-search-micro-"), embedder.dim, embedder.model_id, IndexConfig()
-    )
+    shard = VectorShard(0, scratch("memray-search-micro-"), embedder.dim, embedder.model_id, IndexConfig())
     for lo in range(0, args.n, 5000):
         shard.upsert(
             [

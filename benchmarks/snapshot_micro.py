@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -41,7 +40,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from benchmarks._harness import emit, ratio
+from benchmarks._harness import emit, ratio, scratch
 from memray.config import IndexConfig
 from memray.embedding.static import StaticEmbedder
 from memray.ids import Namespace
@@ -54,7 +53,7 @@ from tick import reply, said  # noqa: E402  (examples/tick.py: what its agents s
 def run(namespaces: int, ticks: int, repeat: int) -> dict[str, Any]:
     embedder = StaticEmbedder()
     dim = len(embedder.embed(["x"])[0])
-    root = tempfile.mkdtemp(prefix="memray-snapshot-micro-")
+    root = scratch("memray-snapshot-micro-")
     shard = VectorShard(0, os.path.join(root, "shard"), dim, embedder.model_id, IndexConfig())
     spaces = [Namespace("default", f"agent-{i}", "conv", "main") for i in range(namespaces)]
 

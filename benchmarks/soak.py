@@ -59,7 +59,6 @@ import asyncio
 import os
 import random
 import signal
-import tempfile
 import threading
 import time
 import uuid
@@ -68,7 +67,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmarks._harness import emit, log, start_ray
+from benchmarks._harness import emit, log, scratch, start_ray
 from benchmarks.faults import _pid
 from benchmarks.soak_checks import Ack, MessageRef, cold_check, files_holding
 from benchmarks.soak_server import (
@@ -642,7 +641,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     import memray
 
-    root = args.dir or tempfile.mkdtemp(prefix="memray-soak-")
+    root = args.dir or scratch("memray-soak-")
     path, fork_path = os.path.join(root, "data"), os.path.join(root, "fork")
 
     def config(p: str, mode: str) -> memray.MemoryConfig:

@@ -25,7 +25,6 @@ import argparse
 import asyncio
 import json
 import os
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -33,6 +32,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from benchmarks._harness import scratch
 from benchmarks._raw import RawHnsw
 from benchmarks.index_crossover import git_sha
 from memray.config import IndexConfig
@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     data = make_data(rng, sizes, args.dim, args.spread)
     offsets = np.concatenate([[0], np.cumsum(sizes)])
     cfg = IndexConfig(exact_threshold=args.exact_threshold, hnsw_ef=args.ef, neighbour_weight=0.0)  # against exact kNN
-    tmp = tempfile.mkdtemp(prefix="memray-vector-recall-")
+    tmp = scratch("memray-vector-recall-")
     shards = [VectorShard(i, os.path.join(tmp, f"s{i}"), args.dim, "bench", cfg) for i in range(args.shards)]
     t0 = time.perf_counter()
     build(shards, users, sizes, data)

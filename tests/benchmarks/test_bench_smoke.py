@@ -68,9 +68,9 @@ CASES = {
 }
 
 
-def run_module(name: str, args: list[str]) -> dict:
-    """``python -m benchmarks.<name> <args>``: its one JSON line."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def run_module(name: str, args: list[str], tmp: Path | None = None) -> dict:
+    """``python -m benchmarks.<name> <args>``: its one JSON line (``tmp``: its TMPDIR)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **({"TMPDIR": str(tmp)} if tmp else {})}
     out = subprocess.run(
         [sys.executable, "-m", f"benchmarks.{name}", *args],
         cwd=ROOT,
@@ -173,8 +173,9 @@ def test_shard_upsert_micro_times_an_upsert_the_shard_holds_beside_its_floor() -
     assert result["upsert_us"] > 0 and result["raw_us"] > 0 and result["ratio_to_raw"] is not None
 
 
-def test_snapshot_micro_times_a_full_snapshot_and_a_delta_beside_their_floors() -> None:
-    result = run_module("snapshot_micro", ["--namespaces", "20", "--ticks", "3", "--repeat", "2"])
+def test_snapshot_micro_times_a_full_snapshot_and_a_delta_beside_their_floors(tmp_path: Path) -> None:
+    result = run_module("snapshot_micro", ["--namespaces", "20", "--ticks", "3", "--repeat", "2"], tmp_path)
+    assert not list(tmp_path.iterdir())  # its shard's files went with it (benchmarks._harness.scratch)
     assert result["items"] > 0 and result["snapshot_ms"] > 0 and result["floor_ms"] > 0
     assert result["snapshot_to_floor"] is not None and result["delta_to_floor"] is not None
     # the full snapshots hold every item; each delta after them only one tick's (2 per conversation)

@@ -5,7 +5,6 @@ store, whose host was then killed; and ``add_many`` batches through a host kill.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,8 +16,8 @@ pytestmark = [pytest.mark.ray, pytest.mark.filterwarnings("error::pytest.PytestU
 
 
 @pytest.fixture(scope="module")
-def mem(ray_session: None) -> Iterator[Any]:
-    m = open_memory(tempfile.mkdtemp(prefix="memray-acked-"), hosts=1, shards=1, namespace="memray-acked")
+def mem(ray_session: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    m = open_memory(str(tmp_path_factory.mktemp("acked")), hosts=1, shards=1, namespace="memray-acked")
     yield m
     m.close(terminate=True)
 

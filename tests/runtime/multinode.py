@@ -33,6 +33,7 @@ import ray
 from ray.cluster_utils import Cluster
 
 import memray
+from benchmarks._harness import scratch
 from memray.ids import ConversationKey
 from memray.store.layout import partition_of
 
@@ -113,7 +114,7 @@ def main() -> int:
 def scenario(cluster: Cluster, worker: Any, job: bool) -> dict[str, Any]:
     """Steps 1-5 of the module docstring; what it saw."""
     out: dict[str, Any] = {}
-    path = tempfile.mkdtemp(prefix="memray-multinode-")
+    path = scratch("memray-multinode-")
     config = memray.MemoryConfig(
         path=path,
         mode="ray",

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 import threading
 import time
 from typing import Any
@@ -29,6 +28,7 @@ import ray
 from ray.cluster_utils import Cluster
 
 import memray
+from benchmarks._harness import scratch
 from memray.rpc.ref import WATCH_EVERY_S, WATCH_GRACE_S
 from tests.runtime.multinode import DISK, actor_node, local_cluster, step, wait_for
 
@@ -73,7 +73,7 @@ def scenario(cluster: Cluster) -> dict[str, Any]:
     ns = NS
     out: dict[str, Any] = {"bound_s": BOUND_S, "grace_s": WATCH_GRACE_S, "every_s": WATCH_EVERY_S}
     config = memray.MemoryConfig(
-        path=tempfile.mkdtemp(prefix="memray-unplaced-"),
+        path=scratch("memray-unplaced-"),
         mode="ray",
         address=cluster.address,
         namespace=ns,
