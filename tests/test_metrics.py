@@ -38,9 +38,8 @@ def test_lag_recorder_measures_ack_to_commit_per_message() -> None:
     rec.acked("k", ["a", "b"], now=10.0)
     rec.acked("k", ["a"], now=11.0)  # a re-add before the commit keeps the first ack
     rec.acked("j", ["c"], now=10.5)
-    rec.committed("k", ["a", "b"], now=10.25)
     rec.forget("j")
-    rec.committed("j", ["c"], now=20.0)  # forgotten: no lag recorded
+    rec.committed([("k", ["a", "b"]), ("j", ["c"])], now=10.25)  # one write; j forgotten: no lag
     out = rec.summary(reset=True, samples=True)
     assert out["samples"] == [0.25, 0.25] and out["count"] == 2 and out["pending"] == 0
     assert out["p99"] == 0.25 and out["max"] == 0.25

@@ -285,15 +285,18 @@ class WritePath:
             for i, d in work:
                 convs[i].buffer.mark_pending(d.ids)
             raise
+        committed: list[tuple[ConversationKey, list[str]]] = []
         for (i, d), outcome in zip(work, outcomes):
             if isinstance(outcome, Exception):
                 convs[i].buffer.mark_pending(d.ids)
                 out[i] = outcome
                 continue
+            committed.append((convs[i].key, d.ids))
             try:
                 out[i] = self._settle(convs[i], d, outcome)
             except Exception as exc:  # what follows the commit failed: the retry finds nothing left
                 out[i] = exc
+        self._lag.committed(committed)
         self.admission.released()
         if self._ledger.due:
             self.compact_ledger()
@@ -337,11 +340,11 @@ class WritePath:
         return await self.committer.submit_many([d.rows for d in work])
 
     def _settle(self, conv: Conversation, drained: _Drained, outcome: Outcome) -> int:
-        """``conv``'s drained messages are committed or dead-lettered: settle the buffer, the
-        lag and the tail, and pass the rows on (embedding, title, summary)."""
+        """``conv``'s drained messages are committed or dead-lettered: settle the buffer and the
+        tail, and pass the rows on (embedding, title, summary). (The caller records the lag of
+        the whole write at once.)"""
         msgs, ids, rows, broken = drained
         conv.buffer.settle(ids)
-        self._lag.committed(conv.key, ids)
         rejected = [*broken, *outcome.rejected]
         bad = {d.id for d in broken} | set(outcome.rejected_ids)
         corrected = {c.id: c for c in outcome.corrections}
