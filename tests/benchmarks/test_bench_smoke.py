@@ -190,6 +190,8 @@ def test_write_path_micro_times_the_old_and_the_new_way() -> None:
     assert persist["timer_and_task_per_conversation"] > 0 and persist["wheel"] > 0
     assert all(v > 0 for v in result["edge_validation_us"].values())
     assert all(v > 0 for kind in result["store_rows_us"].values() for v in kind.values())
+    assert all(v > 0 for v in result["payload_us"].values())
+    assert set(result["lag_us"]) == {"per_conversation", "per_write"}
 
 
 def test_read_path_micro_times_each_part_against_the_raw_floor() -> None:
