@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import pickle
 from typing import Any
 
 import memray
 from memray.ids import ConversationKey
 from memray.models.messages import DataPart, ReasoningPart, ToolPart
-from memray.models.wire import MessageBatch
+from memray.models.wire import MessageBatch, pack_message, unpack_message
 
 A = ConversationKey.of("app", "u1", "c1")
 B = ConversationKey.of("app", "u2", "c2")
@@ -38,6 +39,23 @@ def test_a_message_that_is_not_plain_json_travels_as_itself() -> None:
     odd = memray.Message(role="user", parts="x", metadata={"when": {1, 2}})  # a set: not JSON
     batch = MessageBatch.encode([(A, [odd])])
     assert batch.columns is None and batch.decode() == [(A, [odd])]
+
+
+def test_a_packed_message_unpacks_to_the_message_with_its_seq_and_is_not_tracked() -> None:
+    """What a process keeps of a message for long (read-your-writes) is one tuple of plain values,
+    which the cyclic collector stops tracking at its first pass."""
+    chosen = memray.Message(id="mine", role="user", parts="hello", metadata={"k": [1, "x"]}, importance=0.5)
+    generated = memray.Message(role="assistant", parts="hi there", agent_id="a1", sub_agent_id="s", sim_time=12.0)
+    tool = memray.Message(role="tool", parts=[ToolPart(tool_call_id="t1", tool_name="search", output={"n": 2})])
+    for msg in (chosen, generated, tool):
+        packed = pack_message(msg)
+        assert packed is not None
+        back = unpack_message(packed, 7)
+        assert back == msg.model_copy(update={"seq": 7}) and back.text == msg.text
+        assert ("id" in back.model_fields_set) == ("id" in msg.model_fields_set)
+        gc.collect()
+        assert not gc.is_tracked(packed)
+    assert pack_message(memray.Message(role="user", parts="x", metadata={"when": {1, 2}})) is None
 
 
 def test_a_conversation_key_pickles_to_an_equal_key() -> None:

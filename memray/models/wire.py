@@ -21,7 +21,15 @@ from typing import Any
 from memray.ids import ConversationKey, pack_namespaces, unpack_namespaces
 from memray.models.messages import FIELDS, PART_TYPES, Message, Part, TextPart, construct
 
-__all__ = ["MessageBatch", "MessageList", "RefList", "encode_messages", "decode_messages"]
+__all__ = [
+    "MessageBatch",
+    "MessageList",
+    "RefList",
+    "encode_messages",
+    "decode_messages",
+    "pack_message",
+    "unpack_message",
+]
 
 _ALL = FIELDS[Message]
 _ALL_BUT_ID = _ALL - {"id"}  # memray chose the id: no store lookup needed (Conversation.needs_lookup)
@@ -42,6 +50,10 @@ def _parts(column: str | bytes) -> list[Part]:
     return [construct(PART_TYPES[p["type"]], p, FIELDS[PART_TYPES[p["type"]]]) for p in json.loads(column)]
 
 
+def _metadata_column(msg: Message) -> str:
+    return json.dumps(msg.metadata, ensure_ascii=False) if msg.metadata else ""
+
+
 def encode_messages(msgs: list[Message]) -> tuple[list[Any], ...] | None:
     """``msgs`` as columns, or None if a part or metadata value is not plain JSON."""
     try:
@@ -50,7 +62,7 @@ def encode_messages(msgs: list[Message]) -> tuple[list[Any], ...] | None:
             [m.role for m in msgs],
             [_parts_column(m) for m in msgs],
             [m.created_at for m in msgs],
-            [json.dumps(m.metadata, ensure_ascii=False) if m.metadata else "" for m in msgs],
+            [_metadata_column(m) for m in msgs],
             [m.seq for m in msgs],
             [m.sim_time for m in msgs],
             [m.importance for m in msgs],
@@ -62,28 +74,73 @@ def encode_messages(msgs: list[Message]) -> tuple[list[Any], ...] | None:
         return None
 
 
+def _message(
+    mid: str,
+    role: str,
+    parts: str | bytes,
+    created: float,
+    meta: str,
+    seq: int | None,
+    sim: float | None,
+    imp: float | None,
+    agent: str | None,
+    sub: str | None,
+    named: bool,
+) -> Message:
+    """The message of one row of columns, built without revalidation."""
+    return construct(
+        Message,
+        {
+            "id": mid,
+            "role": role,
+            "parts": _parts(parts),
+            "created_at": created,
+            "metadata": json.loads(meta) if meta else {},
+            "seq": seq,
+            "sim_time": sim,
+            "importance": imp,
+            "agent_id": agent,
+            "sub_agent_id": sub,
+        },
+        _ALL if named else _ALL_BUT_ID,
+    )
+
+
 def decode_messages(columns: tuple[list[Any], ...]) -> list[Message]:
     """The messages :func:`encode_messages` made columns of, built without revalidation."""
-    ids, roles, parts, created, meta, seqs, sims, imps, agents, subs, named = columns
-    return [
-        construct(
-            Message,
-            {
-                "id": ids[j],
-                "role": roles[j],
-                "parts": _parts(parts[j]),
-                "created_at": created[j],
-                "metadata": json.loads(meta[j]) if meta[j] else {},
-                "seq": seqs[j],
-                "sim_time": sims[j],
-                "importance": imps[j],
-                "agent_id": agents[j],
-                "sub_agent_id": subs[j],
-            },
-            _ALL if named[j] else _ALL_BUT_ID,
+    return list(map(_message, *columns))
+
+
+#: A message as one tuple of plain values (:func:`pack_message`).
+Packed = tuple[str, str, str | bytes, float, str, float | None, float | None, str | None, str | None, bool]
+
+
+def pack_message(msg: Message) -> Packed | None:
+    """``msg`` (its seq aside) as a tuple of strings, numbers and None: what a process keeps of
+    a message for long costs one object, which the cyclic collector stops tracking at its first
+    pass, instead of the message, its parts and their dicts, which it traverses in every
+    collection of their generation. None if a part or metadata value is not plain JSON."""
+    try:
+        return (
+            msg.id,
+            msg.role,
+            _parts_column(msg),
+            msg.created_at,
+            _metadata_column(msg),
+            msg.sim_time,
+            msg.importance,
+            msg.agent_id,
+            msg.sub_agent_id,
+            "id" in msg.model_fields_set,
         )
-        for j in range(len(ids))
-    ]
+    except (TypeError, ValueError):
+        return None
+
+
+def unpack_message(packed: Packed, seq: int | None) -> Message:
+    """The message :func:`pack_message` packed, with ``seq``."""
+    mid, role, parts, created, meta, sim, imp, agent, sub, named = packed
+    return _message(mid, role, parts, created, meta, seq, sim, imp, agent, sub, named)
 
 
 class MessageList(list[Message]):

@@ -144,3 +144,15 @@ def test_what_a_host_says_is_indexed_is_forgotten_but_not_what_it_had_not_seen()
     assert written.count_user(KEY.app, KEY.user_id) == 1
     written.confirmed(KEY, Tail([], 0), last_seq=3)
     assert written.count_user(KEY.app, KEY.user_id) == 0 and written.unseen(KEY, "user") == {}
+
+
+def test_a_tail_of_what_this_process_wrote_holds_the_very_messages_with_their_seqs() -> None:
+    """Written keeps a message packed (one tuple), or as itself when it does not pack (metadata
+    that is not plain JSON); either way the tail a search gets is the message added, with its seq."""
+    plain = Message(id="p", role="user", parts="my locker code is 4417", metadata={"k": [1]}, sim_time=3.0)
+    odd = Message(id="o", role="user", parts="the parcel is at the desk", metadata={"when": {1, 2}})  # a set
+    written = Written()
+    written.add(KEY, [plain, odd], [4, 5])
+    tails = written.seen(KEY, {NS: []})
+    assert tails[KEY].messages == [plain.model_copy(update={"seq": 4}), odd.model_copy(update={"seq": 5})]
+    assert written.seen(KEY, {NS: [4, 5]}) == {} and written.count_user(KEY.app, KEY.user_id) == 0
