@@ -11,7 +11,7 @@ from typing import Any
 from memray.conversation.buffer import MessageBuffer
 from memray.conversation.client import HostClient
 from memray.conversation.persist import PersistChain
-from memray.conversation.read_your_writes import Tail, Written
+from memray.conversation.read_your_writes import Tail, TailSource, Written
 from memray.conversation.reads import ContextRead, SearchRead
 from memray.conversation.recall import Recall
 from memray.conversation.state import Conversation
@@ -156,3 +156,12 @@ def test_a_tail_of_what_this_process_wrote_holds_the_very_messages_with_their_se
     tails = written.seen(KEY, {NS: []})
     assert tails[KEY].messages == [plain.model_copy(update={"seq": 4}), odd.model_copy(update={"seq": 5})]
     assert written.seen(KEY, {NS: [4, 5]}) == {} and written.count_user(KEY.app, KEY.user_id) == 0
+
+
+def test_a_tails_neighbours_are_its_messages_at_seq_minus_and_plus_one() -> None:
+    """In seq order (as a tail is) or not, each message's neighbours are those at seq - 1 and seq + 1."""
+    for seqs in ([3, 4, 5, 7, 8], [8, 3, 5, 4, 7], [2, 9], [6], []):
+        msgs = [Message(id=f"m{s}", role="user", parts=f"text {s}", seq=s) for s in seqs]
+        before, after = TailSource(NS, msgs, None).adjacent()
+        assert before.tolist() == [seqs.index(s - 1) if s - 1 in seqs else -1 for s in seqs], seqs
+        assert after.tolist() == [seqs.index(s + 1) if s + 1 in seqs else -1 for s in seqs], seqs
