@@ -11,6 +11,9 @@ edge, by the facade).
 
 A batch whose parts or metadata are not plain JSON (any value ``json.dumps`` refuses) travels as
 the objects themselves, unchanged: encoding never alters a message.
+
+One row of those columns is also how a process keeps a message for long without the objects
+(:func:`pack_message`: read-your-writes keeps what it added that way).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ __all__ = [
     "RefList",
     "encode_messages",
     "decode_messages",
+    "Packed",
     "pack_message",
     "unpack_message",
 ]
