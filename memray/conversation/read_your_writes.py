@@ -207,13 +207,13 @@ class Written:
             if not mine:
                 del convs[k]
             elif k != skip:
-                tails[k] = Tail([_message(seq, kept) for seq, kept in mine.values()], 0)
+                tails[k] = Tail([_kept_message(seq, kept) for seq, kept in mine.values()], 0)
         if not convs:
             self._by_user.pop((key.app, key.user_id), None)
         return tails
 
 
-def _message(seq: int, kept: Kept) -> Message:
+def _kept_message(seq: int, kept: Kept) -> Message:
     """A message :class:`Written` kept, with its seq."""
     if isinstance(kept, Message):
         return kept.model_copy(update={"seq": seq})

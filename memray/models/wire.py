@@ -78,7 +78,7 @@ def encode_messages(msgs: list[Message]) -> tuple[list[Any], ...] | None:
         return None
 
 
-def _message(
+def _from_row(
     mid: str,
     role: str,
     parts: str | bytes,
@@ -112,7 +112,7 @@ def _message(
 
 def decode_messages(columns: tuple[list[Any], ...]) -> list[Message]:
     """The messages :func:`encode_messages` made columns of, built without revalidation."""
-    return list(map(_message, *columns))
+    return list(map(_from_row, *columns))
 
 
 #: A message as one tuple of plain values (:func:`pack_message`).
@@ -144,7 +144,7 @@ def pack_message(msg: Message) -> Packed | None:
 def unpack_message(packed: Packed, seq: int | None) -> Message:
     """The message :func:`pack_message` packed, with ``seq``."""
     mid, role, parts, created, meta, sim, imp, agent, sub, named = packed
-    return _message(mid, role, parts, created, meta, seq, sim, imp, agent, sub, named)
+    return _from_row(mid, role, parts, created, meta, seq, sim, imp, agent, sub, named)
 
 
 class MessageList(list[Message]):
