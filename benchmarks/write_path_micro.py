@@ -60,7 +60,7 @@ from memray.models import Message, coerce_message
 from memray.models import messages as records
 from memray.models.wire import MessageBatch
 from memray.rpc.batch import Coalescer
-from memray.store.rows import EmbeddingRow, MessageRow, RowList, message_payload, message_to_row
+from memray.store.rows import EmbeddingRow, MessageRow, RowList, message_payload, message_to_row, payload_extras
 
 
 def best_us(fn: Callable[[], Any], n: int, repeat: int = 5) -> float:
@@ -221,16 +221,7 @@ def store_rows_us(keys: list[ConversationKey], msgs: list[Message]) -> dict[str,
 def _payload_dumps(row: MessageRow) -> str:
     """The payload as :func:`~memray.store.rows.message_payload` made it before: every value
     through ``json.dumps``."""
-    extra = "".join(
-        f',"{name}":{json.dumps(value, ensure_ascii=False)}'
-        for name, value in (
-            ("sim_time", row.sim_time),
-            ("importance", row.importance),
-            ("agent_id", row.agent_id),
-            ("sub_agent_id", row.sub_agent_id),
-        )
-        if value is not None
-    )
+    extra = "".join(f',"{name}":{json.dumps(value, ensure_ascii=False)}' for name, value in payload_extras(row))
     return (
         f'{{"id":{json.dumps(row.id, ensure_ascii=False)},"role":"{row.role}","parts":{row.parts_json},'
         f'"created_at":{row.created_at!r},"metadata":{row.metadata_json},"seq":{row.seq}{extra}}}'

@@ -4,6 +4,7 @@ columns without per-row dicts. Converters to and from the public records live he
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any, NamedTuple, TypeVar, cast
 
 import numpy as np
@@ -20,6 +21,7 @@ __all__ = [
     "message_to_row",
     "row_to_message",
     "message_payload",
+    "payload_extras",
     "payload_message",
     "entry_to_row",
     "row_to_entry",
@@ -152,17 +154,19 @@ def message_payload(row: MessageRow) -> str:
     )
     if row.sim_time is None and row.importance is None and row.agent_id is None and row.sub_agent_id is None:
         return head + "}"  # most messages (3.2 -> 1.4 us a payload: benchmarks/write_path_micro.py)
-    extra = "".join(
-        f',"{name}":{_json_string(value)}'
-        for name, value in (
-            ("sim_time", row.sim_time),
-            ("importance", row.importance),
-            ("agent_id", row.agent_id),
-            ("sub_agent_id", row.sub_agent_id),
-        )
-        if value is not None
-    )
-    return head + extra + "}"
+    return head + "".join(f',"{name}":{_json_string(value)}' for name, value in payload_extras(row)) + "}"
+
+
+def payload_extras(row: MessageRow) -> Iterator[tuple[str, Any]]:
+    """The optional fields a payload holds: those of ``row`` that are set, in their order."""
+    for name, value in (
+        ("sim_time", row.sim_time),
+        ("importance", row.importance),
+        ("agent_id", row.agent_id),
+        ("sub_agent_id", row.sub_agent_id),
+    ):
+        if value is not None:
+            yield name, value
 
 
 def payload_message(payload: str) -> Message:
