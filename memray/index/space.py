@@ -108,6 +108,11 @@ class Space:
         self.tid = _fit(self.tid, label, 0)
         self.tid[label] = tid
 
+    def _set_text(self, doc_id: str, label: int, text: str) -> None:
+        """What the shard keeps of an item's text: its index terms and its identity."""
+        self.lexical.add(doc_id, text)
+        self.set_text_id(label, text_id(text))
+
     def _link(self, label: int, recency: float) -> None:
         """A new message at ``recency`` joins the cached adjacency (:meth:`adjacent`) in place:
         a conversation's shard gets a few messages per tick, and rebuilding the adjacency of its
@@ -150,8 +155,7 @@ class Space:
             self.stamp = max(self.stamp, item.stamp)
             if item.payload:
                 self.payload[item.doc_id] = item.payload
-            self.lexical.add(item.doc_id, item.text)
-            self.set_text_id(label, text_id(item.text))
+            self._set_text(item.doc_id, label, item.text)
             if vector is not None:
                 labels.append(label)
                 vectors.append(vector)
@@ -175,8 +179,7 @@ class Space:
                 self.set_recency(row.doc_id, float(row.recency))
                 if row.columns is not None:
                     self.columns.set(label, row.columns)
-                self.lexical.add(row.doc_id, row.text)
-                self.set_text_id(label, text_id(row.text))
+                self._set_text(row.doc_id, label, row.text)
         labels = np.array([self.labels[row.doc_id] for row in rows], dtype=np.int64)
         vectors = normalise(np.stack([np.asarray(row.vector, dtype=np.float32).reshape(-1) for row in rows]), dim)
         assert self.staged is not None, f"{self.namespace}: staged rows, and no model is staged"
