@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from typing import Literal
 
 import memray
 from memray import __version__
@@ -31,6 +32,7 @@ from memray.cli_args import DefaultsHelpFormatter, add_data_dir
 from memray.errors import MemrayError, ValidationError
 from memray.jobs import backfill_embeddings, backfill_summaries
 from memray.progress import step
+from memray.runtime.join import running_memray
 from memray.server.commands import add_parsers
 from memray.simulation import simulate, summary_line
 from memray.stats import data_stats, render
@@ -100,6 +102,15 @@ def _stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def fork_mode(src: str, stores: int, address: str | None) -> Literal["ray", "inprocess"]:
+    """The mode ``memray fork`` opens SRC in when none is given: ray where a memray runs on SRC
+    (joined, so its writers go on) or a Ray is named, else in process. Starting a Ray to copy a
+    directory nothing runs on took ~11 s of a ~12 s fork; in process it takes ~1 s."""
+    if address or running_memray(memray.MemoryConfig(path=src, stores=stores)) is not None:
+        return "ray"
+    return "inprocess"
+
+
 def _fork(args: argparse.Namespace) -> int:
     """Open SRC, fork it into DST (memray.runtime.fork), close both; print one JSON line."""
     src = os.path.abspath(args.src)
@@ -114,7 +125,8 @@ def _fork(args: argparse.Namespace) -> int:
         else []
     )
     shards = args.shards or (max(found) + 1 if found else memray.MemoryConfig().shards)
-    config = memray.MemoryConfig(path=src, mode=args.mode, address=args.address, hosts=1, shards=shards, stores=stores)
+    mode = args.mode or fork_mode(src, stores, args.address)
+    config = memray.MemoryConfig(path=src, mode=mode, address=args.address, hosts=1, shards=shards, stores=stores)
     with memray.open(config=config) as mem:  # joins the memray running on SRC, if one is
         with mem.fork(args.dst) as fork:
             info = dict(fork.fork_info or {})
@@ -172,15 +184,16 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=DefaultsHelpFormatter,
         description="A consistent copy of the memray at SRC, opened at DST as an independent memray, then "
         "closed; one JSON line of what was copied and how long it took. A memray running on SRC is joined and "
-        "forked live (its writers go on); otherwise one is started for the fork.",
+        "forked live (its writers go on); otherwise SRC is opened in this process (--mode ray starts a Ray for it).",
     )
     fork.add_argument("src", metavar="SRC", help="the data directory to fork")
     fork.add_argument("dst", metavar="DST", help="the new data directory (must not exist, or be empty)")
     fork.add_argument(
         "--mode",
         choices=["ray", "inprocess"],
-        default="ray",
-        help="ray: join the memray running on SRC, or start one; inprocess: faster for a directory nothing runs on",
+        default=None,
+        help="ray: join the memray running on SRC, or start one; inprocess: open SRC in this process "
+        "(default: ray when a memray runs on SRC or --address is given, else inprocess)",
     )
     fork.add_argument(
         "--address", default=None, help="the Ray cluster where the memray to fork runs (default: found from SRC)"

@@ -282,6 +282,22 @@ def test_cli_forks_a_closed_data_directory(tmp_path):
     assert bad.returncode == 2 and "already exists" in bad.stderr
 
 
+@pytest.mark.ray
+def test_cli_fork_joins_a_memray_running_on_its_source_and_opens_a_closed_one_in_process(
+    ray_session: None, tmp_path: Path
+) -> None:
+    from memray.cli import fork_mode
+
+    src = str(tmp_path / "src")
+    running = memray.open(src, mode="ray", hosts=1, shards=1)
+    try:
+        assert fork_mode(src, 1, None) == "ray"  # joined: its writers go on
+    finally:
+        running.close(terminate=True)
+    assert fork_mode(src, 1, None) == "inprocess"  # nothing runs on it: no Ray started for a copy
+    assert fork_mode(src, 1, "127.0.0.1:6379") == "ray"  # a Ray named is joined
+
+
 def test_a_marked_shard_is_made_exact_from_the_changes_alone(tmp_path):
     """The in-process open of a fork: items the store lacks go, missing items and vectors come,
     items written after the copy are re-read (their kept JSON dropped), untouched ones stay."""
