@@ -17,7 +17,6 @@ from benchmarks.faults import (
     ingest_under_fault,
     kill_and_time,
     open_memory,
-    reopen_across_modes,
     searches_under_fault,
     store_restarts,
 )
@@ -89,22 +88,6 @@ def test_searches_during_a_shard_kill_degrade_and_never_raise(run: dict[str, Any
     assert figures["recovery_s"] is not None, figures
 
 
-def test_close_in_ray_reopen_in_process_and_back_keeps_everything(run: dict[str, Any]) -> None:
-    import memray
-
-    def reopen(path: str, mode: str) -> memray.Memory:
-        return memray.open(
-            config=memray.MemoryConfig(
-                path=path, mode=mode, hosts=2, shards=2, namespace="memray-faults", write_timeout_s=120.0
-            )
-        )
-
-    figures, run["mem"] = reopen_across_modes(run["mem"], run["path"], reopen)
-    assert figures["acked"] > 0 and figures["stored"] == figures["acked"] and figures["conversation_mismatches"] == 0
-    assert figures["lost"] == figures["seq_mismatch"] == figures["duplicated"] == 0, figures
-    assert len(set(figures["vectors"])) == 1, figures
-
-
 def test_the_benchmark_prints_one_json_line_per_scenario(
     ray_session: None, tmp_path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -145,7 +128,13 @@ def test_the_benchmark_prints_one_json_line_per_scenario(
     assert buffered["acked"] == 40 and buffered["lost_recorded"] == buffered["lost"]
     assert buffered["stored"] + buffered["lost"] == 40 and buffered["seq_mismatch"] == buffered["duplicated"] == 0
     assert buffered["stall_s"] > 0 and buffered["restart_s"] > 0
+    # closed in Ray after a host kill, reopened in process and in Ray again: every message at its
+    # seq in every conversation, each shard's vectors the same three times (the fault suite's
+    # reopen check; it lives here, where the scenario writes what it reopens)
     assert reopened["acked"] == reopened["stored"] == buffered["stored"] and reopened["lost"] == 0
+    assert reopened["conversation_mismatches"] == reopened["seq_mismatch"] == reopened["duplicated"] == 0, reopened
+    assert reopened["conversations"] == 4 and len(set(reopened["vectors"])) == 1, reopened
+    assert reopened["vectors"][0] >= reopened["stored"], reopened  # every stored message has its vector
     assert png.stat().st_size > 1000
     rows = table(lines).splitlines()[2:]  # the docs' reliability table, from these lines
     assert [row.split(" | ")[2] for row in rows] == ["40", f"{reopened['acked']:,}"], rows
