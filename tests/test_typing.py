@@ -11,14 +11,6 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_package_and_jobs_type_check_strictly():
-    pytest.importorskip("mypy")
-    out = subprocess.run(
-        [sys.executable, "-m", "mypy", "memray", "jobs"], cwd=ROOT, capture_output=True, text=True, timeout=600
-    )
-    assert out.returncode == 0, out.stdout[-4000:]
-
-
 USER_CODE = """\
 import memray
 
@@ -32,15 +24,22 @@ memray.open("./data", mode="rya")
 """
 
 
-def test_users_code_is_type_checked_against_the_installed_package(tmp_path):
-    """memray ships ``py.typed`` (PEP 561): mypy on a user's code sees memray's types when memray
-    is installed the way a regular install lays it out (on the path of a site-packages ``.pth``,
-    where mypy demands the marker), so it accepts the right calls and flags the wrong ones,
-    including a typo in ``mode`` (a ``Literal``)."""
+def test_package_and_jobs_type_check_strictly_and_users_code_sees_their_types(tmp_path):
+    """First ``mypy --strict`` on memray and the jobs. Then memray's ``py.typed`` (PEP 561): mypy
+    on a user's code sees memray's types when memray is installed the way a regular install lays
+    it out (on the path of a site-packages ``.pth``, where mypy demands the marker; without it,
+    memray would be ``Any`` and nothing below flagged), so it accepts the right calls and flags
+    the wrong ones, including a typo in ``mode`` (a ``Literal``). One test, in this order: the
+    second check reads what the first one cached (the same files, under the same options), which
+    takes it from ~21 s to ~4 s on a fresh clone."""
     import sysconfig
     import tomllib
 
     pytest.importorskip("mypy")
+    out = subprocess.run(
+        [sys.executable, "-m", "mypy", "memray", "jobs"], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+    assert out.returncode == 0, out.stdout[-4000:]
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert "py.typed" in pyproject["tool"]["setuptools"]["package-data"]["memray"]
     assert (ROOT / "memray" / "py.typed").is_file()
@@ -64,8 +63,10 @@ def test_users_code_is_type_checked_against_the_installed_package(tmp_path):
             "mypy",
             "--python-executable",
             str(python),
+            "--config-file",  # the package's options and cache: its modules come from what was just written
+            str(ROOT / "pyproject.toml"),
             "--cache-dir",
-            str(ROOT / ".mypy_cache" / "user-code"),
+            str(ROOT / ".mypy_cache"),
             "--no-error-summary",
             "user.py",
         ],
