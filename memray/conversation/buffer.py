@@ -18,6 +18,7 @@ reads that overlay the buffer on the store never miss an acknowledged message.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import islice
 
 from memray.models import Message, Part, ToolPart
 
@@ -31,11 +32,16 @@ class BufferCheckpoint:
 
 
 class MessageBuffer:
-    __slots__ = ("_window", "_messages", "_pending", "_inflight", "_calls", "evicted")
+    __slots__ = ("_window", "_messages", "_pending", "_inflight", "_calls", "evicted", "_ordered", "_last_seq")
 
     def __init__(self, window: int = 32) -> None:
         self._window = window
-        self._messages: dict[str, Message] = {}  # id -> message, in seq order (insertion order)
+        self._messages: dict[str, Message] = {}  # id -> message, in insertion order
+        # Whether insertion order is seq order (each new id came with a higher seq than the last):
+        # then the recent messages are the last ones inserted, with no sort. Messages are added in
+        # seq order in practice; one that is not (a durable one placed late) makes reads sort.
+        self._ordered = True
+        self._last_seq = 0
         # Dicts used as ordered sets: an empty dict costs 64 bytes, an empty set 216, and an idle
         # conversation holds two of them.
         self._pending: dict[str, None] = {}
@@ -89,15 +95,26 @@ class MessageBuffer:
 
     def put_durable(self, msg: Message) -> None:
         """Place an already-durable message (loaded from the store): not pending."""
-        self._messages[msg.id] = msg
+        self._place(msg)
         self._index_calls(msg)
         self._evict()
 
     def _put(self, stored: Message) -> None:
-        self._messages[stored.id] = stored
+        self._place(stored)
         self._pending[stored.id] = None
         self._index_calls(stored)
         self._evict()
+
+    def _place(self, msg: Message) -> None:
+        seq = msg.seq or 0
+        old = self._messages.get(msg.id)
+        if old is None:
+            if seq < self._last_seq:
+                self._ordered = False
+            self._last_seq = max(self._last_seq, seq)
+        elif (old.seq or 0) != seq:  # (an update keeps its seq: this is a durable one placed again)
+            self._ordered = False
+        self._messages[msg.id] = msg
 
     def _index_calls(self, msg: Message) -> None:
         for call_id in msg.tool_call_ids:
@@ -139,8 +156,17 @@ class MessageBuffer:
             self.evicted = True
 
     def recent(self, limit: int | None = None) -> list[Message]:
-        msgs = sorted(self._messages.values(), key=lambda m: m.seq or 0)
-        return msgs if limit is None else msgs[-limit:] if limit else []
+        """The messages held, in seq order; the last ``limit`` of them when it is given."""
+        if limit == 0:
+            return []
+        if not self._ordered:
+            msgs = sorted(self._messages.values(), key=lambda m: m.seq or 0)
+            return msgs if limit is None else msgs[-limit:]
+        if limit is None or limit >= len(self._messages):
+            return list(self._messages.values())
+        newest = list(islice(reversed(self._messages.values()), limit))
+        newest.reverse()
+        return newest
 
     def checkpoint(self) -> BufferCheckpoint:
         """A snapshot; in-flight messages count as pending (their write may not land)."""
@@ -148,6 +174,9 @@ class MessageBuffer:
 
     def restore(self, cp: BufferCheckpoint) -> None:
         self._messages = {m.id: m for m in cp.messages}
+        seqs = [m.seq or 0 for m in cp.messages]
+        self._ordered = all(a < b for a, b in zip(seqs, seqs[1:]))
+        self._last_seq = max(seqs, default=0)
         self._pending = dict.fromkeys(cp.pending)
         self._inflight = {}
         self._calls = {}

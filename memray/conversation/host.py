@@ -303,7 +303,7 @@ class ConversationHost:
         slow = []  # conversations whose recent messages the buffer alone does not hold
         for i, (conv, (key, limit)) in enumerate(zip(convs, requests)):
             if conv.covers(None, limit):
-                out[i] = (MessageList(conv.buffer.recent()[-limit:]), self._tail(key))
+                out[i] = (MessageList(conv.buffer.recent(limit)), self._tail(key))
             else:
                 slow.append(i)
         if slow:

@@ -225,12 +225,9 @@ class Conversation:
             return True
         if limit is None:
             return False
-        held = (
-            self.buffer.recent()
-            if before_seq is None
-            else [m for m in self.buffer.recent() if (m.seq or 0) < before_seq]
-        )
-        return len(held) >= limit
+        if before_seq is None:
+            return len(self.buffer) >= limit
+        return sum(1 for m in self.buffer.recent() if (m.seq or 0) < before_seq) >= limit
 
 
 def overlay(

@@ -69,15 +69,30 @@ class BufferMachine(RuleBasedStateMachine):
         self.inflight: set[str] = set()
         self.durable: set[str] = set()
         self.drained: list[str] = []
+        self.used: set[int] = set()  # seqs given to a message
 
     @rule(text=st.text(max_size=5))
     def add_new(self, text: str) -> None:
-        self.seq += 1
+        self.seq += 1 + self.seq % 3  # gaps, which place_durable_late fills
+        self.used.add(self.seq)
         mid = f"m{self.seq}"
         stored = self.buf.add(msg(mid, "user", text), self.seq)
         assert stored.seq == self.seq
         self.model[mid] = (self.seq, text)
         self.pending.add(mid)
+
+    @rule(back=st.integers(1, 4), text=st.text(max_size=5))
+    def place_durable_late(self, back: int, text: str) -> None:
+        """A durable message loaded from the store, older than messages already held (out of
+        seq order): reads must still answer in seq order."""
+        seq = self.seq - back
+        if seq <= 0 or seq in self.used:
+            return
+        mid = f"d{seq}"
+        self.buf.put_durable(msg(mid, "user", text).model_copy(update={"seq": seq}))
+        self.used.add(seq)
+        self.model[mid] = (seq, text)
+        self.durable.add(mid)
 
     @precondition(lambda self: self.model)
     @rule(data=st.data(), text=st.text(max_size=5))
@@ -135,6 +150,13 @@ class BufferMachine(RuleBasedStateMachine):
     def tail_is_contiguous_and_ordered(self) -> None:
         seqs = [m.seq for m in self.buf.recent()]
         assert seqs == sorted(seqs)
+
+    @invariant()
+    def recent_is_the_newest_held_by_seq(self) -> None:
+        held = sorted(self.buf.checkpoint().messages, key=lambda m: m.seq or 0)
+        assert self.buf.recent() == held and self.buf.recent(0) == []
+        for limit in range(1, len(held) + 2):
+            assert self.buf.recent(limit) == held[-limit:]
 
 
 TestBufferMachine = BufferMachine.TestCase
