@@ -13,6 +13,15 @@ from tests.support.serve import served  # noqa: F401  (the Serve app the server 
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``long`` (20 s or more each) first, the rest in their order: the workers of
+    ``-n 2`` take tests in collection order, and a long one taken last (the mypy check sorts
+    last by name) kept one worker busy for a minute while the other had nothing left to do.
+    Longest-first is the classic fix. Only tests without module-scoped fixtures carry the mark:
+    moved away from their module, they set up nothing twice."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
+
+
 @pytest.fixture(scope="session")
 def ray_session() -> Iterator[None]:
     """One local Ray for the whole test session (with ``-n 2``, one per worker process: each

@@ -128,6 +128,7 @@ def test_demo_help_shows_the_values():
     assert "(default: 1000)" in text and "(default: ray)" in text and "removed at the end" in text
 
 
+@pytest.mark.long
 def test_the_readme_demo_is_quiet_and_cleans_up_after_itself(tmp_path):
     """The README's first command (at a small size), in ray mode with its own Ray: stdout has the
     two result lines (and the JSON report with ``--json``), stderr only memray's own phase lines

@@ -73,6 +73,7 @@ def test_what_could_not_be_written_is_named_on_stderr_at_exit(tmp_path) -> None:
         assert [m.text for m in mem.conversation(user_id="a", conversation_id="c").messages()] == ["kept"]
 
 
+@pytest.mark.long
 @pytest.mark.ray
 def test_a_ray_mode_script_that_never_closes_keeps_what_it_added(tmp_path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}  # a Ray of its own, as a user's
@@ -90,6 +91,7 @@ def test_a_ray_mode_script_that_never_closes_keeps_what_it_added(tmp_path) -> No
     assert stored(tmp_path / "r") == ["milk"]
 
 
+@pytest.mark.long
 @pytest.mark.ray
 def test_a_memray_whose_ray_was_shut_down_first_says_so_at_exit_at_once(tmp_path) -> None:
     """Ray gone (a test fixture's ray.shutdown(), say) before the memray was closed: its actors

@@ -100,6 +100,7 @@ RAY_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.long
 @pytest.mark.ray
 def test_ray_mode_metrics_reach_prometheus_endpoint(tmp_path: Path) -> None:
     """Own Ray in a subprocess: the export interval must be short, and the session fixture's Ray

@@ -24,6 +24,7 @@ memray.open("./data", mode="rya")
 """
 
 
+@pytest.mark.long
 def test_package_and_jobs_type_check_strictly_and_users_code_sees_their_types(tmp_path):
     """First ``mypy --strict`` on memray and the jobs. Then memray's ``py.typed`` (PEP 561): mypy
     on a user's code sees memray's types when memray is installed the way a regular install lays

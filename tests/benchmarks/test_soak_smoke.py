@@ -16,6 +16,7 @@ from benchmarks.soak import main
 pytestmark = pytest.mark.ray
 
 
+@pytest.mark.long
 def test_a_short_soak_of_three_kills_loses_nothing_silently(ray_session: None, tmp_path: Path) -> None:
     short = "--minutes 0.2 --kill-every 4 --min-kills 3 --agents 6 --baseline-s 2 --sample-s 2 --replicas 1"
     line = main([*short.split(), "--dir", str(tmp_path)])

@@ -61,6 +61,7 @@ def test_a_new_directory_records_the_default_it_was_made_with(tmp_path: Path) ->
     assert read_active_model(str(tmp_path / "explicit")) is None  # a configured model is the caller's to pass
 
 
+@pytest.mark.long
 @pytest.mark.ray
 def test_a_directory_made_with_the_hash_default_keeps_it_says_so_and_is_re_embedded_by_one_command(
     tmp_path: Path, ray_session: None, caplog: pytest.LogCaptureFixture

@@ -88,6 +88,7 @@ def test_searches_during_a_shard_kill_degrade_and_never_raise(run: dict[str, Any
     assert figures["recovery_s"] is not None, figures
 
 
+@pytest.mark.long
 def test_the_benchmark_prints_one_json_line_per_scenario(
     ray_session: None, tmp_path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -81,6 +81,7 @@ def assert_fully_on_new_model(mem: memray.Memory, total: int) -> None:
     assert sum(s["vectors"] for s in stats) == total == sum(s["items"] for s in stats)
 
 
+@pytest.mark.long
 def test_reembed_while_writing_and_searching(ray_session: None, tmp_path: Path) -> None:
     mem = memray.open(config=config(tmp_path))
     try:

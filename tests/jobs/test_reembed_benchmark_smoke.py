@@ -12,6 +12,7 @@ from benchmarks import reembed
 pytestmark = pytest.mark.ray
 
 
+@pytest.mark.long
 def test_reembed_benchmark_smoke(ray_session: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     png = tmp_path / "reembed.png"
     assert (

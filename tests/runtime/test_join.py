@@ -201,6 +201,7 @@ def test_a_memray_in_one_process_cannot_be_joined_and_the_error_says_so(tmp_path
     assert "mode=inprocess" in refused["error"]
 
 
+@pytest.mark.long
 def test_two_processes_opening_a_free_data_directory_at_once_share_one_ray(tmp_path) -> None:
     """Both start a Ray (the directory is free); the one whose store finds the file locked stops
     its Ray and joins the other's, whatever the two Rays' authentication."""

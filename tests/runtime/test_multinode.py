@@ -36,6 +36,7 @@ def run_scenario(*flags: str, script: str = "tests.runtime.multinode") -> dict[s
     return result
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("job", [pytest.param(True, marks=pytest.mark.skipif(not HEAVY, reason="heavy")), False])
 def test_partitions_on_nodes_survive_a_lost_node(job: bool) -> None:
     if job is False and HEAVY:
@@ -50,6 +51,7 @@ def test_partitions_on_nodes_survive_a_lost_node(job: bool) -> None:
         assert result["job"] == {"conversations": 8, "updated": 8, "unchanged": 0, "failed": 0}
 
 
+@pytest.mark.long
 def test_calls_to_a_store_no_node_can_take_fail_within_the_bound() -> None:
     result = run_scenario(script="tests.runtime.unplaced")
     bound_s, open_s = result["bound_s"], result["open_s"]

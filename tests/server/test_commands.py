@@ -87,6 +87,7 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+@pytest.mark.long
 def test_serve_is_ready_then_stops_cleanly_and_quietly_on_ctrl_c(tmp_path: Path) -> None:
     port = free_port()
     argv = [sys.executable, "-m", "memray.cli", "serve", str(tmp_path / "d"), "--port", str(port)]
