@@ -14,11 +14,12 @@ os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked ``long`` (20 s or more each) first, the rest in their order: the workers of
-    ``-n 2`` take tests in collection order, and a long one taken last (the mypy check sorts
-    last by name) kept one worker busy for a minute while the other had nothing left to do.
-    Longest-first is the classic fix. Only tests without module-scoped fixtures carry the mark:
-    moved away from their module, they set up nothing twice."""
+    """Tests marked ``long`` (20 s or more each) first, the rest in their order. With ``-n 2
+    --dist loadfile`` the workers take whole files, in the order of their first test, so the
+    files holding long tests go first; the mypy check's file, last by name, used to keep one
+    worker busy for a minute at the end while the other had nothing left to do. Longest-first
+    is the classic fix. Within a file the long test runs first and the file's other tests right
+    after it, so a module-scoped fixture is still set up once."""
     items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 
