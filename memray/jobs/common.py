@@ -118,7 +118,10 @@ def pool_args(workers: int, verbose: bool) -> dict[str, Any]:
       2.60 takes it only among the extra remote arguments it has deprecated (for removal in
       2.64); that notice is for this code, not for the job's user, so it is not shown.
     - Unless ``verbose``, Ray Data's console shows errors only (not each dataset's start, plan
-      and end); its log file in the Ray session's ``logs/ray-data`` keeps everything.
+      and end); its log file in the Ray session's ``logs/ray-data`` keeps everything. Only Ray's
+      own console handler is quieted: a handler someone else attached to ``ray.data`` (the
+      application's; pytest attaches its capture handler to every logger that does not
+      propagate) keeps its level.
     """
     import ray.data  # 580 ms (python -X importtime), and memray.jobs imports without Ray
 
@@ -126,12 +129,21 @@ def pool_args(workers: int, verbose: bool) -> dict[str, Any]:
     ray.data.DataContext.get_current().enable_progress_bars = False  # the job draws its own bar
     if not verbose:
         for handler in logging.getLogger("ray.data").handlers:
-            if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
+            if _ray_console(handler):
                 handler.setLevel(logging.ERROR)
     return {
         "compute": ray.data.ActorPoolStrategy(min_size=1, max_size=workers, initial_size=workers),
         "max_restarts": 0,
     }
+
+
+def _ray_console(handler: logging.Handler) -> bool:
+    """Whether ``handler`` is a console handler Ray made (not a file, not another's handler)."""
+    return (
+        type(handler).__module__.startswith("ray.")
+        and isinstance(handler, logging.StreamHandler)
+        and not isinstance(handler, logging.FileHandler)
+    )
 
 
 class ProgressFile:

@@ -4,6 +4,8 @@ fail points, the pool plan, stopping on a deadline or Ctrl-C, and the progress l
 from __future__ import annotations
 
 import importlib
+import io
+import logging
 import signal
 import subprocess
 import sys
@@ -14,7 +16,7 @@ import pytest
 import memray
 from memray.errors import ValidationError
 from memray.jobs.backfill_embeddings import build_parser, parse_model
-from memray.jobs.common import InjectedFailure, ProgressFile, config_from_args, fail_point
+from memray.jobs.common import InjectedFailure, ProgressFile, config_from_args, fail_point, pool_args
 from memray.jobs.control import EXIT_CODES, Meter, Stop
 from memray.jobs.resources import plan_pool
 
@@ -145,3 +147,22 @@ def test_fail_point_can_press_ctrl_c(monkeypatch: pytest.MonkeyPatch) -> None:
         assert stop.reason is None
         fail_point("bulk", 2)
     assert stop.reason == "interrupted"
+
+
+def test_a_job_quiets_ray_datas_console_and_leaves_anyone_elses_handler_alone() -> None:
+    """Ray Data's console shows errors only during a job; a handler the application attached to
+    ``ray.data`` keeps its level (it used to be raised to ERROR for good: pytest attaches its
+    capture handler there, and every later test of the session lost its warnings)."""
+    import ray.data  # noqa: F401  (configures Ray Data's loggers, as a job's import does)
+
+    logger = logging.getLogger("ray.data")
+    mine = logging.StreamHandler(io.StringIO())
+    logger.addHandler(mine)
+    try:
+        pool_args(1, verbose=False)
+        rays = [h for h in logger.handlers if type(h).__module__.startswith("ray.")]
+        consoles = [h for h in rays if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)]
+        assert consoles and all(h.level == logging.ERROR for h in consoles), logger.handlers
+        assert mine.level == logging.NOTSET
+    finally:
+        logger.removeHandler(mine)
