@@ -16,11 +16,10 @@ os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests marked ``long`` (20 s or more each) first, the rest in their order. With ``-n 2
     --dist loadfile --no-loadscope-reorder`` the workers take whole files, in the order of
-    their first test, so the files holding long tests go first (xdist's own order, most tests
-    first, put the one-test mypy file last); the mypy check's file, last by name, used to keep one
-    worker busy for a minute at the end while the other had nothing left to do. Longest-first
-    is the classic fix. Within a file the long test runs first and the file's other tests right
-    after it, so a module-scoped fixture is still set up once."""
+    their first test, so the files holding long tests go first. xdist's own order (most tests
+    first) ran the one-test mypy file last, a minute on one worker while the other had nothing
+    left to do; longest-first is the classic fix. Within a file the long test runs first and the
+    file's other tests right after it, so a module-scoped fixture is still set up once."""
     items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 
