@@ -18,7 +18,6 @@ reads that overlay the buffer on the store never miss an acknowledged message.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import islice
 
 from memray.models import Message, Part, ToolPart
 
@@ -159,14 +158,9 @@ class MessageBuffer:
         """The messages held, in seq order; the last ``limit`` of them when it is given."""
         if limit == 0:
             return []
-        if not self._ordered:
-            msgs = sorted(self._messages.values(), key=lambda m: m.seq or 0)
-            return msgs if limit is None else msgs[-limit:]
-        if limit is None or limit >= len(self._messages):
-            return list(self._messages.values())
-        newest = list(islice(reversed(self._messages.values()), limit))
-        newest.reverse()
-        return newest
+        held = self._messages.values()
+        msgs = list(held) if self._ordered else sorted(held, key=lambda m: m.seq or 0)
+        return msgs if limit is None else msgs[-limit:]
 
     def checkpoint(self) -> BufferCheckpoint:
         """A snapshot; in-flight messages count as pending (their write may not land)."""
