@@ -153,7 +153,7 @@ def test_a_job_quiets_ray_datas_console_and_leaves_anyone_elses_handler_alone() 
     """Ray Data's console shows errors only during a job; a handler the application attached to
     ``ray.data`` keeps its level (it used to be raised to ERROR for good: pytest attaches its
     capture handler there, and every later test of the session lost its warnings)."""
-    import ray.data  # noqa: F401  (configures Ray Data's loggers, as a job's import does)
+    import ray.data  # noqa: F401  (first: its import sets the ray.data logger's handlers, dropping any attached before)
 
     logger = logging.getLogger("ray.data")
     mine = logging.StreamHandler(io.StringIO())
