@@ -473,8 +473,24 @@ def recorded(name: str) -> dict[str, Any]:
     return dict(json.loads(lines[-1]))
 
 
+# Ports for servers the benchmarks and tests start: below Linux's ephemeral range (32768-60999, where
+# the OS places every ``bind(port=0)``, Ray's gRPC servers included) and above Ray's worker ports
+# (10002-19999). A port the OS picked and this process released could be given to such a server before
+# ours binds it: that happened (a serve proxy "failed to bind" while a test run started Ray workers).
+PORTS = range(20000, 32768)
+
+
 def free_port() -> int:
-    """A TCP port on the loopback that nothing listens on now (the OS picks it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port on the loopback that nothing listens on now, from ``PORTS``: no ``bind(0)`` elsewhere
+    takes it before our server binds it. Tried from a place of this process's own, so that processes
+    started together (test workers) do not try the same ports in the same order."""
+    start = random.Random(os.getpid() ^ time.monotonic_ns()).randrange(len(PORTS))
+    for i in range(len(PORTS)):
+        port = PORTS[(start + i) % len(PORTS)]
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError(f"no free TCP port on 127.0.0.1 in {PORTS.start}-{PORTS.stop - 1}")

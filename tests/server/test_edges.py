@@ -5,7 +5,6 @@ with a deadline short enough to test."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -16,7 +15,7 @@ import uvicorn
 from starlette.types import Receive, Scope, Send
 
 from memray.server.edge import guarded
-from tests.support.serve import APP, Served
+from tests.support.serve import APP, Served, free_port
 
 CONV = f"/v1/apps/{APP}/users/ada/conversations/edge"
 
@@ -109,9 +108,7 @@ async def slow_app(scope: Scope, receive: Receive, send: Send) -> None:
 
 @pytest.fixture(scope="module")
 def deadline_server() -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     app = guarded(slow_app, None, allowed_hosts=("127.0.0.1",), max_per_key=4, timeout_s=0.3, max_body_bytes=1024)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan="off"))
     thread = threading.Thread(target=server.run, daemon=True)

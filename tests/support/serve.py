@@ -5,7 +5,6 @@ HTTP proxy is one per Ray, so the server tests and the load benchmark's smoke te
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,15 +13,10 @@ import httpx
 import pytest
 
 import memray
+from benchmarks._harness import free_port
 from memray.facade.memory import Memory
 
 APP, OTHER = "acme", "globex"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
