@@ -1,6 +1,6 @@
 """Start-up and shut-down in a fresh process, as a user's script pays them, against Ray's floor.
 
-    python -m benchmarks.startup --repeat 3                 # ray mode, default 4 hosts / 2 shards
+    python -m benchmarks.startup --repeat 3                 # ray mode, the default hosts / 2 shards
     python -m benchmarks.startup --repeat 3 --hosts 1 --shards 1
     python -m benchmarks.startup --mode inprocess --repeat 5
 
@@ -205,7 +205,7 @@ def _ratio(value: float | None, floor: float | None) -> float | None:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--hosts", type=int, default=4)
+    ap.add_argument("--hosts", type=int, default=None, help="default: as many as memray.open() starts here")
     ap.add_argument("--shards", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument(
@@ -219,6 +219,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--child", choices=KINDS, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--path", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.hosts is None:  # (a child is always told: it imports nothing of memray before timing)
+        from memray.config import default_hosts
+
+        args.hosts = default_hosts(None, None)
     actors = 1 + args.shards + args.hosts
     if args.child is not None:
         result = child(args.child, args.path, actors, args.hosts, args.shards)

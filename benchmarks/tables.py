@@ -607,8 +607,8 @@ def modes() -> str:
             '| | `mode="inprocess"` | `mode="ray"` (the default) |',
             "| --- | --- | --- |",
             "| what runs | every core in your process, on a background event loop | the store, the shards and the "
-            f"hosts as Ray actors (one process each: {actors} with the default {r['params']['hosts']} hosts and "
-            f"{r['params']['shards']} shards) |",
+            f"hosts as Ray actors (one process each: {actors} with the {r['params']['hosts']} hosts and "
+            f"{r['params']['shards']} shards timed below; by default a host per CPU, up to 4) |",
             f"| `open()` in a fresh process | {ip['open_s']:.2f} s | {m['open_s']:.1f} s, of which `ray.init` alone "
             f"takes {ri['open_s']:.1f} s; then each actor process starts Python and imports memray |",
             f"| `close()` | {ip['close_s']:.2f} s | {m['close_s']:.2f} s, of which `ray.shutdown()` alone is "

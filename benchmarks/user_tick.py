@@ -102,6 +102,8 @@ async def run_style(style: str, mode: Mode, agents: int, ticks: int, root: str) 
             "growth": like_for_like(times),
             "tick8_over_tick3": growth(times),
             "recall_hit_rate": round(recalled / asked, 4) if asked else None,
+            "hosts": mem.config.hosts,  # the defaults' shape on this machine
+            "shards": mem.config.shards,
         }
     finally:
         await mem.aclose(terminate=True)
@@ -167,7 +169,8 @@ async def full_floor(mode: str, agents: int, ticks: int, root: str) -> dict[str,
 
     calls_ms = 0.0
     if mode == "ray":
-        calls_ms = await _ray_calls(said, replies, queries)
+        shape = memray.MemoryConfig()  # the defaults' hosts and shards, as in the runs timed
+        calls_ms = await _ray_calls(said, replies, queries, shape.hosts, shape.shards)
     total = embed_ms + insert_ms + index_ms + scoring_ms + calls_ms
     return {
         "embed_ms": round(embed_ms, 2),
@@ -179,9 +182,7 @@ async def full_floor(mode: str, agents: int, ticks: int, root: str) -> dict[str,
     }
 
 
-async def _ray_calls(
-    said: list[str], replies: list[str], queries: np.ndarray, hosts: int = 4, shards: int = 2
-) -> float:
+async def _ray_calls(said: list[str], replies: list[str], queries: np.ndarray, hosts: int, shards: int) -> float:
     """One call per host for each of the tick's three operations, one per shard, carrying the
     tick's texts as Arrow buffers (the queries' vectors to the shards): best of three."""
     import pyarrow as pa
@@ -256,8 +257,10 @@ def render(lines: list[dict[str, Any]]) -> str:
         load = f"{line['machine']['load_avg'][0]:.1f}"  # (the 1-minute load average at the end)
         for style in ("batches", "coroutines"):
             got = line[style]
+            # (a run recorded before the hosts were said had the defaults of then: 4 hosts, 2 shards)
+            shape = f"{got.get('hosts', 4)} hosts, {got.get('shards', 2)} shards"
             rows.append(
-                f"| {p['agents']:,} agents, {p['mode']} | {style} | {got['tick_p50_ms'] / 1000:.2f} s "
+                f"| {p['agents']:,} agents, {p['mode']}, {shape} | {style} | {got['tick_p50_ms'] / 1000:.2f} s "
                 f"| {got['ops_per_s']:,} | {floor['tick_ms']:.0f} ms ({parts}) "
                 f"| {got['tick_p50_ms'] / floor['tick_ms']:.1f}× | {got['growth']:.2f} "
                 f"| {got['recall_hit_rate']:.0%} | {load} | {line['git_sha']} |"

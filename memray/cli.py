@@ -69,16 +69,18 @@ def _demo(args: argparse.Namespace) -> int:
         if args.path or args.keep
         else f"{path} (a temporary folder, removed at the end: --keep or a PATH keeps it)"
     )
+    hosts = {"hosts": args.hosts} if args.hosts is not None else {}  # (None: the config's default)
     config = memray.MemoryConfig(
-        path=path, mode=args.mode, hosts=args.hosts, shards=args.shards, num_cpus=args.num_cpus, verbose=args.verbose
+        path=path, mode=args.mode, shards=args.shards, num_cpus=args.num_cpus, verbose=args.verbose, **hosts
     )
     print(f"memray demo: {args.agents} agents, {args.turns} turns, mode={args.mode}, data in {where}", flush=True)
     try:
         t0 = time.monotonic()
+        actors = f"{config.hosts} hosts and {config.shards} shards"
         if args.mode == "ray":
-            step(f"starting a local Ray with {args.hosts} hosts and {args.shards} shards (10-30 s on a small machine)")
+            step(f"starting a local Ray with {actors} (10-30 s on a small machine)")
         else:
-            step(f"starting {args.hosts} hosts and {args.shards} shards in this process")
+            step(f"starting {actors} in this process")
         with memray.open(config=config) as mem:
             step(f"ready in {time.monotonic() - t0:.1f} s; running the agents")
             report = asyncio.run(simulate(mem, args.agents, args.turns))
@@ -155,7 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--mode", choices=["ray", "inprocess"], default="ray", help="Ray actors, or the same cores in this process"
     )
-    demo.add_argument("--hosts", type=int, default=4, help="ConversationHost actors")
+    demo.add_argument(
+        "--hosts", type=int, default=None, help="ConversationHost actors (default: one per CPU of Ray, up to 4)"
+    )
     demo.add_argument("--shards", type=int, default=2, help="VectorShard actors")
     demo.add_argument(
         "--num-cpus", type=int, default=None, help="CPUs of the local Ray (default: all of this machine's)"
@@ -175,7 +179,12 @@ def build_parser() -> argparse.ArgumentParser:
         "on it, asks that memray (joining it) for what its store holds.",
     )
     add_data_dir(stats, "the data directory (what memray.open was given)")
-    stats.add_argument("--hosts", type=int, default=4, help="show how conversations spread over this many hosts")
+    stats.add_argument(
+        "--hosts",
+        type=int,
+        default=None,
+        help="show how conversations spread over this many hosts (default: as many as memray.open would start here)",
+    )
     stats.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
     stats.set_defaults(func=_stats)
     fork = sub.add_parser(

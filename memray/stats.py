@@ -20,7 +20,7 @@ from typing import Any
 import duckdb
 
 import memray
-from memray.config import MemoryConfig
+from memray.config import MemoryConfig, default_hosts
 from memray.errors import StoreError, ValidationError
 from memray.runtime.join import running_memray
 from memray.store.census import table_counts
@@ -29,8 +29,10 @@ from memray.store.layout import data_directory, recorded_stores, store_file
 __all__ = ["data_stats", "render"]
 
 
-def data_stats(path: str, hosts: int = 4) -> dict[str, Any]:
-    """Counts per table, shard snapshots, conversations per host and disk use of ``path``."""
+def data_stats(path: str, hosts: int | None = None) -> dict[str, Any]:
+    """Counts per table, shard snapshots, conversations per host (over ``hosts``; default: as many
+    as :func:`memray.open` starts on this machine) and disk use of ``path``."""
+    hosts = default_hosts(None, None) if hosts is None else hosts
     root = Path(path)
     n = data_directory(path)
     files = [Path(store_file(str(root), i, n)) for i in range(n)]

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+import memray
+
 ROOT = Path(__file__).resolve().parents[2]
 
 CASES = {
@@ -218,6 +220,8 @@ def test_user_tick_times_the_examples_tick_in_both_styles_beside_its_full_floor(
         got = result[style]
         assert len(got["tick_ms"]) == 9 and got["tick_p50_ms"] > 0 and got["ops_per_s"] > 0
         assert got["growth"] is not None and got["recall_hit_rate"] == 1.0
+        defaults = memray.MemoryConfig()  # the shape it ran with is recorded: the defaults on this machine
+        assert (got["hosts"], got["shards"]) == (defaults.hosts, defaults.shards)
     floor = result["full_floor"]
     for part in ("embed_ms", "arrow_insert_ms", "vectors_and_bm25_ms", "raw_scoring_ms"):
         assert floor[part] > 0
