@@ -178,11 +178,21 @@ class MessageBuffer:
             self._index_calls(m)
 
     def _evict(self) -> None:
+        """Drop the oldest durable messages past the window. The oldest held is durable but for a
+        write in trouble, so the walk stops after a message or two: a full buffer (every
+        conversation past ``window`` messages) pays per add what an empty one does, where listing
+        every held message not pending made each add and settle cost the window."""
         excess = len(self._messages) - self._window
         if excess <= 0:
             return
-        busy = {**self._pending, **self._inflight}
-        for mid in [i for i in self._messages if i not in busy][:excess]:
+        pending, inflight = self._pending, self._inflight
+        gone: list[str] = []
+        for mid in self._messages:
+            if mid not in pending and mid not in inflight:
+                gone.append(mid)
+                if len(gone) == excess:
+                    break
+        for mid in gone:
             self._unindex_calls(self._messages.pop(mid))
             self.evicted = True
 

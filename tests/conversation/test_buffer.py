@@ -147,6 +147,13 @@ class BufferMachine(RuleBasedStateMachine):
             assert stored is not None and (stored.seq, stored.text) == self.model[mid]
 
     @invariant()
+    def holds_the_window_or_what_is_not_durable(self) -> None:
+        """Past the window only messages a write still needs stay: durable ones are evicted,
+        down to the window and no further."""
+        busy = len(self.pending | self.inflight)
+        assert len(self.buf) == min(len(self.model), max(3, busy))
+
+    @invariant()
     def tail_is_contiguous_and_ordered(self) -> None:
         seqs = [m.seq for m in self.buf.recent()]
         assert seqs == sorted(seqs)
