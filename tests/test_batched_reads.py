@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memray
+from memray.conversation.recall import CONTEXT_STEP
 from memray.facade.conversation import ContextCall, SearchCall
 
 MODES = ["inprocess", pytest.param("ray", marks=pytest.mark.ray)]
@@ -40,8 +41,14 @@ def mem(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
         debounce_ms=60_000,
     )
     m = memray.open(config=config)
+    STEP_AT_OPEN[request.param] = m.internals.recall.step
+    if request.param == "inprocess":
+        m.internals.recall.step = 3  # contexts in steps of 3: a plan's small batches are split too
     yield m
     m.close(terminate=True)
+
+
+STEP_AT_OPEN: dict[str, int | None] = {}
 
 
 texts = st.lists(st.sampled_from(WORDS), min_size=1, max_size=4).map(" ".join)
@@ -174,6 +181,27 @@ def test_batched_and_coalesced_reads_answer_as_one_by_one(mem: memray.Memory) ->
         run_steps(mem, plan)
 
     check()
+
+
+def test_in_process_a_batch_of_contexts_is_made_in_steps(mem: memray.Memory, monkeypatch: Any) -> None:
+    """In one process the cores share memray's loop, so ``context_many`` makes its contexts a
+    step at a time (the writes and indexing behind the adds run in between); in Ray mode at
+    once. Either way each context is what it is alone (the plans above check that in steps of 3)."""
+    assert STEP_AT_OPEN[mem.config.mode] == (CONTEXT_STEP if mem.config.mode == "inprocess" else None)
+    recall = mem.internals.recall
+    steps: list[int] = []
+    step = recall._context_step
+
+    async def counted(reads: list[Any]) -> list[Any]:
+        steps.append(len(reads))
+        return await step(reads)
+
+    monkeypatch.setattr(recall, "_context_step", counted)
+    convs = [mem.conversation(user_id=f"s{i}", conversation_id="c", app="batched-steps") for i in range(7)]
+    mem.add_many([(c, [{"role": "user", "content": f"apple {i}"}]) for i, c in enumerate(convs)])
+    contexts = mem.context_many([ContextCall(c, "apple") for c in convs])
+    assert steps == ([3, 3, 1] if mem.config.mode == "inprocess" else [7])
+    assert [c.messages for c in contexts] == [conv.context("apple").messages for conv in convs]
 
 
 def test_a_bad_call_raises_before_anything_runs_naming_its_place(mem: memray.Memory) -> None:

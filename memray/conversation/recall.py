@@ -43,7 +43,7 @@ from memray.sim_time import Window
 from memray.store.partitions import StorePartitions
 from memray.store.rows import payload_message, row_to_message
 
-__all__ = ["Recall", "SearchResults"]
+__all__ = ["Recall", "SearchResults", "CONTEXT_STEP"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,11 @@ _NOT_ASKED = LookupError("not asked")  # a placeholder every slot of a batch's a
 
 #: The most reads one coalesced batch of single calls carries.
 MAX_BATCH = 65536
+#: In one process, the most contexts a step of ``context_many`` makes (:attr:`Recall.step`). A
+#: 1,000-agent tick in process (``examples/tick.py``, 14 ticks, two alternated pairs): ticks 3-13
+#: 1,107 and 815 ms on average in one step, 744 and 549 ms in steps of 200, and no context
+#: scored a tail after the first ticks (all its tail shown), where ~90% did.
+CONTEXT_STEP = 200
 
 
 _Refs = dict[tuple[str, str, str, str], Message]
@@ -109,6 +114,13 @@ class Recall:
         #: The newest recent messages context() keeps even when the summary covers them
         #: (``SummarizerConfig.keep_messages``; the facade sets it).
         self.keep_messages = 6
+        #: The most contexts :meth:`context_many` makes in one step (None: a batch at once). In one
+        #: process the cores share memray's event loop, and a step of 1,000 contexts held it for
+        #: ~150 ms at a time: the persist wheel's writes and the indexing behind them waited, a
+        #: context's read-your-writes tail grew to ~5-9 messages, and scoring the tails was a
+        #: quarter of a tick. Steps of 200 let them run in between (the facade sets it in process;
+        #: in Ray mode the hosts and shards do that work in their own processes).
+        self.step: int | None = None
         # single calls running at the same time are answered as one batch
         self._contexts: Coalescer[ContextRead, Answer[Context]] = Coalescer(self.context_many, MAX_BATCH)
         self._searches: Coalescer[SearchRead, Answer[SearchResults]] = Coalescer(self.search_many, MAX_BATCH)
@@ -300,9 +312,17 @@ class Recall:
 
     async def context_many(self, reads: list[ContextRead]) -> list[Answer[Context]]:
         """Many contexts with one call per host (recent messages and tails), one to the store
-        (summaries and working memories) and one per shard (the recalls), answered in order; each
-        answer is what :meth:`context` would return, or the error it would raise (its host
-        failed: a context cannot be made without its recent messages)."""
+        (summaries and working memories) and one per shard (the recalls) for each :attr:`step`
+        of them, answered in order; each answer is what :meth:`context` would return, or the
+        error it would raise (its host failed: a context cannot be made without its recent
+        messages)."""
+        step = self.step or len(reads) or 1
+        out: list[Answer[Context]] = []
+        for i in range(0, len(reads), step):
+            out += await self._context_step(reads[i : i + step])
+        return out
+
+    async def _context_step(self, reads: list[ContextRead]) -> list[Answer[Context]]:
         recent = asyncio.ensure_future(self._recent_many([(r.key, r.limit) for r in reads]))
         extras = asyncio.ensure_future(self._extras_many(reads))
         try:

@@ -18,7 +18,7 @@ from typing import Any
 
 from memray.config import MemoryConfig
 from memray.conversation.client import HostClient
-from memray.conversation.recall import Recall
+from memray.conversation.recall import CONTEXT_STEP, Recall
 from memray.embedding import build_embedder
 from memray.embedding.active import ModelWatcher, holds_data, record_default, resolve_config
 from memray.embedding.base import Embedder
@@ -90,6 +90,8 @@ class Session:
             config.index.neighbour_weight,
         )
         recall.keep_messages = config.summarizer.keep_messages
+        if config.mode == "inprocess":  # the cores share memray's loop: contexts made in steps
+            recall.step = CONTEXT_STEP
         service = MemoryService(
             deployment.stores,
             router,
