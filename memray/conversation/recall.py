@@ -60,9 +60,9 @@ _NOT_ASKED = LookupError("not asked")  # a placeholder every slot of a batch's a
 #: The most reads one coalesced batch of single calls carries.
 MAX_BATCH = 65536
 #: In one process, the most contexts a step of ``context_many`` makes (:attr:`Recall.step`). A
-#: 1,000-agent tick in process (``examples/tick.py``, 14 ticks, two alternated pairs): ticks 3-13
-#: 1,107 and 815 ms on average in one step, 744 and 549 ms in steps of 200, and no context
-#: scored a tail after the first ticks (all its tail shown), where ~90% did.
+#: 1,000-agent tick in process (``examples/tick.py``, 25 ticks, two alternated pairs): ticks 3-24
+#: 980 and 894 ms on average in one step, 641 and 665 ms in steps of 200, and no context scored
+#: a tail after the first ticks (all its tail shown), where ~90% did.
 CONTEXT_STEP = 200
 
 
