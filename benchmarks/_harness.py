@@ -482,9 +482,10 @@ PORTS = range(20000, 32768)
 
 def free_port() -> int:
     """A TCP port on the loopback that nothing listens on now, from ``PORTS``: no ``bind(0)`` elsewhere
-    takes it before our server binds it. Tried from a place of this process's own, so that processes
-    started together (test workers) do not try the same ports in the same order."""
-    start = random.Random(os.getpid() ^ time.monotonic_ns()).randrange(len(PORTS))
+    takes it before our server binds it. Tried from a random place (a generator of its own, seeded
+    by the OS: a benchmark's ``random.seed`` must not make processes started together, test
+    workers, try the same ports in the same order)."""
+    start = random.Random().randrange(len(PORTS))
     for i in range(len(PORTS)):
         port = PORTS[(start + i) % len(PORTS)]
         with socket.socket() as s:

@@ -119,8 +119,9 @@ def like_for_like(times: list[float]) -> float | None:
     return max(ratio(times[kind[-1]], times[kind[0]]) or 0.0 for kind in kinds)
 
 
-async def full_floor(mode: str, agents: int, ticks: int, root: str) -> dict[str, Any]:
-    """The raw work of the last tick, with the earlier ticks' data in place (module docstring)."""
+async def full_floor(mode: str, agents: int, ticks: int, root: str, hosts: int, shards: int) -> dict[str, Any]:
+    """The raw work of the last tick, with the earlier ticks' data in place (module docstring);
+    in ray mode its calls go to as many hosts and shards as the runs timed had."""
     from memray.embedding.static import StaticEmbedder
 
     # the runs just closed left millions of objects: collected now, not inside a timed part (a
@@ -169,8 +170,7 @@ async def full_floor(mode: str, agents: int, ticks: int, root: str) -> dict[str,
 
     calls_ms = 0.0
     if mode == "ray":
-        shape = memray.MemoryConfig()  # the defaults' hosts and shards, as in the runs timed
-        calls_ms = await _ray_calls(said, replies, queries, shape.hosts, shape.shards)
+        calls_ms = await _ray_calls(said, replies, queries, hosts, shards)
     total = embed_ms + insert_ms + index_ms + scoring_ms + calls_ms
     return {
         "embed_ms": round(embed_ms, 2),
@@ -211,7 +211,8 @@ async def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
     for style in ("batches", "coroutines"):
         styles[style] = await run_style(style, args.mode, args.agents, args.ticks, root)
     log("full floor")
-    floor = await full_floor(args.mode, args.agents, args.ticks, root)
+    shape = styles["batches"]
+    floor = await full_floor(args.mode, args.agents, args.ticks, root, shape["hosts"], shape["shards"])
     batch, coalesced = styles["batches"], styles["coroutines"]
     p50_max = 150 if args.mode == "inprocess" else 3000
     ratio_max = 3.0 if args.mode == "inprocess" else 2.0
