@@ -13,13 +13,36 @@ from tests.support.serve import served  # noqa: F401  (the Serve app the server 
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked ``long`` (20 s or more each) first, the rest in their order. With ``-n 2
-    --dist loadfile --no-loadscope-reorder`` the workers take whole files, in the order of
-    their first test, so the files holding long tests go first. xdist's own order (most tests
-    first) ran the one-test mypy file last, a minute on one worker while the other had nothing
-    left to do; longest-first is the classic fix. Within a file the long test runs first and the
-    file's other tests right after it, so a module-scoped fixture is still set up once."""
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--long",
+        action="store_true",
+        help="also run the tests marked long (each 15 s or more); CI=true runs them too",
+    )
+
+
+def runs_long(config: pytest.Config) -> bool:
+    """Whether this run includes the tests marked ``long``: with ``--long``, or in CI (``.ci/run``
+    sets ``CI=true``), where the whole suite runs."""
+    return bool(config.getoption("--long")) or os.environ.get("CI", "").lower() in ("1", "true")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``long`` are whole scenarios of 15 s or more each (a Ray cluster or process
+    of their own, a fault or soak run, the type checker): about 40% of the suite's CPU in 30
+    tests. The default run leaves them out (deselected, and counted so in pytest's summary) so
+    that it gives its answer in about ten minutes; ``--long`` or ``CI=true`` runs them, first.
+
+    With ``-n 2 --dist loadfile --no-loadscope-reorder`` the workers take whole files, in the
+    order of their first test, so the files holding long tests go first. xdist's own order (most
+    tests first) ran the one-test mypy file last, a minute on one worker while the other had
+    nothing left to do; longest-first is the classic fix. Within a file the long test runs first
+    and the file's other tests right after it, so a module-scoped fixture is still set up once."""
+    if not runs_long(config):
+        long = [item for item in items if item.get_closest_marker("long") is not None]
+        if long:
+            config.hook.pytest_deselected(items=long)
+            items[:] = [item for item in items if item.get_closest_marker("long") is None]
     items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 

@@ -7,9 +7,12 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.support.docs import ROOT
 
 
+@pytest.mark.long
 def test_restart_micro_times_a_retried_call_against_ray_restarting_the_actor() -> None:
     run = subprocess.run(
         [sys.executable, "-m", "benchmarks.restart_micro", "--rounds", "1", "--init-s", "0", "--variants", "memray"],

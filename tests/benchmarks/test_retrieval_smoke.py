@@ -24,6 +24,7 @@ def test_retrieval_set_is_deterministic_and_committed_as_generated() -> None:
     assert sum(r["type"] == "question" for r in committed) == 300
 
 
+@pytest.mark.long
 def test_retrieval_eval_prints_one_json_line_and_plots(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     png = tmp_path / "eval.png"
     argv = ["--datasets", "synthetic,paraphrase", "--users", "2", "--embedders", "static,hash", "--plot", str(png)]

@@ -130,6 +130,7 @@ def test_reembed_while_writing_and_searching(ray_session: None, tmp_path: Path) 
         assert {s["model_id"] for s in shard_stats(reopened)} == {NEW_ID}
 
 
+@pytest.mark.long
 def test_stopped_and_killed_job_resumes_to_the_state_of_an_uninterrupted_run(
     ray_session: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -179,6 +180,7 @@ def test_a_pool_that_cannot_fit_is_refused_before_anything_starts(ray_session: N
     assert ray.available_resources().get("CPU") == 2.0  # nothing was left holding CPUs
 
 
+@pytest.mark.long
 def test_summary_backfill_updates_every_conversation_once(ray_session: None, tmp_path: Path) -> None:
     cfg = config(tmp_path, summarizer=SummarizerConfig(trigger_tokens=1_000_000, keep_messages=2))
     mem = memray.open(config=cfg)

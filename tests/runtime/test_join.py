@@ -144,6 +144,7 @@ def _auth_disabled(tmp_path: Path) -> dict[str, str]:
 TOKEN = secrets.token_hex(32)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("owned", [_default_token], indirect=True, ids=["token-by-default"])
 def test_a_second_process_joins_with_no_address_and_its_token_found_from_the_data_directory(owned, tmp_path) -> None:
     path, owner = owned
@@ -171,6 +172,7 @@ def test_a_second_process_joins_with_no_address_and_its_token_found_from_the_dat
     assert owner.stop() == ["from the owner", "from the joiner"]
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("owned", [_token_in_env], indirect=True, ids=["token-in-env"])
 def test_a_token_given_in_the_environment_is_asked_for_and_the_advice_works(owned, tmp_path) -> None:
     path, owner = owned
@@ -182,6 +184,7 @@ def test_a_token_given_in_the_environment_is_asked_for_and_the_advice_works(owne
     assert owner.stop() == ["from the owner", "from the joiner"]
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("owned", [_auth_disabled], indirect=True, ids=["auth-disabled"])
 def test_a_ray_without_authentication_is_joined_by_a_process_that_has_a_token(owned, tmp_path) -> None:
     path, owner = owned
