@@ -1,5 +1,5 @@
 """The fixed costs of an in-process read, part by part, against the raw floor of the same search:
-the micro-benchmark behind the choices for in-process ``search()`` and ``context()`` (issue 11).
+the micro-benchmark behind the choices for in-process ``search()`` and ``context()``.
 
     python -m benchmarks.read_path_micro --conversations 100 --messages 100 --queries 300
 

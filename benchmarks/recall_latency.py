@@ -20,7 +20,7 @@ Floors, same run, same data:
   embeds its query too); app scope = every shard one after the other, then the merge.
 - ``floor_sum`` = ray_ping p50 + in-process p50: the least a remote search can cost. The issue-7
   target (scoped search p50 ≤ 1.5×, p99 ≤ 2× its floor) is checked against it.
-- ``raw`` (issue 11; :mod:`benchmarks._raw`): no memray code at all, over the very vectors (the
+- ``raw`` (:mod:`benchmarks._raw`): no memray code at all, over the very vectors (the
   same embedder run here on the same texts) and texts stored: numpy exact top-k plus BM25 top-k
   over the conversation (``search_conversation``), the user's conversations (``search_user``),
   every message (``search_app``; ``search_app_numpy`` is the vector part alone, the issue's
@@ -289,10 +289,10 @@ def one_config(args: argparse.Namespace, root: str, n: int, shards: int) -> dict
 
 
 def targets(rows: list[dict[str, Any]], mode: str) -> dict[str, Any]:
-    """Issue 7: scoped search p50 ≤ 1.5× and p99 ≤ 2× floor_sum (at every measured point).
-    Issue 11, against the raw floors: conversation search p50 ≤ 3× raw in-process; in Ray mode
+    """Scoped search p50 ≤ 1.5× and p99 ≤ 2× floor_sum (at every measured point).
+    Against the raw floors: conversation search p50 ≤ 3× raw in-process; in Ray mode
     ≤ 1.5× (ray_ping + raw) at 1 client with p99 ≤ 2×, and p50 ≤ 2× at 16 clients; app-wide
-    search p50 ≤ 2× raw numpy over the same vectors (the issue's point: 100k vectors, 2 shards)."""
+    search p50 ≤ 2× raw numpy over the same vectors (at 100k vectors on 2 shards)."""
     worst50 = worst99 = 0.0
     for r in rows:
         for ops in r["clients"].values():

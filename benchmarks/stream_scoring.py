@@ -16,7 +16,7 @@ stream scoring (``now`` = the stream's last minute, all weights 1, decay 0.995 p
 - ``numpy`` (the floor): one ``float32`` matrix of the conversation's vectors, ``M @ q``, the
   relevance clip, the stream formula over arrays of the same columns, ``argpartition`` top 10.
   It is what brute force costs with no lexical part, no filters and no payloads.
-- ``raw_hybrid`` (issue 11, :mod:`benchmarks._raw`): numpy exact top-k plus BM25 top-k over the
+- ``raw_hybrid`` (:mod:`benchmarks._raw`): numpy exact top-k plus BM25 top-k over the
   same conversation's vectors and texts: the raw floor of the default (hybrid, relevance) search;
   ``shard_relevance_p50_to_raw_hybrid_p50`` and ``facade_relevance_p50_to_raw_hybrid_p50`` divide by it.
 

@@ -1,4 +1,4 @@
-"""Micro-benchmarks that decided the write path's choices (issue 11), one JSON line.
+"""Micro-benchmarks that decided the write path's choices, one JSON line.
 
     python -m benchmarks.write_path_micro --n 10000
 

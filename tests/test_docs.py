@@ -149,6 +149,20 @@ def test_a_docstring_is_written_for_users() -> None:
     assert not found, "\n".join(found)
 
 
+def test_the_code_around_memray_names_no_issue_by_number() -> None:
+    """The tests, benchmarks, examples and jobs say what they check or measure, not which issue
+    asked for it: a reader of the code cannot look an issue number up."""
+    found = [
+        f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)!r}"
+        for folder in ("tests", "benchmarks", "examples", "jobs")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for text in [path.read_text(encoding="utf-8")]
+        for m in re.finditer(r"\bissues? \d+", text, re.I)
+        if path != Path(__file__)
+    ]
+    assert not found, "\n".join(found)
+
+
 def _transcript_commands() -> list[str]:
     return [
         line[2:]

@@ -1,5 +1,5 @@
 """`mem.fork(path)`: a consistent, independent copy of the whole memray, taken while agents keep
-writing (issue 14, item 3), in both modes; and `memray fork SRC DST`."""
+writing, in both modes; and `memray fork SRC DST`."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Simulation time, importance, agent ids, time windows and memory-stream scoring, through the
-facade in both modes (issue 14, items 1 and 2)."""
+facade in both modes."""
 
 from __future__ import annotations
 

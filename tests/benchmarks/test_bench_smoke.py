@@ -1,4 +1,4 @@
-"""Each benchmark of issue 7 runs at tiny size (inprocess mode: no Ray start-up) and prints one
+"""Each benchmark below runs at tiny size (inprocess mode: no Ray start-up) and prints one
 JSON line with its figures and its floor, so none of them rots."""
 
 from __future__ import annotations

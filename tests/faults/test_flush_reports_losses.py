@@ -4,7 +4,7 @@ A host SIGKILLed with acknowledged (``durable=False``) messages in its debounce 
 them; its next incarnation records them as ``lost`` dead letters. Those losses must reach a
 caller through ``Memory.flush()`` however the restarted host has been used since: not called
 at all yet, its conversation loaded by a read (its buffer settled), or killed a second time before
-anyone flushed. Issue 34 saw ``flush()`` return normally in 3 runs of 4. Each case waits on state
+anyone flushed. A run from outside once saw ``flush()`` return normally in 3 runs of 4. Each case waits on state
 (the process gone, Ray's restart), never on time; the debounce is long, so the adds are
 certainly still in the window when the host dies.
 """

@@ -185,7 +185,7 @@ def test_keeper_retries_until_the_store_answers_then_snapshots(
 def test_a_vector_stored_after_the_recovery_pass_is_leveled_into_the_shard(
     tmp_path: Path, store: HistoryStore, clients: Any
 ) -> None:
-    """The race of issue 17: the pass reads an item before its vector lands in the store."""
+    """A race: the pass reads an item before its vector lands in the store."""
     users = users_on(0, 2)
     fill(store, users, 4, embedded=2)  # m3, m4 not embedded yet when the shard recovers
     shard = make_shard(tmp_path)

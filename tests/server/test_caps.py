@@ -1,4 +1,4 @@
-"""Caps everywhere (issue 31): each is stated in the OpenAPI schema, and a request past one is a
+"""Caps everywhere: each is stated in the OpenAPI schema, and a request past one is a
 422 (or 413 for the body) problem naming the field, the cap and the value — and nothing is
 written. One probe per cap, against the real server."""
 

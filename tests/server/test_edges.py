@@ -1,4 +1,4 @@
-"""Protocol edges of the real server (issue 31): every refusal is a problem detail, sent before the
+"""Protocol edges of the real server: every refusal is a problem detail, sent before the
 body is read or anything is parsed; and the front door's deadline on a loopback uvicorn server
 with a deadline short enough to test."""
 

@@ -1,4 +1,4 @@
-"""One tenant cannot stall another (issue 31), with ``benchmarks/serve_flood.py``'s measurement
+"""One tenant cannot stall another, with ``benchmarks/serve_flood.py``'s measurement
 against the served app: app acme's *read-only* key holds 300 ``GET /mcp`` streams and more slow
 requests than its bound, while app globex lists its conversations: every one of globex's requests
 is answered (10 s client timeout); the ratio of its median to the unloaded one is the benchmark's."""

@@ -234,7 +234,7 @@ def test_a_revoked_key_stops_working_at_once(served: Served) -> None:
 
 
 def test_erasing_a_user_revokes_the_keys_bound_to_them(served: Served) -> None:
-    """The probe of issue 31: after the erasure the bound key neither reads nor writes (it could
+    """After the erasure the bound key neither reads nor writes (it could
     re-create the erased user's data), and the receipt counts it."""
     key, _ = served.mem.keys.create(APP, "bound", label="bound-laptop")
     conv = f"/v1/apps/{APP}/users/bound/conversations/c/messages"

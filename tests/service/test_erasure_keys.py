@@ -1,4 +1,4 @@
-"""Keys die with their user (issue 31): erasing a user deletes every API key bound to them, live or
+"""Keys die with their user: erasing a user deletes every API key bound to them, live or
 revoked — the receipt counts them, ``api_keys`` keeps no user id or label of theirs, and
 ``verify_deleted`` checks the table (a key bound to them made afterwards shows as remaining).
 Keys of the app's other users, and app-wide keys, stay."""
