@@ -27,6 +27,12 @@ def runs_long(config: pytest.Config) -> bool:
     return bool(config.getoption("--long")) or os.environ.get("CI", "").lower() in ("1", "true")
 
 
+def pytest_report_header(config: pytest.Config) -> str:
+    if runs_long(config):
+        return "tests marked long: included (--long or CI=true)"
+    return "tests marked long (scenarios of 15 s or more): left out; --long or CI=true runs them"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``long`` are whole scenarios of 15 s or more each (a Ray cluster or process
     of their own, a fault or soak run, the type checker): about 40% of the suite's CPU in 30

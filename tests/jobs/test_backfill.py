@@ -198,6 +198,7 @@ def test_summary_backfill_updates_every_conversation_once(ray_session: None, tmp
         mem.close(terminate=True)
 
 
+@pytest.mark.long
 def test_export_is_read_by_ray_data_and_duckdb(ray_session: None, tmp_path: Path) -> None:
     import duckdb
     import ray.data

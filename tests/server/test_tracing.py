@@ -53,6 +53,7 @@ def receiver() -> Iterator[Receiver]:
     r.server.shutdown()
 
 
+@pytest.mark.long
 def test_a_request_is_one_trace_across_replica_hosts_shards_and_store(
     served: Served, receiver: Receiver, tmp_path: Path
 ) -> None:
