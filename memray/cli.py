@@ -183,7 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--hosts",
         type=int,
         default=None,
-        help="show how conversations spread over this many hosts (default: as many as memray.open would start here)",
+        help="show how conversations spread over this many hosts (default: those of the memray running on it, "
+        "else as many as memray.open would start here)",
     )
     stats.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
     stats.set_defaults(func=_stats)

@@ -22,7 +22,7 @@ import duckdb
 import memray
 from memray.config import MemoryConfig, default_hosts
 from memray.errors import StoreError, ValidationError
-from memray.runtime.join import running_memray
+from memray.runtime.join import RunningMemray, running_memray
 from memray.store.census import table_counts
 from memray.store.layout import data_directory, recorded_stores, store_file
 
@@ -30,9 +30,12 @@ __all__ = ["data_stats", "render"]
 
 
 def data_stats(path: str, hosts: int | None = None) -> dict[str, Any]:
-    """Counts per table, shard snapshots, conversations per host (over ``hosts``; default: as many
-    as :func:`memray.open` starts on this machine) and disk use of ``path``."""
-    hosts = default_hosts(None, None) if hosts is None else hosts
+    """Counts per table, shard snapshots, conversations per host (over ``hosts``; default: the
+    hosts of the ray-mode memray running on ``path``, else as many as :func:`memray.open` starts
+    on this machine) and disk use of ``path``."""
+    if hosts is None:
+        running = _running(path)
+        hosts = running.hosts if running is not None and running.hosts else default_hosts(None, None)
     root = Path(path)
     n = data_directory(path)
     files = [Path(store_file(str(root), i, n)) for i in range(n)]
@@ -61,7 +64,7 @@ def _counts(path: str, files: list[Path], hosts: int) -> list[Counts]:
     try:
         cons = [duckdb.connect(str(f), read_only=True) for f in files]
     except duckdb.Error as exc:
-        if "lock" in str(exc).lower() and _joinable(path):
+        if "lock" in str(exc).lower() and _running(path) is not None:
             return _counts_of_running(path, len(files), hosts)
         raise StoreError(
             f"cannot read {path!r}: {str(exc).splitlines()[0]}; another process (a memray in one process, or "
@@ -74,11 +77,12 @@ def _counts(path: str, files: list[Path], hosts: int) -> list[Counts]:
             con.close()
 
 
-def _joinable(path: str) -> bool:
+def _running(path: str) -> RunningMemray | None:
+    """The ray-mode memray running on ``path``, if one is (and can be joined)."""
     try:
-        return running_memray(MemoryConfig(path=path, stores=recorded_stores(path) or 1)) is not None
+        return running_memray(MemoryConfig(path=path, stores=recorded_stores(path) or 1))
     except StoreError:
-        return False
+        return None
 
 
 def _counts_of_running(path: str, stores: int, hosts: int) -> list[Counts]:
