@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -170,9 +171,21 @@ def test_stopped_and_killed_job_resumes_to_the_state_of_an_uninterrupted_run(
         mem.close(terminate=True)
 
 
+def _every_cpu_free(timeout_s: float = 60.0) -> None:
+    """Wait (on Ray's state, bounded) until no CPU of the session is reserved: an earlier test's
+    Ray Data tasks hand their CPU back asynchronously, after the call that ran them returned."""
+    import ray
+
+    deadline = time.monotonic() + timeout_s
+    while ray.available_resources().get("CPU") != ray.cluster_resources().get("CPU"):
+        assert time.monotonic() < deadline, f"CPUs still reserved after {timeout_s:g} s: {ray.available_resources()}"
+        time.sleep(0.05)
+
+
 def test_a_pool_that_cannot_fit_is_refused_before_anything_starts(ray_session: None, tmp_path: Path) -> None:
     import ray
 
+    _every_cpu_free()  # the refusal below is for a cluster with 2 CPUs free
     with pytest.raises(ValidationError, match="the pool cannot fit") as err:
         backfill_embeddings.run(config(tmp_path), NEW, workers=2, cpus_per_worker=1.0)  # the read task: no slot
     assert "--workers 1 or fewer" in str(err.value)
