@@ -35,9 +35,10 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``long`` are whole scenarios of 15 s or more each (a Ray cluster or process
-    of their own, a fault or soak run, the type checker): about 40% of the suite's CPU in 30
-    tests. The default run leaves them out (deselected, and counted so in pytest's summary) so
-    that it gives its answer in about ten minutes; ``--long`` or ``CI=true`` runs them, first.
+    of their own, a fault or soak run, the type checker): 24 tests, a third of the suite's
+    test-seconds. The default run leaves them out (deselected; the header says so, as xdist's
+    summary does not count what its workers deselect) so that it gives its answer in about ten
+    minutes; ``--long`` or ``CI=true`` runs them, first.
 
     With ``-n 2 --dist loadfile --no-loadscope-reorder`` the workers take whole files, in the
     order of their first test, so the files holding long tests go first. xdist's own order (most
