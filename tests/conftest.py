@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -33,12 +34,23 @@ def pytest_report_header(config: pytest.Config) -> str:
     return "tests marked long (scenarios of 15 s or more): left out; --long or CI=true runs them"
 
 
+def _named(config: pytest.Config) -> list[str]:
+    """The tests the command line names (``path::test``), as node ids (relative to the root)."""
+    out = []
+    for arg in config.args:
+        path, sep, rest = arg.partition("::")
+        if sep:
+            out.append(f"{Path(os.path.relpath(os.path.abspath(path), config.rootpath)).as_posix()}::{rest}")
+    return out
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``long`` are whole scenarios of 15 s or more each (a Ray cluster or process
     of their own, a fault or soak run, the type checker): 24 tests, a third of the suite's
     test-seconds. The default run leaves them out (deselected; the header says so, as xdist's
     summary does not count what its workers deselect) so that it gives its answer in about ten
-    minutes; ``--long`` or ``CI=true`` runs them, first.
+    minutes; ``--long`` or ``CI=true`` runs them, first, and so does naming one
+    (``pytest tests/runtime/test_multinode.py::test_...``).
 
     With ``-n 2 --dist loadfile --no-loadscope-reorder`` the workers take whole files, in the
     order of their first test, so the files holding long tests go first. xdist's own order (most
@@ -46,10 +58,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     nothing left to do; longest-first is the classic fix. Within a file the long test runs first
     and the file's other tests right after it, so a module-scoped fixture is still set up once."""
     if not runs_long(config):
-        long = [item for item in items if item.get_closest_marker("long") is not None]
+        named = _named(config)  # a test asked for by name runs
+        long = [
+            item
+            for item in items
+            if item.get_closest_marker("long") is not None and not any(item.nodeid.startswith(n) for n in named)
+        ]
         if long:
             config.hook.pytest_deselected(items=long)
-            items[:] = [item for item in items if item.get_closest_marker("long") is None]
+            left_out = set(map(id, long))
+            items[:] = [item for item in items if id(item) not in left_out]
     items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 
