@@ -15,6 +15,11 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from tests.conftest import runs_long
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -83,26 +88,20 @@ def test_the_test_run_shows_a_line_per_test_file():
         assert re.search(rf"^{re.escape(name)} \.+\s+\[ *\d+%\]$", out.stdout, re.M), out.stdout[-3000:]
 
 
-def _collected(*args: str, ci: str | None, where: str = "tests/runtime/test_multinode.py") -> str:
-    env = {k: v for k, v in os.environ.items() if k != "CI"} | ({"CI": ci} if ci is not None else {})
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-n", "0", "--collect-only", "-q", where, *args],
+def test_the_default_run_leaves_out_the_long_tests_and_ci_runs_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's test command gives its answer in about ten minutes: the tests marked long
+    (tests/conftest.py) are left out of it unless named, and come back with --long or in CI."""
+    named = "tests/runtime/test_multinode.py::test_calls_to_a_store_no_node_can_take_fail_within_the_bound"
+    out = subprocess.run(  # as the README's command collects, the file's long tests and one named
+        [sys.executable, "-m", "pytest", "-n", "0", "--collect-only", "-q", "tests/runtime/test_multinode.py", named],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=300,
-        env=env,
-    )
-    return out.stdout
-
-
-def test_the_default_run_leaves_out_the_long_tests_and_ci_runs_them():
-    """The README's test command gives its answer in about ten minutes: the tests marked long
-    (tests/conftest.py) are left out of it, and come back with --long, in CI (CI=true) or when
-    named."""
-    default = _collected(ci=None)
-    assert "test_multinode.py::" not in default and re.search(r"\b\d+ deselected", default), default[-2000:]
-    test = "test_multinode.py::test_calls_to_a_store_no_node_can_take_fail_within_the_bound"
-    for args, ci in (((), "true"), (("--long",), None)):
-        assert test in _collected(*args, ci=ci)
-    assert test in _collected(ci=None, where=f"tests/runtime/{test}")  # asked for by name: it runs
+        env={k: v for k, v in os.environ.items() if k != "CI"},
+    ).stdout
+    assert named in out and "test_partitions_on_nodes_survive_a_lost_node" not in out, out[-2000:]
+    assert re.search(r"\(\d+ deselected\)", out), out[-2000:]
+    for flag, ci, runs in ((True, "", True), (False, "true", True), (False, "1", True), (False, "", False)):
+        monkeypatch.setenv("CI", ci)
+        assert runs_long(SimpleNamespace(getoption=lambda _, flag=flag: flag)) is runs  # type: ignore[arg-type]
