@@ -33,15 +33,15 @@ def data_stats(path: str, hosts: int | None = None) -> dict[str, Any]:
     """Counts per table, shard snapshots, conversations per host (over ``hosts``; default: the
     hosts of the ray-mode memray running on ``path``, else as many as :func:`memray.open` starts
     on this machine) and disk use of ``path``."""
-    if hosts is None:
-        running = _running(path)
-        hosts = running.hosts if running is not None and running.hosts else default_hosts(None, None)
     root = Path(path)
     n = data_directory(path)
+    running = _running(path)  # asked once: its hosts are the default count, and it is joined if it holds the files
+    if hosts is None:
+        hosts = running.hosts if running is not None and running.hosts else default_hosts(None, None)
     files = [Path(store_file(str(root), i, n)) for i in range(n)]
     if hosts < 1:
         raise ValidationError("hosts", hosts, "must be a positive integer")
-    parts = _counts(path, files, hosts)
+    parts = _counts(path, files, hosts, running is not None)
     tables = {t: sum(p[0].get(t, 0) for p in parts) for t in parts[0][0]}
     per_host = [sum(p[1][h] for p in parts) for h in range(hosts)]
     out: dict[str, Any] = {"path": str(root.resolve()), "tables": tables}
@@ -58,13 +58,13 @@ def data_stats(path: str, hosts: int | None = None) -> dict[str, Any]:
 Counts = tuple[dict[str, int], list[int]]
 
 
-def _counts(path: str, files: list[Path], hosts: int) -> list[Counts]:
+def _counts(path: str, files: list[Path], hosts: int, joinable: bool) -> list[Counts]:
     """Each partition's rows per table and conversations per host: read from its file, or, while a
-    ray-mode memray runs on ``path``, asked of its store actors (memray.runtime.join)."""
+    ray-mode memray runs on ``path`` (``joinable``), asked of its store actors (memray.runtime.join)."""
     try:
         cons = [duckdb.connect(str(f), read_only=True) for f in files]
     except duckdb.Error as exc:
-        if "lock" in str(exc).lower() and _running(path) is not None:
+        if "lock" in str(exc).lower() and joinable:
             return _counts_of_running(path, len(files), hosts)
         raise StoreError(
             f"cannot read {path!r}: {str(exc).splitlines()[0]}; another process (a memray in one process, or "
