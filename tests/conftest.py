@@ -58,16 +58,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     nothing left to do; longest-first is the classic fix. Within a file the long test runs first
     and the file's other tests right after it, so a module-scoped fixture is still set up once."""
     if not runs_long(config):
-        named = _named(config)  # a test asked for by name runs
-        long = [
-            item
-            for item in items
-            if item.get_closest_marker("long") is not None and not any(item.nodeid.startswith(n) for n in named)
-        ]
-        if long:
-            config.hook.pytest_deselected(items=long)
-            left_out = set(map(id, long))
-            items[:] = [item for item in items if id(item) not in left_out]
+        named = tuple(_named(config))  # a test asked for by name runs
+        kept: list[pytest.Item] = []
+        left_out: list[pytest.Item] = []
+        for item in items:
+            long = item.get_closest_marker("long") is not None and not item.nodeid.startswith(named)
+            (left_out if long else kept).append(item)
+        if left_out:
+            config.hook.pytest_deselected(items=left_out)
+            items[:] = kept
     items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 

@@ -26,6 +26,10 @@ WORDS = ["apple", "river", "violin", "tiger", "cloud", "sugar", "piano", "garden
 CONVS = [("u0", "c0"), ("u0", "c1"), ("u1", "c0"), ("u1", "c1")]
 
 
+#: ``Recall.step`` as each mode's open set it (the fixture then sets its own, in process)
+STEP_AT_OPEN: dict[str, int | None] = {}
+
+
 @pytest.fixture(scope="module", params=MODES)
 def mem(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[memray.Memory]:
     if request.param == "ray":
@@ -46,9 +50,6 @@ def mem(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
         m.internals.recall.step = 3  # contexts in steps of 3: a plan's small batches are split too
     yield m
     m.close(terminate=True)
-
-
-STEP_AT_OPEN: dict[str, int | None] = {}
 
 
 texts = st.lists(st.sampled_from(WORDS), min_size=1, max_size=4).map(" ".join)
