@@ -47,10 +47,11 @@ def columns_of(created_at: float | None, sim_time: float | None, importance: flo
 def checked_columns(doc_id: str, values: Any) -> Columns:
     """``values`` as :data:`Columns`: three floats, each finite or NaN."""
     try:
-        a, b, c = (float(v) for v in values)
+        a, b, c = values
+        a, b, c = float(a), float(b), float(c)
     except (TypeError, ValueError) as exc:
         raise ValidationError("columns", values, f"of doc_id={doc_id!r} must be three numbers") from exc
-    if any(math.isinf(v) for v in (a, b, c)):
+    if math.isinf(a) or math.isinf(b) or math.isinf(c):  # (spelled out: every item of an upsert passes here)
         raise ValidationError("columns", values, f"of doc_id={doc_id!r} must be finite or NaN (none)")
     return a, b, c
 

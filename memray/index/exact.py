@@ -10,6 +10,7 @@ are always ``[0, n)`` and a search is one matrix-vector product.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,18 +72,24 @@ class ExactIndex:
             return
         while cap < need:
             cap *= 2
-        mat = np.zeros((cap, self._dim), dtype=np.float32)
+        # (empty, not zeroed: only the live rows [0, n) are ever read)
+        mat = np.empty((cap, self._dim), dtype=np.float32)
         mat[: len(self)] = self._mat[: len(self)]
-        labels = np.zeros(cap, dtype=np.int64)
+        labels = np.empty(cap, dtype=np.int64)
         labels[: len(self)] = self._labels[: len(self)]
         self._mat, self._labels = mat, labels
 
     def add(self, labels: Any, vectors: Any) -> None:
         """Upsert rows; within one call a repeated label keeps its last vector."""
         listed = as_labels(labels).tolist()
-        vecs = as_matrix(vectors, self._dim, len(listed))
-        self._grow(len(self._row) + len(listed))
-        for label, vec in zip(listed, vecs):
+        self.put_rows(listed, as_matrix(vectors, self._dim, len(listed)))
+
+    def put_rows(self, labels: list[int], vectors: Sequence[Matrix] | Matrix) -> None:
+        """:meth:`add` of input checked already: non-negative ``labels`` and as many float32
+        L2-normalised rows of this index's dim (a shard's upsert passes the rows of its batch's
+        matrix, with no matrix made per namespace)."""
+        self._grow(len(self._row) + len(labels))
+        for label, vec in zip(labels, vectors):
             row = self._row.get(label)
             if row is None:
                 row = len(self._row)

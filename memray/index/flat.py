@@ -25,7 +25,7 @@ an item, once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -38,6 +38,8 @@ from memray.index.space import Space
 __all__ = ["FlatView", "FlatViews"]
 
 Fit = Callable[[ExactIndex | HnswIndex], ExactIndex | HnswIndex]
+Labelled = Sequence[int] | np.ndarray  # labels, as a list or an int64 array
+Rows = Sequence[np.ndarray] | np.ndarray  # normalised vectors, as a list of rows or a matrix
 
 
 class FlatView:
@@ -72,9 +74,9 @@ class FlatView:
             self.spaces[space.uid] = space
         return slot
 
-    def put(self, space: Space, docs: Iterable[str], labels: np.ndarray | None, vectors: np.ndarray | None) -> None:
+    def put(self, space: Space, docs: Iterable[str], labels: Labelled | None, vectors: Rows | None) -> None:
         """Take ``docs`` of ``space`` as the space now holds them (recency, terms), and the given
-        normalised ``vectors`` of ``labels`` (None: none changed)."""
+        normalised ``vectors`` of ``labels`` (a matrix or a list of rows; None: none changed)."""
         for doc in docs:
             label = space.labels[doc]
             slot = self._slot(space, label)
@@ -179,7 +181,7 @@ class FlatViews:
     def _of(self, space: Space) -> FlatView | None:
         return self._views.get((space.namespace.app, space.namespace.kind)) if self._views else None
 
-    def put(self, space: Space, docs: list[str], labels: np.ndarray | None, vectors: np.ndarray | None) -> None:
+    def put(self, space: Space, docs: list[str], labels: Labelled | None, vectors: Rows | None) -> None:
         view = self._of(space)
         if view is not None:
             view.put(space, docs, labels, vectors)

@@ -133,41 +133,53 @@ class Space:
             before[n] = label
 
     # -- writes -----------------------------------------------------------------------------
-    def upsert(
-        self, group: list[tuple[IndexItem, Any]], dim: int, staged: bool = False
-    ) -> tuple[np.ndarray, np.ndarray]:
+    def upsert(self, group: list[tuple[IndexItem, Any]], dim: int, staged: bool = False) -> tuple[list[int], list[Any]]:
         """Write checked ``(item, vector)`` pairs (:func:`~memray.index.base.checked_items`:
         vectors L2-normalised already): each item's label, recency (an unknown, NaN, recency
         keeps the one held), columns, payload and terms, the highest stamp, and the vectors into
         the active index (the staged one if ``staged``). Returns the labels and the vectors
-        written (empty if no item had a vector)."""
+        written (empty if no item had a vector). The arrays by label are grown once for the
+        group, and an exact index takes the rows as they are (no matrix made for the group):
+        a shard's upsert calls this per namespace of its batch, with a message or two each."""
+        labels_of, docs, held, snapped = self.labels, self.docs, self.recency, self.snapped
+        top = self.next_label + len(group) - 1  # the largest label the group can take
+        self.rec, self.tid = _fit(self.rec, top, np.nan), _fit(self.tid, top, 0)
         labels: list[int] = []
         vectors: list[Any] = []
+        stamp = self.stamp
         for item, vector in group:
-            if self.labels.get(item.doc_id, self.snapped) < self.snapped:
+            doc = item.doc_id
+            label = labels_of.get(doc)
+            if label is None:
+                label = labels_of[doc] = self.next_label
+                docs[label] = doc
+                self.next_label += 1
+            elif label < snapped:
                 self.rewritten = True
-            label = self.label_of(item.doc_id)
-            known = item.recency == item.recency  # NaN: unknown
-            if known or item.doc_id not in self.recency:
-                self.set_recency(item.doc_id, item.recency if known else 0.0)
+            recency = item.recency
+            if recency == recency or doc not in held:  # (NaN: unknown)
+                self.set_recency(doc, recency if recency == recency else 0.0)
             if item.columns is not None:
                 self.columns.set(label, item.columns)
-            self.stamp = max(self.stamp, item.stamp)
+            if item.stamp > stamp:
+                stamp = item.stamp
             if item.payload:
-                self.payload[item.doc_id] = item.payload
-            self._set_text(item.doc_id, label, item.text)
+                self.payload[doc] = item.payload
+            self.lexical.add(doc, item.text)
+            self.tid[label] = text_id(item.text)
             if vector is not None:
                 labels.append(label)
                 vectors.append(vector)
+        self.stamp = stamp
         self.dirty = True
-        if not labels:
-            return np.zeros(0, dtype=np.int64), np.zeros((0, dim), dtype=np.float32)
-        # (one row: a view of it, not a stacked copy; the index copies it in)
-        written = np.array(labels, dtype=np.int64), vectors[0][None, :] if len(vectors) == 1 else np.stack(vectors)
-        index = self.staged if staged else self.vectors
-        assert index is not None, f"{self.namespace}: a staged upsert, and no model is staged"
-        index.add(*written)
-        return written
+        if labels:
+            index = self.staged if staged else self.vectors
+            assert index is not None, f"{self.namespace}: a staged upsert, and no model is staged"
+            if isinstance(index, ExactIndex):
+                index.put_rows(labels, vectors)
+            else:
+                index.add(labels, np.stack(vectors))
+        return labels, vectors
 
     def add_staged(self, rows: list[IndexRow], dim: int) -> None:
         """Take the staged model's vectors of ``rows`` (the store's rows of this namespace, each
