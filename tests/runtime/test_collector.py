@@ -29,9 +29,10 @@ def python_default(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def test_they_are_raised_never_lowered() -> None:
     assert collector.raise_thresholds(5_000) == (700, 10, 10)
     assert gc.get_threshold() == (5_000, *collector.OLDER_THRESHOLDS)
-    gc.set_threshold(5_000, 500, 10)
-    assert collector.raise_thresholds(1_000) == (5_000, 500, 10)
-    assert gc.get_threshold() == (5_000, 500, collector.OLDER_THRESHOLDS[1])
+    higher = 5 * collector.OLDER_THRESHOLDS[0]  # a middle threshold set higher than memray's
+    gc.set_threshold(5_000, higher, 10)
+    assert collector.raise_thresholds(1_000) == (5_000, higher, 10)
+    assert gc.get_threshold() == (5_000, higher, collector.OLDER_THRESHOLDS[1])
 
 
 def test_the_threshold_comes_back_when_the_last_memray_open_here_closes(tmp_path: Path) -> None:
