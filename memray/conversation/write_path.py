@@ -286,6 +286,7 @@ class WritePath:
                 convs[i].buffer.mark_pending(d.ids)
             raise
         committed: list[tuple[ConversationKey, list[str]]] = []
+        indexed: list[PendingItem] = []
         for (i, d), outcome in zip(work, outcomes):
             if isinstance(outcome, Exception):
                 convs[i].buffer.mark_pending(d.ids)
@@ -293,9 +294,10 @@ class WritePath:
                 continue
             committed.append((convs[i].key, d.ids))
             try:
-                out[i] = self._settle(convs[i], d, outcome)
+                out[i] = self._settle(convs[i], d, outcome, indexed)
             except Exception as exc:  # what follows the commit failed: the retry finds nothing left
                 out[i] = exc
+        self._pipeline.submit(indexed)  # (once for the write, not per conversation)
         self._lag.committed(committed)
         self.admission.released()
         if self._ledger.due:
@@ -339,12 +341,27 @@ class WritePath:
             return [failed if d.broken else next(committed) for d in work]
         return await self.committer.submit_many([d.rows for d in work])
 
-    def _settle(self, conv: Conversation, drained: _Drained, outcome: Outcome) -> int:
+    def _settle(self, conv: Conversation, drained: _Drained, outcome: Outcome, indexed: list[PendingItem]) -> int:
         """``conv``'s drained messages are committed or dead-lettered: settle the buffer and the
-        tail, and pass the rows on (embedding, title, summary). (The caller records the lag of
-        the whole write at once.)"""
+        tail, and pass the rows on (to ``indexed``, what the caller has embedded and indexed; to
+        the title and the summary). (The caller records the lag of the whole write at once.)"""
         msgs, ids, rows, broken = drained
         conv.buffer.settle(ids)
+        corrected: dict[str, Correction] = {}
+        if broken or outcome.rejected or outcome.corrections or conv.outside:  # (most writes have none)
+            rows, corrected = self._set_aside(conv, drained, outcome)
+        self._after_commit(conv, rows, indexed)
+        kept = [m.seq or 0 for m in msgs if m.id not in corrected]
+        return max(kept) if kept else conv.durable_seq
+
+    def _set_aside(
+        self, conv: Conversation, drained: _Drained, outcome: Outcome
+    ) -> tuple[list[MessageRow], dict[str, Correction]]:
+        """What a commit did not take as given: rows dead-lettered (out of the buffer and the
+        tail), ids the store held under other seqs (the store's seq kept), ids stored while
+        outside the buffer. Returns the rows committed, with the store's seqs, and the
+        corrections by id."""
+        msgs, ids, rows, broken = drained
         rejected = [*broken, *outcome.rejected]
         bad = {d.id for d in broken} | set(outcome.rejected_ids)
         corrected = {c.id: c for c in outcome.corrections}
@@ -362,9 +379,7 @@ class WritePath:
             for r in rows
             if r.id not in bad
         ]
-        self._after_commit(conv, rows)
-        kept = [m.seq or 0 for m in msgs if m.id not in corrected]
-        return max(kept) if kept else conv.durable_seq
+        return rows, corrected
 
     def _corrected(self, conv: Conversation, msgs: list[Message], corrected: dict[str, Correction]) -> None:
         """The store already held some of ``msgs`` under another seq and kept it (it is the
@@ -407,21 +422,14 @@ class WritePath:
         """Rewrite the ledger with only what is not yet durable (conversations held here)."""
         self._ledger.rewrite((c.key, [(m.id, m.seq or 0) for m in c.buffer.unsettled()]) for c in self._held())
 
-    def _after_commit(self, conv: Conversation, rows: list[MessageRow]) -> None:
+    def _after_commit(self, conv: Conversation, rows: list[MessageRow], indexed: list[PendingItem]) -> None:
         ns = conversation_namespace(conv.key)
-        self._pipeline.submit(
-            [
-                PendingItem(
-                    ns,
-                    r.id,
-                    r.text,
-                    float(r.seq),
-                    message_payload(r),
-                    columns_of(r.created_at, r.sim_time, r.importance),
-                )
-                for r in rows
-                if r.text
-            ]
+        indexed += (
+            PendingItem(
+                ns, r.id, r.text, float(r.seq), message_payload(r), columns_of(r.created_at, r.sim_time, r.importance)
+            )
+            for r in rows
+            if r.text
         )
         if self._titler is not None:
             self._titler.consider(conv.key, rows)
