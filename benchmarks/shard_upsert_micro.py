@@ -20,12 +20,13 @@ Decided: the items were built twice (checked, then rebuilt with the normalised v
 vector was stacked into a new matrix, and the labels were checked with numpy's ``min``. Building
 each item once, passing a lone row as a view and checking the labels as a list took
 ``upsert_us`` from 16.8 to 14.6 µs (raw 4.8-5.0 µs), and with one item per namespace per call
-(no text seen before) from 22-25 to 16-18 µs; both on this 2-core machine, the same day. Later, with each item carrying its columns as the
-pipeline's do (``--namespaces 1000 --ticks 14``, three alternated pairs): growing a namespace's
-arrays by label once for its part of the batch, handing an exact index the batch's rows as they
-are (no matrix stacked and checked per namespace), new capacity left unzeroed (only live rows are
-read) and the columns checked without generators took ``upsert_us`` from 30.7-41.4 to 21.3-30.7
-µs (raw 7.1-9.7 µs; ratio 4.2 -> 3.0).
+(no text seen before) from 22-25 to 16-18 µs; both on this 2-core machine, the same day.
+
+Later, with each item carrying its columns as the pipeline's do (``--namespaces 1000 --ticks
+14``, three alternated pairs): growing a namespace's arrays by label once for its part of the
+batch, handing an exact index the batch's rows as they are (no matrix stacked and checked per
+namespace), new capacity left unzeroed (only live rows are read) and the columns checked without
+generators took ``upsert_us`` from 30.7-41.4 to 21.3-30.7 µs (raw 7.1-9.7 µs; ratio 4.2 -> 3.0).
 """
 
 from __future__ import annotations

@@ -241,6 +241,22 @@ def test_user_tick_growth_compares_question_ticks_with_question_ticks() -> None:
     assert like_for_like(times[:6]) is None  # one statement tick after tick 3: nothing to compare
 
 
+def test_user_tick_growth_takes_the_mean_of_four_ticks_of_a_kind_not_one() -> None:
+    """In a long run one slow tick (the background writes of the adds landing in it) moves the
+    growth by a quarter of its excess, not all of it; four slower ticks of a kind move it fully."""
+    from benchmarks.user_tick import like_for_like
+
+    level = [1.0] * 3 + [1.0, 2.0] * 11  # 25 ticks: questions (3, 5, ...) 1 s, statements 2 s
+    assert like_for_like(level) == 1.0
+    spike = level.copy()
+    spike[23] = 3.0  # the last question tick
+    assert like_for_like(spike) == 1.5  # (1 + 1 + 1 + 3) / 4 over 1
+    grown = level.copy()
+    for t in (18, 20, 22, 24):  # the last four statement ticks
+        grown[t] = 4.0
+    assert like_for_like(grown) == 2.0
+
+
 def test_huge_tick_compares_two_sizes_and_finds_the_store_exactly_as_acknowledged() -> None:
     result = run_module("huge_tick", ["--mode", "inprocess", "--agents", "40", "--base", "10", "--ticks", "2"])
     for size, agents in (("base", 10), ("huge", 40)):
