@@ -133,7 +133,7 @@ class Space:
             before[n] = label
 
     # -- writes -----------------------------------------------------------------------------
-    def upsert(self, group: list[tuple[IndexItem, Any]], dim: int, staged: bool = False) -> tuple[list[int], list[Any]]:
+    def upsert(self, group: list[tuple[IndexItem, Any]], staged: bool = False) -> tuple[list[int], list[Any]]:
         """Write checked ``(item, vector)`` pairs (:func:`~memray.index.base.checked_items`:
         vectors L2-normalised already): each item's label, recency (an unknown, NaN, recency
         keeps the one held), columns, payload and terms, the highest stamp, and the vectors into
@@ -141,7 +141,7 @@ class Space:
         written (empty if no item had a vector). The arrays by label are grown once for the
         group, and an exact index takes the rows as they are (no matrix made for the group):
         a shard's upsert calls this per namespace of its batch, with a message or two each."""
-        labels_of, docs, held, snapped = self.labels, self.docs, self.recency, self.snapped
+        labels_of, held, snapped = self.labels, self.recency, self.snapped
         top = self.next_label + len(group) - 1  # the largest label the group can take
         self.rec, self.tid = _fit(self.rec, top, np.nan), _fit(self.tid, top, 0)
         labels: list[int] = []
@@ -151,9 +151,7 @@ class Space:
             doc = item.doc_id
             label = labels_of.get(doc)
             if label is None:
-                label = labels_of[doc] = self.next_label
-                docs[label] = doc
-                self.next_label += 1
+                label = self.label_of(doc)
             elif label < snapped:
                 self.rewritten = True
             recency = item.recency
@@ -165,8 +163,7 @@ class Space:
                 stamp = item.stamp
             if item.payload:
                 self.payload[doc] = item.payload
-            self.lexical.add(doc, item.text)
-            self.tid[label] = text_id(item.text)
+            self._set_text(doc, label, item.text)
             if vector is not None:
                 labels.append(label)
                 vectors.append(vector)

@@ -98,10 +98,10 @@ class Spaces(Mapping[Namespace, Space]):
         ``staged``), keeping the flat views in step and the vector index promoted or demoted."""
         if staged:
             assert self.stage is not None, f"{self.label}: a staged upsert, and no model is staged"
-            space.upsert(group, self.stage[1], staged=True)
+            space.upsert(group, staged=True)
             self._fit_staged(space)
         else:
-            labels, vectors = space.upsert(group, self.dim)
+            labels, vectors = space.upsert(group)
             self.flats.put(space, [item.doc_id for item, _ in group], labels, vectors)
         self.resize(space)
 

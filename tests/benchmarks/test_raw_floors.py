@@ -27,7 +27,7 @@ def test_raw_floors_rank_like_memrays_indexes() -> None:
     texts = [sentence(rng, 10) for _ in range(300)]
     space = Space(Namespace("app", "user", "mem", "notes"), 0, 4)  # a shard's namespace
     for i, text in enumerate(texts):
-        space.upsert([(IndexItem(space.namespace, str(i), None, text, 0.0), None)], 4)
+        space.upsert([(IndexItem(space.namespace, str(i), None, text, 0.0), None)])
     raw = RawBm25(texts)
     for q in texts[:20]:  # the same scores in the same order (ties may pick other documents)
         query = " ".join(q.split()[:4])

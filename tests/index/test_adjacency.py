@@ -23,7 +23,7 @@ ops = st.lists(
 
 def put(space: Space, doc: int, seq: int) -> None:
     vec = np.ones(4, dtype=np.float32) / 2.0
-    space.upsert([(IndexItem(NS, f"d{doc}", vec, f"text {doc}", float(seq)), vec)], 4)
+    space.upsert([(IndexItem(NS, f"d{doc}", vec, f"text {doc}", float(seq)), vec)])
 
 
 @settings(max_examples=200, deadline=None)

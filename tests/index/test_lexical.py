@@ -32,7 +32,7 @@ def space_of(texts: dict[str, str], ns: Namespace = NS) -> Space:
 
 
 def put(space: Space, doc: str, text: str) -> None:
-    space.upsert([(IndexItem(space.namespace, doc, None, text, 0.0), None)], 4)
+    space.upsert([(IndexItem(space.namespace, doc, None, text, 0.0), None)])
 
 
 def search(spaces: Space | list[Space], text: str, k: int = 5) -> list[tuple[str, float]]:
