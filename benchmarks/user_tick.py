@@ -22,6 +22,11 @@ second). ``tick8_over_tick3``, the first form of this figure, divided a statemen
 question tick, which hid the growth of the question ticks: over 25 ticks of 1,000 agents in
 process they grew 0.9 -> 1.6 s while it read ~1.0. Run ``--ticks 25`` to see what grows.
 
+``shard_work`` is what the shards' upserts cost an item and their searches a query over the run,
+in CPU microseconds of the threads that ran them (``VectorShard.work_stats``): the live figures
+of ``benchmarks/shard_upsert_micro.py`` and ``benchmarks/search_micro.py``, which a busy
+machine's waiting for a core does not inflate.
+
 The **full floor** of a tick is the raw work with no memray code, on the last tick's data:
 
 - the default embedder (the static table) on the tick's distinct texts;
@@ -52,8 +57,9 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
@@ -81,6 +87,7 @@ sys.path.insert(0, str(ROOT / "examples"))
 import tick as example  # noqa: E402  (examples/tick.py: the functions timed here)
 
 Mode = Literal["ray", "inprocess"]
+T = TypeVar("T")
 
 
 async def run_style(style: str, mode: Mode, agents: int, ticks: int, root: str) -> dict[str, Any]:
@@ -97,6 +104,9 @@ async def run_style(style: str, mode: Mode, agents: int, ticks: int, root: str) 
             if example.asks(t):
                 recalled, asked = recalled + hits, asked + agents
             log(f"{style} tick {t}: {times[-1] * 1000:.0f} ms")
+        await mem.await_indexed()  # (after the timed ticks: the shard work below is the whole run's)
+        shards = mem.internals.deployment.shards
+        work = await mem.internals.arun(_gather([shard.work_stats() for shard in shards]))
         steady = times[1:] or times
         p50 = pct_ms(steady)["p50_ms"]
         return {
@@ -109,9 +119,28 @@ async def run_style(style: str, mode: Mode, agents: int, ticks: int, root: str) 
             "recall_hit_rate": round(recalled / asked, 4) if asked else None,
             "hosts": mem.config.hosts,  # the defaults' shape on this machine
             "shards": mem.config.shards,
+            "shard_work": shard_work(work),
         }
     finally:
         await mem.aclose(terminate=True)
+
+
+async def _gather(calls: list[Awaitable[T]]) -> list[T]:
+    return list(await asyncio.gather(*calls))
+
+
+def shard_work(work: list[dict[str, float]]) -> dict[str, float | None]:
+    """What the shards' upserts cost an item and their searches a query over the whole run, in
+    CPU microseconds of the threads that ran them (``VectorShard.work_stats``, summed over the
+    shards): the live figures beside ``benchmarks/shard_upsert_micro.py`` and
+    ``benchmarks/search_micro.py``."""
+    total = {key: sum(w[key] for w in work) for key in ("upserted", "upsert_cpu_s", "searched", "search_cpu_s")}
+    return {
+        "upserted": total["upserted"],
+        "upsert_us_per_item": round(total["upsert_cpu_s"] * 1e6 / total["upserted"], 2) if total["upserted"] else None,
+        "searched": total["searched"],
+        "search_us_per_query": round(total["search_cpu_s"] * 1e6 / total["searched"], 2) if total["searched"] else None,
+    }
 
 
 def like_for_like(times: list[float]) -> float | None:

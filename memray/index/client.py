@@ -22,6 +22,7 @@ class ShardClient(Client, core=RecoveringShard):
     ping = remote(RecoveringShard.ping)
     pid = remote(RecoveringShard.pid)
     stats = remote(RecoveringShard.stats)
+    work_stats = remote(RecoveringShard.work_stats)
     is_recovering = remote(RecoveringShard.is_recovering)
 
     # -- writes ------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any, cast
 
@@ -57,6 +58,22 @@ Ref = tuple[Namespace, str]
 LEXICAL_VERSION = 2
 
 
+class _Work:
+    """Calls, items and thread CPU seconds of one kind of a shard's work (:meth:`VectorShard.work_stats`)."""
+
+    __slots__ = ("calls", "items", "cpu_s")
+
+    def __init__(self) -> None:
+        self.calls = self.items = 0
+        self.cpu_s = 0.0
+
+    def add(self, items: int, started: float) -> None:
+        """One call of ``items``, begun at ``started`` (:func:`time.thread_time`)."""
+        self.calls += 1
+        self.items += items
+        self.cpu_s += time.thread_time() - started
+
+
 class VectorShard:
     """Many namespaces' indexes; see the module docstring."""
 
@@ -75,6 +92,7 @@ class VectorShard:
         self._snap_model: tuple[str, int] | None = None  # its model and dim
         self._seen: set[Ref] | None = None
         self.discarded_snapshot: str | None = None
+        self._upserts, self._searches = _Work(), _Work()
 
     @property
     def model_id(self) -> str:
@@ -129,6 +147,13 @@ class VectorShard:
     def upsert(self, items: list[IndexItem], model_id: str) -> int:
         """Insert or replace items (all are checked before any is written). Returns how many.
         Vectors of the staged model (see :meth:`stage_begin`) go to the staged indexes."""
+        started = time.thread_time()
+        try:
+            return self._upsert(items, model_id)
+        finally:
+            self._upserts.add(len(items), started)
+
+    def _upsert(self, items: list[IndexItem], model_id: str) -> int:
         checked = checked_items(items, self._spaces.dim_of(model_id), f"shard {self.shard_id}", model_id)
         staged = model_id != self.model_id
         groups: dict[Namespace, list[tuple[IndexItem, Any]]] = {}
@@ -198,6 +223,13 @@ class VectorShard:
         """Many searches in one call (callers batch the searches of many concurrent agents into
         one actor call), scored together by :func:`memray.index.scorer.score`; a failing one
         returns its error in its place."""
+        started = time.thread_time()
+        try:
+            return self._search_many(requests)
+        finally:
+            self._searches.add(len(requests), started)
+
+    def _search_many(self, requests: list[ShardSearch]) -> list[ShardReply | Exception]:
         out: list[ShardReply | Exception | None] = [None] * len(requests)
         todo: list[tuple[int, Search, tuple[dict[Namespace, int], dict[Namespace, list[int]]]]] = []
         for i, request in enumerate(requests):
@@ -280,6 +312,22 @@ class VectorShard:
     def count_user(self, app: str, user_id: str) -> int:
         """Items of the user left on this shard (0 after :meth:`drop`)."""
         return sum(len(self._spaces[ns]) for ns in self._spaces.of_user(app, user_id))
+
+    def work_stats(self) -> dict[str, float]:
+        """Since the shard opened: ``upserts`` (calls), ``upserted`` (items) and ``upsert_cpu_s``,
+        ``searches`` (calls), ``searched`` (requests) and ``search_cpu_s``; the CPU seconds of the
+        thread that ran them (in Ray mode the actor's), which a busy machine's waiting for a
+        core does not inflate. What a live shard costs an item or a query, from outside
+        (``benchmarks/user_tick.py`` reports it)."""
+        up, search = self._upserts, self._searches
+        return {
+            "upserts": up.calls,
+            "upserted": up.items,
+            "upsert_cpu_s": up.cpu_s,
+            "searches": search.calls,
+            "searched": search.items,
+            "search_cpu_s": search.cpu_s,
+        }
 
     def stats(self) -> dict[str, Any]:
         hnsw = [s.vectors for s in self._spaces.values() if isinstance(s.vectors, HnswIndex)]

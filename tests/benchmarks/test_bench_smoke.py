@@ -222,6 +222,9 @@ def test_user_tick_times_the_examples_tick_in_both_styles_beside_its_full_floor(
         assert got["growth"] is not None and got["recall_hit_rate"] == 1.0
         defaults = memray.MemoryConfig()  # the shape it ran with is recorded: the defaults on this machine
         assert (got["hosts"], got["shards"]) == (defaults.hosts, defaults.shards)
+        work = got["shard_work"]  # every message is indexed once at least (two a tick an agent)
+        assert work["upserted"] >= 2 * 20 * 9 and work["upsert_us_per_item"] > 0
+        assert work["searched"] >= 20 * 9 and work["search_us_per_query"] > 0  # a context a tick an agent
     floor = result["full_floor"]
     for part in ("embed_ms", "arrow_insert_ms", "vectors_and_bm25_ms", "raw_scoring_ms"):
         assert floor[part] > 0

@@ -304,3 +304,21 @@ def test_reconcile_fills_missing_and_prunes_extra(tmp_path: Path) -> None:
     assert sorted(doc for _, doc in shard.inventory()) == [f"m{i}" for i in range(6)]
     assert doc_ids(find(shard, [NS], None, "edited", 3, "lexical")) == ["m1"]
     assert shard.reconcile(rows) == 0 and shard.ping()
+
+
+def test_work_stats_count_each_upsert_and_search_and_the_cpu_they_took(tmp_path: Path) -> None:
+    shard = make(tmp_path)
+    vecs = unit(np.random.default_rng(7), 4, DIM)
+    assert shard.work_stats() == dict.fromkeys(
+        ("upserts", "upserted", "upsert_cpu_s", "searches", "searched", "search_cpu_s"), 0
+    )
+    shard.upsert(items(NS, vecs[:3]), MODEL)
+    shard.upsert(items(NS2, vecs[3:]), MODEL)
+    find(shard, [NS], vecs[0], "message", 2, "hybrid")  # a search is a batch of one
+    shard.search_many([])
+    work = shard.work_stats()
+    assert (work["upserts"], work["upserted"], work["searches"], work["searched"]) == (2, 4, 2, 1)
+    assert work["upsert_cpu_s"] > 0 and work["search_cpu_s"] > 0
+    with pytest.raises(ModelMismatchError):  # a refused upsert is work done too: counted
+        shard.upsert(items(NS, vecs[:2]), "other-model")
+    assert shard.work_stats()["upserts"] == 3 and shard.work_stats()["upserted"] == 6
