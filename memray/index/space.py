@@ -138,12 +138,10 @@ class Space:
         vectors L2-normalised already): each item's label, recency (an unknown, NaN, recency
         keeps the one held), columns, payload and terms, the highest stamp, and the vectors into
         the active index (the staged one if ``staged``). Returns the labels and the vectors
-        written (empty if no item had a vector). The arrays by label are grown once for the
-        group, and an exact index takes the rows as they are (no matrix made for the group):
-        a shard's upsert calls this per namespace of its batch, with a message or two each."""
+        written (empty if no item had a vector). An exact index takes the rows as they are (no
+        matrix made for the group): a shard's upsert calls this per namespace of its batch, with
+        a message or two each."""
         labels_of, held, snapped = self.labels, self.recency, self.snapped
-        top = self.next_label + len(group) - 1  # the largest label the group can take
-        self.rec, self.tid = _fit(self.rec, top, np.nan), _fit(self.tid, top, 0)
         labels: list[int] = []
         vectors: list[Any] = []
         stamp = self.stamp
