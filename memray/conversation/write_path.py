@@ -345,11 +345,9 @@ class WritePath:
         """``conv``'s drained messages are committed or dead-lettered: settle the buffer and the
         tail, and pass the rows on (to ``indexed``, what the caller has embedded and indexed; to
         the title and the summary). (The caller records the lag of the whole write at once.)"""
-        msgs, ids, rows, broken = drained
+        msgs, ids, _, _ = drained
         conv.buffer.settle(ids)
-        corrected: dict[str, Correction] = {}
-        if broken or outcome.rejected or outcome.corrections or conv.outside:  # (most writes have none)
-            rows, corrected = self._set_aside(conv, drained, outcome)
+        rows, corrected = self._set_aside(conv, drained, outcome)
         self._after_commit(conv, rows, indexed)
         kept = [m.seq or 0 for m in msgs if m.id not in corrected]
         return max(kept) if kept else conv.durable_seq
