@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -119,6 +119,11 @@ def pct_ms(seconds: Sequence[float]) -> dict[str, float]:
         return round(xs[min(n - 1, max(0, math.ceil(q * n) - 1))] * 1000.0, 3)
 
     return {"p50_ms": at(0.50), "p95_ms": at(0.95), "p99_ms": at(0.99), "n": n}
+
+
+async def gathered(calls: Iterable[Awaitable[T]]) -> list[T]:
+    """Every call awaited together, as one coroutine (what ``mem.internals.arun`` takes)."""
+    return list(await asyncio.gather(*calls))
 
 
 def ratio(value: float, floor: float) -> float | None:

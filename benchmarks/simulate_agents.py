@@ -50,6 +50,7 @@ from benchmarks._harness import (
     FIRST,
     common_args,
     emit,
+    gathered,
     growth,
     host_calls,
     in_data_dir,
@@ -205,12 +206,12 @@ async def batched_tick_floor(mem: memray.Memory, agents: int, turn: int, repeat:
         for s, part in router._fanout(search).items():
             by_shard.setdefault(s, []).append(part)
     # the answers memray gives to these calls, and what the raw scoring searches
-    host_answers = await mem.internals.arun(_gather(session.hosts[h].recent_many(part) for h, part in recent.items()))
+    host_answers = await mem.internals.arun(gathered(session.hosts[h].recent_many(part) for h, part in recent.items()))
     shard_answers = await mem.internals.arun(
-        _gather(router.shards[s].search_many(part) for s, part in by_shard.items())
+        gathered(router.shards[s].search_many(part) for s, part in by_shard.items())
     )
     history = await mem.internals.arun(
-        _gather(session.hosts[h].recent_many([(k, 4 * turn + 8) for k, _ in part]) for h, part in recent.items())
+        gathered(session.hosts[h].recent_many([(k, 4 * turn + 8) for k, _ in part]) for h, part in recent.items())
     )
     host_sinks, shard_sinks = sinks(mem.config.mode, hosts), sinks(mem.config.mode, len(router.shards))
     await asyncio.gather(*(host_sinks[h].hold(a) for h, a in zip(recent, host_answers)))
@@ -254,10 +255,6 @@ async def batched_tick_floor(mem: memray.Memory, agents: int, turn: int, repeat:
     }
 
 
-async def _gather(calls: Any) -> list[Any]:
-    return list(await asyncio.gather(*calls))
-
-
 async def coalesced_vs_batch(mem: memray.Memory, agents: int, turn: int, repeat: int = 3) -> dict[str, Any]:
     """Every agent's ``context()`` of a tick, alternately as one explicit ``acontext_many`` and
     as ``agents`` concurrent ``acontext()`` calls (coalesced on this loop), ``repeat`` times each."""
@@ -290,7 +287,7 @@ async def resident_bytes(mem: memray.Memory) -> int:
     pids = {os.getpid()}
     if mem.config.mode == "ray":
         got = await mem.internals.arun(
-            _gather(
+            gathered(
                 [
                     *(h.stats() for h in dep.hosts),
                     *(s.pid() for s in dep.shards),

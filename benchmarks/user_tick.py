@@ -57,9 +57,8 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import numpy as np
 
@@ -68,6 +67,7 @@ from benchmarks._harness import (
     FIRST,
     LAST,
     emit,
+    gathered,
     growth,
     in_data_dir,
     log,
@@ -87,7 +87,6 @@ sys.path.insert(0, str(ROOT / "examples"))
 import tick as example  # noqa: E402  (examples/tick.py: the functions timed here)
 
 Mode = Literal["ray", "inprocess"]
-T = TypeVar("T")
 
 
 async def run_style(style: str, mode: Mode, agents: int, ticks: int, root: str) -> dict[str, Any]:
@@ -106,7 +105,7 @@ async def run_style(style: str, mode: Mode, agents: int, ticks: int, root: str) 
             log(f"{style} tick {t}: {times[-1] * 1000:.0f} ms")
         await mem.await_indexed()  # (after the timed ticks: the shard work below is the whole run's)
         shards = mem.internals.deployment.shards
-        work = await mem.internals.arun(_gather([shard.work_stats() for shard in shards]))
+        work = await mem.internals.arun(gathered([shard.work_stats() for shard in shards]))
         steady = times[1:] or times
         p50 = pct_ms(steady)["p50_ms"]
         return {
@@ -123,10 +122,6 @@ async def run_style(style: str, mode: Mode, agents: int, ticks: int, root: str) 
         }
     finally:
         await mem.aclose(terminate=True)
-
-
-async def _gather(calls: list[Awaitable[T]]) -> list[T]:
-    return list(await asyncio.gather(*calls))
 
 
 def shard_work(work: list[dict[str, float]]) -> dict[str, float | None]:
