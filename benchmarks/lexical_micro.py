@@ -5,21 +5,25 @@
 The shape of ``examples/tick.py``: every tick each of ``namespaces`` conversations gets two
 messages (a user's line and a reply), then is searched once with the user's line. Per tick,
 CPU microseconds per search of :meth:`memray.index.lexical.LexicalIndex.postings` (what the
-scoring kernel asks a namespace for), in four forms, each on its own copy of the indexes (a
-form then finds the arrays cache as its own searches left it):
+scoring kernel asks a namespace for) and, for the small postings it hands back as entries, of
+:func:`~memray.index.lexical.weigh` over the tick's searches at once (as the kernel weighs a
+block's), in three forms, each on its own copy of the indexes (a form then finds the cache as its
+own searches left it):
 
 - ``arrays``: per query term, the posting as numpy arrays, cached, with its BM25 weights cached
   per average length (forced here with ``FUSED_PER_TERM = -1``). In a tick nothing of that
   cache survives: each namespace gained documents since its last search, so the arrays are
   appended to and every term is reweighted;
-- ``fused``: what memray does: up to :data:`~memray.index.lexical.FUSED_PER_TERM` posting
-  entries per query term, one entry for the whole query, computed in plain Python; above, the
-  arrays;
-- ``fused_64``: the earlier rule, plain Python up to 64 entries for the whole query;
-- ``fused_always``: plain Python at any size, which decided ``FUSED_PER_TERM``: plain Python
-  and the arrays cross at 36-42 entries a term (``--ticks 160``: 7 terms at ~250 entries, 4 at
-  ~170), and the conversations of ``examples/tick.py`` pass 64 entries from their 12th tick
-  (ticks 20-39, 500 conversations: ``fused`` 53.5 us, ``fused_64`` 120 us, ``arrays`` 101 us);
+- ``fused``: what memray does: the cached entries, weighed with the tick's others, up to
+  :data:`~memray.index.lexical.FUSED_PER_TERM` entries per query term, or
+  :data:`~memray.index.lexical.CHANGED_PER_TERM` when a posting changed since its last read (as
+  here, every tick); above, the arrays;
+- ``fused_always``: the cached entries at any size.
+
+Before the entries were cached, small postings were weighed entry by entry in plain Python
+(~0.5 us an entry), which crossed the arrays at 36-42 entries a term (``--ticks 160``) and
+bounded that form at 40 entries a term whatever the read; the cached entries cost a fraction of
+that (``--namespaces 500 --ticks 40``, two alternated pairs: 41-44 against 54-87 us a search).
 - ``raw_topk``: for scale, :class:`benchmarks._raw.RawBm25` answering the same query over the
   same texts, its postings built beforehand: tokenising the query, BM25 and the top 7 (more than
   ``postings`` does, so not a floor of it; the kernel's own floor is in ``search_micro``).
@@ -37,8 +41,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 import memray.index.lexical as lexical
 from benchmarks._harness import emit, ratio
 from benchmarks._raw import RawBm25
@@ -47,13 +49,12 @@ from memray.text import term_counts
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 import tick as example  # noqa: E402  (examples/tick.py: what its agents say)
 
-#: Each form with the bound it searches under: a number of entries per query term, or ``None``
-#: for the earlier rule (64 entries for the whole query).
-FORMS: dict[str, float | None] = {
-    "arrays": -1,
-    "fused": lexical.FUSED_PER_TERM,
-    "fused_64": None,
-    "fused_always": float("inf"),
+#: Each form with the bounds it searches under (entries per query term: a read of unchanged
+#: postings, a read that finds one changed).
+FORMS: dict[str, tuple[float, float]] = {
+    "arrays": (-1, -1),
+    "fused": (lexical.FUSED_PER_TERM, lexical.CHANGED_PER_TERM),
+    "fused_always": (float("inf"), float("inf")),
 }
 
 
@@ -73,18 +74,21 @@ def run(namespaces: int, ticks: int) -> dict[str, Any]:
         queries = [list(term_counts(example.said(i, t))) for i in range(namespaces)]
         row: dict[str, Any] = {"tick": t}
         got: dict[str, list[Any]] = {}
-        for form, bound in FORMS.items():
+        for form, (bound, changed) in FORMS.items():
             got[form] = []
-            saved = lexical.FUSED_PER_TERM
+            saved = lexical.FUSED_PER_TERM, lexical.CHANGED_PER_TERM
+            lexical.FUSED_PER_TERM, lexical.CHANGED_PER_TERM = bound, changed
             cpu = 0.0
             try:
                 for index, q in zip(indexes[form], queries):
-                    lexical.FUSED_PER_TERM = bound if bound is not None else 64 / max(1, _found(index, q))
                     t0 = time.process_time()
                     got[form].append(index.postings(q, None))
                     cpu += time.process_time() - t0
+                t0 = time.process_time()  # the kernel weighs a batch's small postings at once
+                lexical.weigh([postings.raw for postings in got[form] if postings.raw is not None])
+                cpu += time.process_time() - t0
             finally:
-                lexical.FUSED_PER_TERM = saved
+                lexical.FUSED_PER_TERM, lexical.CHANGED_PER_TERM = saved
             row[f"{form}_us"] = round(cpu * 1e6 / namespaces, 2)
         first, *others = got.values()
         same = same and all(_scores(a) == _scores(b) for other in others for a, b in zip(first, other))
@@ -99,20 +103,18 @@ def run(namespaces: int, ticks: int) -> dict[str, Any]:
     for key in [f"{form}_us" for form in FORMS] + ["raw_topk_us"]:
         out[key] = round(statistics.median(r[key] for r in steady), 2)
     out["fused_to_arrays"] = ratio(out["fused_us"], out["arrays_us"])
-    out["fused_to_fused_64"] = ratio(out["fused_us"], out["fused_64_us"])
     return out
 
 
-def _found(index: lexical.LexicalIndex, terms: list[str]) -> int:
-    """How many of the query's terms have a posting in ``index``."""
-    return sum(1 for term in terms if index.stats([term]).df)
-
-
-def _scores(postings: list[tuple[np.ndarray, np.ndarray, float]]) -> dict[int, float]:
+def _scores(postings: lexical.Postings) -> dict[int, float]:
     """BM25 per label, summed in the kernel's order (term by term, each posting in its order)."""
     out: dict[int, float] = {}
-    for labels, weights, idf in postings:
-        for label, weight in zip(labels.tolist(), (idf * weights).tolist()):
+    entries = [(labels.tolist(), (idf * weights).tolist()) for labels, weights, idf in postings.arrays]
+    if postings.raw is not None:
+        labels, weights, _ = lexical.weigh([postings.raw])
+        entries.append((labels.tolist(), weights.tolist()))
+    for labels, weights in entries:
+        for label, weight in zip(labels, weights):
             out[label] = out.get(label, 0.0) + weight
     return out
 

@@ -22,37 +22,59 @@ forward index only (JSON); postings are rebuilt on load.
 
 Scoring without a Python object per hit (:meth:`LexicalIndex.postings`, read by the scoring
 kernel, :mod:`memray.index.scorer`): an index made with a ``key`` (doc id -> int label; a shard's
-namespace passes its label map) keeps, per term, the posting as numpy arrays (labels, tf,
-document lengths), built on first use and dropped when a document holding the term changes; a
-query is then a few array expressions per term and one ``bincount``. On a 1,000-message
-namespace this took the lexical part of a hybrid search from ~1.1 ms to ~0.05 ms
-(``benchmarks/search_micro.py``).
+namespace passes its label map) keeps, per term read, the posting's (label, tf, document length)
+triples in one flat ``array('d')``, taken on first use, appended to by later adds and dropped
+when a document holding the term is replaced or deleted. Small postings go to the kernel as
+those entries, and it weighs every small posting of a batch of searches in one numpy expression
+(:func:`weigh`); large ones as arrays with their BM25 weights cached per average length. On a
+1,000-message namespace the arrays took the lexical part of a hybrid search from ~1.1 ms to
+~0.05 ms (``benchmarks/search_micro.py``).
 """
 
 from __future__ import annotations
 
 import math
+from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from itertools import chain
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from memray.index.base import atomic_write_json, read_json
 from memray.text import term_counts
 
-__all__ = ["LexicalIndex", "Bm25Stats", "K1", "B", "bm25_idf"]
+__all__ = [
+    "LexicalIndex",
+    "Bm25Stats",
+    "Postings",
+    "RawPostings",
+    "K1",
+    "B",
+    "FUSED_PER_TERM",
+    "CHANGED_PER_TERM",
+    "bm25_idf",
+    "saturation",
+    "weigh",
+]
 
 K1 = 0.9
 B = 0.4
 _FILE = "lexical.json"
-#: :meth:`LexicalIndex.postings` scores a query in plain Python, as one fused entry, while its
-#: postings hold at most this many entries per query term that has one; above, per-term numpy
-#: arrays (cached) win. A search in plain Python costs ~0.5 us an entry, the arrays ~20 us a term
-#: (appended to and reweighted at every search in a simulation, as every tick adds documents):
-#: they cross at 36-42 entries a term (``benchmarks/lexical_micro.py --ticks 160``).
+#: :meth:`LexicalIndex.postings` hands the kernel a query's postings in one namespace as the
+#: cached entries (weighed by the kernel with its batch's) while they hold at most this many
+#: entries per query term that has one, or :data:`CHANGED_PER_TERM` when one of the postings
+#: changed since it was last read; above, as per-term arrays with their weights cached per
+#: average length. Read again unchanged, the arrays win from 60-80 entries a term (5 terms: 12.5
+#: against 18.2 us at 40 entries, 24.7 against 20.5 at 80, 40.9 against 21.4 at 160).
 FUSED_PER_TERM = 40
+#: The bound of a read that finds a posting changed, as every read in a simulation does (each
+#: conversation gains documents before its next search): the arrays are then appended to and
+#: reweighted, and the cached entries win up to 500-1,000 entries a term (5 terms, 2 documents
+#: added before each read: 215 against 278 us at 500, 282 against 177 at 1,000).
+CHANGED_PER_TERM = 500
 
 
 class Bm25Stats(NamedTuple):
@@ -88,6 +110,59 @@ def bm25_idf(docs: int, df: int) -> float:
     return math.log(1.0 + (docs - df + 0.5) / (df + 0.5))
 
 
+def saturation(tf: np.ndarray, lengths: np.ndarray, norm: Any) -> np.ndarray:
+    """BM25 over idf of posting entries (term frequencies ``tf`` in documents of ``lengths``),
+    ``norm`` being ``B / avgdl`` (a scalar, or one per entry)."""
+    out: np.ndarray = (K1 + 1.0) * tf / (tf + K1 * ((1.0 - B) + norm * lengths))
+    return out
+
+
+class RawPostings(NamedTuple):
+    """A query's small postings in one namespace, term by term, each posting in its order: the
+    index's own cached entries, not copies, so read them before the index changes
+    (:meth:`LexicalIndex.postings`; a shard runs one call at a time)."""
+
+    terms: list[array[float]]  # per term: (label, tf, document length) of each entry, end to end
+    idf: list[float]  # of each term
+    norm: float  # B / avgdl under the statistics searched
+
+    def labels(self) -> np.ndarray:
+        return _entries(self.terms)[:, 0].astype(np.int64)
+
+
+def _entries(terms: Iterable[array[float]]) -> np.ndarray:
+    """Posting entries end to end, one (label, tf, length) row each."""
+    flat = array("d")
+    for entries in terms:
+        flat += entries
+    return np.frombuffer(flat, dtype=np.float64).reshape(-1, 3)
+
+
+class Postings(NamedTuple):
+    """What the scoring kernel reads of one namespace for one query: small postings as lists
+    (``raw``), or large ones as per-term arrays ``(labels, BM25 / idf, idf)``."""
+
+    raw: RawPostings | None
+    arrays: list[tuple[np.ndarray, np.ndarray, float]]
+
+
+NO_POSTINGS = Postings(None, [])
+Arrays = tuple[np.ndarray, np.ndarray, np.ndarray]  # a posting's labels, tf and document lengths
+
+
+def weigh(parts: Sequence[RawPostings]) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """The labels and BM25 weights (idf applied) of every entry of ``parts``, end to end, and the
+    entries of each part: a batch of searches weighed in one expression, each entry the very
+    float :func:`saturation` times its idf gives it alone."""
+    counts = [len(entries) // 3 for part in parts for entries in part.terms]  # of each term
+    sizes = [sum(len(entries) for entries in part.terms) // 3 for part in parts]  # of each part
+    rows = _entries(entries for part in parts for entries in part.terms)
+    idf = np.repeat(np.array([w for part in parts for w in part.idf]), counts)
+    norm = np.repeat(np.array([part.norm for part in parts]), sizes)
+    weights: np.ndarray = idf * saturation(rows[:, 1], rows[:, 2], norm)
+    return rows[:, 0].astype(np.int64), weights, sizes
+
+
 class LexicalIndex:
     """BM25 over the documents of one namespace; doc ids are strings."""
 
@@ -97,9 +172,11 @@ class LexicalIndex:
         self._postings: dict[str, dict[str, int]] = {}
         self._total_len = 0
         self._key = key
-        self._arrays: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # term -> labels, tf, lengths
-        self._fresh: dict[str, list[str]] = {}  # term -> docs added since its arrays were built
-        self.rebuilt = 0  # posting entries turned into arrays so far (a test counts them)
+        # per term read: its posting's (label, tf, document length) triples, in the posting's order
+        self._entries: dict[str, array[float]] = {}
+        self._fresh: dict[str, list[str]] = {}  # term -> docs added since its entries were taken
+        self.rebuilt = 0  # posting entries taken so far (a test counts them)
+        self._arrays: dict[str, Arrays] = {}  # a large posting's entries as arrays
         self._weights: dict[str, tuple[float, np.ndarray]] = {}  # term -> (avgdl, BM25 / idf of each posting)
 
     def __len__(self) -> int:
@@ -130,10 +207,10 @@ class LexicalIndex:
         length = sum(tf.values())
         self._lengths[doc_id] = length
         self._total_len += length
-        arrays, fresh = self._arrays, self._fresh
+        taken, fresh = self._entries, self._fresh
         for term, count in tf.items():
             self._postings.setdefault(term, {})[doc_id] = count
-            if term in arrays:  # a new doc goes after the term's others: append it when next read
+            if term in taken:  # a new doc goes after the term's others: append it when next read
                 fresh.setdefault(term, []).append(doc_id)
                 self._weights.pop(term, None)
 
@@ -143,6 +220,7 @@ class LexicalIndex:
             return False
         self._total_len -= self._lengths.pop(doc_id)
         for term in tf:
+            self._entries.pop(term, None)
             self._arrays.pop(term, None)
             self._fresh.pop(term, None)
             self._weights.pop(term, None)
@@ -157,90 +235,75 @@ class LexicalIndex:
         df = {t: len(self._postings[t]) for t in terms if t in self._postings}
         return Bm25Stats(len(self._docs), self._total_len, df)
 
-    def _posting(self, term: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """The term's posting as arrays in the posting's order. Documents added since they were
-        built are appended (a delete drops them instead), so a read after an add costs the new
-        documents, not the whole posting: a conversation's per-tick cost does not grow with its
-        history."""
-        arrays = self._arrays.get(term)
+    def _posting(self, term: str) -> array[float] | None:
+        """The term's posting as (label, tf, document length) triples end to end, in the
+        posting's order (None: no posting). Documents added since they were taken are appended
+        (a delete drops them instead), so a read after an add costs the new documents, not the
+        whole posting: a conversation's per-tick cost does not grow with its history."""
+        entries = self._entries.get(term)
         fresh = self._fresh.pop(term, None)
-        if arrays is not None and not fresh:
-            return arrays
+        if entries is not None and not fresh:
+            return entries
         posting = self._postings.get(term)
         if not posting or self._key is None:
             return None
-        if arrays is not None and fresh:
-            (labels, tf, lengths), (more_labels, more_tf, more_lengths) = arrays, self._arrays_of(posting, fresh)
-            arrays = (
-                np.concatenate((labels, more_labels)),
-                np.concatenate((tf, more_tf)),
-                np.concatenate((lengths, more_lengths)),
-            )
+        docs = fresh if entries is not None and fresh else list(posting)
+        self.rebuilt += len(docs)
+        rows = zip(map(self._key, docs), map(posting.__getitem__, docs), map(self._lengths.__getitem__, docs))
+        more = array("d", chain.from_iterable(rows))
+        if entries is None:
+            entries = self._entries[term] = more
         else:
-            arrays = self._arrays_of(posting, list(posting))
-        self._arrays[term] = arrays
-        return arrays
+            entries += more
+        return entries
 
-    def _arrays_of(self, posting: dict[str, int], docs: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        assert self._key is not None
-        key, lengths, n = self._key, self._lengths, len(docs)
-        self.rebuilt += n
-        return (
-            np.fromiter((key(d) for d in docs), dtype=np.int64, count=n),
-            np.fromiter((posting[d] for d in docs), dtype=np.float64, count=n),
-            np.fromiter((lengths[d] for d in docs), dtype=np.float64, count=n),
-        )
+    def _arrays_of(self, term: str, entries: array[float]) -> Arrays:
+        """A large posting's ``entries`` as arrays, cached; what was appended to them since, appended."""
+        arrays = self._arrays.get(term)
+        start = 0 if arrays is None else len(arrays[0])
+        if arrays is not None and 3 * start == len(entries):
+            return arrays
+        rows = _entries([entries[3 * start :]])  # (a copy: the cache's entries can still grow)
+        more = (rows[:, 0].astype(np.int64), rows[:, 1].copy(), rows[:, 2].copy())
+        if arrays is not None:
+            more = (
+                np.concatenate((arrays[0], more[0])),
+                np.concatenate((arrays[1], more[1])),
+                np.concatenate((arrays[2], more[2])),
+            )
+        self._arrays[term] = more
+        return more
 
-    def postings(
-        self, terms: list[str], stats: Bm25Stats | None, idf: list[float] | None = None
-    ) -> list[tuple[np.ndarray, np.ndarray, float]]:
-        """Per query term with a posting: its labels, their BM25 contributions divided by the
-        term's idf (cached per avgdl), and that idf, under ``stats`` (default: this namespace's);
-        ``idf``: the terms' idf under ``stats``, when the caller has them already."""
+    def postings(self, terms: list[str], stats: Bm25Stats | None, idf: list[float] | None = None) -> Postings:
+        """The postings of the query ``terms`` that have one, for the scoring kernel, under
+        ``stats`` (default: this namespace's); ``idf``: the terms' idf under ``stats``, when the
+        caller has them already. Up to :data:`FUSED_PER_TERM` entries a term (:data:`CHANGED_PER_TERM`
+        when a posting changed since it was last read), as the cached entries (:class:`RawPostings`:
+        the kernel weighs a batch's in one expression); above, as per-term arrays with their BM25 /
+        idf weights, cached per average length. Either form gives each entry the same float, and
+        a namespace's entries are summed term by term in both."""
         if self._key is None:
             raise ValueError("label scores need a LexicalIndex made with a key")
+        taken = self.rebuilt
+        found = [(n, entries) for n, term in enumerate(terms) if (entries := self._posting(term)) is not None]
+        if not found:
+            return NO_POSTINGS
+        bound = FUSED_PER_TERM if self.rebuilt == taken else CHANGED_PER_TERM  # (entries taken: a change)
         stats = stats or self.stats(terms)
         avgdl = (stats.total_len / stats.docs if stats.docs else 1.0) or 1.0
-        found = [(n, posting) for n, term in enumerate(terms) if (posting := self._postings.get(term))]
-        if sum(len(posting) for _, posting in found) <= FUSED_PER_TERM * len(found):
-            return self._fused(terms, found, stats, avgdl, idf)
+        idfs = [idf[n] if idf else bm25_idf(stats.docs, stats.df.get(terms[n], len(e) // 3)) for n, e in found]
+        if sum(len(entries) for _, entries in found) <= 3 * bound * len(found):
+            return Postings(RawPostings([entries for _, entries in found], idfs, B / avgdl), [])
         out: list[tuple[np.ndarray, np.ndarray, float]] = []
-        for n, term in enumerate(terms):
-            arrays = self._posting(term)
-            if arrays is None:
-                continue
-            labs, tf, lengths = arrays
+        for (n, entries), term_idf in zip(found, idfs):
+            term = terms[n]
+            labs, tf, lengths = self._arrays_of(term, entries)
             cached = self._weights.get(term)
             if cached is None or cached[0] != avgdl:  # (avgdl changes with the statistics used)
-                cached = (avgdl, (K1 + 1.0) * tf / (tf + K1 * (1.0 - B + B / avgdl * lengths)))
+                cached = (avgdl, saturation(tf, lengths, B / avgdl))
                 self._weights[term] = cached
-            out.append((labs, cached[1], idf[n] if idf else bm25_idf(stats.docs, stats.df.get(term, len(labs)))))
-        return out
-
-    def _fused(
-        self,
-        terms: list[str],
-        found: list[tuple[int, dict[str, int]]],
-        stats: Bm25Stats,
-        avgdl: float,
-        idf: list[float] | None,
-    ) -> list[tuple[np.ndarray, np.ndarray, float]]:
-        """:meth:`postings` of a few documents as one entry with the idf applied (idf 1.0), in
-        plain Python: the same floats, operation for operation, in the same order (term by term,
-        each posting in its order), so the kernel's sums are bit for bit the same."""
-        if not found:
-            return []
-        key, lengths = self._key, self._lengths
-        assert key is not None
-        k1p, norm, flat = K1 + 1.0, B / avgdl, 1.0 - B
-        labels: list[int] = []
-        weights: list[float] = []
-        for n, posting in found:
-            w = idf[n] if idf else bm25_idf(stats.docs, stats.df.get(terms[n], len(posting)))
-            for doc, tf in posting.items():
-                labels.append(key(doc))
-                weights.append(w * (k1p * tf / (tf + K1 * (flat + norm * lengths[doc]))))
-        return [(np.array(labels, dtype=np.int64), np.array(weights, dtype=np.float64), 1.0)]
+            out.append((labs, cached[1], term_idf))
+        return Postings(None, out)
 
     # -- persistence ------------------------------------------------------------------------
 

@@ -49,7 +49,7 @@ import numpy as np
 from memray.index.base import ShardHit
 from memray.index.exact import ExactIndex
 from memray.index.hnsw import HnswIndex
-from memray.index.lexical import Bm25Stats, LexicalIndex, bm25_idf
+from memray.index.lexical import NO_POSTINGS, Bm25Stats, LexicalIndex, Postings, bm25_idf, weigh
 from memray.index.search import Query
 from memray.ranking import Stream
 from memray.sim_time import SECONDS_PER_HOUR, Window
@@ -333,7 +333,7 @@ class _Pair(NamedTuple):
     vectors: ExactIndex | HnswIndex | None  # the vector index read (None: no vector part)
     labels: np.ndarray | None  # the label of each entry (None: dense, entry i is label i)
     probe: np.ndarray | None  # sparse: the labels whose vectors are compared (exactly)
-    postings: list[tuple[np.ndarray, np.ndarray, float]]  # per query term: labels, BM25 / idf, idf
+    postings: Postings  # of the query's terms in the source
     outside: np.ndarray | None  # by label: the best score of the neighbours outside the search
     offset: int
     size: int
@@ -364,13 +364,15 @@ def _candidates(
     plan: _Plan,
     source: Source,
     index: HnswIndex | None,
-    postings: list[tuple[np.ndarray, np.ndarray, float]],
+    postings: Postings,
     linked: bool,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """The entries (labels) of a sparse segment — an HNSW source's, or a large source's with no
     vector part — and those of them whose vectors are compared (module docstring)."""
     query, vector = plan.search.query, plan.vector
-    found = [labs for labs, _, _ in postings]
+    found = [labs for labs, _, _ in postings.arrays]
+    if postings.raw is not None:
+        found.append(postings.raw.labels())
     if index is not None and vector is not None:
         if query.window is None:
             found.append(index.search(vector, plan.depth)[0][0])
@@ -406,7 +408,7 @@ class _Block:
             search = plan.search
             outside = search.outside
             for n, source in enumerate(search.sources):
-                postings = source.lexical.postings(plan.terms, plan.stats, plan.idf) if plan.terms else []
+                postings = source.lexical.postings(plan.terms, plan.stats, plan.idf) if plan.terms else NO_POSTINGS
                 index = source.vectors_of(search.retired) if plan.vector is not None and plan.threshold < 1.0 else None
                 if index is not None and not len(index):
                     index = None  # (and no cosine can pass a threshold of 1 or more)
@@ -444,22 +446,35 @@ class _Block:
     # -- the parts ---------------------------------------------------------------------
     def lexical(self) -> np.ndarray | None:
         """``L`` of every entry and a 0 past the last: BM25 under its search's statistics (one
-        ``bincount``) over the search's ideal (None: no entry shares a term)."""
+        ``bincount``) over the search's ideal (None: no entry shares a term). The small postings
+        of the whole block are weighed in one expression (:func:`~memray.index.lexical.weigh`)."""
+        at: list[np.ndarray] = []
+        weights: list[np.ndarray] = []
+        raw = [(pair, part) for pair in self.pairs if (part := pair.postings.raw) is not None]
+        if raw:
+            labels, weight, sizes = weigh([part for _, part in raw])
+            start = 0
+            for (pair, _), size in zip(raw, sizes):  # a sparse segment's places are found, not its labels
+                if pair.labels is not None:
+                    labels[start : start + size] = pair.places(labels[start : start + size])
+                start += size
+            at.append(labels + np.repeat(np.array([pair.offset for pair, _ in raw], dtype=np.int64), sizes))
+            weights.append(weight)
         where: list[tuple[int, np.ndarray]] = []
         base: list[np.ndarray] = []
         idf: list[float] = []
         for pair in self.pairs:
-            for labs, weights, term_idf in pair.postings:
+            for labs, term_weights, term_idf in pair.postings.arrays:
                 where.append((pair.offset, pair.places(labs)))
-                base.append(weights)
+                base.append(term_weights)
                 idf.append(term_idf)
-        if not where:
+        if where:
+            at.append(self.placed(where))
+            weights.append(np.repeat(np.array(idf), [len(b) for b in base]) * np.concatenate(base))
+        if not at:
             return None
-        if len(base) == 1:
-            weight = idf[0] * base[0]
-        else:
-            weight = np.repeat(np.array(idf), [len(b) for b in base]) * np.concatenate(base)
-        bm25: np.ndarray = np.bincount(self.placed(where), weight, minlength=self.total + 1)
+        places, weight = (at[0], weights[0]) if len(at) == 1 else (np.concatenate(at), np.concatenate(weights))
+        bm25: np.ndarray = np.bincount(places, weight, minlength=self.total + 1)
         np.divide(bm25, self.spread([plan.ideal for plan in self.plans]), out=bm25)  # (BM25 >= 0: 0 stays 0)
         np.minimum(bm25, 1.0, out=bm25)
         return bm25

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -174,8 +173,13 @@ def test_save_load_round_trip(index: Space, tmp_path: Path) -> None:
 
 
 def _arrays(ix: LexicalIndex, terms: list[str]) -> list[list[list[float]]]:
-    """Each term's posting arrays as lists (empty when the term has none)."""
-    return [[a.tolist() for a in ix._posting(t) or ()] for t in terms]
+    """Each term's cached posting entries, then the arrays made of them (empty: no posting)."""
+    out: list[list[list[float]]] = []
+    for term in terms:
+        entries = ix._posting(term)
+        held = [] if entries is None else [list(entries), *(a.tolist() for a in ix._arrays_of(term, entries))]
+        out.append(held)
+    return out
 
 
 @settings(max_examples=60, deadline=None)
@@ -183,7 +187,8 @@ def _arrays(ix: LexicalIndex, terms: list[str]) -> list[list[list[float]]]:
     st.lists(st.tuples(st.sampled_from(["add", "delete", "read"]), st.integers(0, 7), st.integers(0, 5)), max_size=40)
 )
 def test_posting_arrays_kept_in_step_equal_arrays_built_afresh(ops: list[tuple[str, int, int]]) -> None:
-    """Arrays appended to after adds (and dropped on deletes) equal a fresh index's, in order."""
+    """Posting entries and arrays appended to after adds (and dropped on deletes) equal a fresh
+    index's, in order."""
     words = ["dark mode", "mode editor", "dark chocolate snack", "editor theme", "snack time", "dark theme"]
     labels = {f"d{i}": i for i in range(8)}
     ix = LexicalIndex(key=labels.__getitem__)
@@ -200,13 +205,15 @@ def test_posting_arrays_kept_in_step_equal_arrays_built_afresh(ops: list[tuple[s
             assert _arrays(ix, terms) == _arrays(fresh, terms)
 
 
+@pytest.mark.parametrize("bound", [-1.0, float("inf")], ids=["arrays", "entries"])
 def test_reading_a_posting_after_an_add_costs_the_new_documents_not_the_history(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, bound: float
 ) -> None:
     """A conversation's namespace gains two messages a tick and is searched each tick: the posting
-    entries turned into arrays per tick stay the tick's, however long the history (the arrays
-    form, which postings over FUSED_PER_TERM entries take, forced here from the first tick)."""
-    monkeypatch.setattr(lexical, "FUSED_PER_TERM", -1)
+    entries read per tick stay the tick's, however long the history, whether the postings are
+    weighed as arrays or as the cached entries."""
+    monkeypatch.setattr(lexical, "FUSED_PER_TERM", bound)
+    monkeypatch.setattr(lexical, "CHANGED_PER_TERM", bound)
     ix = LexicalIndex(key=lambda d: int(d))
     per_tick = []
     for tick in range(40):
@@ -220,11 +227,15 @@ def test_reading_a_posting_after_an_add_costs_the_new_documents_not_the_history(
     assert per_tick[1:] == [2 * len(terms)] * 39  # (rebuilt whole, the last tick alone would be 80 a term)
 
 
-def _bm25(postings: list[tuple[np.ndarray, np.ndarray, float]]) -> list[tuple[int, float]]:
+def _bm25(postings: lexical.Postings) -> list[tuple[int, float]]:
     """BM25 per label as the kernel sums it: idf times weight, entry by entry, in order."""
+    entries = [(labels.tolist(), (idf * weights).tolist()) for labels, weights, idf in postings.arrays]
+    if postings.raw is not None:
+        labels, weights, _ = lexical.weigh([postings.raw])
+        entries.append((labels.tolist(), weights.tolist()))
     out: dict[int, float] = {}
-    for labels, weights, idf in postings:
-        for label, weight in zip(labels.tolist(), (idf * weights).tolist()):
+    for labels, weights in entries:
+        for label, weight in zip(labels, weights):
             out[label] = out.get(label, 0.0) + weight
     return sorted(out.items())
 
@@ -237,9 +248,10 @@ def _bm25(postings: list[tuple[np.ndarray, np.ndarray, float]]) -> list[tuple[in
 def test_the_fused_postings_score_bit_for_bit_as_the_arrays(
     ops: list[tuple[str, int, int]], stats: Bm25Stats | None
 ) -> None:
-    """Under FUSED_PER_TERM posting entries a term a query is scored in plain Python as one entry; it
+    """A query's postings weighed from the cached entries (the kernel weighs a batch's at once)
     must give every label the very float the per-term arrays give, whatever came before (adds,
-    re-adds, deletes, reads that cached arrays), under its own statistics or given ones."""
+    re-adds, deletes, reads that cached entries or arrays), under its own statistics or given
+    ones."""
     words = [
         "apple",
         "pear",
@@ -262,13 +274,57 @@ def test_the_fused_postings_score_bit_for_bit_as_the_arrays(
             ix.postings(index_terms(words[w]), stats)
     for query in ("apple pear plum fig", "kiwi", "plum"):
         terms = index_terms(query)
-        fused = ix.postings(terms, stats)
-        found = [t for t in terms if t in ix._postings]
-        if sum(len(ix._postings[t]) for t in found) <= lexical.FUSED_PER_TERM * len(found):
-            assert len(fused) <= 1 and all(idf == 1.0 for _, _, idf in fused)
-        saved, lexical.FUSED_PER_TERM = lexical.FUSED_PER_TERM, -1
-        try:
-            arrays = ix.postings(terms, stats)
-        finally:
-            lexical.FUSED_PER_TERM = saved
-        assert _bm25(fused) == _bm25(arrays), (ops, query)
+        entries = _forced(ix, terms, stats, float("inf"))
+        arrays = _forced(ix, terms, stats, -1)
+        assert not entries.arrays and not arrays.raw
+        assert _bm25(entries) == _bm25(arrays), (ops, query)
+
+
+def _forced(ix: LexicalIndex, terms: list[str], stats: Bm25Stats | None, bound: float) -> lexical.Postings:
+    """``ix.postings`` with both of its bounds at ``bound`` (inf: the entries; -1: the arrays)."""
+    saved = lexical.FUSED_PER_TERM, lexical.CHANGED_PER_TERM
+    lexical.FUSED_PER_TERM = lexical.CHANGED_PER_TERM = bound
+    try:
+        return ix.postings(terms, stats)
+    finally:
+        lexical.FUSED_PER_TERM, lexical.CHANGED_PER_TERM = saved
+
+
+def test_a_posting_changed_since_its_last_read_is_weighed_from_its_entries_up_to_the_larger_bound() -> None:
+    """Between the two bounds, a read that finds a posting changed (every read of a simulation)
+    takes the cached entries; the same posting read again unchanged takes the arrays, whose
+    weights then stay cached."""
+    ix = LexicalIndex(key=int)
+    size = (lexical.FUSED_PER_TERM + lexical.CHANGED_PER_TERM) // 2
+    for doc in range(size):
+        ix.add(str(doc), f"apple pear note{doc}")
+    terms = index_terms("apple pear")
+    first = ix.postings(terms, None)
+    assert first.raw is not None and not first.arrays  # (taken: a change)
+    again = ix.postings(terms, None)
+    assert again.raw is None and [len(labels) for labels, _, _ in again.arrays] == [size, size]
+    ix.add(str(size), "apple")
+    changed = ix.postings(terms, None)
+    assert changed.raw is not None and len(changed.raw.labels()) == 2 * size + 1
+    assert _bm25(changed) == _bm25(_forced(ix, terms, None, -1))
+
+
+def test_a_batch_of_postings_weighs_each_entry_as_it_weighs_alone() -> None:
+    """The kernel weighs the small postings of a whole block of searches in one expression: each
+    entry must get the float it gets weighed alone (a search scores the same in any batch)."""
+    indexes = [LexicalIndex(key=int) for _ in range(3)]
+    for n, ix in enumerate(indexes):
+        for doc in range(5 + 7 * n):
+            text = ["apple pear", "plum fig fig", "kiwi apple"][(doc + n) % 3]
+            ix.add(str(doc), " ".join([text] * (1 + doc % 4)))
+    parts = []
+    for n, ix in enumerate(indexes):
+        raw = ix.postings(index_terms("apple fig kiwi"), Bm25Stats(40 + n, 300, {"appl": 9, "fig": 4})).raw
+        assert raw is not None
+        parts.append(raw)
+    labels, weights, sizes = lexical.weigh(parts)
+    alone = [lexical.weigh([part]) for part in parts]
+    assert sizes == [len(a[0]) for a in alone]
+    assert labels.tolist() == [x for a in alone for x in a[0].tolist()]
+    assert weights.tolist() == [x for a in alone for x in a[1].tolist()]
+    assert len(set(weights.tolist())) > 3  # (the norms and idfs differ by part)
