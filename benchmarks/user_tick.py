@@ -127,14 +127,23 @@ async def run_style(style: str, mode: Mode, agents: int, ticks: int, root: str) 
 def shard_work(work: list[dict[str, float]]) -> dict[str, float | None]:
     """What the shards' upserts cost an item and their searches a query over the whole run, in
     CPU microseconds of the threads that ran them (``VectorShard.work_stats``, summed over the
-    shards): the live figures beside ``benchmarks/shard_upsert_micro.py`` and
-    ``benchmarks/search_micro.py``."""
-    total = {key: sum(w[key] for w in work) for key in ("upserted", "upsert_cpu_s", "searched", "search_cpu_s")}
+    shards), and how many items or queries a call carried: the live figures beside
+    ``benchmarks/shard_upsert_micro.py`` and ``benchmarks/search_micro.py``."""
+    total = {
+        key: sum(w[key] for w in work)
+        for key in ("upserts", "upserted", "upsert_cpu_s", "searches", "searched", "search_cpu_s")
+    }
+
+    def per(value: float, count: float, scale: float = 1.0) -> float | None:
+        return round(value * scale / count, 2) if count else None
+
     return {
         "upserted": total["upserted"],
-        "upsert_us_per_item": round(total["upsert_cpu_s"] * 1e6 / total["upserted"], 2) if total["upserted"] else None,
+        "upsert_us_per_item": per(total["upsert_cpu_s"], total["upserted"], 1e6),
+        "items_per_upsert": per(total["upserted"], total["upserts"]),
         "searched": total["searched"],
-        "search_us_per_query": round(total["search_cpu_s"] * 1e6 / total["searched"], 2) if total["searched"] else None,
+        "search_us_per_query": per(total["search_cpu_s"], total["searched"], 1e6),
+        "queries_per_search": per(total["searched"], total["searches"]),
     }
 
 

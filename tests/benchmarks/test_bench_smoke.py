@@ -225,6 +225,7 @@ def test_user_tick_times_the_examples_tick_in_both_styles_beside_its_full_floor(
         work = got["shard_work"]  # every message is indexed once at least (two a tick an agent)
         assert work["upserted"] >= 2 * 20 * 9 and work["upsert_us_per_item"] > 0
         assert work["searched"] >= 20 * 9 and work["search_us_per_query"] > 0  # a context a tick an agent
+        assert 1 <= work["items_per_upsert"] <= work["upserted"] and 1 <= work["queries_per_search"] <= work["searched"]
     floor = result["full_floor"]
     for part in ("embed_ms", "arrow_insert_ms", "vectors_and_bm25_ms", "raw_scoring_ms"):
         assert floor[part] > 0
