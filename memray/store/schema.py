@@ -268,22 +268,31 @@ def embedding_batch(rows: Sequence[EmbeddingRow]) -> pa.Table:
     )
     model = _column("model_id", [r.model_id for r in uniq], pa.string())
     check_ids("model_id", model)
-    none = np.zeros(0, np.float32)  # a recomputable model's row: the item is marked, no vector kept
-    vectors = [none if r.vector is None else np.asarray(r.vector, dtype=np.float32).ravel() for r in uniq]
-    for i, v in enumerate(vectors):
-        if uniq[i].vector is not None and (v.size == 0 or not bool(np.isfinite(v).all())):
-            raise ValidationError(
-                "vector", uniq[i].doc_id, f"must be non-empty and finite (row {i})", "re-embed the item"
-            )
-    offsets = np.zeros(len(vectors) + 1, dtype=np.int32)
-    np.cumsum([v.size for v in vectors], out=offsets[1:])
-    flat = np.concatenate(vectors) if vectors else np.zeros(0, np.float32)
-    absent = [r.vector is None for r in uniq]
-    mask = pa.array(absent, pa.bool_()) if any(absent) else None
-    vec = pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat, pa.float32()), mask=mask)
+    vec = _vectors(uniq)
     apps, users = t["app"].to_pylist(), t["user_id"].to_pylist()
     return (
         t.append_column("model_id", model)
         .append_column("vector", vec)
         .append_column("user_hash", user_hashes(apps, users))
     )
+
+
+def _vectors(rows: Sequence[EmbeddingRow]) -> pa.Array:
+    """The rows' vectors as a list column, checked (non-empty and finite); null where a row has
+    none (a recomputable model's: the item is marked, no vector kept). A batch with no vector
+    at all (every batch of a recomputable model) is one null column, built without a row loop."""
+    if all(r.vector is None for r in rows):
+        return pa.nulls(len(rows), pa.list_(pa.float32()))
+    none = np.zeros(0, np.float32)
+    vectors = [none if r.vector is None else np.asarray(r.vector, dtype=np.float32).ravel() for r in rows]
+    for i, v in enumerate(vectors):
+        if rows[i].vector is not None and (v.size == 0 or not bool(np.isfinite(v).all())):
+            raise ValidationError(
+                "vector", rows[i].doc_id, f"must be non-empty and finite (row {i})", "re-embed the item"
+            )
+    offsets = np.zeros(len(vectors) + 1, dtype=np.int32)
+    np.cumsum([v.size for v in vectors], out=offsets[1:])
+    flat = np.concatenate(vectors) if vectors else np.zeros(0, np.float32)
+    absent = [r.vector is None for r in rows]
+    mask = pa.array(absent, pa.bool_()) if any(absent) else None
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat, pa.float32()), mask=mask)
