@@ -35,9 +35,11 @@ medians are over the second half of the ticks.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -74,21 +76,9 @@ def run(namespaces: int, ticks: int) -> dict[str, Any]:
         queries = [list(term_counts(example.said(i, t))) for i in range(namespaces)]
         row: dict[str, Any] = {"tick": t}
         got: dict[str, list[Any]] = {}
-        for form, (bound, changed) in FORMS.items():
-            got[form] = []
-            saved = lexical.FUSED_PER_TERM, lexical.CHANGED_PER_TERM
-            lexical.FUSED_PER_TERM, lexical.CHANGED_PER_TERM = bound, changed
-            cpu = 0.0
-            try:
-                for index, q in zip(indexes[form], queries):
-                    t0 = time.process_time()
-                    got[form].append(index.postings(q, None))
-                    cpu += time.process_time() - t0
-                t0 = time.process_time()  # the kernel weighs a batch's small postings at once
-                lexical.weigh([postings.raw for postings in got[form] if postings.raw is not None])
-                cpu += time.process_time() - t0
-            finally:
-                lexical.FUSED_PER_TERM, lexical.CHANGED_PER_TERM = saved
+        for form, bounds in FORMS.items():
+            with _bounds(*bounds):
+                cpu, got[form] = _read(indexes[form], queries)
             row[f"{form}_us"] = round(cpu * 1e6 / namespaces, 2)
         first, *others = got.values()
         same = same and all(_scores(a) == _scores(b) for other in others for a, b in zip(first, other))
@@ -103,6 +93,57 @@ def run(namespaces: int, ticks: int) -> dict[str, Any]:
     for key in [f"{form}_us" for form in FORMS] + ["raw_topk_us"]:
         out[key] = round(statistics.median(r[key] for r in steady), 2)
     out["fused_to_arrays"] = ratio(out["fused_us"], out["arrays_us"])
+    return out
+
+
+@contextlib.contextmanager
+def _bounds(fused: float, changed: float) -> Iterator[None]:
+    """:data:`~memray.index.lexical.FUSED_PER_TERM` and ``CHANGED_PER_TERM`` set, for a form."""
+    saved = lexical.FUSED_PER_TERM, lexical.CHANGED_PER_TERM
+    lexical.FUSED_PER_TERM, lexical.CHANGED_PER_TERM = fused, changed  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        lexical.FUSED_PER_TERM, lexical.CHANGED_PER_TERM = saved
+
+
+def _read(indexes: list[lexical.LexicalIndex], queries: list[list[str]]) -> tuple[float, list[lexical.Postings]]:
+    """Each index's postings of its query, weighed as the kernel weighs a block (the small ones
+    at once, the arrays by their idf): CPU seconds, and the postings."""
+    t0 = time.process_time()
+    got = [index.postings(q, None) for index, q in zip(indexes, queries)]
+    lexical.weigh([postings.raw for postings in got if postings.raw is not None])
+    for postings in got:
+        for _, weights, idf in postings.arrays:
+            idf * weights  # noqa: B018  (as the kernel applies the idf)
+    return time.process_time() - t0, got
+
+
+def bounds(sizes: list[int], namespaces: int = 50, reads: int = 5) -> list[dict[str, Any]]:
+    """What decided the two bounds: per posting size (entries a term, 5 query terms), CPU
+    microseconds a read as cached entries and as arrays, of postings read again unchanged and
+    of postings that gained two documents since their last read (a simulation's reads)."""
+    query = list(term_counts("apple pear plum fig kiwi"))
+    out = []
+    for size in sizes:
+        row: dict[str, Any] = {"entries_a_term": size}
+        for form, bound in (("entries", float("inf")), ("arrays", -1.0)):
+            for changed in (False, True):
+                indexes = [lexical.LexicalIndex(key=int) for _ in range(namespaces)]
+                for index in indexes:
+                    for doc in range(size):
+                        index.add(str(doc), f"apple pear plum fig kiwi note{doc}")
+                cpu = 0.0
+                with _bounds(bound, bound):
+                    _read(indexes, [query] * namespaces)  # (taken, and for the arrays weighed, once)
+                    for n in range(reads):
+                        if changed:
+                            for index in indexes:
+                                for extra in range(2):
+                                    index.add(str(size + 2 * n + extra), "apple pear plum fig kiwi again")
+                        cpu += _read(indexes, [query] * namespaces)[0]
+                row[f"{form}_{'changed' if changed else 'unchanged'}_us"] = round(cpu * 1e6 / (reads * namespaces), 1)
+        out.append(row)
     return out
 
 
@@ -124,9 +165,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--namespaces", type=int, default=1000)
     p.add_argument("--ticks", type=int, default=12)
     p.add_argument("--out", default=None, help="also write the JSON line here (a recorded run)")
+    p.add_argument("--bounds", default="", help="posting sizes (entries a term) to time both forms at ('' skips)")
     args = p.parse_args(argv)
     params = {k: v for k, v in vars(args).items() if k != "out"}
-    return emit("lexical_micro", params, run(args.namespaces, args.ticks), args.out)
+    out = run(args.namespaces, args.ticks)
+    if args.bounds:
+        out["bounds"] = bounds([int(x) for x in args.bounds.split(",")])
+    return emit("lexical_micro", params, out, args.out)
 
 
 if __name__ == "__main__":

@@ -139,8 +139,8 @@ def _entries(terms: Iterable[array[float]]) -> np.ndarray:
 
 
 class Postings(NamedTuple):
-    """What the scoring kernel reads of one namespace for one query: small postings as lists
-    (``raw``), or large ones as per-term arrays ``(labels, BM25 / idf, idf)``."""
+    """What the scoring kernel reads of one namespace for one query: small postings as the
+    cached entries (``raw``), or large ones as per-term arrays ``(labels, BM25 / idf, idf)``."""
 
     raw: RawPostings | None
     arrays: list[tuple[np.ndarray, np.ndarray, float]]

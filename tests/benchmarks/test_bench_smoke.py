@@ -164,9 +164,12 @@ def test_refs_wire_micro_times_both_forms_beside_the_columns_alone() -> None:
 
 
 def test_lexical_micro_scores_every_form_the_same_every_tick() -> None:
-    result = run_module("lexical_micro", ["--namespaces", "20", "--ticks", "3"])
+    result = run_module("lexical_micro", ["--namespaces", "20", "--ticks", "3", "--bounds", "8"])
     assert result["same_scores"] is True and len(result["by_tick"]) == 3
     assert all(result[f"{form}_us"] > 0 for form in ("arrays", "fused", "fused_always"))
+    [row] = result["bounds"]  # both forms, on postings read again unchanged and changed
+    assert row["entries_a_term"] == 8
+    assert all(row[f"{form}_{read}_us"] > 0 for form in ("entries", "arrays") for read in ("changed", "unchanged"))
 
 
 def test_shard_upsert_micro_times_an_upsert_the_shard_holds_beside_its_floor() -> None:
