@@ -695,7 +695,7 @@ def lexical() -> str:
     r = recorded("lexical_micro.json")
     forms = [
         ("numpy arrays per term (appended to and reweighted every tick)", "arrays_us"),
-        ("cached entries up to 40 entries a query term (500 when changed), arrays above (memray)", "fused_us"),
+        ("cached entries up to 40 entries a query term (320 when changed), arrays above (memray)", "fused_us"),
         ("cached entries at any size", "fused_always_us"),
         ("for scale: a raw BM25 top 7 over the same texts", "raw_topk_us"),
     ]

@@ -67,14 +67,16 @@ _FILE = "lexical.json"
 #: cached entries (weighed by the kernel with its batch's) while they hold at most this many
 #: entries per query term that has one, or :data:`CHANGED_PER_TERM` when one of the postings
 #: changed since it was last read; above, as per-term arrays with their weights cached per
-#: average length. Read again unchanged, the arrays win from 60-80 entries a term (5 terms: 12.5
-#: against 18.2 us at 40 entries, 24.7 against 20.5 at 80, 40.9 against 21.4 at 160).
+#: average length. Read again unchanged, the arrays win from 40-80 entries a term
+#: (``python -m benchmarks.lexical_micro --bounds 40,80,160,320,500,1000``, 5 terms, two runs:
+#: 11.7-12.5 against 13.6-20.1 us a read at 40 entries, 26.1-29.7 against 15.1-18.7 at 80).
 FUSED_PER_TERM = 40
 #: The bound of a read that finds a posting changed, as every read in a simulation does (each
 #: conversation gains documents before its next search): the arrays are then appended to and
-#: reweighted, and the cached entries win up to 500-1,000 entries a term (5 terms, 2 documents
-#: added before each read: 215 against 278 us at 500, 282 against 177 at 1,000).
-CHANGED_PER_TERM = 500
+#: reweighted, and the cached entries win up to 320-500 entries a term (the same runs, 2
+#: documents added before each read: 82-99 against 111-127 us at 320, 137-161 against 126 at
+#: 500, 260-283 against 140-156 at 1,000).
+CHANGED_PER_TERM = 320
 
 
 class Bm25Stats(NamedTuple):
