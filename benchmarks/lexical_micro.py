@@ -11,25 +11,29 @@ block's), in three forms, each on its own copy of the indexes (a form then finds
 own searches left it):
 
 - ``arrays``: per query term, the posting as numpy arrays, cached, with its BM25 weights cached
-  per average length (forced here with ``FUSED_PER_TERM = -1``). In a tick nothing of that
+  per average length (forced here with both bounds at -1). In a tick nothing of that
   cache survives: each namespace gained documents since its last search, so the arrays are
   appended to and every term is reweighted;
 - ``fused``: what memray does: the cached entries, weighed with the tick's others, up to
   :data:`~memray.index.lexical.FUSED_PER_TERM` entries per query term, or
   :data:`~memray.index.lexical.CHANGED_PER_TERM` when a posting changed since its last read (as
   here, every tick); above, the arrays;
-- ``fused_always``: the cached entries at any size.
-
-Before the entries were cached, small postings were weighed entry by entry in plain Python
-(~0.5 us an entry), which crossed the arrays at 36-42 entries a term (``--ticks 160``) and
-bounded that form at 40 entries a term whatever the read; the cached entries cost a fraction of
-that (``--namespaces 500 --ticks 40``, two alternated pairs: 41-44 against 54-87 us a search).
+- ``fused_always``: the cached entries at any size;
 - ``raw_topk``: for scale, :class:`benchmarks._raw.RawBm25` answering the same query over the
   same texts, its postings built beforehand: tokenising the query, BM25 and the top 7 (more than
   ``postings`` does, so not a floor of it; the kernel's own floor is in ``search_micro``).
 
 Every form returns the same floats (the check at the end compares them bit for bit). The
 medians are over the second half of the ticks.
+
+Before the entries were cached, small postings were weighed entry by entry in plain Python
+(~0.5 us an entry), which crossed the arrays at 36-42 entries a term (``--ticks 160``) and
+bounded that form at 40 entries a term whatever the read; the cached entries cost a fraction of
+that (``--namespaces 500 --ticks 40``, two alternated pairs: 41-44 against 54-87 us a search).
+
+``--bounds 40,80,160,320,500,1000`` also times both forms per posting size (5 query terms,
+``bounds`` in the JSON), on postings read again unchanged and on postings that gained two
+documents since their last read: what set ``FUSED_PER_TERM`` and ``CHANGED_PER_TERM``.
 """
 
 from __future__ import annotations
