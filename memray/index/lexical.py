@@ -177,7 +177,7 @@ class LexicalIndex:
         # per term read: its posting's (label, tf, document length) triples, in the posting's order
         self._entries: dict[str, array[float]] = {}
         self._fresh: dict[str, list[str]] = {}  # term -> docs added since its entries were taken
-        self.rebuilt = 0  # posting entries taken so far (a test counts them)
+        self.rebuilt = 0  # posting entries taken so far (postings() tells a changed read by it)
         self._arrays: dict[str, Arrays] = {}  # a large posting's entries as arrays
         self._weights: dict[str, tuple[float, np.ndarray]] = {}  # term -> (avgdl, BM25 / idf of each posting)
 
@@ -265,7 +265,7 @@ class LexicalIndex:
         start = 0 if arrays is None else len(arrays[0])
         if arrays is not None and 3 * start == len(entries):
             return arrays
-        rows = _entries([entries[3 * start :]])  # (a copy: the cache's entries can still grow)
+        rows = np.frombuffer(entries[3 * start :], dtype=np.float64).reshape(-1, 3)  # (the slice is a copy)
         more = (rows[:, 0].astype(np.int64), rows[:, 1].copy(), rows[:, 2].copy())
         if arrays is not None:
             more = (
