@@ -127,28 +127,34 @@ def bounds(sizes: list[int], namespaces: int = 50, reads: int = 5) -> list[dict[
     """What decided the two bounds: per posting size (entries a term, 5 query terms), CPU
     microseconds a read as cached entries and as arrays, of postings read again unchanged and
     of postings that gained two documents since their last read (a simulation's reads)."""
-    query = list(term_counts("apple pear plum fig kiwi"))
     out = []
     for size in sizes:
         row: dict[str, Any] = {"entries_a_term": size}
         for form, bound in (("entries", float("inf")), ("arrays", -1.0)):
             for changed in (False, True):
-                indexes = [lexical.LexicalIndex(key=int) for _ in range(namespaces)]
-                for index in indexes:
-                    for doc in range(size):
-                        index.add(str(doc), f"apple pear plum fig kiwi note{doc}")
-                cpu = 0.0
-                with _bounds(bound, bound):
-                    _read(indexes, [query] * namespaces)  # (taken, and for the arrays weighed, once)
-                    for n in range(reads):
-                        if changed:
-                            for index in indexes:
-                                for extra in range(2):
-                                    index.add(str(size + 2 * n + extra), "apple pear plum fig kiwi again")
-                        cpu += _read(indexes, [query] * namespaces)[0]
+                cpu = _reads(size, bound, changed, namespaces, reads)
                 row[f"{form}_{'changed' if changed else 'unchanged'}_us"] = round(cpu * 1e6 / (reads * namespaces), 1)
         out.append(row)
     return out
+
+
+def _reads(size: int, bound: float, changed: bool, namespaces: int, reads: int) -> float:
+    """CPU seconds of ``reads`` reads of ``namespaces`` indexes of ``size`` documents under
+    ``bound``, each read after two more documents if ``changed``."""
+    query = list(term_counts("apple pear plum fig kiwi"))
+    indexes = [lexical.LexicalIndex(key=int) for _ in range(namespaces)]
+    for index in indexes:
+        for doc in range(size):
+            index.add(str(doc), f"apple pear plum fig kiwi note{doc}")
+    cpu = 0.0
+    with _bounds(bound, bound):
+        _read(indexes, [query] * namespaces)  # (taken, and for the arrays weighed, once)
+        for n in range(reads):
+            for index in indexes if changed else ():
+                index.add(str(size + 2 * n), "apple pear plum fig kiwi again")
+                index.add(str(size + 2 * n + 1), "apple pear plum fig kiwi again")
+            cpu += _read(indexes, [query] * namespaces)[0]
+    return cpu
 
 
 def _scores(postings: lexical.Postings) -> dict[int, float]:
