@@ -4,8 +4,10 @@
 
 The shape of ``examples/tick.py``: every tick each of ``namespaces`` conversations gets two
 messages (a user's line and a reply), then is searched once with the user's line. Per tick,
-CPU microseconds per search of :meth:`memray.index.lexical.LexicalIndex.postings` (what the
-scoring kernel asks a namespace for) and, for the small postings it hands back as entries, of
+CPU microseconds per conversation of its two :meth:`~memray.index.lexical.LexicalIndex.add`
+calls (which append to the entries cached for terms read before) and of its search's
+:meth:`~memray.index.lexical.LexicalIndex.postings` (what the scoring kernel asks a namespace
+for) and, for the small postings it hands back as entries, of
 :func:`~memray.index.lexical.weigh` over the tick's searches at once (as the kernel weighs a
 block's), in three forms, each on its own copy of the indexes (a form then finds the cache as its
 own searches left it):
@@ -20,8 +22,9 @@ own searches left it):
   here, every tick); above, the arrays;
 - ``fused_always``: the cached entries at any size;
 - ``raw_topk``: for scale, :class:`benchmarks._raw.RawBm25` answering the same query over the
-  same texts, its postings built beforehand: tokenising the query, BM25 and the top 7 (more than
-  ``postings`` does, so not a floor of it; the kernel's own floor is in ``search_micro``).
+  same texts, its postings built beforehand (no adds timed): tokenising the query, BM25 and the
+  top 7 (more than ``postings`` does, so not a floor of it; the kernel's own floor is in
+  ``search_micro``).
 
 Every form returns the same floats (the check at the end compares them bit for bit). The
 medians are over the second half of the ticks.
@@ -72,18 +75,17 @@ def run(namespaces: int, ticks: int) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     same = True
     for t in range(ticks):
-        for i in range(namespaces):
-            for line in (example.said(i, t), example.reply(i, t)):
-                for form in FORMS:
-                    indexes[form][i].add(str(len(texts[i])), line)
-                texts[i].append(line)
+        lines = [(example.said(i, t), example.reply(i, t)) for i in range(namespaces)]
         queries = [list(term_counts(example.said(i, t))) for i in range(namespaces)]
         row: dict[str, Any] = {"tick": t}
         got: dict[str, list[Any]] = {}
         for form, bounds in FORMS.items():
             with _bounds(*bounds):
-                cpu, got[form] = _read(indexes[form], queries)
-            row[f"{form}_us"] = round(cpu * 1e6 / namespaces, 2)
+                cpu = _add(indexes[form], lines, 2 * t)
+                read, got[form] = _read(indexes[form], queries)
+            row[f"{form}_us"] = round((cpu + read) * 1e6 / namespaces, 2)
+        for i, pair in enumerate(lines):
+            texts[i].extend(pair)
         first, *others = got.values()
         same = same and all(_scores(a) == _scores(b) for other in others for a, b in zip(first, other))
         raw = [RawBm25(docs) for docs in texts]
@@ -109,6 +111,15 @@ def _bounds(fused: float, changed: float) -> Iterator[None]:
         yield
     finally:
         lexical.FUSED_PER_TERM, lexical.CHANGED_PER_TERM = saved
+
+
+def _add(indexes: list[lexical.LexicalIndex], lines: list[tuple[str, str]], first: int) -> float:
+    """CPU seconds of each index adding its tick's two lines (doc ids ``first``, ``first + 1``)."""
+    t0 = time.process_time()
+    for index, pair in zip(indexes, lines):
+        for n, line in enumerate(pair):
+            index.add(str(first + n), line)
+    return time.process_time() - t0
 
 
 def _read(indexes: list[lexical.LexicalIndex], queries: list[list[str]]) -> tuple[float, list[lexical.Postings]]:

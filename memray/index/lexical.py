@@ -176,8 +176,8 @@ class LexicalIndex:
         self._key = key
         # per term read: its posting's (label, tf, document length) triples, in the posting's order
         self._entries: dict[str, array[float]] = {}
-        self._fresh: dict[str, list[str]] = {}  # term -> docs added since its entries were taken
-        self.rebuilt = 0  # posting entries taken so far (postings() tells a changed read by it)
+        self._grown: set[str] = set()  # terms whose entries an add appended to since they were read
+        self.rebuilt = 0  # posting entries cached so far: at a term's first read, and by later adds
         self._arrays: dict[str, Arrays] = {}  # a large posting's entries as arrays
         self._weights: dict[str, tuple[float, np.ndarray]] = {}  # term -> (avgdl, BM25 / idf of each posting)
 
@@ -209,11 +209,17 @@ class LexicalIndex:
         length = sum(tf.values())
         self._lengths[doc_id] = length
         self._total_len += length
-        taken, fresh = self._entries, self._fresh
+        taken, label = self._entries, None
         for term, count in tf.items():
             self._postings.setdefault(term, {})[doc_id] = count
-            if term in taken:  # a new doc goes after the term's others: append it when next read
-                fresh.setdefault(term, []).append(doc_id)
+            entries = taken.get(term)
+            if entries is not None:  # a term read before: the new doc goes after its others
+                if label is None:
+                    assert self._key is not None  # (entries are cached only with a key)
+                    label = self._key(doc_id)
+                entries.extend((label, count, length))
+                self.rebuilt += 1
+                self._grown.add(term)
                 self._weights.pop(term, None)
 
     def delete(self, doc_id: str) -> bool:
@@ -224,7 +230,7 @@ class LexicalIndex:
         for term in tf:
             self._entries.pop(term, None)
             self._arrays.pop(term, None)
-            self._fresh.pop(term, None)
+            self._grown.discard(term)
             self._weights.pop(term, None)
             posting = self._postings[term]
             del posting[doc_id]
@@ -239,24 +245,18 @@ class LexicalIndex:
 
     def _posting(self, term: str) -> array[float] | None:
         """The term's posting as (label, tf, document length) triples end to end, in the
-        posting's order (None: no posting). Documents added since they were taken are appended
-        (a delete drops them instead), so a read after an add costs the new documents, not the
-        whole posting: a conversation's per-tick cost does not grow with its history."""
+        posting's order (None: no posting), cached at its first read. An add appends its entry
+        to the cached ones (a delete drops them instead), so the entries cost each document once,
+        not a read: a conversation's per-tick cost does not grow with its history."""
         entries = self._entries.get(term)
-        fresh = self._fresh.pop(term, None)
-        if entries is not None and not fresh:
+        if entries is not None:
             return entries
         posting = self._postings.get(term)
         if not posting or self._key is None:
             return None
-        docs = fresh if entries is not None and fresh else list(posting)
-        self.rebuilt += len(docs)
-        rows = zip(map(self._key, docs), map(posting.__getitem__, docs), map(self._lengths.__getitem__, docs))
-        more = array("d", chain.from_iterable(rows))
-        if entries is None:
-            entries = self._entries[term] = more
-        else:
-            entries += more
+        self.rebuilt += len(posting)
+        rows = zip(map(self._key, posting), posting.values(), map(self._lengths.__getitem__, posting))
+        entries = self._entries[term] = array("d", chain.from_iterable(rows))
         return entries
 
     def _arrays_of(self, term: str, entries: array[float]) -> Arrays:
@@ -290,7 +290,12 @@ class LexicalIndex:
         found = [(n, entries) for n, term in enumerate(terms) if (entries := self._posting(term)) is not None]
         if not found:
             return NO_POSTINGS
-        bound = FUSED_PER_TERM if self.rebuilt == taken else CHANGED_PER_TERM  # (entries taken: a change)
+        grown = self._grown
+        changed = self.rebuilt != taken  # (a first read)
+        if grown:  # (or entries an add appended)
+            changed = changed or any([terms[n] in grown for n, _ in found])
+            grown.difference_update(terms)
+        bound = CHANGED_PER_TERM if changed else FUSED_PER_TERM
         stats = stats or self.stats(terms)
         avgdl = (stats.total_len / stats.docs if stats.docs else 1.0) or 1.0
         idfs = [idf[n] if idf else bm25_idf(stats.docs, stats.df.get(terms[n], len(e) // 3)) for n, e in found]

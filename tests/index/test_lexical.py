@@ -307,6 +307,9 @@ def test_a_posting_changed_since_its_last_read_is_weighed_from_its_entries_up_to
     changed = ix.postings(terms, None)
     assert changed.raw is not None and len(changed.raw.labels()) == 2 * size + 1
     assert _bm25(changed) == _bm25(_forced(ix, terms, None, -1))
+    assert ix.postings(terms, None).raw is None  # read again unchanged: the arrays once more
+    ix.add(str(size + 1), "pear")  # a change to one of the terms is a change to the read
+    assert ix.postings(terms, None).raw is not None
 
 
 def test_a_batch_of_postings_weighs_each_entry_as_it_weighs_alone() -> None:
