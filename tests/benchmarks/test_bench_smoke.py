@@ -172,6 +172,12 @@ def test_lexical_micro_scores_every_form_the_same_every_tick() -> None:
     assert all(row[f"{form}_{read}_us"] > 0 for form in ("entries", "arrays") for read in ("changed", "unchanged"))
 
 
+def test_text_micro_times_both_forms_of_index_terms_which_agree() -> None:
+    result = run_module("text_micro", ["--repeat", "1"])
+    assert result["same_terms"] is True and result["texts"] > 1000
+    assert result["memray_us"] > 0 and result["rules_us"] > 0 and result["tokenize_us"] > 0
+
+
 def test_shard_upsert_micro_times_an_upsert_the_shard_holds_beside_its_floor() -> None:
     result = run_module("shard_upsert_micro", ["--namespaces", "20", "--ticks", "3"])
     assert result["held"] == 20 * 2 * 3 and len(result["by_tick"]) == 3

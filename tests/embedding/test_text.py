@@ -1,10 +1,14 @@
 from __future__ import annotations
 
+import re
+
 import pytest
+import snowballstemmer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memray.text import estimate_tokens, tokenize
+import memray.text as text_module
+from memray.text import STOPWORDS, estimate_tokens, index_terms, tokenize
 
 
 def test_lowercase_words() -> None:
@@ -44,6 +48,22 @@ def test_unicode_normalisation_and_casefold() -> None:
 
 def test_emoji_are_tokens_other_symbols_dropped() -> None:
     assert tokenize("party 🎉 $5 + ok") == ["party", "🎉", "5", "ok"]
+
+
+_WORDS = st.sampled_from(["I", "don't", "we’ll", "WEʼD", "runs", "running", "the", "of", "猫", "e-mail", "cafés"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_WORDS | st.text(max_size=6), max_size=10).map(" ".join))
+def test_index_terms_are_the_rules_applied_token_by_token_whatever_the_memo_holds(text: str) -> None:
+    """Contractions cut, function words dropped, ASCII words stemmed, other tokens kept: from a
+    cold table of token terms and from the warm one alike."""
+    stemmer = snowballstemmer.stemmer("english")
+    tokens = tokenize(re.sub(r"(?<=[A-Za-z])['\u2019\u02bc](?:ll|re|ve|d|m|s|t)\b", " ", text, flags=re.IGNORECASE))
+    expected = [stemmer.stemWord(t) if re.fullmatch("[a-z]+", t) else t for t in tokens if t not in STOPWORDS]
+    text_module._TERMS.clear()
+    assert index_terms(text) == expected
+    assert index_terms(text) == expected
 
 
 @settings(max_examples=200, deadline=None)
