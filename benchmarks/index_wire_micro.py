@@ -13,9 +13,11 @@ best of ``--repeat`` calls of an actor method that only counts what it got (ms p
 - ``search_many``: ``n`` :class:`~memray.index.search.NamespaceSearch` with a query vector each,
   as a list, and as a :class:`~memray.index.wire.SearchBatch`;
 - ``replies``: ``n`` :class:`~memray.index.search.ShardReply` (three hits each, the query's
-  BM25 statistics, one watched namespace) answered by the actor, as a list and as
+  BM25 statistics, one watched namespace) answered by the actor, as a list, as
   :class:`PlainReplies` (plain tuples, rebuilt on arrival): the form tried and not taken, since
-  it was slower (memray's replies stay named tuples);
+  it was slower (memray's replies stay named tuples), and as a
+  :class:`~memray.index.wire.ReplyBatch` (what a shard answers: the same named tuples, pickled
+  by the standard library's pickler);
 - ``floor``: the same call carrying the raw data: the vectors as one matrix and the texts as a
   list (what no wire format can beat).
 """
@@ -34,7 +36,7 @@ from memray.ids import Namespace
 from memray.index.base import IndexItem, ShardHit
 from memray.index.lexical import Bm25Stats
 from memray.index.search import NamespaceSearch, Query, ShardReply
-from memray.index.wire import ItemBatch, SearchBatch
+from memray.index.wire import ItemBatch, ReplyBatch, SearchBatch
 
 
 class Counter:
@@ -138,11 +140,16 @@ def main() -> None:
             "batch_over_floor": ratio(as_batch, floor),
         }
     answered = []
-    for answer in (replies, PlainReplies(replies)):
-        ray.get(actor.keep.remote(answer))
+    for answer in (replies, PlainReplies(replies), ReplyBatch(replies)):
+        ray.get(actor.keep.remote(answer))  # (kept as it arrives: the same form)
         answered.append(best_ms(lambda: ray.get(actor.give.remote()), args.repeat))
-    as_objects, as_plain = answered
-    results["replies"] = {"objects_ms": as_objects, "plain_ms": as_plain, "speedup": ratio(as_objects, as_plain)}
+    as_objects, as_plain, as_batch = answered
+    results["replies"] = {
+        "objects_ms": as_objects,
+        "plain_ms": as_plain,
+        "batch_ms": as_batch,
+        "speedup": ratio(as_objects, as_batch),
+    }
     ray.shutdown()
     emit("index_wire_micro", vars(args), results)
 

@@ -44,6 +44,7 @@ from memray.index.scorer import Search, Source, score
 from memray.index.search import AppSearch, Mode, NamespaceSearch, Query, ShardReply, ShardSearch, UserSearch
 from memray.index.space import Space
 from memray.index.spaces import Spaces
+from memray.index.wire import ReplyBatch
 from memray.models.wire import RefList
 from memray.rpc.client import short_read
 from memray.store.base import IndexRow
@@ -241,7 +242,7 @@ class VectorShard:
         scored = score([search for _, search, _ in todo], self.config.neighbour_weight)
         for (i, _, watched), (hits, stats) in zip(todo, scored):
             out[i] = ShardReply(hits, stats, *watched)
-        return cast(list[ShardReply | Exception], out)
+        return ReplyBatch(cast(list[ShardReply | Exception], out))
 
     def _search_of(self, request: ShardSearch) -> Search:
         """``request`` checked, with the sources it reads."""

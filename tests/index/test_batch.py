@@ -10,11 +10,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+import ray.cloudpickle as cp
 
 from memray.config import IndexConfig
 from memray.errors import ModelMismatchError
 from memray.ids import Namespace
-from memray.index import IndexItem, VectorShard, scorer
+from memray.index import IndexItem, VectorShard, scorer, wire
 from memray.index.hnsw import HnswIndex
 from memray.index.search import AppSearch, NamespaceSearch, Query, ShardReply, ShardSearch, UserSearch
 from memray.ranking import Stream
@@ -177,6 +178,25 @@ def test_a_batch_answers_each_search_as_it_is_answered_alone_and_as_the_referenc
     found = [r for r in replies if isinstance(r, ShardReply) and r.hits]
     assert len(found) >= 15 and any(isinstance(r, Exception) for r in replies)  # the batch tested something
     assert checked >= 20
+
+
+def test_a_batch_of_replies_crosses_the_wire_as_it_was_sent(shard: VectorShard) -> None:
+    """What a shard answers pickles with the standard library's pickler (no hook in Python per
+    object, as Ray's cloudpickle has) and comes back the same, its errors too."""
+    rng, nrng = random.Random(11), np.random.default_rng(11)
+    replies = shard.search_many([_request(rng, nrng) for _ in range(60)])
+    assert isinstance(replies, wire.ReplyBatch) and replies.__reduce__()[0] is wire._replies
+    back = cp.loads(cp.dumps(replies, protocol=5))
+    assert isinstance(back, wire.ReplyBatch) and len(back) == len(replies)
+    for got, sent in zip(back, replies):
+        if isinstance(sent, Exception):
+            assert type(got) is type(sent) and str(got) == str(sent)
+        else:
+            assert got == sent and all(type(h.namespace) is Namespace for h in got.hits)
+    assert (
+        any(isinstance(r, Exception) for r in back)
+        and sum(bool(r.hits) for r in back if isinstance(r, ShardReply)) > 10
+    )
 
 
 def test_a_failing_search_fails_alone_and_batched_searches_see_their_own_models(shard: VectorShard) -> None:

@@ -8,9 +8,10 @@ import numpy as np
 import ray.cloudpickle as cp
 
 from memray.ids import Namespace
-from memray.index.base import IndexItem
-from memray.index.search import AppSearch, NamespaceSearch, Query, UserSearch
-from memray.index.wire import ItemBatch, SearchBatch
+from memray.index.base import IndexItem, ShardHit
+from memray.index.lexical import Bm25Stats
+from memray.index.search import AppSearch, NamespaceSearch, Query, ShardReply, UserSearch
+from memray.index.wire import ItemBatch, ReplyBatch, SearchBatch
 
 NS = Namespace("app", "u1", "conv", "c1")
 
@@ -68,3 +69,11 @@ def test_searches_come_back_equal_with_their_types() -> None:
         else:
             np.testing.assert_array_equal(got.query.vector, np.asarray(sent.query.vector, dtype=np.float32))
     assert type(back[0].namespaces[0]) is Namespace and type(back[0].query.watch[0][0]) is Namespace
+
+
+def test_replies_the_standard_pickler_cannot_take_travel_as_they_are() -> None:
+    reply = ShardReply([ShardHit(NS, "a", 0.5, 1.0, '{"id": "a"}')], Bm25Stats(1, 3, {"pet": 1}), {NS: 2}, {NS: [1]})
+    only_cloudpickle = ValueError("a failed search", lambda: None)  # (a lambda: cloudpickle only)
+    back = _round_trip(ReplyBatch([reply, only_cloudpickle]))
+    assert isinstance(back, ReplyBatch) and back[0] == reply and type(back[0].hits[0].namespace) is Namespace
+    assert type(back[1]) is ValueError and back[1].args[0] == "a failed search"
