@@ -47,7 +47,16 @@ import threading
 import unicodedata
 from typing import Any
 
-__all__ = ["tokenize", "index_terms", "term_counts", "text_id", "STOPWORDS", "estimate_tokens", "CJK_RANGES"]
+__all__ = [
+    "tokenize",
+    "index_terms",
+    "term_counts",
+    "forget_texts",
+    "text_id",
+    "STOPWORDS",
+    "estimate_tokens",
+    "CJK_RANGES",
+]
 
 #: Han, Kana and Hangul code points (the katakana middle dot U+30FB, a punctuation mark, is left
 #: out so it separates words).
@@ -220,6 +229,14 @@ def term_counts(text: str) -> dict[str, int]:
             _COUNTS.clear()
         _COUNTS[text] = counts
     return counts
+
+
+def forget_texts() -> int:
+    """Empty the memo of :func:`term_counts`, which holds whole texts (erasing a user empties it,
+    as it empties the embedding caches); returns how many it held."""
+    held = len(_COUNTS)
+    _COUNTS.clear()
+    return held
 
 
 def estimate_tokens(text: str) -> int:

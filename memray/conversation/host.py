@@ -47,7 +47,7 @@ from memray.rpc.client import resend
 from memray.store.base import ConversationSnapshot
 from memray.store.partitions import StorePartitions
 from memray.store.rows import row_to_message
-from memray.text import estimate_tokens
+from memray.text import estimate_tokens, forget_texts
 
 __all__ = ["ConversationHost"]
 
@@ -423,10 +423,11 @@ class ConversationHost:
         }
 
     async def clear_caches(self) -> int:
-        """Empty this process's embedding cache (keyed by hashes of texts: not by user); the count."""
+        """Empty this process's embedding cache (keyed by hashes of texts: not by user) and its
+        memo of texts' term counts; the entries dropped."""
         await self.start()
-
-        return self._embedder.cache.clear() if isinstance(self._embedder, CachedEmbedder) else 0
+        cached = self._embedder.cache.clear() if isinstance(self._embedder, CachedEmbedder) else 0
+        return cached + forget_texts()
 
     # -- lifecycle and stats ----------------------------------------------------------------
     async def set_embedder(self, config: EmbedderConfig) -> str:

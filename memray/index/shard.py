@@ -48,6 +48,7 @@ from memray.index.wire import ReplyBatch
 from memray.models.wire import RefList
 from memray.rpc.client import short_read
 from memray.store.base import IndexRow
+from memray.text import forget_texts
 
 __all__ = ["VectorShard", "Mode", "LEXICAL_VERSION"]
 
@@ -186,12 +187,15 @@ class VectorShard:
 
     def drop(self, app: str, user_id: str, kind: str | None = None, scope: str | None = None) -> int:
         """Remove whole namespaces of a user (all of them, or those of ``kind`` / ``scope``).
-        Returns the items removed. Their files leave the disk with the next :meth:`snapshot`."""
+        Returns the items removed. Their files leave the disk with the next :meth:`snapshot`;
+        their texts leave this process's memo of term counts now."""
         removed = 0
         for ns in self._spaces.of_user(app, user_id):
             if (kind is None or ns.kind == kind) and (scope is None or ns.scope == scope):
                 removed += len(self._spaces[ns])
                 self._spaces.detach(ns)
+        if removed:
+            forget_texts()
         return removed
 
     # -- reads ----------------------------------------------------------------------------

@@ -41,6 +41,7 @@ from memray.ids import ConversationKey, conversation_namespace, user_hash, valid
 from memray.index.snapshot import segments
 from memray.models import DeletionProof, DeletionReceipt
 from memray.store.schema import TABLES
+from memray.text import forget_texts
 
 if TYPE_CHECKING:
     from memray.conversation.client import HostClient
@@ -113,7 +114,7 @@ async def erase_user(
         vectors=sum(dropped),
         export_rows=int(stored.get("export_rows", 0)),
         host_conversations=sum(evicted),
-        caches=sum(cleared) + clear_cache(embedder) + forgotten,
+        caches=sum(cleared) + clear_cache(embedder) + forgotten + forget_texts(),
     )
     return DeletionReceipt(app=app, user_id=user_id, counts={k: counts[k] for k in RECEIPT_KEYS})
 

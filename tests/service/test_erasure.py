@@ -12,6 +12,7 @@ import uuid
 import pytest
 
 import memray
+import memray.text
 from memray import MemoryEntry, SearchRequest
 from memray.config import SummarizerConfig
 from memray.service.erasure import scan_exports, scan_snapshots
@@ -31,6 +32,11 @@ def files_holding(root: str, markers: list[str]) -> dict[str, list[str]]:
             if hits:
                 found[path] = hits
     return found
+
+
+def memos_holding(markers: list[str]) -> list[str]:
+    """The texts this process memoised the term counts of that contain one of ``markers``."""
+    return [text for text in memray.text._COUNTS if any(m in text for m in markers)]
 
 
 def wait_for(predicate, timeout_s: float = 60.0) -> None:
@@ -106,8 +112,11 @@ def test_delete_user_erases_everything_and_proves_it(summarizing_mem):
     assert before.remaining["export_rows"] == 12 and before.remaining["snapshot_items"] == 12
     assert before.remaining["vectors"] == 12 and before.remaining["host_conversations"] == 2
     assert files_holding(mem.config.root, list(markers.values()))
+    inprocess = mem.config.mode == "inprocess"  # (in ray mode the memos are in the actors' processes)
+    assert not inprocess or memos_holding(list(markers.values()))
 
     receipt = mem.delete_user(app=app, user_id="victim")
+    assert not inprocess or not memos_holding(list(markers.values()))  # (texts of term counts, memoised)
 
     counts = receipt.counts
     assert (receipt.app, receipt.user_id) == (app, "victim")
