@@ -177,7 +177,7 @@ class LexicalIndex:
         # per term read: its posting's (label, tf, document length) triples, in the posting's order
         self._entries: dict[str, array[float]] = {}
         self._grown: set[str] = set()  # terms whose entries an add appended to since they were read
-        self.rebuilt = 0  # posting entries cached so far: at a term's first read, and by later adds
+        self.cached_entries = 0  # posting entries cached so far: at a term's first read, and by later adds
         self._arrays: dict[str, Arrays] = {}  # a large posting's entries as arrays
         self._weights: dict[str, tuple[float, np.ndarray]] = {}  # term -> (avgdl, BM25 / idf of each posting)
 
@@ -218,7 +218,7 @@ class LexicalIndex:
                     assert self._key is not None  # (entries are cached only with a key)
                     label = self._key(doc_id)
                 entries.extend((label, count, length))
-                self.rebuilt += 1
+                self.cached_entries += 1
                 self._grown.add(term)
                 self._weights.pop(term, None)
 
@@ -254,7 +254,7 @@ class LexicalIndex:
         posting = self._postings.get(term)
         if not posting or self._key is None:
             return None
-        self.rebuilt += len(posting)
+        self.cached_entries += len(posting)
         rows = zip(map(self._key, posting), posting.values(), map(self._lengths.__getitem__, posting))
         entries = self._entries[term] = array("d", chain.from_iterable(rows))
         return entries
@@ -286,12 +286,12 @@ class LexicalIndex:
         a namespace's entries are summed term by term in both."""
         if self._key is None:
             raise ValueError("label scores need a LexicalIndex made with a key")
-        taken = self.rebuilt
+        taken = self.cached_entries
         found = [(n, entries) for n, term in enumerate(terms) if (entries := self._posting(term)) is not None]
         if not found:
             return NO_POSTINGS
         grown = self._grown
-        changed = self.rebuilt != taken  # (a first read)
+        changed = self.cached_entries != taken  # (a first read)
         if grown:  # (or entries an add appended)
             changed = changed or any([terms[n] in grown for n, _ in found])
             grown.difference_update(terms)

@@ -217,14 +217,14 @@ def test_reading_a_posting_after_an_add_costs_the_new_documents_not_the_history(
     ix = LexicalIndex(key=lambda d: int(d))
     per_tick = []
     for tick in range(40):
-        before = ix.rebuilt
+        before = ix.cached_entries
         ix.add(str(2 * tick), f"tell me something new about cooking (turn {tick})")
         ix.add(str(2 * tick + 1), f"noted: tell me something new about cooking (turn {tick})")
         ix.postings(index_terms("something new about cooking"), None)
-        per_tick.append(ix.rebuilt - before)
+        per_tick.append(ix.cached_entries - before)
     terms = index_terms("something new about cooking")
     assert terms and all(len(ix._postings[t]) == 80 for t in terms)
-    assert per_tick[1:] == [2 * len(terms)] * 39  # (rebuilt whole, the last tick alone would be 80 a term)
+    assert per_tick[1:] == [2 * len(terms)] * 39  # (built whole, the last tick alone would be 80 a term)
 
 
 def _bm25(postings: lexical.Postings) -> list[tuple[int, float]]:
