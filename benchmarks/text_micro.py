@@ -18,7 +18,7 @@ lines of ``examples/tick.py``'s agents), best of ``--repeat`` passes, microsecon
 ``same_terms`` checks that both forms give every text the same terms.
 
 Decided: the table of each token's term and the apostrophe check took ``memray_us`` from
-5.4-5.5 to 3.6-3.7 us a text (two runs each, the same day).
+5.4-5.7 to 3.6-3.7 us a text (two runs each, the same day).
 """
 
 from __future__ import annotations
