@@ -176,7 +176,7 @@ class LexicalIndex:
         self._key = key
         # per term read: its posting's (label, tf, document length) triples, in the posting's order
         self._entries: dict[str, array[float]] = {}
-        self._grown: set[str] = set()  # terms whose entries an add appended to since they were read
+        self._grown: set[str] = set()  # terms whose entries were built or appended to since their last read
         self.cached_entries = 0  # posting entries cached so far: at a term's first read, and by later adds
         self._arrays: dict[str, Arrays] = {}  # a large posting's entries as arrays
         self._weights: dict[str, tuple[float, np.ndarray]] = {}  # term -> (avgdl, BM25 / idf of each posting)
@@ -255,6 +255,7 @@ class LexicalIndex:
         if not posting or self._key is None:
             return None
         self.cached_entries += len(posting)
+        self._grown.add(term)
         rows = zip(map(self._key, posting), posting.values(), map(self._lengths.__getitem__, posting))
         entries = self._entries[term] = array("d", chain.from_iterable(rows))
         return entries
@@ -286,14 +287,12 @@ class LexicalIndex:
         a namespace's entries are summed term by term in both."""
         if self._key is None:
             raise ValueError("label scores need a LexicalIndex made with a key")
-        taken = self.cached_entries
         found = [(n, entries) for n, term in enumerate(terms) if (entries := self._posting(term)) is not None]
         if not found:
             return NO_POSTINGS
-        grown = self._grown
-        changed = self.cached_entries != taken  # (a first read)
-        if grown:  # (or entries an add appended)
-            changed = changed or any([terms[n] in grown for n, _ in found])
+        grown, changed = self._grown, False  # (entries built by this read, or appended by an add since the last)
+        if grown:
+            changed = any([terms[n] in grown for n, _ in found])
             grown.difference_update(terms)
         bound = CHANGED_PER_TERM if changed else FUSED_PER_TERM
         stats = stats or self.stats(terms)
