@@ -32,11 +32,16 @@ medians are over the second half of the ticks.
 Before the entries were cached, small postings were weighed entry by entry in plain Python
 (~0.5 us an entry), which crossed the arrays at 36-42 entries a term (``--ticks 160``) and
 bounded that form at 40 entries a term whatever the read; the cached entries cost a fraction of
-that (``--namespaces 500 --ticks 40``, two alternated pairs: 41-44 against 54-87 us a search).
+that (``--namespaces 500 --ticks 40``, two alternated pairs, the reads alone as the micro then
+timed them: 41-44 against 54-87 us a search). The entries were first brought up to date at a
+term's next read; an add appending its own entry took a conversation's tick (its adds and its
+search, as timed now) from 32.9-34.6 to 24.7-28.8 us at 10 ticks, 49.7-54.1 to 35.5-44.6 at 40
+(two alternated pairs).
 
 ``--bounds 40,80,160,320,500,1000`` also times both forms per posting size (5 query terms,
 ``bounds`` in the JSON), on postings read again unchanged and on postings that gained two
-documents since their last read: what set ``FUSED_PER_TERM`` and ``CHANGED_PER_TERM``.
+documents since their last read (the adds not timed: both forms pay them alike): what set
+``FUSED_PER_TERM`` and ``CHANGED_PER_TERM``.
 """
 
 from __future__ import annotations

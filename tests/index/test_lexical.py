@@ -210,8 +210,8 @@ def test_reading_a_posting_after_an_add_costs_the_new_documents_not_the_history(
     monkeypatch: pytest.MonkeyPatch, bound: float
 ) -> None:
     """A conversation's namespace gains two messages a tick and is searched each tick: the posting
-    entries read per tick stay the tick's, however long the history, whether the postings are
-    weighed as arrays or as the cached entries."""
+    entries cached per tick (appended by its adds) stay the tick's, however long the history,
+    whether the postings are weighed as arrays or as the cached entries."""
     monkeypatch.setattr(lexical, "FUSED_PER_TERM", bound)
     monkeypatch.setattr(lexical, "CHANGED_PER_TERM", bound)
     ix = LexicalIndex(key=lambda d: int(d))
