@@ -171,7 +171,7 @@ async def full_floor(mode: str, agents: int, ticks: int, root: str, hosts: int, 
     # the runs just closed left millions of objects: collected now, not inside a timed part (a
     # collection there once made the BM25 postings of 2,000 texts take 0.8-0.95 s instead of 27 ms)
     gc.collect()
-    embedder = StaticEmbedder()
+    embedder = StaticEmbedder(memo=False)  # the raw work: the runs just timed left their texts in the memo
     last = ticks - 1
     history = [
         [example.said(a, t) for t in range(ticks)] + [example.reply(a, t) for t in range(ticks)] for a in range(agents)

@@ -142,7 +142,7 @@ class EmbedderConfig(_Config):
     batch_size: int = Field(256, gt=0, le=2048)
     timeout_s: float = Field(30.0, gt=0)
     max_retries: int = Field(2, ge=0)
-    cache_size: int = Field(100_000, ge=0)  # LRU entries per process; 0 disables the cache
+    cache_size: int = Field(100_000, ge=0)  # LRU entries per process; 0 disables it (and the static memo)
     cache_ttl_s: float = Field(3600.0, gt=0)
     device: str | None = None  # local model: "cuda", "cpu" or None (auto)
     # cosine above which a vector hit counts as relevant; None: calibrated per model and recorded

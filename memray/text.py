@@ -45,13 +45,15 @@ import hashlib
 import re
 import threading
 import unicodedata
-from typing import Any
+import weakref
+from typing import Any, TypeVar
 
 __all__ = [
     "tokenize",
     "index_terms",
     "term_counts",
     "forget_texts",
+    "TextMemo",
     "text_id",
     "STOPWORDS",
     "estimate_tokens",
@@ -211,8 +213,30 @@ def index_terms(text: str) -> list[str]:
     return out
 
 
-_COUNTS: dict[str, dict[str, int]] = {}
-_MAX_COUNTS = 32_768
+V = TypeVar("V")
+_MEMOS: list[weakref.ref[TextMemo[Any]]] = []
+
+
+class TextMemo(dict[str, V]):
+    """A memo keyed by whole texts (their term counts here, their vectors in the static
+    embedder): emptied when it reaches ``bound`` entries, as it refills while texts come, and by
+    :func:`forget_texts` with every other memo of the process, since it holds texts."""
+
+    __slots__ = ("bound", "__weakref__")
+
+    def __init__(self, bound: int) -> None:
+        super().__init__()
+        self.bound = bound
+        _MEMOS.append(weakref.ref(self))
+
+    def keep(self, text: str, value: V) -> V:
+        if len(self) >= self.bound:
+            self.clear()
+        self[text] = value
+        return value
+
+
+_COUNTS: TextMemo[dict[str, int]] = TextMemo(32_768)
 
 
 def term_counts(text: str) -> dict[str, int]:
@@ -225,17 +249,22 @@ def term_counts(text: str) -> dict[str, int]:
         counts = {}
         for term in index_terms(text):
             counts[term] = counts.get(term, 0) + 1
-        if len(_COUNTS) >= _MAX_COUNTS:
-            _COUNTS.clear()
-        _COUNTS[text] = counts
+        _COUNTS.keep(text, counts)
     return counts
 
 
 def forget_texts() -> int:
-    """Empty the memo of :func:`term_counts`, which holds whole texts (erasing a user empties it,
-    as it empties the embedding caches); returns how many it held."""
-    held = len(_COUNTS)
-    _COUNTS.clear()
+    """Empty every :class:`TextMemo` of this process (term counts, static vectors), which hold
+    whole texts (erasing a user empties them, as it empties the embedding caches); returns how
+    many texts they held."""
+    held = 0
+    for ref in list(_MEMOS):
+        memo = ref()
+        if memo is None:
+            _MEMOS.remove(ref)
+        else:
+            held += len(memo)
+            memo.clear()
     return held
 
 

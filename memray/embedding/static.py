@@ -39,6 +39,7 @@ import numpy.typing as npt
 
 from memray.errors import EmbeddingError, ValidationError
 from memray.files import load_npy
+from memray.text import TextMemo
 
 __all__ = ["StaticEmbedder", "StaticModel", "MODELS", "DEFAULT_MODEL", "model_folder", "load_model"]
 
@@ -46,6 +47,10 @@ MODELS = Path(__file__).parent / "models"
 DEFAULT_MODEL = "minilm-static-v1"
 _BLOCK = 256  # texts per gather, at most ...
 _CELLS = 1 << 15  # ... and tokens (padding included): a gather is at most 32,768 x dim floats (50 MB)
+#: Texts whose vectors a process keeps per model (12 MiB at 384 dimensions): a simulation's
+#: message is embedded to score it in read-your-writes tails, often more than once, and again
+#: by its host's pipeline; a repeated question too.
+MEMO_TEXTS = 8_192
 
 
 class StaticModel:
@@ -59,6 +64,7 @@ class StaticModel:
         self.vectors: npt.NDArray[np.float32] = np.zeros((0, 0), np.float32)
         self.tokenizer: Any = None
         self.card: dict[str, Any] = {}
+        self.memo: TextMemo[npt.NDArray[np.float32]] = TextMemo(MEMO_TEXTS)  # read-only rows
 
     def open(self) -> StaticModel:
         from tokenizers import Tokenizer  # 6 ms (python -X importtime): paid by the first embed, not by import memray
@@ -106,13 +112,18 @@ class StaticEmbedder:
     ``recomputable``: deterministic and microseconds a text, so callers embed on the spot and
     shards recompute vectors from text instead of storing them. Thread-safe (one lock guards the
     word table). Pickles as its model name: the vectors load once in each process.
+
+    With ``memo`` (the default), the vectors of the last :data:`MEMO_TEXTS` texts embedded in
+    this process with this model are kept and given again (the same bits: a text's row does not
+    depend on its batch); ``memray.text.forget_texts`` empties them.
     """
 
     recomputable = True
 
-    def __init__(self, model: str = DEFAULT_MODEL, max_words: int = 500_000) -> None:
+    def __init__(self, model: str = DEFAULT_MODEL, max_words: int = 500_000, memo: bool = True) -> None:
         self.model = model
         self.max_words = max_words
+        self.memo = memo
         self._folder = model_folder(model)
         self.dim = int(json.loads((self._folder / "model.json").read_text(encoding="utf-8"))["dim"])
         self.model_id = f"static:{self._folder.name}:{self.dim}"
@@ -120,8 +131,8 @@ class StaticEmbedder:
         self._words: dict[str, tuple[int, ...]] = {}
         self._lock = threading.Lock()
 
-    def __reduce__(self) -> tuple[type[StaticEmbedder], tuple[str, int]]:
-        return (StaticEmbedder, (self.model, self.max_words))
+    def __reduce__(self) -> tuple[type[StaticEmbedder], tuple[str, int, bool]]:
+        return (StaticEmbedder, (self.model, self.max_words, self.memo))
 
     @property
     def tokenizer(self) -> Any:
@@ -181,8 +192,29 @@ class StaticEmbedder:
         of a hash of its raw text: a unit row, near cosine 0 to every other."""
         if not texts:
             return np.zeros((0, self.dim), np.float32)
+        if not self.memo:
+            return self._embedded(list(texts))
+        memo = self._m.memo
+        kept = [memo.get(text) if isinstance(text, str) else None for text in texts]
+        todo = [i for i, row in enumerate(kept) if row is None]
+        if not todo:
+            return np.stack(kept)  # type: ignore[arg-type]  # (every row is kept)
+        fresh = self._embedded([texts[i] for i in todo])
+        rows = fresh.copy()  # the memo's own: the caller may write to what it is given
+        rows.flags.writeable = False
+        for i, row in zip(todo, rows):
+            memo.keep(texts[i], row)
+        if len(todo) == len(texts):
+            return fresh
+        out = np.empty((len(texts), self.dim), np.float32)
+        out[todo] = fresh
+        hits = [i for i, row in enumerate(kept) if row is not None]
+        out[hits] = np.stack([kept[i] for i in hits])  # type: ignore[misc]
+        return out
+
+    def _embedded(self, texts: list[str]) -> npt.NDArray[np.float32]:
         try:
-            ids = self.token_ids(list(texts))
+            ids = self.token_ids(texts)
         except Exception as exc:  # the tokenizer rejected a text: say which model and how many
             raise EmbeddingError(f"{self.model_id} could not tokenize {len(texts)} texts: {exc}") from exc
         out = self._pooled(ids)

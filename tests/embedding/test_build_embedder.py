@@ -24,6 +24,9 @@ def test_default_is_the_static_embedder_uncached() -> None:
     emb = build_embedder(EmbedderConfig())
     assert isinstance(emb, StaticEmbedder)  # recomputable: embedding a new text beats a cache look-up
     assert emb.model_id == "static:minilm-static-v1:384" and emb.dim == 384
+    assert emb.memo  # its own memo of the last texts' vectors instead ...
+    plain = build_embedder(EmbedderConfig(cache_size=0))  # ... which a cache size of 0 turns off, as jobs do
+    assert isinstance(plain, StaticEmbedder) and not plain.memo
 
 
 def test_hash_is_not_cached_either() -> None:

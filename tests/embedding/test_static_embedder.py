@@ -15,6 +15,7 @@ import pytest
 import memray
 from memray.embedding.static import DEFAULT_MODEL, MODELS, StaticEmbedder, model_folder
 from memray.errors import ValidationError
+from memray.text import forget_texts
 from tests.embedding.test_embedder_conformance import TEXTS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,11 +41,26 @@ def test_token_ids_are_the_tokenizers_own(embedder: StaticEmbedder) -> None:
 
 
 def test_same_bits_alone_in_a_batch_and_after_the_word_table_is_cleared() -> None:
-    small = StaticEmbedder(max_words=50)  # the word table is cleared again and again
+    small = StaticEmbedder(max_words=50, memo=False)  # the word table is cleared again and again
     together = small.embed(CORPUS)
     assert np.array_equal(together, np.vstack([small.embed([t]) for t in CORPUS]))
-    assert np.array_equal(together, StaticEmbedder().embed(CORPUS))
+    assert np.array_equal(together, StaticEmbedder(memo=False).embed(CORPUS))
     assert len(small._words) <= 50
+
+
+def test_the_memo_gives_the_bits_it_computed_and_keeps_rows_of_its_own() -> None:
+    forget_texts()
+    plain, memo = StaticEmbedder(memo=False), StaticEmbedder()
+    half = CORPUS[::2]
+    given = memo.embed(half)  # every text new: computed, and kept
+    assert set(memo._m.memo) == set(half)
+    given[:] = 0.0  # the caller's array: writing to it leaves the kept rows as they were
+    mixed = CORPUS + half[:3]  # kept texts among new ones, and texts twice
+    assert np.array_equal(memo.embed(mixed), plain.embed(mixed))
+    assert np.array_equal(memo.embed(half), plain.embed(half))  # every text kept
+    plain.embed(["a text only the embedder without a memo saw"])
+    assert set(memo._m.memo) == set(CORPUS)
+    assert forget_texts() >= len(set(CORPUS)) and not memo._m.memo  # erasing a user empties it
 
 
 def test_same_bits_in_another_process(embedder: StaticEmbedder) -> None:

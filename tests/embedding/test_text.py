@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import memray.text as text_module
-from memray.text import STOPWORDS, estimate_tokens, index_terms, tokenize
+from memray.text import STOPWORDS, TextMemo, estimate_tokens, forget_texts, index_terms, term_counts, tokenize
 
 
 def test_lowercase_words() -> None:
@@ -105,3 +105,15 @@ def test_estimate_is_cjk_aware_not_chars_over_four() -> None:
     chinese = "我们明天在北京开会讨论项目" * 10
     assert estimate_tokens(chinese) == len(chinese)
     assert estimate_tokens(chinese) > 3 * (len(chinese) // 4)
+
+
+def test_a_text_memo_is_bounded_and_forgetting_texts_empties_every_one() -> None:
+    memo: TextMemo[int] = TextMemo(3)
+    for n in range(5):
+        assert memo.keep(f"text {n}", n) == n
+        assert len(memo) <= 3
+    assert memo == {"text 3": 3, "text 4": 4}  # emptied when full, refilled
+    term_counts("a text about sailing boats")
+    assert "a text about sailing boats" in text_module._COUNTS
+    assert forget_texts() >= 3
+    assert not memo and not text_module._COUNTS

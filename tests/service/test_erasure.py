@@ -15,6 +15,7 @@ import memray
 import memray.text
 from memray import MemoryEntry, SearchRequest
 from memray.config import SummarizerConfig
+from memray.embedding.static import DEFAULT_MODEL, load_model, model_folder
 from memray.service.erasure import scan_exports, scan_snapshots
 from tests.service.conftest import MODES, small_config
 
@@ -34,9 +35,12 @@ def files_holding(root: str, markers: list[str]) -> dict[str, list[str]]:
     return found
 
 
-def memos_holding(markers: list[str]) -> list[str]:
-    """The texts this process memoised the term counts of that contain one of ``markers``."""
-    return [text for text in memray.text._COUNTS if any(m in text for m in markers)]
+def memos_holding(markers: list[str], memos: list[dict[str, object]] | None = None) -> list[str]:
+    """The texts this process memoised (their term counts, their static vectors: every
+    ``TextMemo``, or those of ``memos``) that contain one of ``markers``."""
+    if memos is None:
+        memos = [memo for ref in memray.text._MEMOS if (memo := ref()) is not None]
+    return [text for memo in memos for text in memo if any(m in text for m in markers)]
 
 
 def wait_for(predicate, timeout_s: float = 60.0) -> None:
@@ -114,9 +118,11 @@ def test_delete_user_erases_everything_and_proves_it(summarizing_mem):
     assert files_holding(mem.config.root, list(markers.values()))
     inprocess = mem.config.mode == "inprocess"  # (in ray mode the memos are in the actors' processes)
     assert not inprocess or memos_holding(list(markers.values()))
+    vectors = load_model(model_folder(DEFAULT_MODEL)).memo  # the default embedder's (in process: the hosts')
+    assert not inprocess or memos_holding(list(markers.values()), [vectors])
 
     receipt = mem.delete_user(app=app, user_id="victim")
-    assert not inprocess or not memos_holding(list(markers.values()))  # (texts of term counts, memoised)
+    assert not inprocess or not memos_holding(list(markers.values()))  # (texts of term counts and vectors, memoised)
 
     counts = receipt.counts
     assert (receipt.app, receipt.user_id) == (app, "victim")
