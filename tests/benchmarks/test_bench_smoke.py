@@ -163,6 +163,13 @@ def test_refs_wire_micro_times_both_forms_beside_the_columns_alone() -> None:
     assert result["ref_list_over_floor"] is not None
 
 
+def test_wire_format_micro_times_lists_and_arrow_which_give_the_same_messages() -> None:
+    result = run_module("wire_format_micro", ["--messages", "200"])  # (it asserts both forms give the messages)
+    for form in ("lists", "arrow", "lists_transport", "arrow_transport"):
+        assert result[f"{form}_us_per_message"] > 0
+    assert result["arrow_over_lists"] is not None
+
+
 def test_lexical_micro_scores_every_form_the_same_every_tick() -> None:
     result = run_module("lexical_micro", ["--namespaces", "20", "--ticks", "3", "--bounds", "8"])
     assert result["same_scores"] is True and len(result["by_tick"]) == 3
