@@ -308,7 +308,8 @@ def embedding_rates() -> str:
         f"its tokenizer alone on the same texts: {floor:,}/s). Calibrated thresholds: {thresholds}; vector weights: "
         f"{weights}.\n\nThe default embedder alone (`static_embedder.json`, one core): "
         f"{se['cold_sentences_per_s']:,} chat-length texts/s with an empty word table, "
-        f"{se['warm_sentences_per_s']:,} once its words are known, {se['one_by_one_per_s']:,} one text at a time; "
+        f"{se['warm_sentences_per_s']:,} once its words are known, {se['one_by_one_per_s']:,} one text at a time, "
+        f"{se['memoised_sentences_per_s']:,} given again from its memo of the texts it embedded last; "
         f"its floor, the tokenizer alone on the same texts, {se['floor_tokenizer_sentences_per_s']:,}/s."
     )
 
