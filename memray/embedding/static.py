@@ -20,8 +20,9 @@ the same token ids. Each distinct word is tokenized once (by the ``tokenizers`` 
 batches) and its ids kept in a bounded table; a batch of texts is then ``str.split``, a dict
 look-up per word, one gather of token rows per block of texts (padded with a zero row) and one
 sum. ``python -m benchmarks.static_embedder`` (``benchmarks/results/static_embedder.json``, one
-core): 54,000 chat-length texts a second with an empty word table, 115,000 once its words are
-known, 41,000 one text at a time, against 37,000 for the tokenizer alone. The same bits come out
+core): 63,000 chat-length texts a second with an empty word table, 105,000 once its words are
+known, 41,000 one text at a time, against 45,000 for the tokenizer alone; 1,700,000 a second
+for texts its memo holds (below). The same bits come out
 whichever path a text takes (``tests/embedding/test_static_embedder.py`` holds them to the plain
 tokenizer's).
 """
