@@ -350,11 +350,12 @@ async def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
     cfg = memray.MemoryConfig(
         path=os.path.join(root, "mem"),
         mode=args.mode,
-        hosts=args.hosts,
         shards=args.shards,
         address=args.address,
         embedder=memray.EmbedderConfig(kind=args.embedder),
+        **({} if args.hosts is None else {"hosts": args.hosts}),
     )
+    args.hosts = cfg.hosts  # (the floors send to as many no-op hosts)
     mem = memray.open(config=cfg)
     try:
         probe = SearchableProbe(mem, args.probes, args.poll_ms / 1000.0)
@@ -460,7 +461,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--agents", type=int, default=1000)
     ap.add_argument("--turns", type=int, default=5)
-    ap.add_argument("--hosts", type=int, default=4)
+    ap.add_argument("--hosts", type=int, default=None, help="default: as many as memray.open() starts here")
     ap.add_argument("--shards", type=int, default=2)
     ap.add_argument("--probes", type=int, default=4, help="agents per tick whose message is polled for by search")
     ap.add_argument("--poll-ms", type=float, default=25.0)
