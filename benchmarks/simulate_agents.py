@@ -62,6 +62,7 @@ from benchmarks._harness import (
     run_clients,
     sinks,
 )
+from memray.config import default_hosts
 from memray.ids import ConversationKey
 from memray.models import Message
 from memray.simulation import _script as script_line
@@ -350,12 +351,11 @@ async def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
     cfg = memray.MemoryConfig(
         path=os.path.join(root, "mem"),
         mode=args.mode,
+        hosts=args.hosts,
         shards=args.shards,
         address=args.address,
         embedder=memray.EmbedderConfig(kind=args.embedder),
-        **({} if args.hosts is None else {"hosts": args.hosts}),
     )
-    args.hosts = cfg.hosts  # (the floors send to as many no-op hosts)
     mem = memray.open(config=cfg)
     try:
         probe = SearchableProbe(mem, args.probes, args.poll_ms / 1000.0)
@@ -474,6 +474,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     common_args(ap)
     args = ap.parse_args(argv)
+    if args.hosts is None:  # as many as memray.open() starts here (the floors send to as many)
+        args.hosts = default_hosts(args.address, None)
     results = in_data_dir(args, "memray-sim-", lambda root: asyncio.run(run(args, root)))
     if args.plot:
         plot_bars(
