@@ -501,6 +501,15 @@ def _check_picklable(embedder: object) -> None:
         ) from exc
 
 
+@functools.cache
+def _actor_class(cls: type) -> Any:
+    """``cls`` as a Ray actor class, made once per process. Ray exports an actor class the first
+    time one is created in a job, naming it by a hash of its disassembled methods (~40 ms a class
+    here, in the driver, before any actor starts): made anew for each actor, the second host and
+    the second shard paid it again."""
+    return ray.remote(concurrency_groups={PROBE: 1})(cls)  # type: ignore[call-overload]
+
+
 class RayDeployment:
     """The cores as named Ray actors (``mode="ray"``)."""
 
@@ -531,8 +540,7 @@ class RayDeployment:
 
     def _actor(self, cls: type, role: str, label: str, args: tuple[Any, ...], **options: Any) -> RayRef:
         """The named actor ``role`` of ``cls`` (created, or the running one: ``get_if_exists``)."""
-        actor: Any = ray.remote(concurrency_groups={PROBE: 1})(cls)  # type: ignore[call-overload]
-        handle = actor.options(**self._options(role, **options)).remote(*args)
+        handle = _actor_class(cls).options(**self._options(role, **options)).remote(*args)
         return RayRef(handle, label, self.config.placement_timeout_s, probe=True)
 
     def create(self) -> None:
