@@ -77,8 +77,14 @@ __all__ = [
 HYBRID_DEPTH = 50
 #: The same under stream scoring, where recency and importance may lift a less similar item.
 STREAM_DEPTH = 200
-#: The most segment entries scored in one block: a batch's memory stays bounded.
-BLOCK_ITEMS = 1 << 20
+#: The most segment entries scored in one block: a batch's memory stays bounded, and each of a
+#: block's arrays stays in the CPU's caches. At 1 << 20, 16 app-wide searches of 50,000 items a
+#: shard went in one block of 800,000 entries: 289 ms p50 at 16 clients in ray mode against
+#: 171 ms at 1 << 16 (``benchmarks/recall_latency.py --n 100000 --shards 2 --clients 16``), and
+#: a call of 5,000 conversation searches took 404-412 ms against 342-347
+#: (``benchmarks/search_micro.py --n 50000 --namespaces 1000 --queries 5000 --batch 5000``;
+#: 1 << 13 to 1 << 15 within the noise of 1 << 16). Blocks change no result.
+BLOCK_ITEMS = 1 << 16
 #: A source with more labels than this is scored over its candidates (not every label) when the
 #: search has no vector part there: its lexical hits are few next to its size.
 SPARSE_ABOVE = 4096
