@@ -49,18 +49,20 @@ def test_same_bits_alone_in_a_batch_and_after_the_word_table_is_cleared() -> Non
 
 
 def test_the_memo_gives_the_bits_it_computed_and_keeps_rows_of_its_own() -> None:
+    # (subsets, not equalities: a memray another test left open in this process may embed too)
     forget_texts()
     plain, memo = StaticEmbedder(memo=False), StaticEmbedder()
-    half = CORPUS[::2]
+    half, other = CORPUS[::2], CORPUS[1::2]
     given = memo.embed(half)  # every text new: computed, and kept
-    assert set(memo._m.memo) == set(half)
+    assert set(half) <= set(memo._m.memo) and not set(other) & set(memo._m.memo)
     given[:] = 0.0  # the caller's array: writing to it leaves the kept rows as they were
     mixed = CORPUS + half[:3]  # kept texts among new ones, and texts twice
     assert np.array_equal(memo.embed(mixed), plain.embed(mixed))
     assert np.array_equal(memo.embed(half), plain.embed(half))  # every text kept
     plain.embed(["a text only the embedder without a memo saw"])
-    assert set(memo._m.memo) == set(CORPUS)
-    assert forget_texts() >= len(set(CORPUS)) and not memo._m.memo  # erasing a user empties it
+    assert set(CORPUS) <= set(memo._m.memo) and "a text only the embedder without a memo saw" not in memo._m.memo
+    assert forget_texts() >= len(set(CORPUS))  # erasing a user empties it
+    assert not set(CORPUS) & set(memo._m.memo)
 
 
 def test_same_bits_in_another_process(embedder: StaticEmbedder) -> None:
