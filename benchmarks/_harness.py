@@ -188,6 +188,16 @@ def host_calls(mem: Any, call: Callable[[Any], Awaitable[T]]) -> Awaitable[list[
     return mem.internals.arun(all_hosts())  # type: ignore[no-any-return]
 
 
+def best_us(fn: Callable[[], Any], n: int, repeat: int = 5) -> float:
+    """Best of ``repeat`` runs of ``fn``, in microseconds per item (``n`` items per run)."""
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return round(best / n * 1e6, 3)
+
+
 def time_calls(calls: int, fn: Callable[[int], Any]) -> list[float]:
     """Latency (s) of ``calls`` sequential synchronous calls of ``fn(i)``."""
     out = []

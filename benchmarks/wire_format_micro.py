@@ -28,14 +28,12 @@ which hands its rows to DuckDB, does take them as Arrow (``memray/store/messages
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
 import ray.cloudpickle as cp  # Ray's pickler: what a call's arguments and answer go through
 
-from benchmarks._harness import emit, ratio
+from benchmarks._harness import best_us, emit, ratio
 from memray.models import Message
 from memray.models.wire import decode_messages, encode_messages
 from memray.runtime import collector
@@ -79,15 +77,6 @@ def from_arrow(data: bytes) -> pa.RecordBatch:
     return pa.ipc.open_stream(data).read_next_batch()
 
 
-def best_us(n: int, fn: Callable[[], Any], repeat: int = 5) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return round(min(times) / n * 1e6, 3)
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--messages", type=int, default=5000)
@@ -107,10 +96,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     assert lists() == msgs and arrow() == msgs
     n = args.messages
     results: dict[str, Any] = {
-        "lists_us_per_message": best_us(n, lists),
-        "arrow_us_per_message": best_us(n, arrow),
-        "lists_transport_us_per_message": best_us(n, lambda: cp.loads(cp.dumps(columns))),  # type: ignore[no-untyped-call]
-        "arrow_transport_us_per_message": best_us(n, lambda: from_arrow(to_arrow(columns))),
+        "lists_us_per_message": best_us(lists, n),
+        "arrow_us_per_message": best_us(arrow, n),
+        "lists_transport_us_per_message": best_us(lambda: cp.loads(cp.dumps(columns)), n),  # type: ignore[no-untyped-call]
+        "arrow_transport_us_per_message": best_us(lambda: from_arrow(to_arrow(columns)), n),
     }
     results["arrow_over_lists"] = ratio(results["arrow_us_per_message"], results["lists_us_per_message"])
     return emit("wire_format_micro", {"messages": n}, results)

@@ -52,7 +52,7 @@ from unittest import mock
 import numpy as np
 import ray.cloudpickle as cp
 
-from benchmarks._harness import emit
+from benchmarks._harness import best_us, emit
 from memray.conversation.persist import PersistWheel
 from memray.ids import ConversationKey, conversation_namespace
 from memray.metrics import LagRecorder
@@ -61,16 +61,6 @@ from memray.models import messages as records
 from memray.models.wire import MessageBatch
 from memray.rpc.batch import Coalescer
 from memray.store.rows import EmbeddingRow, MessageRow, RowList, message_payload, message_to_row, payload_extras
-
-
-def best_us(fn: Callable[[], Any], n: int, repeat: int = 5) -> float:
-    """Best of ``repeat`` runs of ``fn``, in microseconds per item (``n`` items per run)."""
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return round(best / n * 1e6, 3)
 
 
 def _dataclass_key(t: tuple[str, str, str]) -> Any:
