@@ -424,7 +424,8 @@ class ConversationHost:
 
     async def clear_caches(self) -> int:
         """Empty this process's embedding cache (keyed by hashes of texts: not by user) and its
-        memo of texts' term counts; the entries dropped."""
+        memos keyed by texts (``memray.text.forget_texts``: term counts, static vectors); the
+        entries dropped."""
         await self.start()
         cached = self._embedder.cache.clear() if isinstance(self._embedder, CachedEmbedder) else 0
         return cached + forget_texts()

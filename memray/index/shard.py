@@ -188,7 +188,7 @@ class VectorShard:
     def drop(self, app: str, user_id: str, kind: str | None = None, scope: str | None = None) -> int:
         """Remove whole namespaces of a user (all of them, or those of ``kind`` / ``scope``).
         Returns the items removed. Their files leave the disk with the next :meth:`snapshot`;
-        their texts leave this process's memo of term counts now."""
+        their texts leave this process's memos of texts now (``memray.text.forget_texts``)."""
         removed = 0
         for ns in self._spaces.of_user(app, user_id):
             if (kind is None or ns.kind == kind) and (scope is None or ns.scope == scope):
